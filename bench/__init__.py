@@ -1,0 +1,1 @@
+"""raftlog benchmarks (``make bench``): each ``bench/bench_*.py`` module is one suite."""

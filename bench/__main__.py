@@ -1,0 +1,73 @@
+"""Run every benchmark suite and write BENCHMARKS.md.
+
+Each module ``bench/bench_<name>.py`` exposes ``run() -> str``, returning a Markdown section
+(its own heading, a table with medians of several runs, and ratios taken within the same run).
+``python -m bench name ...`` runs only the named suites; every section is kept in
+``bench/results/<name>.md`` (with its own date line) so a partial run refreshes only its part. The report header records the machine,
+the command and the date, as DEVELOPERS.md asks.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import os
+import pkgutil
+import platform
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        mem = f", {pages / 2**30:.0f} GiB RAM"
+    except (ValueError, OSError):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores{mem}, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+def main(argv: list[str]) -> int:
+    wanted = set(argv)
+    names = sorted(
+        m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name.startswith("bench_")
+    )
+    results = Path(__file__).parent / "results"
+    results.mkdir(exist_ok=True)
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    for name in names:
+        short = name.removeprefix("bench_")
+        if wanted and short not in wanted:
+            continue
+        print(f"== running bench {short}", flush=True)
+        module = importlib.import_module(f"bench.{name}")
+        section = module.run().rstrip() + "\n"
+        meta = f"\n_Run {stamp} on {_machine()}; command `make bench BENCH={short}`._\n"
+        (results / f"{short}.md").write_text(section + meta, encoding="utf-8")
+    sections = [p.read_text(encoding="utf-8") for p in sorted(results.glob("*.md"))]
+    header = (
+        "# raftlog benchmarks\n\n"
+        "Produced by `make bench` (all suites) or `make bench BENCH=name` (one suite); each\n"
+        "section records its own date, machine and command. Figures are medians of several runs;\n"
+        "ratios compare runs made in the same invocation on the same machine.\n\n"
+    )
+    out = ROOT / "BENCHMARKS.md"
+    out.write_text(header + "\n".join(sections), encoding="utf-8")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,107 @@
+"""Log entries: the 20-byte header codec shared by the wire, the storage and the core.
+
+Layout (PROTOCOL.md §4.1)::
+
+    offset 0   12 bytes  request id (all zero for CHECKPOINT)
+    offset 12   1 byte   type: 0 STATE, 1 CONFIG, 2 CHECKPOINT
+    offset 13   7 bytes  term, unsigned little-endian
+    offset 20  >= 1 byte data
+
+The log index is not part of the entry: it is implied by position. Every entry carries at least
+one data byte, because a shorter entry makes a reference follower exit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Final
+
+from raftlog.errors import EntryFormatError
+
+REQUEST_ID_SIZE: Final = 12
+ENTRY_HEADER_SIZE: Final = 20
+MAX_ENTRY_TERM: Final = (1 << 56) - 1
+"""Largest term the 7-byte header field can hold."""
+
+ZERO_REQUEST_ID: Final = bytes(REQUEST_ID_SIZE)
+"""The request id of CHECKPOINT entries; never cached for idempotency."""
+
+CHECKPOINT_DATA: Final = b"\xc0"
+"""A CHECKPOINT entry's data: the MessagePack nil byte."""
+
+
+class EntryType(IntEnum):
+    """The entry type byte. The reference does not validate it on receipt, nor do we."""
+
+    STATE = 0
+    CONFIG = 1
+    CHECKPOINT = 2
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One log entry. ``entry_type`` is an ``int`` so that unknown type bytes round-trip."""
+
+    request_id: bytes
+    entry_type: int
+    term: int
+    data: bytes
+
+    def __post_init__(self) -> None:
+        if len(self.request_id) != REQUEST_ID_SIZE:
+            raise EntryFormatError(f"request id must be {REQUEST_ID_SIZE} bytes")
+        if not 0 <= self.entry_type <= 0xFF:
+            raise EntryFormatError(f"entry type {self.entry_type} does not fit in one byte")
+        if not 0 <= self.term <= MAX_ENTRY_TERM:
+            raise EntryFormatError(f"term {self.term} does not fit in 7 bytes")
+        if not self.data:
+            raise EntryFormatError("entry data must hold at least one byte")
+
+    @classmethod
+    def checkpoint(cls, term: int) -> LogEntry:
+        """The entry a new leader appends to commit entries of earlier terms (§12.2)."""
+        return cls(ZERO_REQUEST_ID, EntryType.CHECKPOINT, term, CHECKPOINT_DATA)
+
+    def to_bytes(self) -> bytes:
+        """Serialize to the wire/storage layout."""
+        return b"".join(
+            (
+                self.request_id,
+                bytes((self.entry_type,)),
+                self.term.to_bytes(7, "little"),
+                self.data,
+            )
+        )
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> LogEntry:
+        """Parse the wire/storage layout; raises ``EntryFormatError`` on malformed input."""
+        if len(raw) <= ENTRY_HEADER_SIZE:
+            raise EntryFormatError(
+                f"entry of {len(raw)} bytes is too short (header is {ENTRY_HEADER_SIZE} bytes "
+                "and data must hold at least one byte)"
+            )
+        return cls(
+            bytes(raw[:REQUEST_ID_SIZE]),
+            raw[REQUEST_ID_SIZE],
+            int.from_bytes(raw[13:ENTRY_HEADER_SIZE], "little"),
+            bytes(raw[ENTRY_HEADER_SIZE:]),
+        )
+
+    @property
+    def is_state(self) -> bool:
+        return self.entry_type == EntryType.STATE
+
+    @property
+    def is_config(self) -> bool:
+        return self.entry_type == EntryType.CONFIG
+
+    @property
+    def is_checkpoint(self) -> bool:
+        return self.entry_type == EntryType.CHECKPOINT
+
+    @property
+    def size(self) -> int:
+        """Serialized size in bytes (what batching limits count)."""
+        return ENTRY_HEADER_SIZE + len(self.data)

@@ -1,0 +1,84 @@
+"""The raftlog exception tree.
+
+Following h11, errors caused by *what a remote party sent* (``RemoteProtocolError``) are kept
+apart from errors caused by *misusing our own API* (``LocalProtocolError``): a peer catches the
+former at its network edge, logs and counts it, and carries on; the latter is a bug to fix.
+"""
+
+from __future__ import annotations
+
+
+class RaftlogError(Exception):
+    """Base class of every error raised on purpose by raftlog."""
+
+
+class RemoteProtocolError(RaftlogError):
+    """A remote party sent bytes that do not form a valid ØMQ RAFT message.
+
+    ``frame`` is the 0-based index of the offending frame within the message as the decoder saw
+    it (``None`` when the problem is the message as a whole, e.g. a missing frame count).
+    """
+
+    def __init__(self, reason: str, frame: int | None = None) -> None:
+        self.reason = reason
+        self.frame = frame
+        where = f"frame {frame}: " if frame is not None else ""
+        super().__init__(f"{where}{reason}")
+
+
+class LocalProtocolError(RaftlogError, ValueError):
+    """Our own code asked to build a message that the protocol cannot express."""
+
+
+class EntryFormatError(RaftlogError, ValueError):
+    """A serialized log entry is malformed (too short, term too wide, ...)."""
+
+
+class StorageError(RaftlogError):
+    """The durable store could not complete an operation (I/O error, disk full, ...).
+
+    The store is left consistent: whatever the failed call would have written is not visible.
+    """
+
+
+class StorageCorruptionError(StorageError):
+    """Data read back from the store failed its integrity check; it is never returned as data."""
+
+
+class EntryTooLargeError(RaftlogError, ValueError):
+    """An entry's data exceeds the configured maximum size."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"entry data of {size} bytes exceeds the limit of {limit} bytes")
+
+
+class ConfigError(RaftlogError, ValueError):
+    """A cluster configuration (file, CLI flags or peer list) is invalid."""
+
+
+class NotLeaderError(RaftlogError):
+    """The contacted peer is not the leader; ``leader_id`` names the one it knows, if any."""
+
+    def __init__(self, leader_id: str | None) -> None:
+        self.leader_id = leader_id
+        super().__init__(f"not the leader (leader: {leader_id or 'unknown'})")
+
+
+class RequestExpiredError(RaftlogError):
+    """The request id's timestamp is outside the leader's acceptance window (PROTOCOL.md §3.1)."""
+
+
+class ClusterUnavailableError(RaftlogError):
+    """No leader answered within the deadline."""
+
+
+class ConfigUpdateError(RaftlogError):
+    """A ConfigUpdate was refused; ``status`` is the protocol status (2, 3 or 4)."""
+
+    def __init__(self, status: int, name: str, message: str) -> None:
+        self.status = status
+        self.name = name
+        self.message = message
+        super().__init__(f"config update refused (status {status}): {name}: {message}")

@@ -1,0 +1,97 @@
+"""The 12-byte request id (PROTOCOL.md §3) and its pure freshness check (§3.1).
+
+Layout, MongoDB ObjectId style: 4 bytes big-endian seconds since the epoch, 3 bytes machine id
+(first bytes of MD5(hostname)), 2 bytes pid, 3 bytes counter (random start, wraps at 2^24).
+Peers rely only on uniqueness and on the timestamp in bytes 0-3.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import socket
+import threading
+import time
+from typing import Final
+
+from raftlog.entry import REQUEST_ID_SIZE, ZERO_REQUEST_ID
+
+DEFAULT_REQUEST_ID_TTL_MS: Final = 8 * 3600 * 1000
+DEFAULT_REQUEST_ID_ACCEPT_MARGIN_MS: Final = 15 * 60 * 1000
+_COUNTER_MODULUS: Final = 1 << 24
+
+
+def machine_id(hostname: str | None = None) -> bytes:
+    """The 3-byte machine id the reference derives from the host name."""
+    name = socket.gethostname() if hostname is None else hostname
+    return hashlib.md5(name.encode("utf-8"), usedforsecurity=False).digest()[:3]
+
+
+def make_request_id(seconds: int, machine: bytes, pid: int, counter: int) -> bytes:
+    """Assemble a request id from its parts (pure; used by the generator and by tests)."""
+    if len(machine) != 3:
+        raise ValueError("machine id must be 3 bytes")
+    return b"".join(
+        (
+            (seconds & 0xFFFFFFFF).to_bytes(4, "big"),
+            machine,
+            (pid & 0xFFFF).to_bytes(2, "big"),
+            (counter % _COUNTER_MODULUS).to_bytes(3, "big"),
+        )
+    )
+
+
+def request_id_seconds(request_id: bytes) -> int:
+    """The timestamp (seconds since the epoch) carried in bytes 0-3 of a request id."""
+    return int.from_bytes(request_id[:4], "big")
+
+
+class RequestIdGenerator:
+    """Thread-safe generator of unique request ids with an honest timestamp."""
+
+    def __init__(
+        self,
+        machine: bytes | None = None,
+        pid: int | None = None,
+        counter_start: int | None = None,
+    ) -> None:
+        self._machine = machine_id() if machine is None else machine
+        self._pid = os.getpid() if pid is None else pid
+        start = random.SystemRandom().randrange(_COUNTER_MODULUS) if counter_start is None else counter_start
+        self._counter = start % _COUNTER_MODULUS
+        self._lock = threading.Lock()
+
+    def next(self, now_seconds: int | None = None) -> bytes:
+        """A fresh request id stamped with ``now_seconds`` (default: the wall clock)."""
+        seconds = int(time.time()) if now_seconds is None else now_seconds
+        with self._lock:
+            counter = self._counter
+            self._counter = (counter + 1) % _COUNTER_MODULUS
+        return make_request_id(seconds, self._machine, self._pid, counter)
+
+
+def is_fresh(
+    request_id: bytes,
+    now_ms: int,
+    ttl_ms: int | None = DEFAULT_REQUEST_ID_TTL_MS,
+    margin_ms: int = DEFAULT_REQUEST_ID_ACCEPT_MARGIN_MS,
+) -> bool:
+    """Would a leader whose wall clock reads ``now_ms`` accept this never-seen request id?
+
+    Accepted iff ``now - (ttl - margin) <= t <= now + margin`` with ``t`` the id's timestamp in
+    ms; ``ttl_ms=None`` disables time checks (every id is accepted).
+    """
+    if len(request_id) != REQUEST_ID_SIZE or request_id == ZERO_REQUEST_ID:
+        return False
+    if ttl_ms is None:
+        return True
+    t = request_id_seconds(request_id) * 1000
+    return now_ms - (ttl_ms - margin_ms) <= t <= now_ms + margin_ms
+
+
+def is_expired(request_id: bytes, now_ms: int, ttl_ms: int | None = DEFAULT_REQUEST_ID_TTL_MS) -> bool:
+    """Should a cached request id be forgotten (``t < now - ttl``)?"""
+    if ttl_ms is None:
+        return False
+    return request_id_seconds(request_id) * 1000 < now_ms - ttl_ms

@@ -1,0 +1,1 @@
+"""The ØMQ RAFT wire format: typed messages (``messages``) and pure frame codecs."""

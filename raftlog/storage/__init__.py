@@ -1,0 +1,1 @@
+"""Durable and in-memory storage behind small interfaces (see ``raftlog.storage.base``)."""

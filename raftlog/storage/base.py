@@ -1,0 +1,140 @@
+"""The storage interfaces: a log store, a hard-state store and a snapshot store.
+
+Both implementations (``memory`` for the simulator and unit tests, ``rocks`` for peers) satisfy
+these Protocols and pass the same conformance suite (``tests/unit/storage``).
+
+Index conventions (Raft's): the first real entry has index 1; index 0 has term 0. A snapshot
+covers every index up to and including ``snapshot_index``; the log then holds
+``first_index = snapshot_index + 1 .. last_index`` (``last_index = snapshot_index`` when the log
+is empty). Ranges are half-open ``[lo, hi)`` like Python slices.
+
+Durability: every method whose docstring says *durable on return* is the one place that
+syncs; nothing it wrote may be lost by a crash after it returns, and a crash before it returns
+leaves either all or none of its effect (never a torn record that reads back as data).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from raftlog.entry import LogEntry
+from raftlog.rpc.messages import ConfigPayload
+
+
+class LogStore(Protocol):
+    """The replicated log: entries, their terms, and the request-id index for idempotency."""
+
+    @property
+    def snapshot_index(self) -> int:
+        """Last index covered by the installed snapshot (0 when there is none)."""
+        ...
+
+    @property
+    def snapshot_term(self) -> int:
+        """Term of ``snapshot_index`` (0 when there is no snapshot)."""
+        ...
+
+    @property
+    def first_index(self) -> int:
+        """``snapshot_index + 1``: the first index that may be read as an entry."""
+        ...
+
+    @property
+    def last_index(self) -> int:
+        """Index of the last entry, or ``snapshot_index`` when the log holds none."""
+        ...
+
+    def term_at(self, index: int) -> int | None:
+        """Term of the entry at ``index``; ``0`` for index 0, ``snapshot_term`` for
+        ``snapshot_index``; ``None`` when below the snapshot or beyond ``last_index``."""
+        ...
+
+    def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[LogEntry]:
+        """Entries ``[lo, hi)``; with ``max_bytes``, stops before the entry that would exceed
+        it but always returns at least one entry when the range is non-empty.
+        Raises ``IndexError`` if ``lo < first_index`` or ``hi > last_index + 1``."""
+        ...
+
+    def index_of_request(self, request_id: bytes) -> int | None:
+        """Log index of the entry carrying this (non-zero) request id, if it is in the log.
+
+        Covers compacted entries too, as long as the id has not been pruned (PROTOCOL §12.7),
+        so that idempotency survives compaction."""
+        ...
+
+    def append(self, first_index: int, entries: Sequence[LogEntry]) -> None:
+        """Write ``entries`` at ``first_index``, ``first_index+1``, ... after discarding every
+        entry at or after ``first_index`` (the implied suffix truncation).
+
+        Requires ``first_index_of_log <= first_index <= last_index + 1``. Durable on return:
+        one sync for the whole batch. Raises ``EntryTooLargeError`` for an entry over the
+        configured maximum, ``StorageError`` on I/O failure (nothing written)."""
+        ...
+
+    def compact(self, snapshot_index: int, snapshot_term: int) -> None:
+        """A snapshot now covers everything up to ``snapshot_index``: drop that prefix.
+
+        If the log holds ``snapshot_index`` with ``snapshot_term`` the later entries are kept;
+        otherwise the whole log is discarded and restarts at ``snapshot_index + 1``
+        (PROTOCOL §12.6). Durable on return."""
+        ...
+
+    def close(self) -> None:
+        """Release files/handles; further calls are errors."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class HardState:
+    """What a peer must remember across restarts besides the log.
+
+    ``config``/``config_index``: the latest configuration in effect and the index of the CONFIG
+    entry that carried it (0 for the seed configuration from the config file).
+    ``last_applied``: the state machine's applied index (commit restarts from here).
+    """
+
+    current_term: int = 0
+    voted_for: str | None = None
+    config: ConfigPayload | None = None
+    config_index: int = 0
+    last_applied: int = 0
+
+
+class HardStateStore(Protocol):
+    def load(self) -> HardState:
+        """The last saved hard state (a default ``HardState()`` for a new store)."""
+        ...
+
+    def save(self, state: HardState) -> None:
+        """Replace the hard state. Durable on return."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotMeta:
+    index: int
+    term: int
+    size: int
+
+
+class SnapshotStore(Protocol):
+    """Opaque state-machine snapshots, read in chunks for InstallSnapshot/RequestEntries."""
+
+    def meta(self) -> SnapshotMeta | None:
+        """The installed snapshot's metadata, or None when there is none."""
+        ...
+
+    def read(self, offset: int, size: int) -> bytes:
+        """Up to ``size`` bytes of the installed snapshot's data starting at ``offset``."""
+        ...
+
+    def install(self, index: int, term: int, data: bytes) -> SnapshotMeta:
+        """Make ``data`` the installed snapshot. Durable on return (temp file, fsync,
+        rename, directory fsync)."""
+        ...
+
+    def close(self) -> None: ...
