@@ -211,15 +211,11 @@ def check_config_update(
 # --- CONFIG entry payloads (§4.2) ----------------------------------------------------------
 
 
-def _peers_to_wire(peers: Sequence[Peer]) -> list[list[str]]:
-    return [[p.id, p.url] for p in peers]
-
-
 def encode_config_payload(payload: ConfigPayload) -> bytes:
     """Joint = map with ``"old"`` first then ``"new"``; final = array of ``[id, url]``."""
     if payload.old is None:
-        return pack_json(_peers_to_wire(payload.new))
-    return pack_json({"old": _peers_to_wire(payload.old), "new": _peers_to_wire(payload.new)})
+        return pack_json(peers_to_json(payload.new))
+    return pack_json({"old": peers_to_json(payload.old), "new": peers_to_json(payload.new)})
 
 
 def decode_config_payload(data: bytes) -> ConfigPayload:
@@ -240,3 +236,35 @@ def decode_config_payload(data: bytes) -> ConfigPayload:
             old = _parse_peer_list(old_value, None)
             return ConfigPayload(new=_parse_peer_list(new_value, old), old=old)
     raise PeerListError("TypeError", MSG_BAD_PAYLOAD)
+
+
+# --- peer lists inside json frames (ConfigUpdate request, RequestConfig response) -----------
+
+
+def peers_to_json(peers: Sequence[Peer]) -> list[list[str]]:
+    """The wire form of a peer list: an array of ``[id, url]`` tuples (what the reference
+    always writes)."""
+    return [[p.id, p.url] for p in peers]
+
+
+def peers_from_json(value: object) -> tuple[Peer, ...]:
+    """Read a peer list *structurally*, in every form the reference reads (tuples, bare URL
+    strings, ``{id, url}`` maps), without the semantic checks of :func:`parse_peers`.
+
+    Used by the codec: a ConfigUpdate's list is judged later by :func:`check_config_update`
+    (which must answer status 2 with the reference's message, not drop the request), and a
+    RequestConfig answer is the responder's business. Raises :class:`PeerListError` when the
+    value cannot be expressed as ``Peer`` objects at all (not an array, an item of the wrong
+    kind, a non-string id or URL).
+    """
+    if not isinstance(value, list | tuple):
+        raise PeerListError("TypeError", MSG_NOT_ARRAY)
+    peers: list[Peer] = []
+    for item in value:
+        peer_id, url = _peer_fields(item)
+        if not isinstance(peer_id, str):
+            raise PeerListError("AssertionError", MSG_BAD_ID)
+        if not isinstance(url, str):
+            raise PeerListError("AssertionError", "peer url must be a non empty string")
+        peers.append(Peer(peer_id, url))
+    return tuple(peers)
