@@ -189,6 +189,7 @@ def pack_json(value: object) -> bytes:
 
 
 encode_json = pack_json
+"""Alias named after the frame type (``json``), pairing with :func:`decode_json`."""
 
 
 class JsonDecodeError(ValueError):

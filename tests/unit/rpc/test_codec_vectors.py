@@ -1,17 +1,28 @@
 """Every message vector of PROTOCOL.md §16 (and the json/config vectors of §2.3/§4.2), both
-ways: encoding gives exactly the reference's bytes, decoding gives the expected message."""
+ways: encoding gives exactly the reference's bytes, decoding gives the expected message. Also
+the §5.3 dispatch rules, the documented leniencies and the refusals (local and remote)."""
 
 from __future__ import annotations
 
 import pytest
 
 from raftlog.entry import LogEntry
-from raftlog.rpc.codec import decode_broadcast, decode_request, encode_broadcast, encode_request
+from raftlog.errors import LocalProtocolError, RemoteProtocolError
+from raftlog.rpc.codec import (
+    decode_broadcast,
+    decode_request,
+    decode_request_args,
+    encode_broadcast,
+    encode_request,
+    split_header,
+)
 from raftlog.rpc.config import decode_config_payload, encode_config_payload
 from raftlog.rpc.frames import encode_msg_id
 from raftlog.rpc.messages import (
     AppendEntries,
     AppendEntriesResponse,
+    ClientDispatch,
+    ClientDispatchResponse,
     ConfigPayload,
     ConfigUpdate,
     ConfigUpdateErrorInfo,
@@ -332,3 +343,149 @@ def test_config_payload_vectors() -> None:
     one = ConfigPayload(new=(Peer("1", "tcp://127.0.0.1:8047"),))
     assert encode_config_payload(one) == data
     assert decode_config_payload(data) == one
+
+
+# --- §5.3 dispatch rules, leniency and refusals -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "frame"),
+    [
+        ("01 | 3f", None),  # no ident frame
+        ("01", None),
+        ("01 | (empty) | 733363723374", 1),  # empty type
+        ("(empty) | 3f | 733363723374 | 41 | 05 | 2c01 | 04", 0),  # msgid must be 1-3 bytes
+        ("01000000 | 2b | 733363723374 | 41 | 08 | 2c01 | 07 | 2b01", 0),
+        ("0102 | 3d | 733363723374 | 68656c6c6f", 0),  # reqid must be 12 bytes
+        ("5956dc8826f27e10dcccab20 | 3d | 733363723374 | (empty)", 3),  # no data
+        ("5956dc8826f27e10dcccab20 | 3d | 733363723374", 3),  # missing data frame
+        ("01 | 3f | 733363723374 | 41 | 05 | 2c01", 6),  # 5 instead of 6 argument frames
+        ("01 | 3f | 733363723374 | 41 | (empty) | 2c01 | 04", 4),  # empty uint
+        ("01 | 3f | 733363723374 | ff | 05 | 2c01 | 04", 3),  # not UTF-8
+        ("03 | 2b | 733363723374 | 41 | 08 | 2c01 | 07 | 2b01 | E1 | 00", 9),  # short entry
+        ("5956dc8826f27e10dcccab20 | 26 | 733363723374 | 9192a141", 3),  # truncated json
+        ("5956dc8826f27e10dcccab20 | 26 | 733363723374 | a141", 3),  # not an array
+        ("05 | 3c | 733363723374 | (empty)", 3),
+    ],
+)
+def test_malformed_requests_are_rejected_with_the_frame(spec: str, frame: int | None) -> None:
+    with pytest.raises(RemoteProtocolError) as info:
+        decode_request(frames(spec))
+    assert info.value.frame == frame
+
+
+def test_other_types_are_client_dispatch_with_their_frames() -> None:
+    for msg_type in (b"W", b"??", b"custom", b"\x00"):
+        decoded = decode_request([b"\x09", msg_type, IDENT, b"a", b""])
+        assert decoded.message == ClientDispatch(msg_type, (b"a", b""))
+        assert encode_request(decoded.message, ident=IDENT, id=b"\x09") == [
+            b"\x09",
+            msg_type,
+            IDENT,
+            b"a",
+            b"",
+        ]
+    assert decode_response(b"W", [b"\x09", b"url"]) == (b"\x09", ClientDispatchResponse((b"url",)))
+
+
+def test_trailing_frames_are_ignored_except_entries() -> None:
+    wire = frames("01 | 3f | 733363723374 | 41 | 05 | 2c01 | 04 | ff | ff")
+    assert decode_request(wire).message == RequestVote("A", 5, 300, 4)
+    wire = frames("01 | 5e | 733363723374 | ff")
+    assert decode_request(wire).message == RequestConfig()
+    # AE response frame 5 (PROTO.md's "conflict index", never sent) is ignored.
+    assert decode_response(b"+", frames("03 | 08 | (empty) | fb | 07")) == (
+        b"\x03",
+        AppendEntriesResponse(8, False, 251),
+    )
+
+
+def test_split_header_lets_a_router_check_the_ident_first() -> None:
+    wire = frames("02 | 2b | 733363723374 | 41 | 08 | 2c01 | 07 | 2b01 | E1")
+    msg_id, msg_type, ident = split_header(wire)
+    assert (msg_id, msg_type, ident) == (b"\x02", b"+", IDENT)
+    assert decode_request_args(msg_type, msg_id, wire[3:]) == AppendEntries(
+        "A", 8, 300, 7, 299, (E1,)
+    )
+
+
+@pytest.mark.parametrize(
+    ("request_type", "spec"),
+    [
+        (b"^", "01 | 01 | a141"),  # RequestConfig frame 4 is required (§14.2)
+        (b"%", "02 | 01 | a141 | 08 | 01 | 2b01 | 2c01 | 2d01 | 00"),  # 9 of 10 frames
+        (b"&", "5956dc8826f27e10dcccab20 | 05"),  # unknown status
+        (b"&", "0102 | 01"),  # id is not a reqid
+        (b"=", "5956dc8826f27e10dcccab20 | 01 | cb3ff8000000000000"),  # index 1.5
+        (b"=", "5956dc8826f27e10dcccab20 | 01 | cb4340000000000000"),  # index 2^53
+        (b"=", "5956dc8826f27e10dcccab20 | 01 | ff"),  # index -1
+        (b"=", "5956dc8826f27e10dcccab20 | (empty) | 01"),  # leader id not a string
+        (b"<", "05 | 04 | c0 | 01"),  # unknown status
+        (b"<", "05 | 03 | 9300ce000186a006 | e803"),  # snapshot chunk frame missing
+        (b"<", "05 | 03 | 920000 | e803 | cafe"),  # triple too short
+        (b"<", "05 | 02 | c0"),  # no last index
+        (b"<", "05 | 02 | c0 | 2d01 | E1 | 00"),  # bad entry
+        (b"?", "01 | 05"),
+        (b"$", "04"),
+        (b"*", "06 | ff"),
+        (b"+", ""),
+    ],
+)
+def test_malformed_responses_are_rejected(request_type: bytes, spec: str) -> None:
+    wire = frames(spec) if spec else []
+    with pytest.raises(RemoteProtocolError):
+        decode_response(request_type, wire)
+
+
+def test_response_leniency() -> None:
+    # [true, nil] is still "accepted"; an empty IS/AE optional frame is "absent".
+    wire = frames("5956dc8826f27e10dcccab20 | 01 | c0")
+    assert decode_response(b"=", wire)[1] == RequestUpdateResponse(REQID, UpdateStatus.ACCEPTED)
+    assert decode_response(b"$", frames("04 | 08 | (empty)"))[1] == InstallSnapshotResponse(8)
+    assert decode_response(b"+", frames("03 | 08 | (empty) | (empty)"))[1] == (
+        AppendEntriesResponse(8, False)
+    )
+    # status 0 without its leader frame: leader unknown
+    wire = frames("5956dc8826f27e10dcccab20 | 00")
+    assert decode_response(b"&", wire)[1] == ConfigUpdateResponse(
+        REQID, ConfigUpdateStatus.NOT_LEADER
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "msg_id"),
+    [
+        (RequestVote("A", 1, 1, 1), None),  # peer RPCs need their msgid
+        (RequestVote("A", 1, 1, 1), b"\x01\x02\x03\x04"),  # msgid over 3 bytes
+        (RequestConfig(), None),
+        (RequestUpdate(REQID, b"x"), b"\x01"),  # its id is its request_id
+        (RequestUpdate(REQID, b""), None),  # no data
+        (RequestUpdate(b"short", b"x"), None),
+        (ClientDispatch(b"?"), b"\x01"),  # a built-in type
+        (ClientDispatch(b""), b"\x01"),
+        (RequestVote("A", -1, 1, 1), b"\x01"),
+        (RequestVote("A", 2**53, 1, 1), b"\x01"),
+    ],
+)
+def test_encoding_the_inexpressible_is_a_local_error(
+    message: Request, msg_id: bytes | None
+) -> None:
+    with pytest.raises(LocalProtocolError):
+        encode_request(message, ident=IDENT, id=msg_id)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        RequestUpdateResponse(REQID, UpdateStatus.DONE),  # no index
+        RequestUpdateResponse(REQID, UpdateStatus.DONE, index=2**53),
+        ConfigUpdateResponse(REQID, ConfigUpdateStatus.CONFIG_ERROR),  # no error info
+        RequestEntriesResponse(EntriesStatus.MORE),  # no last index
+        RequestEntriesResponse(EntriesStatus.SNAPSHOT),  # no chunk
+    ],
+)
+def test_encoding_incomplete_responses_is_a_local_error(message: Response) -> None:
+    with pytest.raises(LocalProtocolError):
+        encode_response(message, id=b"\x01")
+    with pytest.raises(LocalProtocolError):
+        encode_response(RequestVoteResponse(1, True))  # id required
