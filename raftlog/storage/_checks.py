@@ -19,9 +19,7 @@ DEFAULT_MAX_ENTRY_DATA_SIZE: Final = 10 * 1024 * 1024
 def check_append_position(first_index: int, log_first: int, log_last: int) -> None:
     """``append`` may start anywhere from the first readable index up to just past the end."""
     if not log_first <= first_index <= log_last + 1:
-        raise IndexError(
-            f"append at index {first_index} outside [{log_first}, {log_last + 1}]"
-        )
+        raise IndexError(f"append at index {first_index} outside [{log_first}, {log_last + 1}]")
 
 
 def check_entry_sizes(entries: Sequence[LogEntry], limit: int) -> None:

@@ -1,0 +1,170 @@
+"""On-disk layout of the RocksDB store: keys, checksummed records, and error mapping.
+
+One RocksDB database per peer, keys grouped by a one-byte prefix (sorted, so each group is a
+contiguous key range)::
+
+    b"e" + index (8 bytes BE)   entry record: CRC32 (4 bytes BE) + entry bytes (PROTOCOL §4.1)
+    b"m/hard"                   hard state: CRC32 + MessagePack map
+    b"m/log"                    log meta: CRC32 + version, snapshot index/term, last index
+    b"r" + request id (12)      index (8 bytes BE) of the entry carrying that id
+    b"x" + index (8 bytes BE)   request id of that entry (oldest-first walk for pruning)
+
+Big-endian indexes make key order equal index order, so ranges are plain iterator bounds. Every
+CRC covers the key as well as the value, so a record that ends up under the wrong key (or a
+stale value) fails its check like a flipped bit does.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Any, Final
+
+import msgpack
+
+from raftlog.entry import ENTRY_HEADER_SIZE, LogEntry
+from raftlog.errors import EntryFormatError, StorageCorruptionError, StorageError
+from raftlog.rpc.messages import ConfigPayload, Peer
+from raftlog.storage.base import HardState
+
+ENTRY_PREFIX: Final = b"e"
+ENTRY_END: Final = b"f"
+REQUEST_PREFIX: Final = b"r"
+REQUEST_END: Final = b"s"
+REQUEST_BY_INDEX_PREFIX: Final = b"x"
+REQUEST_BY_INDEX_END: Final = b"y"
+META_KEY: Final = b"m/log"
+HARD_STATE_KEY: Final = b"m/hard"
+
+CRC_SIZE: Final = 4
+_META_FORMAT: Final = struct.Struct(">BQQQ")
+_META_VERSION: Final = 1
+
+
+def entry_key(index: int) -> bytes:
+    return ENTRY_PREFIX + index.to_bytes(8, "big")
+
+
+def request_key(request_id: bytes) -> bytes:
+    return REQUEST_PREFIX + request_id
+
+
+def request_by_index_key(index: int) -> bytes:
+    return REQUEST_BY_INDEX_PREFIX + index.to_bytes(8, "big")
+
+
+def key_index(key: bytes) -> int:
+    """The index encoded in an ``e``/``x`` key."""
+    return int.from_bytes(key[1:9], "big")
+
+
+def _crc(key: bytes, body: bytes) -> bytes:
+    return zlib.crc32(body, zlib.crc32(key)).to_bytes(CRC_SIZE, "big")
+
+
+def seal(key: bytes, body: bytes) -> bytes:
+    """The stored value: ``body`` prefixed with a CRC32 over key and body."""
+    return _crc(key, body) + body
+
+
+def unseal(key: bytes, value: bytes, what: str) -> bytes:
+    """``body`` of a sealed value; ``StorageCorruptionError`` naming ``what`` if it fails."""
+    body = value[CRC_SIZE:]
+    if len(value) < CRC_SIZE or value[:CRC_SIZE] != _crc(key, body):
+        raise StorageCorruptionError(f"{what}: checksum mismatch ({len(value)} bytes stored)")
+    return body
+
+
+def entry_payload(index: int, value: bytes | None) -> bytes:
+    """Verified serialized entry bytes stored for ``index`` (``None``: the record is missing)."""
+    if value is None:
+        raise StorageCorruptionError(f"entry {index}: record missing inside the log range")
+    body = unseal(entry_key(index), value, f"entry {index}")
+    if len(body) <= ENTRY_HEADER_SIZE:
+        raise StorageCorruptionError(f"entry {index}: record of {len(body)} bytes is too short")
+    return body
+
+
+def decode_entry(index: int, value: bytes | None) -> LogEntry:
+    payload = entry_payload(index, value)
+    try:
+        return LogEntry.from_bytes(payload)
+    except EntryFormatError as exc:  # unreachable unless the checksum collided
+        raise StorageCorruptionError(f"entry {index}: {exc}") from exc
+
+
+def entry_term(payload: bytes) -> int:
+    """Term from serialized entry bytes without building a ``LogEntry``."""
+    return int.from_bytes(payload[13:ENTRY_HEADER_SIZE], "little")
+
+
+def encode_meta(snapshot_index: int, snapshot_term: int, last_index: int) -> bytes:
+    body = _META_FORMAT.pack(_META_VERSION, snapshot_index, snapshot_term, last_index)
+    return seal(META_KEY, body)
+
+
+def decode_meta(value: bytes) -> tuple[int, int, int]:
+    """``(snapshot_index, snapshot_term, last_index)`` from the stored log meta."""
+    body = unseal(META_KEY, value, "log meta")
+    if len(body) != _META_FORMAT.size or body[0] != _META_VERSION:
+        raise StorageCorruptionError(f"log meta: unknown format ({len(body)} bytes)")
+    _version, snapshot_index, snapshot_term, last_index = _META_FORMAT.unpack(body)
+    if last_index < snapshot_index:
+        raise StorageCorruptionError(
+            f"log meta: last index {last_index} below snapshot index {snapshot_index}"
+        )
+    return snapshot_index, snapshot_term, last_index
+
+
+def _peers(peers: tuple[Peer, ...] | None) -> list[list[str]] | None:
+    return None if peers is None else [[p.id, p.url] for p in peers]
+
+
+def encode_hard_state(state: HardState) -> bytes:
+    config = state.config
+    body = msgpack.packb(
+        {
+            "term": state.current_term,
+            "vote": state.voted_for,
+            "config": None
+            if config is None
+            else {"new": _peers(config.new), "old": _peers(config.old)},
+            "config_index": state.config_index,
+            "last_applied": state.last_applied,
+        },
+        use_bin_type=True,
+    )
+    return seal(HARD_STATE_KEY, body)
+
+
+def decode_hard_state(value: bytes) -> HardState:
+    body = unseal(HARD_STATE_KEY, value, "hard state")
+    try:
+        raw: dict[str, Any] = msgpack.unpackb(body, raw=False)
+        config = raw["config"]
+        payload = None
+        if config is not None:
+            old = config["old"]
+            payload = ConfigPayload(
+                tuple(Peer(i, u) for i, u in config["new"]),
+                None if old is None else tuple(Peer(i, u) for i, u in old),
+            )
+        return HardState(
+            current_term=int(raw["term"]),
+            voted_for=raw["vote"],
+            config=payload,
+            config_index=int(raw["config_index"]),
+            last_applied=int(raw["last_applied"]),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StorageCorruptionError(f"hard state: undecodable ({exc})") from exc
+
+
+def rocks_error(exc: Exception, what: str) -> StorageError:
+    """Map an exception raised by RocksDB to our tree: ``Corruption: ...`` statuses become
+    ``StorageCorruptionError``, everything else (``IO error: No space left``...) ``StorageError``.
+    """
+    message = str(exc) or type(exc).__name__
+    if message.startswith("Corruption"):
+        return StorageCorruptionError(f"{what}: {message}")
+    return StorageError(f"{what}: {message}")

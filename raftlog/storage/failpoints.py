@@ -1,0 +1,95 @@
+"""Named failure points in the storage write path, for crash and disk-full tests.
+
+``RAFTLOG_FAILPOINTS`` is parsed once, at import::
+
+    RAFTLOG_FAILPOINTS="before_sync=crash,after_append=crash@3,before_snapshot_rename=error"
+
+Each item is ``name=action`` with an optional ``@N``: the action fires from the N-th time the
+point is reached on (default 1, i.e. every time). Actions:
+
+* ``crash``     ``os._exit(137)``: the same as ``kill -9`` at that exact point;
+* ``error``     raise ``StorageError`` (what an ENOSPC or EIO surfaces as), for full-disk tests;
+* ``sleep(ms)`` block for ``ms`` milliseconds (a slow disk).
+
+Points in use: ``before_sync`` (every synced write: log append/compact, hard state, snapshot
+file and directory fsyncs), ``after_append``, ``after_compact``, ``before_snapshot_rename``,
+``after_snapshot_rename``.
+
+Zero cost when unset: call sites test the module-level ``ENABLED`` first::
+
+    if failpoints.ENABLED:
+        failpoints.hit("before_sync")
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from typing import Final
+
+from raftlog.errors import StorageError
+
+ENV_VAR: Final = "RAFTLOG_FAILPOINTS"
+CRASH_EXIT_CODE: Final = 137
+
+_ITEM = re.compile(
+    r"^(?P<name>[a-z_]+)=(?P<action>crash|error|sleep\((?P<ms>\d+)\))(@(?P<nth>\d+))?$"
+)
+
+
+@dataclass(slots=True)
+class _Failpoint:
+    action: str
+    sleep_ms: int
+    from_hit: int
+    hits: int = 0
+
+
+_points: dict[str, _Failpoint] = {}
+ENABLED = False
+"""True when at least one failpoint is configured; call sites check it before ``hit``."""
+
+
+def configure(spec: str | None) -> None:
+    """Replace the configured failpoints (``None`` or ``""`` disables them all).
+
+    Called once at import with the environment variable; tests running in-process may call it
+    again. Raises ``ValueError`` for a malformed spec so that a typo never silently disables a
+    fault a test relies on.
+    """
+    global ENABLED  # noqa: PLW0603 - a plain module bool is what makes unset points free
+    points: dict[str, _Failpoint] = {}
+    for raw_item in (spec or "").split(","):
+        item = raw_item.strip()
+        if not item:
+            continue
+        match = _ITEM.match(item)
+        if match is None:
+            raise ValueError(
+                f"bad failpoint {item!r} in {ENV_VAR} (want name=crash|error|sleep(ms)[@N])"
+            )
+        action = match["action"].split("(")[0]
+        points[match["name"]] = _Failpoint(action, int(match["ms"] or 0), int(match["nth"] or 1))
+    _points.clear()
+    _points.update(points)
+    ENABLED = bool(points)
+
+
+def hit(name: str) -> None:
+    """Run the action configured for ``name``, if any (see the module docstring)."""
+    point = _points.get(name)
+    if point is None:
+        return
+    point.hits += 1
+    if point.hits < point.from_hit:
+        return
+    if point.action == "crash":
+        os._exit(CRASH_EXIT_CODE)
+    if point.action == "error":
+        raise StorageError(f"failpoint {name}: injected I/O error")
+    time.sleep(point.sleep_ms / 1000)
+
+
+configure(os.environ.get(ENV_VAR))

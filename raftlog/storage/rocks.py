@@ -1,0 +1,432 @@
+"""The durable stores: log and hard state in one RocksDB (via ``rocksdict``) per peer.
+
+Where it syncs — the only places that fsync (each is one ``WriteBatch`` written with
+``WriteOptions.sync = True``, so RocksDB appends it to its WAL and fdatasyncs before returning):
+
+* ``RocksLogStore.append``  — entries + truncated suffix + request-id keys + meta, one batch;
+* ``RocksLogStore.compact`` — prefix (or whole log) removal + meta, one batch;
+* ``RocksHardStateStore.save``.
+
+A batch is atomic in RocksDB: after ``kill -9`` or power loss a reopened store holds all of a
+batch or none of it. The WAL is recovered with ``kTolerateCorruptedTailRecords``: a torn record
+at the very end (a write that never finished, so never acknowledged) is dropped, while a
+checksum failure anywhere else refuses to open (``StorageCorruptionError``). Every value also
+carries our own CRC32 over key and value (see ``_records``), checked on every read.
+
+First/last index and the snapshot index/term live in one meta record updated in the same batch,
+and are cached, so opening costs a few point reads whatever the log size.
+
+Pruning of the request-id index is explicit (``prune_request_ids`` /
+``prune_expired_request_ids``): compaction keeps the ids of compacted entries so that
+idempotency outlives the log prefix (PROTOCOL §12.7). Prunes are not synced on their own:
+a prune lost in a crash only keeps some ids a little longer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from rocksdict import WriteBatch
+
+from raftlog.entry import ZERO_REQUEST_ID, LogEntry
+from raftlog.errors import EntryFormatError, StorageCorruptionError, StorageError
+from raftlog.ids import is_expired
+from raftlog.storage import _records as rec
+from raftlog.storage import failpoints
+from raftlog.storage._checks import (
+    DEFAULT_MAX_ENTRY_DATA_SIZE,
+    check_append_position,
+    check_commit_floor,
+    check_entry_sizes,
+    check_range,
+)
+from raftlog.storage._rocksdb import RocksDatabase
+from raftlog.storage.base import HardState
+from raftlog.storage.snapshot import FileSnapshotStore
+
+_T = TypeVar("_T")
+LOG_DIR = "log"
+SNAPSHOT_DIR = "snapshots"
+
+
+class RocksLogStore:
+    """``LogStore`` on RocksDB. Reads may run concurrently with one writer thread."""
+
+    def __init__(
+        self, database: RocksDatabase, max_entry_data_size: int = DEFAULT_MAX_ENTRY_DATA_SIZE
+    ) -> None:
+        self._db = database.acquire()
+        self.database = database
+        self.max_entry_data_size = max_entry_data_size
+        self.commit_floor = 0
+        # Bumped before and after every write that removes entries, so that a reader racing
+        # with it can tell "the range moved under me" from real corruption.
+        self._generation = 0
+        self._closed = False
+        try:
+            self._load_meta()
+        except BaseException:
+            self._db.release()
+            raise
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        max_entry_data_size: int = DEFAULT_MAX_ENTRY_DATA_SIZE,
+        read_only: bool = False,
+        create: bool = True,
+    ) -> RocksLogStore:
+        """Open (or create) the database at ``path`` for this log store alone."""
+        database = RocksDatabase(path, read_only=read_only, create=create)
+        try:
+            return cls(database, max_entry_data_size)
+        finally:
+            database.release()
+
+    def _load_meta(self) -> None:
+        """O(1) open: the meta record, then the first and last entry keys only."""
+        value = self._db.get(rec.META_KEY, "log meta")
+        first_key, last_key = self._db.bounds(rec.ENTRY_PREFIX, rec.ENTRY_END, "log entries")
+        if value is None:
+            if first_key is not None:
+                raise StorageCorruptionError("log meta missing while entries are present")
+            self._snapshot_index = self._snapshot_term = self._last_index = 0
+            self._last_term = 0
+            return
+        self._snapshot_index, self._snapshot_term, self._last_index = rec.decode_meta(value)
+        expected = (
+            (None, None)
+            if self._last_index == self._snapshot_index
+            else (rec.entry_key(self._snapshot_index + 1), rec.entry_key(self._last_index))
+        )
+        if (first_key, last_key) != expected:
+            found = (
+                "none"
+                if first_key is None
+                else (f"{rec.key_index(first_key)}..{rec.key_index(last_key or first_key)}")
+            )
+            raise StorageCorruptionError(
+                f"log holds entries {found} but its meta says "
+                f"{self._snapshot_index + 1}..{self._last_index}"
+            )
+        self._last_term = self._snapshot_term
+        if self._last_index > self._snapshot_index:
+            payload = rec.entry_payload(
+                self._last_index, self._db.get(rec.entry_key(self._last_index), "last entry")
+            )
+            self._last_term = rec.entry_term(payload)
+
+    # -- reads ---------------------------------------------------------------------------
+    @property
+    def snapshot_index(self) -> int:
+        return self._snapshot_index
+
+    @property
+    def snapshot_term(self) -> int:
+        return self._snapshot_term
+
+    @property
+    def first_index(self) -> int:
+        return self._snapshot_index + 1
+
+    @property
+    def last_index(self) -> int:
+        return self._last_index
+
+    def term_at(self, index: int) -> int | None:
+        if index == 0:
+            return 0
+        if index == self._last_index:
+            return self._last_term
+        if index == self._snapshot_index:
+            return self._snapshot_term
+        if not self._snapshot_index < index < self._last_index:
+            return None
+
+        def read() -> int | None:
+            if not self._snapshot_index < index <= self._last_index:
+                return self.term_at(index)
+            value = self._db.get(rec.entry_key(index), f"entry {index}")
+            return rec.entry_term(rec.entry_payload(index, value))
+
+        return self._stable_read(read)
+
+    def raw_entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[bytes]:
+        """Serialized entries ``[lo, hi)``, checksum-verified, for streaming without re-encoding
+        (same bounds and byte limit as ``entries``)."""
+        self._check_open()
+        return self._stable_read(lambda: self._read_payloads(lo, hi, max_bytes))
+
+    def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[LogEntry]:
+        payloads = self.raw_entries(lo, hi, max_bytes)
+        try:
+            return [LogEntry.from_bytes(payload) for payload in payloads]
+        except EntryFormatError as exc:  # only if a CRC collision let a bad record through
+            raise StorageCorruptionError(f"entries [{lo}, {hi}): {exc}") from exc
+
+    def _read_payloads(self, lo: int, hi: int, max_bytes: int | None) -> list[bytes]:
+        check_range(lo, hi, self.first_index, self._last_index)
+        out: list[bytes] = []
+        if lo >= hi:
+            return out
+        total = 0
+        index = lo
+        for value in self._db.values(rec.entry_key(lo), rec.entry_key(hi), "log entries"):
+            payload = rec.entry_payload(index, value)
+            total += len(payload)
+            if max_bytes is not None and total > max_bytes and out:
+                return out
+            out.append(payload)
+            index += 1
+        if index < hi:  # RocksDB iterators end early, without an error, on a bad block
+            self._db.check_iteration(rec.entry_key(index), f"entry {index}")
+            raise StorageCorruptionError(f"entry {index}: record missing inside the log range")
+        return out
+
+    def _stable_read(self, read: Callable[[], _T]) -> _T:
+        """Run ``read``; if it failed while a write that removes entries was in flight or had
+        just moved the range, retry (the retry re-checks bounds, so a range that vanished
+        raises ``IndexError``). Only a failure on a quiet store is corruption."""
+        while True:
+            generation = self._generation
+            try:
+                return read()
+            except StorageCorruptionError:
+                if self._generation == generation and generation % 2 == 0:
+                    raise
+                if self._generation % 2:
+                    time.sleep(0.0002)  # a writer is inside its fsync; let it finish
+
+    def index_of_request(self, request_id: bytes) -> int | None:
+        self._check_open()
+        key = rec.request_key(request_id)
+        value = self._db.get(key, "request-id index")
+        if value is None:
+            return None
+        return int.from_bytes(rec.unseal(key, value, f"request id {request_id.hex()}"), "big")
+
+    def oldest_request_index(self) -> int | None:
+        """Lowest index still in the request-id index (PROTOCOL §12.7 prune index + 1)."""
+        first, _ = self._db.bounds(rec.REQUEST_BY_INDEX_PREFIX, rec.REQUEST_BY_INDEX_END, "ids")
+        return None if first is None else rec.key_index(first)
+
+    def iter_records(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every stored ``(key, value)`` unverified, in key order (for ``raftlog-tool verify``)."""
+        return self._db.items(b"", b"\xff", "whole store")
+
+    # -- writes --------------------------------------------------------------------------
+    def set_commit_floor(self, index: int) -> None:
+        """Refuse from now on any append that would drop or change entries up to ``index``
+        (kept in memory only: the peer sets it again from its hard state after a restart)."""
+        self.commit_floor = max(self.commit_floor, index)
+
+    def append(self, first_index: int, entries: Sequence[LogEntry]) -> None:
+        """Truncate at ``first_index`` and append ``entries``: one batch, synced on return.
+
+        The batch deletes the old suffix and its request-id keys, writes each entry sealed
+        with its CRC, maps each non-zero request id to its index (a later entry with the same
+        id takes over the mapping) and updates the meta record.
+        """
+        self._check_writable()
+        check_append_position(first_index, self.first_index, self._last_index)
+        check_entry_sizes(entries, self.max_entry_data_size)
+        check_commit_floor(first_index, entries, self.commit_floor, self._last_index, self.term_at)
+        new_last = first_index + len(entries) - 1
+        new_last_term = entries[-1].term if entries else self.term_at(new_last)
+        truncates = first_index <= self._last_index
+        batch = WriteBatch(raw_mode=True)
+        if truncates:
+            self._unindex_from(batch, first_index)
+            batch.delete_range(rec.entry_key(first_index), rec.ENTRY_END)
+        for index, entry in enumerate(entries, start=first_index):
+            key = rec.entry_key(index)
+            batch.put(key, rec.seal(key, entry.to_bytes()))
+            if entry.request_id != ZERO_REQUEST_ID:
+                request_key = rec.request_key(entry.request_id)
+                batch.put(request_key, rec.seal(request_key, index.to_bytes(8, "big")))
+                by_index = rec.request_by_index_key(index)
+                batch.put(by_index, rec.seal(by_index, entry.request_id))
+        batch.put(
+            rec.META_KEY, rec.encode_meta(self._snapshot_index, self._snapshot_term, new_last)
+        )
+        self._write(batch, truncates, f"append at index {first_index}")
+        self._last_index = new_last
+        self._last_term = new_last_term if new_last_term is not None else 0
+        self._generation += truncates
+        if failpoints.ENABLED:
+            failpoints.hit("after_append")
+
+    def compact(self, snapshot_index: int, snapshot_term: int) -> None:
+        """A snapshot covers ``[1, snapshot_index]``: drop that prefix, keeping the suffix only
+        if we hold ``snapshot_index`` with ``snapshot_term`` (§12.6). One batch, synced on
+        return. Request ids of compacted entries are kept (until pruned) when the suffix is
+        kept, and all forgotten when the log is discarded (its entries were not the committed
+        ones, so their ids may point at nothing)."""
+        self._check_writable()
+        if snapshot_index <= self._snapshot_index:
+            return
+        matching = self.term_at(snapshot_index) == snapshot_term
+        if not matching and self.commit_floor > snapshot_index:
+            raise StorageError(
+                f"snapshot {snapshot_index}/{snapshot_term} conflicts with committed entries "
+                f"up to {self.commit_floor}"
+            )
+        batch = WriteBatch(raw_mode=True)
+        if matching:
+            batch.delete_range(rec.ENTRY_PREFIX, rec.entry_key(snapshot_index + 1))
+            new_last = self._last_index
+        else:
+            for begin, end in (
+                (rec.ENTRY_PREFIX, rec.ENTRY_END),
+                (rec.REQUEST_PREFIX, rec.REQUEST_END),
+                (rec.REQUEST_BY_INDEX_PREFIX, rec.REQUEST_BY_INDEX_END),
+            ):
+                batch.delete_range(begin, end)
+            new_last = snapshot_index
+        batch.put(rec.META_KEY, rec.encode_meta(snapshot_index, snapshot_term, new_last))
+        self._write(batch, True, f"compaction to {snapshot_index}")
+        if not matching or new_last == snapshot_index:
+            self._last_term = snapshot_term
+        self._snapshot_index, self._snapshot_term, self._last_index = (
+            snapshot_index,
+            snapshot_term,
+            new_last,
+        )
+        self._generation += 1
+        if failpoints.ENABLED:
+            failpoints.hit("after_compact")
+
+    def prune_request_ids(self, before_index: int) -> int:
+        """Forget the request ids of entries below ``before_index``; returns how many.
+
+        Walks the by-index keys from the oldest, so the cost is the number pruned."""
+        self._check_writable()
+        return self._prune(lambda index, _rid: index < before_index, before_index)
+
+    def prune_expired_request_ids(self, now_ms: int, ttl_ms: int | None) -> int:
+        """Forget expired ids from the oldest entry up to the first fresh one (§12.7)."""
+        self._check_writable()
+        return self._prune(lambda _index, rid: is_expired(rid, now_ms, ttl_ms), None)
+
+    def _prune(self, expired: Callable[[int, bytes], bool], before_index: int | None) -> int:
+        end = rec.REQUEST_BY_INDEX_END
+        if before_index is not None:
+            end = rec.request_by_index_key(max(before_index, 0))
+        batch = WriteBatch(raw_mode=True)
+        pruned = 0
+        for key, value in self._db.items(rec.REQUEST_BY_INDEX_PREFIX, end, "request ids"):
+            index = rec.key_index(key)
+            request_id = rec.unseal(key, value, f"request id of entry {index}")
+            if not expired(index, request_id):
+                break
+            self._unindex(batch, index, request_id)
+            pruned += 1
+        if pruned:
+            self._db.write(batch, False, "request-id prune")
+        return pruned
+
+    def _unindex_from(self, batch: WriteBatch, first_index: int) -> None:
+        """Queue removal of the request ids of every entry at or after ``first_index``."""
+        start = rec.request_by_index_key(first_index)
+        for key, value in self._db.items(start, rec.REQUEST_BY_INDEX_END, "request ids"):
+            index = rec.key_index(key)
+            self._unindex(batch, index, rec.unseal(key, value, f"request id of entry {index}"))
+
+    def _unindex(self, batch: WriteBatch, index: int, request_id: bytes) -> None:
+        batch.delete(rec.request_by_index_key(index))
+        if self.index_of_request(request_id) == index:  # a later duplicate keeps its mapping
+            batch.delete(rec.request_key(request_id))
+
+    def _write(self, batch: WriteBatch, removes_entries: bool, what: str) -> None:
+        """The synced write. ``_generation`` is odd from just before a write that removes
+        entries until the caller has updated the cached bounds (it adds the second 1)."""
+        self._generation += removes_entries
+        try:
+            self._db.write(batch, True, what)
+        except BaseException:
+            self._generation += removes_entries
+            raise
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"{self.database.path}: log store is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        self._db.check_writable()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._db.release()
+
+
+class RocksHardStateStore:
+    """``HardStateStore`` as one record of the peer's RocksDB (MessagePack + CRC32)."""
+
+    def __init__(self, database: RocksDatabase) -> None:
+        self._db = database.acquire()
+        try:
+            value = self._db.get(rec.HARD_STATE_KEY, "hard state")
+            self._state = HardState() if value is None else rec.decode_hard_state(value)
+        except BaseException:
+            self._db.release()
+            raise
+        self._closed = False
+
+    def load(self) -> HardState:
+        return self._state
+
+    def save(self, state: HardState) -> None:
+        """Replace the hard state: one record, synced on return."""
+        if self._closed:
+            raise StorageError(f"{self._db.path}: hard-state store is closed")
+        self._db.check_writable()
+        batch = WriteBatch(raw_mode=True)
+        batch.put(rec.HARD_STATE_KEY, rec.encode_hard_state(state))
+        self._db.write(batch, True, "hard state")
+        self._state = state
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._db.release()
+
+
+def open_storage(
+    data_dir: str | Path,
+    *,
+    max_entry_data_size: int = DEFAULT_MAX_ENTRY_DATA_SIZE,
+    read_only: bool = False,
+    create: bool = True,
+) -> tuple[RocksLogStore, RocksHardStateStore, FileSnapshotStore]:
+    """Open a peer's stores: ``data_dir/log`` (RocksDB) and ``data_dir/snapshots``.
+
+    ``read_only`` opens without taking the database lock or creating anything (for tools; the
+    peer may be running). Close all three stores when done.
+    """
+    root = Path(data_dir)
+    if read_only and not root.is_dir():
+        raise StorageError(f"{root}: no such data directory")
+    database = RocksDatabase(root / LOG_DIR, read_only=read_only, create=create)
+    try:
+        log = RocksLogStore(database, max_entry_data_size)
+        try:
+            hard_state = RocksHardStateStore(database)
+        except BaseException:
+            log.close()
+            raise
+    finally:
+        database.release()
+    try:
+        snapshots = FileSnapshotStore(root / SNAPSHOT_DIR, read_only=read_only)
+    except BaseException:
+        log.close()
+        hard_state.close()
+        raise
+    return log, hard_state, snapshots
