@@ -7,6 +7,9 @@ the whole durable store — is one method, ``write(batch, sync=True)``.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar, cast
@@ -39,6 +42,32 @@ def _options(create: bool) -> Options:
     return options
 
 
+def _shadow_of(path: Path) -> Path:
+    """A temporary directory of symlinks to the database files, for read-only opens.
+
+    ``rocksdict`` rewrites its ``rocksdict-config.json`` and RocksDB may write an info ``LOG``
+    even when opening read-only; pointing them at a private directory keeps the real one
+    untouched (and readable on a read-only file system). Only immutable or append-only files
+    are linked; RocksDB opens them by name and never writes to them in read-only mode.
+    """
+    shadow = Path(tempfile.mkdtemp(prefix="raftlog-ro-"))
+    try:
+        for entry in os.scandir(path):
+            if (
+                entry.is_file()
+                and entry.name not in _NOT_SHARED
+                and not entry.name.startswith("LOG")
+            ):
+                os.symlink(os.path.abspath(entry.path), shadow / entry.name)
+    except OSError:
+        shutil.rmtree(shadow, ignore_errors=True)
+        raise
+    return shadow
+
+
+_NOT_SHARED = frozenset({"LOCK", "rocksdict-config.json"})
+
+
 class RocksDatabase:
     """One RocksDB database, shared by the stores of a peer and closed with the last of them."""
 
@@ -49,16 +78,36 @@ class RocksDatabase:
             if read_only or not create:
                 raise StorageError(f"{self.path}: no raftlog store here")
             self.path.mkdir(parents=True, exist_ok=True)
-        access = AccessType.read_only(False) if read_only else AccessType.read_write()
-        try:
-            self._db = Rdict(str(self.path), _options(create and not read_only), access_type=access)
-        except Exception as exc:
-            raise rocks_error(exc, f"opening {self.path}") from None
+        self._shadow: Path | None = None
+        if read_only:
+            self._db = self._open_read_only()
+        else:
+            try:
+                self._db = Rdict(
+                    str(self.path), _options(create), access_type=AccessType.read_write()
+                )
+            except Exception as exc:
+                raise rocks_error(exc, f"opening {self.path}") from None
         self._sync = WriteOptions()
         self._sync.sync = True
         self._no_sync = WriteOptions()
         self._users = 1
         self._closed = False
+
+    def _open_read_only(self) -> Rdict:
+        """Open through a shadow directory; retried because a live peer may rotate its
+        MANIFEST or compact files between our directory listing and RocksDB's open."""
+        for attempt in range(3):
+            self._shadow = _shadow_of(self.path)
+            try:
+                return Rdict(
+                    str(self._shadow), _options(False), access_type=AccessType.read_only(False)
+                )
+            except Exception as exc:
+                self._remove_shadow()
+                if attempt == 2 or "No such file" not in str(exc):
+                    raise rocks_error(exc, f"opening {self.path}") from None
+        raise AssertionError("unreachable")
 
     def acquire(self) -> RocksDatabase:
         self.check_open()
@@ -76,6 +125,13 @@ class RocksDatabase:
                 self._db.close()
             except Exception as exc:
                 raise rocks_error(exc, f"closing {self.path}") from None
+            finally:
+                self._remove_shadow()
+
+    def _remove_shadow(self) -> None:
+        if self._shadow is not None:
+            shutil.rmtree(self._shadow, ignore_errors=True)
+            self._shadow = None
 
     def check_open(self) -> None:
         if self._closed:
@@ -128,6 +184,21 @@ class RocksDatabase:
     ) -> Iterator[_T]:
         try:
             yield from method(from_key=lo, read_opt=self._read_options(lo, hi))
+        except Exception as exc:
+            raise rocks_error(exc, f"reading {what}") from None
+
+    def scan(self, lo: bytes, hi: bytes, what: str) -> Iterator[tuple[bytes, bytes]]:
+        """Like ``items`` but strict: checks the iterator status at the end, so a bad block
+        raises ``StorageCorruptionError`` instead of silently ending the scan (slower: for
+        verification, not for the hot path)."""
+        self.check_open()
+        try:
+            iterator = self._db.iter(self._read_options(lo, hi))
+            iterator.seek(lo)
+            while iterator.valid():
+                yield cast(bytes, iterator.key()), cast(bytes, iterator.value())
+                iterator.next()
+            iterator.status()
         except Exception as exc:
             raise rocks_error(exc, f"reading {what}") from None
 

@@ -25,7 +25,7 @@ a prune lost in a crash only keeps some ids a little longer.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -214,10 +214,6 @@ class RocksLogStore:
         """Lowest index still in the request-id index (PROTOCOL §12.7 prune index + 1)."""
         first, _ = self._db.bounds(rec.REQUEST_BY_INDEX_PREFIX, rec.REQUEST_BY_INDEX_END, "ids")
         return None if first is None else rec.key_index(first)
-
-    def iter_records(self) -> Iterator[tuple[bytes, bytes]]:
-        """Every stored ``(key, value)`` unverified, in key order (for ``raftlog-tool verify``)."""
-        return self._db.items(b"", b"\xff", "whole store")
 
     # -- writes --------------------------------------------------------------------------
     def set_commit_floor(self, index: int) -> None:

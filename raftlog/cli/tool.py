@@ -1,0 +1,248 @@
+"""``raftlog-tool``: look inside a peer's data directory without changing it.
+
+Every command opens the stores read-only (no lock taken, nothing created), so it is safe to run
+next to a live peer. Exit codes: 0 success, 1 corruption found, 2 usage error (bad arguments,
+missing or foreign directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+from raftlog.entry import EntryType, LogEntry
+from raftlog.errors import StorageCorruptionError, StorageError
+from raftlog.storage._rocksdb import RocksDatabase
+from raftlog.storage.rocks import LOG_DIR, SNAPSHOT_DIR, RocksHardStateStore, RocksLogStore
+from raftlog.storage.snapshot import FileSnapshotStore
+from raftlog.storage.verify import verify_data_dir
+
+EXIT_OK, EXIT_CORRUPT, EXIT_USAGE = 0, 1, 2
+_PREVIEW_BYTES = 48
+_DUMP_CHUNK_BYTES = 4 << 20
+
+
+class UsageError(Exception):
+    """A mistake of the caller (exit code 2), reported as one line without a traceback."""
+
+
+def _check_data_dir(path: Path) -> None:
+    if not path.exists():
+        raise UsageError(f"{path}: no such directory")
+    if not path.is_dir():
+        raise UsageError(f"{path}: not a directory")
+    if not (path / LOG_DIR / "CURRENT").is_file():
+        raise UsageError(f"{path}: not a raftlog data directory (no {LOG_DIR}/ store)")
+
+
+def _dir_size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):  # a file compacted away while we walk
+                total += (Path(root) / name).stat().st_size
+    return total
+
+
+def _type_name(entry_type: int) -> str:
+    try:
+        return EntryType(entry_type).name
+    except ValueError:
+        return f"UNKNOWN({entry_type})"
+
+
+def _preview(entry: LogEntry) -> str:
+    data = entry.data
+    if entry.is_config or entry.is_checkpoint:
+        try:
+            return json.dumps(msgpack.unpackb(data, raw=False), ensure_ascii=False)[:200]
+        except (ValueError, TypeError):
+            pass
+    head = data[:_PREVIEW_BYTES]
+    more = "..." if len(data) > _PREVIEW_BYTES else ""
+    try:
+        text = head.decode("utf-8")
+        if text.isprintable():
+            return repr(text) + more
+    except UnicodeDecodeError:
+        pass
+    return head.hex() + more
+
+
+def _open_log(path: Path) -> tuple[RocksDatabase, RocksLogStore, RocksHardStateStore]:
+    database = RocksDatabase(path / LOG_DIR, read_only=True)
+    try:
+        return database, RocksLogStore(database), RocksHardStateStore(database)
+    except BaseException:
+        database.release()
+        raise
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    path: Path = args.data_dir
+    database, log, hard_state = _open_log(path)
+    try:
+        state = hard_state.load()
+        info: dict[str, Any] = {
+            "data_dir": str(path),
+            "first_index": log.first_index,
+            "last_index": log.last_index,
+            "last_term": log.term_at(log.last_index),
+            "entries": log.last_index - log.snapshot_index,
+            "log_snapshot_index": log.snapshot_index,
+            "log_snapshot_term": log.snapshot_term,
+            "oldest_request_index": log.oldest_request_index(),
+            "hard_state": {
+                "current_term": state.current_term,
+                "voted_for": state.voted_for,
+                "config_index": state.config_index,
+                "config": None
+                if state.config is None
+                else {
+                    "new": [[p.id, p.url] for p in state.config.new],
+                    "old": None
+                    if state.config.old is None
+                    else [[p.id, p.url] for p in state.config.old],
+                },
+                "last_applied": state.last_applied,
+            },
+            "log_bytes_on_disk": _dir_size(path / LOG_DIR),
+        }
+    finally:
+        log.close()
+        hard_state.close()
+        database.release()
+    snapshot_dir = path / SNAPSHOT_DIR
+    info["snapshot"] = None
+    if snapshot_dir.is_dir():
+        snapshots = FileSnapshotStore(snapshot_dir, read_only=True, verify=False)
+        meta = snapshots.meta()
+        snapshots.close()
+        if meta is not None:
+            info["snapshot"] = {"index": meta.index, "term": meta.term, "size": meta.size}
+    if args.json:
+        print(json.dumps(info, ensure_ascii=False))
+        return EXIT_OK
+    for key, value in info.items():
+        print(f"{key:22} {json.dumps(value, ensure_ascii=False)}")
+    return EXIT_OK
+
+
+def _entries(log: RocksLogStore, lo: int, hi: int) -> Iterator[tuple[int, LogEntry]]:
+    index = lo
+    while index < hi:
+        for entry in log.entries(index, hi, max_bytes=_DUMP_CHUNK_BYTES):
+            yield index, entry
+            index += 1
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    database, log, hard_state = _open_log(args.data_dir)
+    try:
+        lo = log.first_index if args.from_index is None else args.from_index
+        hi = log.last_index if args.to_index is None else args.to_index
+        if lo > hi:
+            return EXIT_OK
+        if lo < log.first_index or hi > log.last_index:
+            raise UsageError(
+                f"range {lo}..{hi} outside the log ({log.first_index}..{log.last_index})"
+            )
+        for index, entry in _entries(log, lo, hi + 1):
+            row = {
+                "index": index,
+                "term": entry.term,
+                "type": _type_name(entry.entry_type),
+                "request_id": entry.request_id.hex(),
+                "size": len(entry.data),
+                "preview": _preview(entry),
+            }
+            if args.json:
+                if args.data:
+                    row["data_hex"] = entry.data.hex()
+                print(json.dumps(row, ensure_ascii=False))
+            else:
+                print(
+                    f"{index:>10} t{entry.term:<6} {row['type']:<10} {row['request_id']} "
+                    f"{len(entry.data):>8}B {row['preview']}"
+                )
+    finally:
+        log.close()
+        hard_state.close()
+        database.release()
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    report = verify_data_dir(args.data_dir)
+    for problem in report.problems:
+        print(f"CORRUPT: {problem}")
+    if report.problem_count > len(report.problems):
+        print(f"... and {report.problem_count - len(report.problems)} more problems")
+    snapshot = "none" if report.snapshot_bytes is None else f"{report.snapshot_bytes} bytes"
+    verdict = "OK" if report.ok else f"{report.problem_count} problem(s)"
+    print(
+        f"{verdict}: {report.entries} entries, {report.request_ids} request ids, "
+        f"snapshot {snapshot}"
+    )
+    return EXIT_OK if report.ok else EXIT_CORRUPT
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="raftlog-tool",
+        description="Inspect, dump and verify a raftlog peer's data directory (read-only; "
+        "safe next to a running peer).",
+        epilog="Exit codes: 0 success, 1 corruption found, 2 usage error.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    inspect = commands.add_parser(
+        "inspect", help="show log bounds, terms, hard state, snapshot and sizes"
+    )
+    dump = commands.add_parser("dump", help="print entries of an index range")
+    verify = commands.add_parser(
+        "verify", help="check every checksum and index; exit 1 on corruption"
+    )
+    for sub in (inspect, dump, verify):
+        sub.add_argument("data_dir", metavar="DATA_DIR", type=Path, help="the peer's data dir")
+    inspect.add_argument("--json", action="store_true", help="one JSON object")
+    dump.add_argument("--from", dest="from_index", type=int, metavar="I", help="first index")
+    dump.add_argument("--to", dest="to_index", type=int, metavar="J", help="last index (incl.)")
+    dump.add_argument("--json", action="store_true", help="one JSON object per entry and line")
+    dump.add_argument("--data", action="store_true", help="with --json: add the data as hex")
+    inspect.set_defaults(handler=cmd_inspect)
+    dump.set_defaults(handler=cmd_dump)
+    verify.set_defaults(handler=cmd_verify)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        _check_data_dir(args.data_dir)
+        code: int = args.handler(args)
+        return code
+    except UsageError as exc:
+        print(f"raftlog-tool: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except StorageCorruptionError as exc:
+        print(f"raftlog-tool: corruption: {exc}", file=sys.stderr)
+        return EXIT_CORRUPT
+    except StorageError as exc:
+        print(f"raftlog-tool: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # `raftlog-tool dump ... | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

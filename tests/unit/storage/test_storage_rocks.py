@@ -1,0 +1,213 @@
+"""RocksDB-specific behaviour: O(1) open, read-only access, locking, one sync per append,
+checksums on planted bad records, injected write errors, and readers racing a truncation."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from storage_helpers import batch, entry, rid
+
+from raftlog.errors import StorageCorruptionError, StorageError
+from raftlog.storage import _records as rec
+from raftlog.storage import failpoints
+from raftlog.storage._rocksdb import RocksDatabase
+from raftlog.storage.rocks import RocksLogStore, open_storage
+
+
+@pytest.fixture
+def failpoint_spec() -> Iterator[None]:
+    yield
+    failpoints.configure(None)
+
+
+def test_open_reads_no_range(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = RocksLogStore.open(tmp_path / "db")
+    for start in range(1, 10_001, 1000):
+        log.append(start, batch(1, start, 1000))
+    log.compact(500, 1)
+    log.close()
+
+    def no_scan(*_args: object) -> Iterator[bytes]:
+        raise AssertionError("open must not iterate over a key range")
+
+    monkeypatch.setattr(RocksDatabase, "values", no_scan)
+    monkeypatch.setattr(RocksDatabase, "items", no_scan)
+    log = RocksLogStore.open(tmp_path / "db")
+    assert (log.first_index, log.last_index, log.term_at(10_000)) == (501, 10_000, 1)
+    assert log.index_of_request(rid(9_999)) == 9_999
+    log.close()
+
+
+def test_one_synced_write_per_append(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = RocksLogStore.open(tmp_path / "db")
+    log.append(1, batch(1, 1, 5))
+    writes: list[bool] = []
+    real_write = RocksDatabase.write
+
+    def counting(self: RocksDatabase, batch_: object, sync: bool, what: str) -> None:
+        writes.append(sync)
+        real_write(self, batch_, sync, what)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(RocksDatabase, "write", counting)
+    log.append(3, batch(2, 30, 64))  # truncation + 64 entries + request ids: one batch
+    assert writes == [True]
+    log.close()
+
+
+def test_read_only_open_creates_nothing_and_refuses_writes(tmp_path: Path) -> None:
+    with pytest.raises(StorageError, match="no such data directory"):
+        open_storage(tmp_path / "missing", read_only=True)
+    assert not (tmp_path / "missing").exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(StorageError, match="no raftlog store"):
+        open_storage(tmp_path / "empty", read_only=True)
+    assert list((tmp_path / "empty").iterdir()) == []
+
+    log, hard_state, snaps = open_storage(tmp_path / "peer")
+    log.append(1, batch(1, 1, 3))
+    # A read-only open works while the peer holds the database open.
+    ro_log, ro_hard, ro_snaps = open_storage(tmp_path / "peer", read_only=True)
+    assert ro_log.entries(1, 4) == batch(1, 1, 3)
+    with pytest.raises(StorageError, match="read-only"):
+        ro_log.append(4, batch(1, 4, 1))
+    with pytest.raises(StorageError, match="read-only"):
+        ro_snaps.install(1, 1, b"x")
+    for store in (ro_log, ro_hard, ro_snaps, log, hard_state, snaps):
+        store.close()
+
+
+def test_second_writer_is_refused(tmp_path: Path) -> None:
+    log = RocksLogStore.open(tmp_path / "db")
+    with pytest.raises(StorageError, match="lock"):
+        RocksLogStore.open(tmp_path / "db")
+    log.close()
+
+
+@pytest.mark.parametrize(
+    ("key", "make_bad"),
+    [
+        (rec.entry_key(3), lambda v: v[:-1] + bytes([v[-1] ^ 1])),  # bit flip in the data
+        (rec.entry_key(3), lambda v: v[:10]),  # truncated record
+        (rec.entry_key(3), lambda v: rec.seal(rec.entry_key(4), v[4:])),  # record of another key
+    ],
+)
+def test_bad_entry_record_is_reported_with_its_index(
+    tmp_path: Path, key: bytes, make_bad: object
+) -> None:
+    log = RocksLogStore.open(tmp_path / "db")
+    log.append(1, batch(1, 1, 5))
+    value = log.database.get(key, "test")
+    assert value is not None
+    log.database.raw_put_for_tests(key, make_bad(value))  # type: ignore[operator]
+    for read in (
+        lambda: log.entries(1, 6),
+        lambda: log.raw_entries(3, 4),
+        lambda: log.term_at(3),
+    ):
+        with pytest.raises(StorageCorruptionError, match="entry 3"):
+            read()
+    assert log.entries(4, 6) == batch(1, 4, 2)  # intact entries still read
+    log.close()
+
+
+def test_bad_last_entry_or_meta_fails_open(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    log = RocksLogStore.open(path)
+    log.append(1, batch(1, 1, 5))
+    log.database.raw_put_for_tests(rec.entry_key(5), b"garbage")
+    log.close()
+    with pytest.raises(StorageCorruptionError, match="entry 5"):
+        RocksLogStore.open(path)
+    database = RocksDatabase(path)
+    database.raw_put_for_tests(rec.entry_key(5), rec.seal(rec.entry_key(5), entry(1, 5).to_bytes()))
+    database.raw_put_for_tests(rec.META_KEY, rec.encode_meta(0, 0, 7))  # claims 2 more
+    database.release()
+    with pytest.raises(StorageCorruptionError, match="meta"):
+        RocksLogStore.open(path)
+
+
+def test_missing_record_inside_range(tmp_path: Path) -> None:
+    log = RocksLogStore.open(tmp_path / "db")
+    log.append(1, batch(1, 1, 5))
+    log.database._db.delete(rec.entry_key(5))  # below the store: a lost record
+    log.database._db.delete(rec.entry_key(3))
+    with pytest.raises(StorageCorruptionError, match="entry 3"):
+        log.entries(1, 5)
+    with pytest.raises(StorageCorruptionError, match="entry 5"):
+        log.entries(4, 6)
+    log.close()
+
+
+@pytest.mark.usefixtures("failpoint_spec")
+def test_injected_write_error_leaves_store_consistent(tmp_path: Path) -> None:
+    path = tmp_path / "peer"
+    log, hard_state, snaps = open_storage(path)
+    log.append(1, batch(1, 1, 4))
+    snaps.install(2, 1, b"good")
+    failpoints.configure("before_sync=error")
+    with pytest.raises(StorageError, match="injected"):
+        log.append(3, batch(2, 30, 3))
+    with pytest.raises(StorageError, match="injected"):
+        log.compact(3, 1)
+    with pytest.raises(StorageError, match="injected"):
+        snaps.install(4, 1, b"new")
+    failpoints.configure(None)
+    assert (log.last_index, log.snapshot_index) == (4, 0)
+    assert log.entries(1, 5) == batch(1, 1, 4)
+    assert log.index_of_request(rid(30)) is None
+    assert snaps.read(0, 10) == b"good"
+    log.append(5, batch(1, 5, 1))  # the store works on once the "disk" has room again
+    for store in (log, hard_state, snaps):
+        store.close()
+    log, hard_state, snaps = open_storage(path)
+    assert log.entries(1, 6) == batch(1, 1, 5)
+    assert list(snaps.directory.iterdir()) == [snaps.path]  # no temp file left behind
+    for store in (log, hard_state, snaps):
+        store.close()
+
+
+def test_failpoint_spec_parsing(failpoint_spec: None) -> None:
+    failpoints.configure("after_append=sleep(1)@2, before_sync=error")
+    assert failpoints.ENABLED
+    failpoints.hit("after_append")  # first hit: not yet active
+    with pytest.raises(StorageError):
+        failpoints.hit("before_sync")
+    failpoints.hit("unconfigured")
+    with pytest.raises(ValueError, match="bad failpoint"):
+        failpoints.configure("before_sync=explode")
+    failpoints.configure("")
+    assert not failpoints.ENABLED
+
+
+def test_readers_racing_truncations_never_see_corruption(tmp_path: Path) -> None:
+    log = RocksLogStore.open(tmp_path / "db")
+    log.append(1, batch(1, 1, 200))
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                last = log.last_index
+                log.entries(max(1, last - 50), last + 1)
+                log.term_at(last - 1)
+            except IndexError:
+                pass  # the range moved: a normal race outcome
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    try:
+        for round_ in range(400):
+            cut = 150 + round_ % 40
+            log.append(cut, batch(2 + round_, 1000 * round_, 60))
+    finally:
+        stop.set()
+        thread.join()
+    assert errors == []
+    log.close()
