@@ -146,6 +146,10 @@ class MemoryLogStore:
     def index_of_request(self, request_id: bytes) -> int | None:
         return self._state.request_ids.get(request_id)
 
+    def request_ids(self) -> dict[bytes, int]:
+        """A copy of the request-id index (for invariant checks in tests and the simulator)."""
+        return dict(self._state.request_ids)
+
     def oldest_request_index(self) -> int | None:
         """Lowest log index still in the request-id index (PROTOCOL §12.7 prune index + 1)."""
         return min(self._state.request_ids.values(), default=None)

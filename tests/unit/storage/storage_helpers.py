@@ -77,4 +77,3 @@ class RocksStores(Stores):
         self.close()
         kwargs = {} if max_entry_data_size is None else {"max_entry_data_size": max_entry_data_size}
         self.log, self.hard_state, self.snapshots = open_storage(self.data_dir, **kwargs)
-
