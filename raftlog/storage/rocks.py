@@ -31,7 +31,7 @@ from typing import TypeVar
 
 from rocksdict import WriteBatch
 
-from raftlog.entry import ZERO_REQUEST_ID, LogEntry
+from raftlog.entry import LogEntry
 from raftlog.errors import EntryFormatError, StorageCorruptionError, StorageError
 from raftlog.ids import is_expired
 from raftlog.storage import _records as rec
@@ -239,14 +239,7 @@ class RocksLogStore:
         if truncates:
             self._unindex_from(batch, first_index)
             batch.delete_range(rec.entry_key(first_index), rec.ENTRY_END)
-        for index, entry in enumerate(entries, start=first_index):
-            key = rec.entry_key(index)
-            batch.put(key, rec.seal(key, entry.to_bytes()))
-            if entry.request_id != ZERO_REQUEST_ID:
-                request_key = rec.request_key(entry.request_id)
-                batch.put(request_key, rec.seal(request_key, index.to_bytes(8, "big")))
-                by_index = rec.request_by_index_key(index)
-                batch.put(by_index, rec.seal(by_index, entry.request_id))
+        rec.put_entries(batch, first_index, entries)
         batch.put(
             rec.META_KEY, rec.encode_meta(self._snapshot_index, self._snapshot_term, new_last)
         )

@@ -1,0 +1,81 @@
+"""FileSnapshotStore specifics: the async API, leftovers after a crash, failed installs."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from raftlog.errors import StorageError
+from raftlog.storage import failpoints
+from raftlog.storage.base import SnapshotMeta
+from raftlog.storage.snapshot import HEADER_SIZE, FileSnapshotStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[FileSnapshotStore]:
+    made = FileSnapshotStore(tmp_path / "snaps")
+    yield made
+    made.close()
+    failpoints.configure(None)
+
+
+async def test_async_receive_and_read(store: FileSnapshotStore, tmp_path: Path) -> None:
+    data = bytes(range(256)) * 1000
+    chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
+    assert store.begin(7, 3, len(data)) == 0
+    offset = 0
+    for chunk in chunks:
+        # a duplicate of the previous chunk, sent concurrently, must not be written twice
+        first, duplicate = await asyncio.gather(
+            store.write_chunk_async(offset, chunk), store.write_chunk_async(offset, chunk)
+        )
+        offset += len(chunk)
+        assert (first, duplicate) == (offset, offset)
+    assert await store.finish_async() == SnapshotMeta(7, 3, len(data))
+    assert await store.read_async(1000, 5000) == data[1000:6000]
+    assert await store.read_async(len(data) - 1, 100) == data[-1:]
+    reopened = FileSnapshotStore(tmp_path / "snaps")
+    assert reopened.read(0, len(data)) == data
+    assert reopened.verify() == SnapshotMeta(7, 3, len(data))
+    reopened.close()
+    assert await store.install_async(9, 3, b"xyz") == SnapshotMeta(9, 3, 3)
+    assert await store.read_async(0, 10) == b"xyz"
+
+
+def test_leftover_temp_files_are_removed(tmp_path: Path) -> None:
+    directory = tmp_path / "snaps"
+    directory.mkdir()
+    (directory / "snapshot.bin.tmp").write_bytes(b"half an install")
+    (directory / "receiving.tmp").write_bytes(b"half a transfer")
+    store = FileSnapshotStore(directory)
+    assert store.meta() is None
+    assert list(directory.iterdir()) == []
+    store.close()
+
+
+@pytest.mark.parametrize("point", ["before_sync", "before_snapshot_rename"])
+def test_failed_install_keeps_the_old_snapshot(store: FileSnapshotStore, point: str) -> None:
+    store.install(3, 1, b"old data")
+    failpoints.configure(f"{point}=error")
+    with pytest.raises(StorageError, match="injected"):
+        store.install(5, 2, b"new data")
+    store.begin(6, 2, 3)
+    store.write_chunk(0, b"abc")
+    with pytest.raises(StorageError, match="injected"):
+        store.finish()
+    failpoints.configure(None)
+    assert store.meta() == SnapshotMeta(3, 1, 8)
+    assert store.read(0, 100) == b"old data"
+    assert [p.name for p in store.directory.iterdir()] == ["snapshot.bin"]
+    assert store.path.stat().st_size == HEADER_SIZE + 8
+
+
+def test_read_arguments(store: FileSnapshotStore) -> None:
+    store.install(1, 1, b"abc")
+    with pytest.raises(ValueError, match="non-negative"):
+        store.read(-1, 2)
+    with pytest.raises(StorageError, match="without begin"):
+        store.write_chunk(0, b"x")
