@@ -44,8 +44,10 @@ from raftlog.storage._checks import (
     check_range,
 )
 from raftlog.storage._rocksdb import RocksDatabase
-from raftlog.storage.base import HardState
+from raftlog.storage.hard_state import RocksHardStateStore
 from raftlog.storage.snapshot import FileSnapshotStore
+
+__all__ = ["LOG_DIR", "SNAPSHOT_DIR", "RocksHardStateStore", "RocksLogStore", "open_storage"]
 
 _T = TypeVar("_T")
 LOG_DIR = "log"
@@ -348,38 +350,6 @@ class RocksLogStore:
     def _check_writable(self) -> None:
         self._check_open()
         self._db.check_writable()
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._db.release()
-
-
-class RocksHardStateStore:
-    """``HardStateStore`` as one record of the peer's RocksDB (MessagePack + CRC32)."""
-
-    def __init__(self, database: RocksDatabase) -> None:
-        self._db = database.acquire()
-        try:
-            value = self._db.get(rec.HARD_STATE_KEY, "hard state")
-            self._state = HardState() if value is None else rec.decode_hard_state(value)
-        except BaseException:
-            self._db.release()
-            raise
-        self._closed = False
-
-    def load(self) -> HardState:
-        return self._state
-
-    def save(self, state: HardState) -> None:
-        """Replace the hard state: one record, synced on return."""
-        if self._closed:
-            raise StorageError(f"{self._db.path}: hard-state store is closed")
-        self._db.check_writable()
-        batch = WriteBatch(raw_mode=True)
-        batch.put(rec.HARD_STATE_KEY, rec.encode_hard_state(state))
-        self._db.write(batch, True, "hard state")
-        self._state = state
 
     def close(self) -> None:
         if not self._closed:

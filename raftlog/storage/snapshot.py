@@ -157,16 +157,23 @@ class FileSnapshotStore:
         return os.pread(self._fd, size, HEADER_SIZE + offset) if size else b""
 
     async def read_async(self, offset: int, size: int) -> bytes:
-        """``read`` without blocking the event loop (aiofiles runs the I/O in a thread)."""
+        """``read`` without blocking the event loop (aiofiles runs the I/O in a thread).
+
+        Opens the file by name, so it checks the header it finds against the installed
+        metadata: a snapshot replaced in between raises ``StorageError`` rather than handing
+        out bytes of another snapshot (the caller restarts from ``meta()``, as a leader does)."""
         meta = self._meta
         if meta is None:
             raise StorageError("no snapshot installed")
         if offset < 0 or size < 0:
             raise ValueError("offset and size must be non-negative")
         size = max(0, min(size, meta.size - offset))
-        if not size:
-            return b""
         async with aiofiles.open(self.path, "rb") as f:
+            found, _crc = _parse_header(await f.read(HEADER_SIZE), self.path)
+            if found != meta:
+                raise StorageError(f"{self.path}: snapshot replaced during read ({found})")
+            if not size:
+                return b""
             await f.seek(HEADER_SIZE + offset)
             return await f.read(size)
 

@@ -79,3 +79,15 @@ def test_read_arguments(store: FileSnapshotStore) -> None:
         store.read(-1, 2)
     with pytest.raises(StorageError, match="without begin"):
         store.write_chunk(0, b"x")
+
+
+async def test_async_read_refuses_bytes_of_a_replacing_snapshot(
+    store: FileSnapshotStore, tmp_path: Path
+) -> None:
+    store.install(3, 1, b"first snapshot")
+    other = FileSnapshotStore(tmp_path / "snaps")  # e.g. a second handle in another task
+    other.install(4, 1, b"second snapshot")
+    other.close()
+    with pytest.raises(StorageError, match="replaced during read"):
+        await store.read_async(0, 5)
+    assert store.read(0, 5) == b"first"  # the open handle keeps serving the old file whole

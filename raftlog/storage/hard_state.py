@@ -1,0 +1,46 @@
+"""The durable hard-state store: one checksummed record in the peer's RocksDB.
+
+Lives in the same database as the log (``rocks.open_storage`` shares it) so a peer has one
+store to open, lock and back up. ``save`` is the only sync point here.
+"""
+
+from __future__ import annotations
+
+from rocksdict import WriteBatch
+
+from raftlog.errors import StorageError
+from raftlog.storage import _records as rec
+from raftlog.storage._rocksdb import RocksDatabase
+from raftlog.storage.base import HardState
+
+
+class RocksHardStateStore:
+    """``HardStateStore`` as one record of the peer's RocksDB (MessagePack + CRC32)."""
+
+    def __init__(self, database: RocksDatabase) -> None:
+        self._db = database.acquire()
+        try:
+            value = self._db.get(rec.HARD_STATE_KEY, "hard state")
+            self._state = HardState() if value is None else rec.decode_hard_state(value)
+        except BaseException:
+            self._db.release()
+            raise
+        self._closed = False
+
+    def load(self) -> HardState:
+        return self._state
+
+    def save(self, state: HardState) -> None:
+        """Replace the hard state: one record, synced on return."""
+        if self._closed:
+            raise StorageError(f"{self._db.path}: hard-state store is closed")
+        self._db.check_writable()
+        batch = WriteBatch(raw_mode=True)
+        batch.put(rec.HARD_STATE_KEY, rec.encode_hard_state(state))
+        self._db.write(batch, True, "hard state")
+        self._state = state
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._db.release()
