@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from raftlog.entry import ZERO_REQUEST_ID, LogEntry
 from raftlog.errors import StorageError
@@ -27,7 +28,7 @@ from raftlog.storage._checks import (
     check_entry_sizes,
     check_range,
 )
-from raftlog.storage.base import HardState, SnapshotMeta
+from raftlog.storage.base import HardState, HardStateStore, LogStore, SnapshotMeta, SnapshotStore
 
 
 @dataclass(slots=True)
@@ -372,3 +373,11 @@ class MemorySnapshotStore:
 
     def close(self) -> None:
         return None
+
+
+if TYPE_CHECKING:  # mypy proves the memory stores satisfy the Protocols
+
+    def _conforms(
+        log: MemoryLogStore, hard_state: MemoryHardStateStore, snapshots: MemorySnapshotStore
+    ) -> tuple[LogStore, HardStateStore, SnapshotStore]:
+        return log, hard_state, snapshots

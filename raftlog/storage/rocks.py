@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from rocksdict import WriteBatch
 
@@ -44,6 +44,7 @@ from raftlog.storage._checks import (
     check_range,
 )
 from raftlog.storage._rocksdb import RocksDatabase
+from raftlog.storage.base import HardStateStore, LogStore, SnapshotStore
 from raftlog.storage.hard_state import RocksHardStateStore
 from raftlog.storage.snapshot import FileSnapshotStore
 
@@ -389,3 +390,11 @@ def open_storage(
         hard_state.close()
         raise
     return log, hard_state, snapshots
+
+
+if TYPE_CHECKING:  # mypy proves the durable stores satisfy the Protocols
+
+    def _conforms(
+        log: RocksLogStore, hard_state: RocksHardStateStore, snapshots: FileSnapshotStore
+    ) -> tuple[LogStore, HardStateStore, SnapshotStore]:
+        return log, hard_state, snapshots
