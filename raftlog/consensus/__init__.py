@@ -1,0 +1,162 @@
+"""Raft as a pure, deterministic state machine: no I/O, no clock, no threads.
+
+Everything a driver (the asyncio peer service, or the simulator in ``tests/sim``) needs to know
+is in this docstring; the modules repeat the details where they are implemented.
+
+Construction (from durable state only)
+--------------------------------------
+::
+
+    core = RaftCore(
+        CoreConfig.from_millis(peer_id, tick_ms=10, ...),   # or CoreConfig(...) in ticks
+        log_store,          # LogStore: the core only *reads* it
+        snapshot_store,     # SnapshotStore: meta() and read() only
+        hard_state_store.load(),
+        seed_config=seed,                 # ConfigPayload from the config file
+        rng=random.Random(),              # every random choice (election timeouts)
+        new_request_id=request_ids.next,  # ids for CONFIG entries the leader writes itself
+    )
+
+The commit index restarts at ``hard_state.last_applied``. A peer that is the only member of
+its configuration becomes leader at once (term + 1, in the first Ready). Inconsistent durable
+state (``last_applied`` beyond the log, a log term above the current term, a compacted log
+without a covering snapshot) raises ``ValueError``.
+
+Inputs
+------
+* ``tick()`` every ``tick_ms``: election timer, vote and AppendEntries retransmission,
+  heartbeats. Time exists for the core only as ticks.
+* ``step_request(token, request)``: an inbound RequestVote / AppendEntries /
+  InstallSnapshot. ``token`` is opaque (e.g. the ROUTER identity + msgid); the answer comes
+  out as ``SendReply(token, response)``. RequestVotes from peers outside the configuration get
+  no answer (PROTOCOL §6); AppendEntries/InstallSnapshot are processed whoever sends them
+  (only a term's leader can; see ``follower``).
+* ``step_response(peer_id, request, response)``: an answer the transport matched by msgid to
+  ``request`` -- the very object the core emitted in ``SendRequest(peer_id, request)``.
+* ``propose(request_id, data, now_ms) -> NotLeader | Expired | Appended | Duplicate`` and
+  ``propose_config(request_id, peers, now_ms) -> ConfigNotLeader | ConfigAccepted |
+  ConfigDone | ConfigRejected | ConfigBusy | ConfigExpired`` (RequestUpdate / ConfigUpdate,
+  §10.3-§10.4; every result carries what the reply needs). ``now_ms`` is the wall clock, used
+  only for request-id freshness.
+* ``applied(index)``: the state machine has durably applied up to ``index``.
+
+Output: ``has_ready()`` / ``ready()`` / ``advance(ready)``
+---------------------------------------------------------
+Loop ``while core.has_ready(): r = core.ready(); ...; core.advance(r)``. Inputs may be stepped
+while a Ready is being carried out; they land in the next one. Carry out each Ready in this
+order (it is the only safe one):
+
+0. ``messages_now``: send immediately (leader AppendEntries/InstallSnapshot; the leader's own
+   copy of an entry counts for commitment only after step 3 and ``advance``).
+1. ``hard_state``: save (term, vote, configuration; ``last_applied`` is the value last given to
+   ``applied`` -- never write a smaller one than the state machine has).
+   A saved ``config`` of None with a snapshot present means "unknown configuration".
+2. ``snapshot_ops``: ``SnapshotChunkWrite`` -> ``snapshots.begin(index, term, total_size)`` +
+   ``write_chunk(offset, data)``; ``SnapshotInstall`` -> ``snapshots.finish()`` if
+   ``finish_receive``, ``log.compact(index, term)``, restore the state machine from the
+   snapshot, persist its ``last_applied = index`` and call ``applied(index)``.
+3. ``append``: ``log.append(first_index, entries)`` (implies truncation from ``first_index``).
+   Steps 1-3 form one durability point: fsync before going on.
+4. ``messages_after_persist``: send (vote replies, AppendEntries/InstallSnapshot replies, a
+   candidate's RequestVotes -- each promises that 1-3 are durable).
+5. ``committed``: apply the entries in order (skip CONFIG/CHECKPOINT data in the state
+   machine; they still advance ``last_applied``), then ``applied(last_index)``. They are never
+   beyond what is durable locally after step 3.
+6. ``soft_state`` (role, leader id, term) and ``events``: on losing LEADER fail pending client
+   requests with "not leader" (naming ``soft_state.leader_id``), cancel outstanding peer RPCs,
+   drop RequestEntries pipelines. ``ConfigChangeCompleted(joint_index, final_index)``: answer
+   pending ConfigUpdates for ``joint_index`` with ``[1, joint_index]``. ``ConfigChanged``:
+   connect/disconnect peers. ``TruncationRefused`` / ``BadConfigEntry`` / ``SteppedDown``: log.
+7. ``advance(ready)``.
+
+Transport contract
+------------------
+Every ``SendRequest`` is sent once, as a **new** request with a **new** msgid (per target
+peer, PROTOCOL §6). The transport never retransmits on its own and keeps no more than one copy
+of a request: the core decides all retransmission on its ticks (RequestVote every
+``vote_timeout_ticks`` until answered; AppendEntries/InstallSnapshot on their response
+timeouts, as new requests from the oldest unacknowledged point). A response is matched by
+msgid and handed back with the request object; late or duplicated responses may be handed
+back too (they are ignored when stale). This matters because a reference follower truncates
+its log after prevLogIndex on every AppendEntries and debounces only the last
+(routing id, msgid) pair.
+
+Read-only views: ``role``, ``is_leader``, ``term``, ``voted_for``, ``leader_id``,
+``commit_index``, ``applied_index``, ``first_index``, ``last_index``, ``last_term``,
+``term_at(i)``, ``config``, ``config_index``, ``config_known``, ``pending_config_change``.
+
+Compaction is the driver's: it may snapshot the state machine at ``applied_index`` (or less),
+``snapshots.install`` it and ``log.compact`` at any time between Readies; the core reads the
+stores live and streams the current snapshot to followers that need it.
+"""
+
+from raftlog.consensus.core import RaftCore
+from raftlog.consensus.ready import (
+    BadConfigEntry,
+    CommittedEntries,
+    ConfigChangeCompleted,
+    ConfigChanged,
+    Event,
+    LogAppend,
+    Outbound,
+    Ready,
+    Role,
+    SendReply,
+    SendRequest,
+    SnapshotChunkWrite,
+    SnapshotInstall,
+    SnapshotOp,
+    SoftState,
+    SteppedDown,
+    TruncationRefused,
+)
+from raftlog.consensus.results import (
+    Appended,
+    ConfigAccepted,
+    ConfigBusy,
+    ConfigDone,
+    ConfigExpired,
+    ConfigNotLeader,
+    ConfigProposeResult,
+    ConfigRejected,
+    Duplicate,
+    Expired,
+    NotLeader,
+    ProposeResult,
+)
+from raftlog.consensus.settings import Bug, CoreConfig
+
+__all__ = [
+    "Appended",
+    "BadConfigEntry",
+    "Bug",
+    "CommittedEntries",
+    "ConfigAccepted",
+    "ConfigBusy",
+    "ConfigChangeCompleted",
+    "ConfigChanged",
+    "ConfigDone",
+    "ConfigExpired",
+    "ConfigNotLeader",
+    "ConfigProposeResult",
+    "ConfigRejected",
+    "CoreConfig",
+    "Duplicate",
+    "Event",
+    "Expired",
+    "LogAppend",
+    "NotLeader",
+    "Outbound",
+    "ProposeResult",
+    "RaftCore",
+    "Ready",
+    "Role",
+    "SendReply",
+    "SendRequest",
+    "SnapshotChunkWrite",
+    "SnapshotInstall",
+    "SnapshotOp",
+    "SoftState",
+    "SteppedDown",
+    "TruncationRefused",
+]

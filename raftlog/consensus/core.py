@@ -1,0 +1,278 @@
+"""``RaftCore``: the public facade of the consensus state machine (contract in the package
+docstring of ``raftlog.consensus``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from random import Random
+
+from raftlog.consensus import election, follower, proposals, replication
+from raftlog.consensus.leader import maybe_commit
+from raftlog.consensus.ready import (
+    CommittedEntries,
+    Ready,
+    Role,
+    SnapshotInstall,
+    SoftState,
+)
+from raftlog.consensus.results import ConfigProposeResult, ProposeResult
+from raftlog.consensus.settings import CoreConfig
+from raftlog.consensus.state import CoreState
+from raftlog.entry import LogEntry
+from raftlog.errors import LocalProtocolError
+from raftlog.rpc.messages import (
+    AppendEntries,
+    AppendEntriesResponse,
+    ConfigPayload,
+    InstallSnapshot,
+    InstallSnapshotResponse,
+    PeerRequest,
+    PeerResponse,
+    RequestVote,
+    RequestVoteResponse,
+)
+from raftlog.storage.base import HardState, LogStore, SnapshotStore
+
+
+class RaftCore:
+    """One Raft peer as a deterministic, I/O-free state machine.
+
+    Build it from durable state only (``hard_state`` as loaded, the stores as opened); the
+    commit index restarts at ``hard_state.last_applied``. ``rng`` supplies every random
+    choice (election timeouts); ``new_request_id`` the request ids of the CONFIG entries a
+    leader writes on its own (C(new), configuration refreshes).
+    """
+
+    def __init__(
+        self,
+        config: CoreConfig,
+        log: LogStore,
+        snapshots: SnapshotStore,
+        hard_state: HardState,
+        *,
+        seed_config: ConfigPayload,
+        rng: Random,
+        new_request_id: Callable[[], bytes],
+    ) -> None:
+        self._s = CoreState(
+            config,
+            log,
+            snapshots,
+            hard_state,
+            seed_config=seed_config,
+            rng=rng,
+            new_request_id=new_request_id,
+        )
+        self._outstanding: Ready | None = None
+        if self._s.can_campaign() and self._s.membership.members == {config.peer_id}:
+            election.campaign(self._s)  # a sole member leads at once (§12.1)
+
+    # -- inputs ---------------------------------------------------------------------------
+    def tick(self) -> None:
+        """Advance logical time by one tick (election timer, retransmissions, heartbeats)."""
+        s = self._s
+        s.now += 1
+        role = s.role
+        if role is Role.LEADER:
+            replication.tick(s)
+            return
+        if role is Role.CLIENT:
+            return
+        if role is Role.CANDIDATE:
+            election.retransmit_votes(s)
+        s.election_elapsed += 1
+        if s.election_elapsed >= s.election_timeout:
+            election.on_election_timeout(s)
+
+    def step_request(self, token: object, message: PeerRequest) -> None:
+        """An inbound peer request; its reply (if any) comes out as ``SendReply(token, ...)``.
+        RequestVotes from outside the configuration get no reply at all (§6)."""
+        s = self._s
+        if isinstance(message, AppendEntries):
+            follower.handle_append_entries(s, token, message)
+        elif isinstance(message, RequestVote):
+            election.handle_request_vote(s, token, message)
+        elif isinstance(message, InstallSnapshot):
+            follower.handle_install_snapshot(s, token, message)
+        else:
+            raise LocalProtocolError(f"not a peer request: {type(message).__name__}")
+
+    def step_response(self, peer_id: str, request: PeerRequest, response: PeerResponse) -> None:
+        """A response the transport matched (by msgid) to ``request``, the very object this
+        core emitted in ``SendRequest(peer_id, request)``. Late, duplicated and abandoned
+        answers are fine: the core ignores what no longer applies."""
+        s = self._s
+        if isinstance(request, AppendEntries) and isinstance(response, AppendEntriesResponse):
+            replication.handle_append_response(s, peer_id, request, response)
+        elif isinstance(request, RequestVote) and isinstance(response, RequestVoteResponse):
+            election.handle_vote_response(s, peer_id, request, response)
+        elif isinstance(request, InstallSnapshot) and isinstance(response, InstallSnapshotResponse):
+            replication.handle_snapshot_response(s, peer_id, request, response)
+        else:
+            raise LocalProtocolError(
+                f"response {type(response).__name__} does not answer {type(request).__name__}"
+            )
+
+    def propose(self, request_id: bytes, data: bytes, now_ms: int) -> ProposeResult:
+        """RequestUpdate (§10.3): append a STATE entry unless the request id is known.
+        ``now_ms`` is the leader's wall clock, used only for the freshness check (§3.1)."""
+        return proposals.propose(self._s, request_id, data, now_ms)
+
+    def propose_config(self, request_id: bytes, peers: object, now_ms: int) -> ConfigProposeResult:
+        """ConfigUpdate (§10.4). ``peers`` is the decoded JSON peer list as received (it is
+        validated here, so that refusals carry the reference's exact error texts)."""
+        return proposals.propose_config(self._s, request_id, peers, now_ms)
+
+    def applied(self, index: int) -> None:
+        """The state machine has durably applied everything up to ``index`` (also after
+        restoring a snapshot). Carried as ``last_applied`` by later hard states."""
+        self._s.applied = max(self._s.applied, index)
+
+    # -- output ---------------------------------------------------------------------------
+    def has_ready(self) -> bool:
+        """Is there work for the driver? False while a Ready is out and not yet advanced."""
+        if self._outstanding is not None:
+            return False
+        s = self._s
+        if s.replication_dirty and s.role is Role.LEADER:
+            replication.flush(s)
+        return bool(
+            s.hard_dirty
+            or s.msgs_now
+            or s.msgs_after
+            or s.events
+            or s.snapshot_ops
+            or s.log.pending_append() is not None
+            or min(s.commit, s.log.last_index) > s.handed_out
+            or s.soft_state() != s.reported_soft
+        )
+
+    def ready(self) -> Ready:
+        """Collect the pending work. Call ``advance`` with it before the next ``ready``;
+        inputs may keep arriving in between (they go into the next Ready)."""
+        if self._outstanding is not None:
+            raise LocalProtocolError("ready() called again before advance()")
+        s = self._s
+        if s.replication_dirty and s.role is Role.LEADER:
+            replication.flush(s)
+        soft: SoftState | None = s.soft_state()
+        if soft == s.reported_soft:
+            soft = None
+        else:
+            s.reported_soft = soft
+        hard = s.hard_state() if s.hard_dirty else None
+        s.hard_dirty = False
+        ready = Ready(
+            soft_state=soft,
+            hard_state=hard,
+            snapshot_ops=tuple(s.snapshot_ops),
+            append=s.log.pending_append(),
+            messages_now=tuple(s.msgs_now),
+            messages_after_persist=tuple(s.msgs_after),
+            committed=self._take_committed(),
+            events=tuple(s.events),
+        )
+        s.snapshot_ops.clear()
+        s.msgs_now.clear()
+        s.msgs_after.clear()
+        s.events.clear()
+        self._outstanding = ready
+        return ready
+
+    def _take_committed(self) -> CommittedEntries | None:
+        s = self._s
+        high = min(s.commit, s.log.last_index)
+        low = s.handed_out + 1
+        if high < low:
+            return None
+        entries = s.log.entries(low, high + 1, s.cfg.max_committed_bytes_per_ready)
+        s.handed_out = low + len(entries) - 1
+        return CommittedEntries(low, tuple(entries))
+
+    def advance(self, ready: Ready) -> None:
+        """``ready`` has been carried out: its writes are durable, its messages sent and its
+        committed entries applied (or being applied, reported through ``applied``)."""
+        if ready is not self._outstanding:
+            raise LocalProtocolError("advance() must be given the last Ready handed out")
+        self._outstanding = None
+        s = self._s
+        for op in ready.snapshot_ops:
+            if isinstance(op, SnapshotInstall):
+                s.log.snapshot_persisted(op.index, op.term)
+        if ready.append is not None:
+            s.log.stable_to(ready.append)
+            if s.role is Role.LEADER:
+                maybe_commit(s)  # this leader's own copy is durable now
+
+    # -- read-only views for the driver ------------------------------------------------------
+    @property
+    def peer_id(self) -> str:
+        return self._s.id
+
+    @property
+    def role(self) -> Role:
+        return self._s.role
+
+    @property
+    def is_leader(self) -> bool:
+        return self._s.role is Role.LEADER
+
+    @property
+    def term(self) -> int:
+        return self._s.term
+
+    @property
+    def voted_for(self) -> str | None:
+        return self._s.voted_for
+
+    @property
+    def leader_id(self) -> str | None:
+        return self._s.leader_id
+
+    @property
+    def commit_index(self) -> int:
+        return self._s.commit
+
+    @property
+    def applied_index(self) -> int:
+        return self._s.applied
+
+    @property
+    def first_index(self) -> int:
+        return self._s.log.first_index
+
+    @property
+    def last_index(self) -> int:
+        return self._s.log.last_index
+
+    @property
+    def last_term(self) -> int:
+        return self._s.log.last_term
+
+    def term_at(self, index: int) -> int | None:
+        """Term of ``index`` in this peer's log view (including not yet durable entries)."""
+        return self._s.log.term_at(index)
+
+    def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[LogEntry]:
+        """Entries ``[lo, hi)`` of the log view (for tests and diagnostics)."""
+        return list(self._s.log.entries(lo, hi, max_bytes))
+
+    @property
+    def config(self) -> ConfigPayload:
+        """The configuration in effect (best guess when ``config_known`` is False); what
+        RequestConfig answers with."""
+        return self._s.membership.payload
+
+    @property
+    def config_index(self) -> int:
+        return self._s.membership.index
+
+    @property
+    def config_known(self) -> bool:
+        return self._s.membership.known
+
+    @property
+    def pending_config_change(self) -> int | None:
+        """Joint index of the ConfigUpdate this leader started and has not completed."""
+        change = self._s.pending_change
+        return None if change is None else change[1]

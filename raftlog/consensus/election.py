@@ -1,0 +1,133 @@
+"""Elections: campaigning, RequestVote receiver rules (PROTOCOL §7) and vote counting.
+
+Wire-visible behaviour follows the reference, including ``preventSpiralElections`` (§12.1):
+while a candidate has not heard *any* answer from a majority of each configuration half it
+(a) does not start a new term when its timer fires, (b) refuses every RequestVote without
+adopting the requester's term and (c) ignores higher terms in vote responses. The response
+being processed is counted before the guard is evaluated, as the reference does.
+
+Extension (``leader_stickiness``, Raft paper §6): a follower that heard from its leader less
+than a minimum election timeout ago answers a higher-term RequestVote with
+``[currentTerm, false]`` and keeps its term -- a removed peer that still campaigns cannot
+depose a working leader through a member that has not yet learnt of its removal.
+"""
+
+from __future__ import annotations
+
+from raftlog.consensus import leader
+from raftlog.consensus.quorum import VoteResult, has_quorum, vote_result
+from raftlog.consensus.ready import Role
+from raftlog.consensus.state import CoreState
+from raftlog.rpc.messages import RequestVote, RequestVoteResponse
+
+
+def heard_from_majority(s: CoreState) -> bool:
+    """Has this candidate got answers (either way) from a majority of every half?"""
+    return has_quorum(s.membership.groups, s.votes)
+
+
+def _spiral_guard_active(s: CoreState) -> bool:
+    return (
+        s.cfg.prevent_spiral_elections and s.role is Role.CANDIDATE and not heard_from_majority(s)
+    )
+
+
+def _sticky(s: CoreState) -> bool:
+    """Leader stickiness (Raft §6): this follower heard from a leader very recently."""
+    contact = s.leader_contact
+    return (
+        s.cfg.leader_stickiness
+        and s.leader_id is not None
+        and contact is not None
+        and s.role in (Role.FOLLOWER, Role.CLIENT)
+        and s.now - contact < s.cfg.election_ticks[0]
+    )
+
+
+def on_election_timeout(s: CoreState) -> None:
+    """§5.2: a follower or candidate that heard nothing for a whole timeout campaigns."""
+    if _spiral_guard_active(s):
+        s.reset_election_timer()  # (a): keep the term, keep retransmitting the requests
+        return
+    campaign(s)
+
+
+def campaign(s: CoreState) -> None:
+    """Start an election for ``term + 1`` (a sole voter wins it at once, §12.1)."""
+    if not s.can_campaign():
+        s.reset_election_timer()
+        return
+    s.term += 1
+    s.voted_for = s.id
+    s.hard_dirty = True
+    s.role = Role.CANDIDATE
+    s.leader_id = None
+    s.votes = {s.id: True}
+    s.vote_sent_at = {}
+    s.reset_election_timer()
+    if vote_result(s.membership.groups, s.votes) is VoteResult.WON:
+        leader.become_leader(s)
+        return
+    request = RequestVote(s.id, s.term, s.log.last_index, s.log.last_term)
+    for peer in sorted(s.membership.members):
+        if peer != s.id:
+            s.send_after_persist(peer, request)  # only once term and vote are durable
+            s.vote_sent_at[peer] = s.now
+
+
+def retransmit_votes(s: CoreState) -> None:
+    """RequestVote is re-sent (as a new request) every ``vote_timeout_ticks`` until answered."""
+    due = [
+        peer
+        for peer, sent_at in s.vote_sent_at.items()
+        if peer not in s.votes and s.now - sent_at >= s.cfg.vote_timeout_ticks
+    ]
+    if not due:
+        return
+    request = RequestVote(s.id, s.term, s.log.last_index, s.log.last_term)
+    for peer in due:
+        s.send_after_persist(peer, request)
+        s.vote_sent_at[peer] = s.now
+
+
+def handle_request_vote(s: CoreState, token: object, m: RequestVote) -> None:
+    """PROTOCOL §7 receiver rules, in order."""
+    if not s.membership.accepts_sender(m.candidate_id):
+        return  # 1. unknown candidate: no response at all
+    if m.term < s.term:
+        s.reply(token, RequestVoteResponse(s.term, False))  # 2.
+        return
+    if _spiral_guard_active(s) or (m.term > s.term and _sticky(s)):
+        s.reply(token, RequestVoteResponse(s.term, False))  # 3. term not adopted
+        return
+    last_term = s.log.last_term
+    up_to_date = m.last_log_term > last_term or (
+        m.last_log_term == last_term and m.last_log_index >= s.log.last_index
+    )
+    free = s.voted_for is None or s.voted_for == m.candidate_id or m.term > s.term
+    granted = free and up_to_date
+    if granted or m.term > s.term:  # 4.
+        s.become_follower(m.term, None)
+        if granted:
+            s.voted_for = m.candidate_id
+            s.hard_dirty = True
+    s.reply(token, RequestVoteResponse(s.term, granted))
+
+
+def handle_vote_response(
+    s: CoreState, peer: str, request: RequestVote, response: RequestVoteResponse
+) -> None:
+    """Count one answer; win, or step down on a higher term unless the guard says (c)."""
+    current_election = s.role is Role.CANDIDATE and request.term == s.term
+    if response.term > s.term:
+        if current_election:
+            s.votes.setdefault(peer, False)
+            if _spiral_guard_active(s):
+                return
+        s.become_follower(response.term, None)
+        return
+    if not current_election or peer not in s.membership.members:
+        return
+    s.votes.setdefault(peer, response.vote_granted)  # a voter counts once per term
+    if vote_result(s.membership.groups, s.votes) is VoteResult.WON:
+        leader.become_leader(s)

@@ -1,0 +1,80 @@
+"""Leader-side RequestUpdate and ConfigUpdate decisions (PROTOCOL §10.3, §10.4).
+
+Idempotency is by request id and lives in the *log*, so it survives leader changes: a request
+id already in this leader's log (stable, or appended and not yet durable) is never appended
+again. Freshness (§3.1) is checked only for request ids the log does not know.
+"""
+
+from __future__ import annotations
+
+from raftlog.consensus import leader
+from raftlog.consensus.ready import Role
+from raftlog.consensus.results import (
+    WRONG_ENTRY_TYPE,
+    Appended,
+    ConfigAccepted,
+    ConfigBusy,
+    ConfigDone,
+    ConfigExpired,
+    ConfigNotLeader,
+    ConfigProposeResult,
+    ConfigRejected,
+    Duplicate,
+    Expired,
+    NotLeader,
+    ProposeResult,
+)
+from raftlog.consensus.state import CoreState
+from raftlog.entry import EntryType, LogEntry
+from raftlog.ids import is_fresh
+from raftlog.rpc.config import check_config_update
+from raftlog.rpc.messages import ConfigPayload, ConfigUpdateErrorInfo
+
+
+def _fresh(s: CoreState, request_id: bytes, now_ms: int) -> bool:
+    return is_fresh(request_id, now_ms, s.cfg.request_id_ttl_ms, s.cfg.request_id_accept_margin_ms)
+
+
+def propose(s: CoreState, request_id: bytes, data: bytes, now_ms: int) -> ProposeResult:
+    """§10.3 leader algorithm, steps 1-3 (the driver keeps the pending-reply bookkeeping)."""
+    if s.role is not Role.LEADER:
+        return NotLeader(s.leader_id)
+    index = s.log.index_of_request(request_id)
+    if index is not None:
+        return Duplicate(index)
+    if not _fresh(s, request_id, now_ms):
+        return Expired()
+    index = s.log.append((LogEntry(request_id, EntryType.STATE, s.term, data),))
+    s.replication_dirty = True
+    return Appended(index)
+
+
+def propose_config(
+    s: CoreState, request_id: bytes, peers: object, now_ms: int
+) -> ConfigProposeResult:
+    """§10.4 leader algorithm, in the reference's order. One deliberate difference: a change
+    is also refused as busy while the last C(new) is not committed yet."""
+    if s.role is not Role.LEADER:
+        return ConfigNotLeader(s.leader_id)
+    if s.pending_change is not None:
+        pending_id, joint_index = s.pending_change
+        return ConfigAccepted(joint_index) if pending_id == request_id else ConfigBusy()
+    index = s.log.index_of_request(request_id)
+    current = s.membership
+    if index is None:
+        if not _fresh(s, request_id, now_ms):
+            return ConfigExpired()
+        checked = check_config_update(current.payload, peers)
+        if isinstance(checked, ConfigUpdateErrorInfo):
+            return ConfigRejected(checked)
+        if current.is_joint or current.index > s.commit:
+            return ConfigBusy()
+        joint = ConfigPayload(new=checked, old=current.payload.new)
+        joint_index = leader.append_config(s, joint, request_id)
+        s.pending_change = (request_id, joint_index)
+        return ConfigAccepted(joint_index)
+    if index <= s.commit:
+        return ConfigDone(index)
+    if current.is_joint and current.index == index:
+        return ConfigAccepted(index)
+    return ConfigRejected(WRONG_ENTRY_TYPE)

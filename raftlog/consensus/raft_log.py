@@ -1,0 +1,216 @@
+"""``RaftLog``: the core's view of the log -- the stable ``LogStore`` plus what is not durable.
+
+The core never writes the store. Changes accumulate here and leave through ``Ready.append``
+(and ``Ready.snapshot_ops``); ``stable_to``/``snapshot_persisted`` are called by
+``advance()`` once the driver has made them durable.
+
+View invariants (index ``i``):
+
+* ``snapshot_index < first_index == snapshot_index + 1 <= unstable_first <= last_index + 1``.
+* ``i >= unstable_first`` is read from ``_unstable``; ``first_index <= i < unstable_first`` from
+  the store (the store may hold more entries at or after ``unstable_first``: they are being
+  truncated and are invisible).
+* ``_stable_last`` bounds the store's last index as far as truncation is concerned: a write is
+  pending whenever ``_unstable`` is non-empty or ``unstable_first <= _stable_last``.
+* A pending snapshot install ``_snapshot = (index, term)`` hides everything at or below
+  ``index`` until it is persisted.
+
+Everything below ``unstable_first`` is durable, so ``persisted_last_index`` is what a leader may
+count as its own acknowledgement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from raftlog.consensus.ready import LogAppend
+from raftlog.entry import ZERO_REQUEST_ID, LogEntry
+from raftlog.storage.base import LogStore
+
+
+class RaftLog:
+    """Stable log + unstable tail + pending snapshot install, read as one log."""
+
+    def __init__(self, store: LogStore) -> None:
+        self.store = store
+        last = store.last_index
+        self._unstable_first = last + 1
+        self._unstable: list[LogEntry] = []
+        self._unstable_ids: dict[bytes, int] = {}
+        self._stable_last = last
+        self._snapshot: tuple[int, int] | None = None
+
+    # -- reads --------------------------------------------------------------------------
+    @property
+    def snapshot_index(self) -> int:
+        snap = self._snapshot
+        return snap[0] if snap is not None else self.store.snapshot_index
+
+    @property
+    def snapshot_term(self) -> int:
+        snap = self._snapshot
+        return snap[1] if snap is not None else self.store.snapshot_term
+
+    @property
+    def first_index(self) -> int:
+        return self.snapshot_index + 1
+
+    @property
+    def last_index(self) -> int:
+        return self._unstable_first + len(self._unstable) - 1
+
+    @property
+    def last_term(self) -> int:
+        if self._unstable:
+            return self._unstable[-1].term
+        term = self.term_at(self._unstable_first - 1)
+        if term is None:  # pragma: no cover - guarded by the view invariants
+            raise AssertionError("last entry of the log view has no term")
+        return term
+
+    @property
+    def persisted_last_index(self) -> int:
+        """Last index known durable (valid for a leader, which never installs snapshots)."""
+        return self._unstable_first - 1
+
+    def term_at(self, index: int) -> int | None:
+        """Term at ``index``: 0 for index 0 (when nothing is compacted), the snapshot term at
+        ``snapshot_index``, None below it or beyond ``last_index``."""
+        first_unstable = self._unstable_first
+        if index >= first_unstable:
+            offset = index - first_unstable
+            return self._unstable[offset].term if offset < len(self._unstable) else None
+        snap = self._snapshot
+        if snap is not None and index <= snap[0]:
+            return snap[1] if index == snap[0] else None
+        return self.store.term_at(index)
+
+    def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[LogEntry]:
+        """Entries ``[lo, hi)``; with ``max_bytes`` at least one entry and then only while the
+        total stays within the budget. Raises ``IndexError`` outside the view."""
+        if lo >= hi:
+            return []
+        if lo < self.first_index or hi > self.last_index + 1:
+            raise IndexError(
+                f"entries [{lo}, {hi}) outside [{self.first_index}, {self.last_index + 1})"
+            )
+        first_unstable = self._unstable_first
+        result: list[LogEntry] = []
+        used = 0
+        if lo < first_unstable:
+            stable_hi = min(hi, first_unstable)
+            result = self.store.entries(lo, stable_hi, max_bytes)
+            if hi <= first_unstable or len(result) < stable_hi - lo:
+                return result
+            if max_bytes is not None:
+                used = sum(entry.size for entry in result)
+        start = max(lo, first_unstable) - first_unstable
+        stop = hi - first_unstable
+        if max_bytes is None:
+            result.extend(self._unstable[start:stop])
+            return result
+        for entry in self._unstable[start:stop]:
+            used += entry.size
+            if used > max_bytes and result:
+                break
+            result.append(entry)
+        return result
+
+    def index_of_request(self, request_id: bytes) -> int | None:
+        """Index of the entry carrying ``request_id`` in this view (unstable tail first)."""
+        index = self._unstable_ids.get(request_id)
+        if index is not None:
+            return index
+        index = self.store.index_of_request(request_id)
+        if index is None or index >= self._unstable_first:
+            return None  # absent, or in a stable suffix that is being truncated
+        return index
+
+    # -- changes ------------------------------------------------------------------------
+    def append(self, entries: Sequence[LogEntry]) -> int:
+        """Append at the end; returns the new last index."""
+        self._extend(entries)
+        return self.last_index
+
+    def truncate_and_append(self, first_index: int, entries: Sequence[LogEntry]) -> None:
+        """Drop every entry at or after ``first_index`` (``first_index <= last_index + 1``),
+        then append ``entries`` there."""
+        if not self.first_index <= first_index <= self.last_index + 1:
+            raise IndexError(f"append at {first_index} outside the log view")
+        first_unstable = self._unstable_first
+        if first_index >= first_unstable:
+            self._drop_unstable_from(first_index - first_unstable)
+        else:
+            self._drop_unstable_from(0)
+            self._unstable_first = first_index
+        self._extend(entries)
+
+    def install_snapshot(self, index: int, term: int) -> bool:
+        """Make the snapshot ``(index, term)`` the base of the view (PROTOCOL §12.6).
+
+        Returns True when the log holds ``index`` with ``term``: the entries after it are kept.
+        Otherwise the whole log is discarded and restarts at ``index + 1``."""
+        kept = index <= self.last_index and self.term_at(index) == term
+        first_unstable = self._unstable_first
+        if kept and index >= first_unstable:
+            count = index - first_unstable + 1
+            for position in range(count):
+                self._forget_id(self._unstable[position], first_unstable + position)
+            del self._unstable[:count]
+            self._unstable_first = index + 1
+        elif not kept:
+            self._drop_unstable_from(0)
+            self._unstable_first = index + 1
+        self._snapshot = (index, term)
+        return kept
+
+    # -- persistence bookkeeping --------------------------------------------------------
+    def pending_append(self) -> LogAppend | None:
+        """The write ``Ready.append`` must carry, if any."""
+        if self._unstable or self._unstable_first <= self._stable_last:
+            return LogAppend(self._unstable_first, tuple(self._unstable))
+        return None
+
+    def stable_to(self, written: LogAppend) -> None:
+        """``written`` is durable: drop the prefix of the tail that it made stable."""
+        first = written.first_index
+        entries = written.entries
+        self._stable_last = first + len(entries) - 1
+        if self._unstable_first != first:
+            return  # truncated below ``first`` since: everything is rewritten next time
+        unstable = self._unstable
+        count = 0
+        limit = min(len(entries), len(unstable))
+        while count < limit and unstable[count] is entries[count]:
+            self._forget_id(unstable[count], first + count)
+            count += 1
+        if count:
+            del unstable[:count]
+            self._unstable_first = first + count
+
+    def snapshot_persisted(self, index: int, term: int) -> None:
+        """The driver installed snapshot ``(index, term)`` and compacted the store."""
+        if self._snapshot == (index, term):
+            self._snapshot = None
+
+    # -- internals ----------------------------------------------------------------------
+    def _extend(self, entries: Sequence[LogEntry]) -> None:
+        index = self.last_index + 1
+        ids = self._unstable_ids
+        for entry in entries:
+            if entry.request_id != ZERO_REQUEST_ID:
+                ids[entry.request_id] = index
+            index += 1
+        self._unstable.extend(entries)
+
+    def _drop_unstable_from(self, offset: int) -> None:
+        unstable = self._unstable
+        if offset >= len(unstable):
+            return
+        for position in range(offset, len(unstable)):
+            self._forget_id(unstable[position], self._unstable_first + position)
+        del unstable[offset:]
+
+    def _forget_id(self, entry: LogEntry, index: int) -> None:
+        if self._unstable_ids.get(entry.request_id) == index:
+            del self._unstable_ids[entry.request_id]

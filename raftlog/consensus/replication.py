@@ -1,0 +1,240 @@
+"""Leader-side replication: pipelined AppendEntries, heartbeats, snapshots, responses.
+
+The transport sends every request once with a fresh msgid; all retransmission is decided
+here on ticks. Rules that keep reference followers (which truncate after prevLogIndex on every
+AppendEntries, PROTOCOL §15 items 8-9) safe:
+
+* prevLogIndex only moves below ``lastIndex + 1`` on a rejection, so it never drops below
+  what the follower may have committed;
+* a heartbeat's prevLogIndex is ``next - 1``, the last index already sent in this pipeline,
+  never an older match point (which would cut off entries still in flight);
+* on a timeout or a rejection the whole pipeline is abandoned (late rejections are ignored,
+  late successes still raise ``match``) and resent from the oldest unacknowledged
+  prevLogIndex with new requests; each timeout doubles that follower's timeouts (up to
+  ``MAX_BACKOFF``) until it answers again;
+* ``match`` never decreases, and only answers to requests of the current term count.
+"""
+
+from __future__ import annotations
+
+from raftlog.consensus import leader
+from raftlog.consensus.progress import MAX_BACKOFF, Inflight, Progress, ProgressState
+from raftlog.consensus.ready import Role
+from raftlog.consensus.state import CoreState
+from raftlog.entry import ENTRY_HEADER_SIZE, LogEntry
+from raftlog.rpc.messages import (
+    AppendEntries,
+    AppendEntriesResponse,
+    InstallSnapshot,
+    InstallSnapshotResponse,
+)
+
+
+def flush(s: CoreState) -> None:
+    """Send whatever each follower's state allows (called before building a Ready)."""
+    s.replication_dirty = False
+    for progress in list(s.progress.values()):
+        pump(s, progress)
+
+
+def pump(s: CoreState, pr: Progress) -> None:
+    if pr.state is ProgressState.SNAPSHOT:
+        if not pr.inflight:
+            send_snapshot_chunk(s, pr)
+        return
+    if pr.state is ProgressState.PROBE:
+        if not pr.inflight:
+            send_append(s, pr, one_entry=pr.probe_one_entry)
+        return
+    cfg = s.cfg
+    last = s.log.last_index
+    sent = False
+    while pr.next <= last and not pr.pipeline_full(
+        cfg.max_inflight_messages, cfg.max_inflight_bytes
+    ):
+        if not send_append(s, pr):
+            return
+        sent = True
+    if not sent and not pr.inflight and pr.sent_commit < s.commit:
+        send_append(s, pr, empty=True)  # an idle follower learns the new commit index now
+
+
+def send_append(
+    s: CoreState, pr: Progress, *, one_entry: bool = False, empty: bool = False
+) -> bool:
+    """Send AppendEntries from ``pr.next`` (entries unless ``empty``); False when the follower
+    needs a snapshot instead."""
+    log = s.log
+    prev = pr.next - 1
+    if prev < log.snapshot_index:
+        start_snapshot(s, pr)
+        return False
+    prev_term = log.term_at(prev)
+    if prev_term is None:  # pragma: no cover - next never exceeds last + 1
+        raise AssertionError(f"no term at prevLogIndex {prev}")
+    cfg = s.cfg
+    entries: tuple[LogEntry, ...] = ()
+    size = 0
+    last = log.last_index
+    if not empty and pr.next <= last:
+        most = 1 if one_entry else cfg.max_append_bytes // (ENTRY_HEADER_SIZE + 1) + 1
+        batch = log.entries(pr.next, min(last, prev + most) + 1, cfg.max_append_bytes)
+        entries = tuple(batch)
+        size = sum(entry.size for entry in entries)
+    request = AppendEntries(s.id, s.term, prev, prev_term, s.commit, entries)
+    timeout = cfg.append_entries_timeout_ticks if entries else cfg.append_timeout_ticks
+    pr.record(Inflight(request, prev + len(entries), size, s.now, timeout * pr.backoff))
+    if pr.state is ProgressState.REPLICATE:
+        pr.next = prev + len(entries) + 1  # optimistic: the pipeline continues from there
+    pr.sent_commit = s.commit
+    s.send(pr.peer_id, request)
+    return True
+
+
+def start_snapshot(s: CoreState, pr: Progress) -> None:
+    """The follower needs entries this leader compacted: stream the snapshot (§9)."""
+    meta = s.snapshots.meta()
+    if meta is None or meta.index < s.log.snapshot_index:
+        return  # nothing usable to send yet; retried on the next tick
+    pr.become_snapshot(meta)
+    refresh_config(s, meta.index)
+    send_snapshot_chunk(s, pr)
+
+
+def refresh_config(s: CoreState, snapshot_index: int) -> None:
+    """InstallSnapshot carries no configuration. If the configuration's entry is inside the
+    snapshot, re-append it (same peers, fresh request id) so the follower learns it from the
+    entries that follow the snapshot."""
+    current = s.membership
+    if current.index <= snapshot_index and not current.is_joint and current.index <= s.commit:
+        leader.append_config(s, current.payload, s.new_request_id())
+
+
+def send_snapshot_chunk(s: CoreState, pr: Progress) -> None:
+    meta = s.snapshots.meta()
+    if meta is None:
+        pr.become_probe(pr.next, one_entry=False)
+        return
+    if meta != pr.snapshot:  # replaced while sending: restart with the new one
+        pr.snapshot = meta
+        pr.snapshot_offset = 0
+    offset = min(pr.snapshot_offset, meta.size)
+    data = s.snapshots.read(offset, min(s.cfg.max_append_bytes, meta.size - offset))
+    request = InstallSnapshot(s.id, s.term, meta.index, meta.term, offset, meta.size, data)
+    timeout = s.cfg.append_entries_timeout_ticks * pr.backoff
+    pr.record(Inflight(request, meta.index, len(data), s.now, timeout))
+    s.send(pr.peer_id, request)
+
+
+def tick(s: CoreState) -> None:
+    """Timeouts and heartbeats of every follower."""
+    now = s.now
+    heartbeat = s.cfg.heartbeat_ticks
+    for pr in list(s.progress.values()):
+        inflight = pr.inflight
+        if inflight and now - inflight[0].sent_at >= inflight[0].timeout:
+            _on_timeout(s, pr)
+        elif pr.state is not ProgressState.SNAPSHOT and now - pr.last_sent_at >= heartbeat:
+            if pr.state is ProgressState.REPLICATE and pr.next <= s.log.last_index:
+                pump(s, pr)
+            if now - pr.last_sent_at >= heartbeat:
+                send_append(s, pr, empty=True)
+        elif not inflight:
+            pump(s, pr)
+    if s.cfg.check_quorum and s.role is Role.LEADER:
+        leader.check_quorum(s)
+
+
+def _on_timeout(s: CoreState, pr: Progress) -> None:
+    """No answer in time: abandon the pipeline and resend from the oldest unacknowledged
+    prevLogIndex with new requests (the follower may have lost them)."""
+    oldest = pr.inflight[0].request
+    pr.backoff = min(pr.backoff * 2, MAX_BACKOFF)
+    if pr.state is ProgressState.SNAPSHOT:
+        pr.abandon()
+        send_snapshot_chunk(s, pr)
+        return
+    assert isinstance(oldest, AppendEntries)
+    pr.become_probe(oldest.prev_log_index + 1, one_entry=False)
+    pump(s, pr)
+
+
+def _current(s: CoreState, peer: str, request_term: int, response_term: int) -> Progress | None:
+    """The follower's progress when an answer belongs to this leader's current term."""
+    if response_term > s.term:
+        s.become_follower(response_term, None)
+        return None
+    if s.role is not Role.LEADER or request_term != s.term:
+        return None
+    return s.progress.get(peer)
+
+
+def handle_append_response(
+    s: CoreState, peer: str, request: AppendEntries, response: AppendEntriesResponse
+) -> None:
+    pr = _current(s, peer, request.term, response.term)
+    if pr is None:
+        return
+    pr.recent_active = True
+    sent = pr.find(request)
+    if sent is None:
+        # Abandoned generation: a success is still true (and may be the only answer that
+        # ever arrives on a link slower than the timeout); a rejection may be stale.
+        if response.success:
+            if pr.acknowledge(request.prev_log_index + len(request.entries)):
+                leader.maybe_commit(s)
+            if pr.state is ProgressState.PROBE and s.progress.get(peer) is pr:
+                pr.become_replicate()
+                pump(s, pr)
+        return
+    if pr.state is ProgressState.SNAPSHOT:
+        return
+    pr.settle_through(sent)
+    pr.backoff = 1
+    if response.success:
+        if pr.acknowledge(sent.last_index):
+            leader.maybe_commit(s)
+        if pr.state is ProgressState.PROBE:
+            pr.become_replicate()
+    else:
+        # §8 leader side: back off to prevLogIndex, or to the hint if it is smaller.
+        next_index = request.prev_log_index
+        hint = response.next_index_hint
+        if hint is not None and hint < next_index:
+            next_index = hint
+        pr.become_probe(max(next_index, 1), one_entry=True)
+    if s.role is Role.LEADER and s.progress.get(peer) is pr:
+        pump(s, pr)
+
+
+def handle_snapshot_response(
+    s: CoreState, peer: str, request: InstallSnapshot, response: InstallSnapshotResponse
+) -> None:
+    pr = _current(s, peer, request.term, response.term)
+    if pr is None:
+        return
+    pr.recent_active = True
+    sent = pr.find(request)
+    if sent is None or pr.state is not ProgressState.SNAPSHOT:
+        return
+    pr.settle_through(sent)
+    pr.backoff = 1
+    meta = pr.snapshot
+    sent_for = (request.last_included_index, request.last_included_term)
+    if meta is None or (meta.index, meta.term) != sent_for:
+        pump(s, pr)
+        return
+    if response.next_offset is not None:
+        pr.snapshot_offset = min(max(response.next_offset, 0), meta.size)
+    else:
+        end = request.offset + len(request.data)
+        if end < request.total_size:
+            pr.snapshot_offset = end
+        else:  # the last chunk is in: the follower holds everything up to the snapshot
+            pr.acknowledge(meta.index)
+            pr.next = meta.index + 1
+            pr.snapshot = None
+            pr.become_replicate()
+            leader.maybe_commit(s)
+    if s.role is Role.LEADER and s.progress.get(peer) is pr:
+        pump(s, pr)

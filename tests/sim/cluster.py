@@ -1,0 +1,331 @@
+"""Simulated peers: a ``RaftCore`` over in-memory stores, a transport shim and a driver loop.
+
+``SimCluster.step()`` is one tick: tick every live core, deliver the messages due, then drain
+each node's Ready in the documented order (send now -> persist -> send after persist -> apply
+-> advance). Crash points between those phases model a process dying in the middle of a Ready;
+``crash``/``restart`` rebuild a core from the durable stores only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from random import Random
+
+from raftlog.consensus import (
+    RaftCore,
+    Ready,
+    Role,
+    SendReply,
+    SendRequest,
+    SnapshotChunkWrite,
+    SnapshotInstall,
+)
+from raftlog.consensus.settings import CoreConfig
+from raftlog.entry import LogEntry
+from raftlog.ids import make_request_id
+from raftlog.rpc.messages import ConfigPayload, Peer, PeerRequest
+from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore, MemorySnapshotStore
+from sim.network import LinkRule, SimNetwork
+from sim.tracing import Trace
+
+SIM_EPOCH_MS = 1_700_000_000_000
+TICK_MS = 10
+_PENDING_LIMIT = 4096
+
+
+def chain(digest: bytes, index: int, entry: LogEntry) -> bytes:
+    """The applied-sequence hash chain shared by state machines and the invariant checker."""
+    h = hashlib.blake2b(digest, digest_size=16)
+    h.update(index.to_bytes(8, "little"))
+    h.update(entry.to_bytes())
+    return h.digest()
+
+
+def peer_url(peer_id: str) -> str:
+    return f"tcp://127.0.0.{int(peer_id[1:]) + 1}:5000"
+
+
+def peers_of(ids: list[str]) -> tuple[Peer, ...]:
+    return tuple(Peer(i, peer_url(i)) for i in ids)
+
+
+class RecordingStateMachine:
+    """Durable (persisted together with ``last_applied``) hash chain of what was applied.
+
+    Keeps the digest of every index since its base so that it can produce the snapshot of any
+    applied index (compaction stops at the prune index, below ``index``)."""
+
+    def __init__(self) -> None:
+        self.index = 0
+        self.digest = b""
+        self.violations: list[str] = []
+        self.base = 0
+        self.digests: list[bytes] = [b""]  # digests[i - base] = chain through index i
+
+    def apply(self, index: int, entry: LogEntry) -> None:
+        if index != self.index + 1:
+            self.violations.append(f"applied {index} after {self.index}")
+        self.digest = chain(self.digest, index, entry)
+        self.digests.append(self.digest)
+        self.index = index
+
+    def snapshot(self, index: int) -> bytes:
+        """The state as it was right after applying ``index`` (base <= index <= self.index)."""
+        return json.dumps({"i": index, "d": self.digests[index - self.base].hex()}).encode()
+
+    def restore(self, data: bytes) -> None:
+        state = json.loads(data)
+        self.index = self.base = state["i"]
+        self.digest = bytes.fromhex(state["d"])
+        self.digests = [self.digest]
+
+
+@dataclass
+class Observer:
+    """Hooks the invariant checker installs (kept as callables to avoid an import cycle)."""
+
+    on_ready: Callable[[SimNode, Ready], None]
+    on_restart: Callable[[SimNode], None]
+
+
+class SimNode:
+    def __init__(self, peer_id: str, seed: ConfigPayload, config: CoreConfig) -> None:
+        self.id = peer_id
+        self.seed = seed
+        self.config = config
+        self.log = MemoryLogStore()
+        self.hard_state = MemoryHardStateStore()
+        self.snapshots = MemorySnapshotStore()
+        self.sm = RecordingStateMachine()
+        self.core: RaftCore | None = None
+        self.incarnation = 0
+        self.pending: dict[int, tuple[str, PeerRequest]] = {}
+        self.next_msgid = 0
+        self.rid_counter = 0
+
+    @property
+    def alive(self) -> bool:
+        return self.core is not None
+
+
+class SimCluster:
+    def __init__(
+        self,
+        ids: list[str],
+        members: list[str],
+        rng: Random,
+        link: LinkRule,
+        trace: Trace,
+        make_config: Callable[[str], CoreConfig],
+    ) -> None:
+        self.rng = rng
+        self.trace = trace
+        self.tick = 0
+        self.network = SimNetwork(Random(rng.random()), link)
+        seed = ConfigPayload(new=peers_of(members))
+        self.nodes = {i: SimNode(i, seed, make_config(i)) for i in ids}
+        self.crash_in_ready = 0.0
+        self.observer: Observer | None = None
+        self.restart_at: dict[str, int] = {}
+
+    # -- time -----------------------------------------------------------------------------
+    @property
+    def now_ms(self) -> int:
+        return SIM_EPOCH_MS + self.tick * TICK_MS
+
+    def live(self) -> list[SimNode]:
+        return [node for node in self.nodes.values() if node.core is not None]
+
+    def start_all(self) -> None:
+        for node in self.nodes.values():
+            self.restart(node.id)
+
+    def step(self) -> None:
+        self.tick += 1
+        self.trace.tick = self.tick
+        for peer_id, at in list(self.restart_at.items()):
+            if at <= self.tick:
+                del self.restart_at[peer_id]
+                self.restart(peer_id)
+        for node in self.nodes.values():
+            if node.core is not None:
+                node.core.tick()
+        for src, dst, payload in self.network.due(self.tick):
+            self.deliver(src, dst, payload)
+        for node in self.nodes.values():
+            self.drain(node)
+
+    # -- transport shim -------------------------------------------------------------------
+    def transmit(self, node: SimNode, out: SendRequest | SendReply) -> None:
+        if isinstance(out, SendRequest):
+            node.next_msgid += 1
+            msgid = node.next_msgid
+            node.pending[msgid] = (out.to, out.message)
+            if len(node.pending) > _PENDING_LIMIT:
+                for old in list(node.pending)[: _PENDING_LIMIT // 2]:
+                    del node.pending[old]
+            payload: tuple[object, ...] = ("req", node.incarnation, msgid, out.message)
+            self.network.send(self.tick, node.id, out.to, payload)
+        else:
+            src, incarnation, msgid = out.token  # type: ignore[misc]
+            self.network.send(self.tick, node.id, src, ("resp", incarnation, msgid, out.message))
+
+    def deliver(self, src: str, dst: str, payload: object) -> None:
+        node = self.nodes[dst]
+        core = node.core
+        if core is None:
+            return
+        kind, incarnation, msgid, message = payload  # type: ignore[misc]
+        if kind == "req":
+            core.step_request((src, incarnation, msgid), message)
+            return
+        if incarnation != node.incarnation:
+            return  # an answer to a previous life of this node
+        sent = node.pending.get(msgid)  # kept: duplicated answers reach the core too
+        if sent is None or sent[0] != src:
+            return
+        core.step_response(src, sent[1], message)
+
+    # -- the driver loop ------------------------------------------------------------------
+    def _crash_here(self, node: SimNode, where: str) -> bool:
+        if self.crash_in_ready and self.rng.random() < self.crash_in_ready:
+            self.crash(node.id, where)
+            self.restart_at[node.id] = self.tick + self.rng.randint(1, 60)
+            return True
+        return False
+
+    def drain(self, node: SimNode) -> None:
+        core = node.core
+        while core is not None and core.has_ready():
+            ready = core.ready()
+            if self.observer is not None:
+                self.observer.on_ready(node, ready)
+            if ready.soft_state is not None:
+                self.trace.add("soft", node.id, ready.soft_state)
+            for out in ready.messages_now:
+                self.transmit(node, out)
+            if self._crash_here(node, "before_persist"):
+                return
+            if ready.hard_state is not None:
+                saved = ready.hard_state
+                node.hard_state.save(
+                    replace(saved, last_applied=max(saved.last_applied, node.sm.index))
+                )
+                if self._crash_here(node, "after_hard_state"):
+                    return
+            for op in ready.snapshot_ops:
+                if isinstance(op, SnapshotChunkWrite):
+                    node.snapshots.begin(op.index, op.term, op.total_size)
+                    node.snapshots.write_chunk(op.offset, op.data)
+                elif not self._install(node, op):
+                    return
+            if ready.append is not None:
+                node.log.append(ready.append.first_index, ready.append.entries)
+            if self._crash_here(node, "after_persist"):
+                return
+            for out in ready.messages_after_persist:
+                self.transmit(node, out)
+            if ready.committed is not None:
+                first = ready.committed.first_index
+                for offset, entry in enumerate(ready.committed.entries):
+                    node.sm.apply(first + offset, entry)
+                self._save_applied(node)
+                core.applied(node.sm.index)
+            for event in ready.events:
+                self.trace.add("event", node.id, event)
+            core.advance(ready)
+
+    def _install(self, node: SimNode, op: SnapshotInstall) -> bool:
+        """Returns False when the node crashed half way (after the snapshot is durable)."""
+        if op.finish_receive:
+            node.snapshots.finish()
+        node.log.compact(op.index, op.term)
+        self.trace.add("install", node.id, op.index, op.term)
+        if self._crash_here(node, "before_restore"):
+            return False
+        meta = node.snapshots.meta()
+        assert meta is not None and meta.index == op.index
+        node.sm.restore(node.snapshots.read(0, meta.size))
+        self._save_applied(node)
+        assert node.core is not None
+        node.core.applied(op.index)
+        return True
+
+    def _save_applied(self, node: SimNode) -> None:
+        node.hard_state.save(replace(node.hard_state.load(), last_applied=node.sm.index))
+        node.log.set_commit_floor(node.sm.index)
+
+    # -- faults and maintenance -------------------------------------------------------------
+    def crash(self, peer_id: str, why: str = "crash") -> None:
+        node = self.nodes[peer_id]
+        if node.core is None:
+            return
+        self.trace.add("crash", peer_id, why)
+        node.core = None
+        node.log.crash()
+        node.hard_state.crash()
+        node.snapshots.crash()
+        node.pending = {}
+        node.incarnation += 1
+
+    def restart(self, peer_id: str) -> None:
+        node = self.nodes[peer_id]
+        if node.core is not None:
+            return
+        self.restart_at.pop(peer_id, None)
+        self.trace.add("restart", peer_id, node.incarnation)
+
+        def new_request_id() -> bytes:
+            node.rid_counter += 1
+            machine = int(peer_id[1:]).to_bytes(3, "big")
+            return make_request_id(
+                self.now_ms // 1000, machine, 0x7000 + node.incarnation, node.rid_counter
+            )
+
+        node.core = RaftCore(
+            node.config,
+            node.log,
+            node.snapshots,
+            node.hard_state.load(),
+            seed_config=node.seed,
+            rng=Random(self.rng.random()),
+            new_request_id=new_request_id,
+        )
+        if self.observer is not None:
+            self.observer.on_restart(node)
+        self.drain(node)
+
+    def compact(self, peer_id: str, ttl_ms: int | None) -> bool:
+        """Snapshot the state machine and compact the log, no further than the prune index
+        (PROTOCOL §12.7): every request id a snapshot covers must already be expired, or a
+        peer that installs it would no longer recognise a retry of it."""
+        node = self.nodes[peer_id]
+        core = node.core
+        if core is None:
+            return False
+        node.log.prune_expired_request_ids(self.now_ms, ttl_ms)
+        oldest = node.log.oldest_request_index()
+        index = node.sm.index if oldest is None else min(node.sm.index, oldest - 1)
+        if index <= max(node.log.snapshot_index, node.sm.base):
+            return False
+        term = core.term_at(index)
+        if term is None:
+            return False
+        node.snapshots.install(index, term, node.sm.snapshot(index))
+        node.log.compact(index, term)
+        self.trace.add("compact", peer_id, index, term)
+        return True
+
+    def leader(self) -> SimNode | None:
+        """The live leader with the highest term, if any."""
+        best: SimNode | None = None
+        for node in self.live():
+            assert node.core is not None
+            if node.core.role is Role.LEADER and (
+                best is None or best.core is None or node.core.term > best.core.term
+            ):
+                best = node
+        return best
