@@ -1,0 +1,216 @@
+"""Cluster configuration files (``cluster-configs/*.toml``) and their validation.
+
+A file describes one cluster: its ident, where peers keep data, the peers themselves and the
+raft options (PROTOCOL.md §13) shared by all peers, each overridable per peer and then by CLI
+flags. ``load_peer_config`` resolves everything one ``raftlog-peer`` process needs and fails
+with a single clear ``ConfigError`` *before* any data directory is touched.
+
+Example::
+
+    [cluster]
+    ident = "raftlog-local"
+    data_dir = "./data"            # each peer uses <data_dir>/<id> unless it sets data_dir
+
+    [raft]                         # cluster-wide options (defaults = the reference's)
+    election_timeout_min = 200
+
+    [[peers]]
+    id = "1"
+    url = "tcp://127.0.0.1:8047"   # advertised ROUTER URL (what the cluster config says)
+    pub_url = "tcp://127.0.0.1:8048"
+    # bind = "tcp://0.0.0.0:8047"  # optional: where to bind, if not the advertised URL
+    # [peers.raft]                 # optional per-peer option overrides
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from raftlog.errors import ConfigError
+from raftlog.options import RaftOptions
+from raftlog.rpc.config import validate_peer_url  # the single owner of the URL rule (§1)
+from raftlog.rpc.messages import Peer
+
+
+@dataclass(frozen=True, slots=True)
+class PeerSettings:
+    """Everything one peer process needs to start."""
+
+    id: str
+    url: str
+    """Advertised ROUTER URL (may be unset for nothing: a peer always has one)."""
+    bind_url: str
+    pub_url: str
+    pub_bind_url: str
+    data_dir: Path
+    ident: str
+    peers: tuple[Peer, ...]
+    """The seed configuration (the cluster's peers from the file)."""
+    options: RaftOptions
+
+    @property
+    def is_member(self) -> bool:
+        """False for a peer started outside the seed configuration (CLIENT state, §12.5)."""
+        return any(p.id == self.id for p in self.peers)
+
+
+def _validate_url(url: object, what: str) -> str:
+    if not isinstance(url, str):
+        raise ConfigError(f"{what} must be a string, got {url!r}")
+    try:
+        return str(validate_peer_url(url))
+    except (ValueError, ConfigError) as exc:
+        raise ConfigError(f"{what}: {exc}") from None
+
+
+def _validate_bind_url(url: object, what: str) -> str:
+    """Bind URLs may use wildcard addresses (0.0.0.0, [::], *) unlike advertised ones."""
+    if not isinstance(url, str) or not url.startswith("tcp://") or ":" not in url[6:]:
+        raise ConfigError(f"{what} must look like tcp://ADDRESS:PORT, got {url!r}")
+    port = url.rsplit(":", 1)[1]
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"{what} has an invalid port: {url!r}")
+    return url
+
+
+def load_cluster_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Parse a TOML file; syntax errors become one-line ``ConfigError``s."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def _table(doc: dict[str, Any], key: str, source: str) -> dict[str, Any]:
+    value = doc.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: [{key}] must be a table")
+    return value
+
+
+def load_peer_config(
+    path: str | os.PathLike[str],
+    peer_id: str,
+    *,
+    url: str | None = None,
+    bind_url: str | None = None,
+    pub_url: str | None = None,
+    pub_bind_url: str | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    ident: str | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> PeerSettings:
+    """Resolve the settings of ``peer_id`` from a cluster file plus CLI overrides.
+
+    A peer id missing from the file is allowed only with an explicit ``url`` and ``pub_url``
+    (a new peer joining through a membership change runs in CLIENT state until added).
+    """
+    source = str(path)
+    doc = load_cluster_file(path)
+    cluster = _table(doc, "cluster", source)
+    unknown = set(doc) - {"cluster", "raft", "peers"}
+    if unknown:
+        raise ConfigError(f"{source}: unknown section(s) {sorted(unknown)}")
+
+    cluster_ident = ident if ident is not None else cluster.get("ident")
+    if not isinstance(cluster_ident, str):
+        raise ConfigError(f"{source}: [cluster] ident must be a string")
+
+    raw_peers = doc.get("peers")
+    if not isinstance(raw_peers, list) or not raw_peers:
+        raise ConfigError(f"{source}: at least one [[peers]] entry is required")
+    peers: list[Peer] = []
+    mine: dict[str, Any] | None = None
+    seen_ids: set[str] = set()
+    seen_urls: set[str] = set()
+    for n, raw in enumerate(raw_peers, 1):
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{source}: [[peers]] entry {n} must be a table")
+        pid = raw.get("id")
+        if not isinstance(pid, str) or not pid:
+            raise ConfigError(f"{source}: [[peers]] entry {n} needs a non-empty string id")
+        if pid in seen_ids:
+            raise ConfigError(f"{source}: duplicate peer id {pid!r}")
+        purl = _validate_url(raw.get("url"), f"{source}: peer {pid} url")
+        if purl in seen_urls:
+            raise ConfigError(f"{source}: duplicate peer url {purl}")
+        seen_ids.add(pid)
+        seen_urls.add(purl)
+        peers.append(Peer(pid, purl))
+        if pid == peer_id:
+            mine = raw
+
+    options = RaftOptions().with_overrides(_table(doc, "raft", source), f"{source} [raft]")
+    if mine is not None:
+        per_peer = mine.get("raft", {})
+        if not isinstance(per_peer, dict):
+            raise ConfigError(f"{source}: peer {peer_id} raft overrides must be a table")
+        options = options.with_overrides(per_peer, f"{source} peer {peer_id}")
+    if overrides:
+        options = options.with_overrides(overrides, "command line")
+    options.validate()
+
+    mine = mine or {}
+    my_url = url if url is not None else mine.get("url")
+    my_pub = pub_url if pub_url is not None else mine.get("pub_url")
+    if my_url is None:
+        raise ConfigError(
+            f"peer id {peer_id!r} is not in {source}; a peer outside the configuration needs "
+            "--url and --pub-url"
+        )
+    my_url = _validate_url(my_url, f"peer {peer_id} url")
+    if my_pub is None:
+        raise ConfigError(f"peer {peer_id} has no pub_url")
+    my_pub = _validate_url(my_pub, f"peer {peer_id} pub_url")
+    my_bind = _validate_bind_url(bind_url or mine.get("bind") or my_url, f"peer {peer_id} bind")
+    my_pub_bind = _validate_bind_url(
+        pub_bind_url or mine.get("pub_bind") or my_pub, f"peer {peer_id} pub_bind"
+    )
+
+    base_dir = Path(path).resolve().parent
+    if data_dir is not None:
+        my_dir = Path(data_dir)
+    elif "data_dir" in mine:
+        my_dir = base_dir / str(mine["data_dir"])
+    else:
+        root = cluster.get("data_dir", "./data")
+        if not isinstance(root, str):
+            raise ConfigError(f"{source}: [cluster] data_dir must be a string")
+        my_dir = Path(root) / peer_id
+    return PeerSettings(
+        id=peer_id,
+        url=my_url,
+        bind_url=my_bind,
+        pub_url=my_pub,
+        pub_bind_url=my_pub_bind,
+        data_dir=my_dir,
+        ident=cluster_ident,
+        peers=tuple(peers),
+        options=options,
+    )
+
+
+def check_data_dir(path: Path) -> None:
+    """Fail clearly if ``path`` cannot be used as a data directory (without creating it).
+
+    Checks the nearest existing ancestor for write permission, so a bad path is reported
+    before any process state or file is created.
+    """
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise ConfigError(f"data dir {path}: {probe} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"data dir {path}: {probe} is not writable")

@@ -1,0 +1,158 @@
+"""Peer options: every tunable of PROTOCOL.md §13 with the reference's defaults and ranges.
+
+Kept apart from the TOML loader (``raftlog.config``) so the driver, the CLI and tests can build
+options programmatically. Times are milliseconds, sizes bytes, as in the reference's config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from raftlog.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class RaftOptions:
+    election_timeout_min: int = 200
+    election_timeout_max: int = 300
+    first_election_extra: int = 300
+    rpc_timeout: int = 50
+    append_entries_heartbeat_interval: int = 70
+    append_entries_rpc_timeout_min: int = 70
+    append_entries_rpc_timeout_max: int = 140
+    peer_msg_data_size: int = 65536
+    max_log_entry_data_size: int = 10 * 1024 * 1024
+    request_id_ttl: int | None = 8 * 3600 * 1000
+    request_id_ttl_accept_margin: int = 15 * 60 * 1000
+    request_id_cache_max: int | None = None
+    request_entries_high_watermark: int = 8000
+    request_entries_ttl: int = 5000
+    request_entries_pipelines: int = 5
+    request_entries_entry_size_limit_pipeline: int = 65536
+    request_entries_snapshot_pipelines: int = 2
+    prevent_spiral_elections: bool = True
+    broadcast_heartbeat_interval: int = 500
+    log_compaction_threshold: int = 0
+    """raftlog extension: snapshot the state machine and drop the log prefix once this many
+    applied entries lie beyond the last snapshot (never past the prune index, §12.7);
+    0 keeps the whole log (the reference's default: it compacts only on request)."""
+    tick_ms: int = 10
+    """Length of one consensus tick; timeouts above are converted to ticks of this size."""
+
+    def validate(self) -> RaftOptions:
+        """Check the reference's valid ranges (§13); raise ``ConfigError`` naming the option."""
+
+        def need(ok: bool, name: str, rule: str) -> None:
+            if not ok:
+                raise ConfigError(f"option {name}={getattr(self, name)!r} is invalid: {rule}")
+
+        need(self.election_timeout_min >= 100, "election_timeout_min", "must be >= 100")
+        need(
+            self.election_timeout_max >= self.election_timeout_min,
+            "election_timeout_max",
+            "must be >= election_timeout_min",
+        )
+        need(self.first_election_extra >= 0, "first_election_extra", "must be >= 0")
+        need(
+            10 <= self.rpc_timeout <= self.election_timeout_min,
+            "rpc_timeout",
+            "must be within 10 .. election_timeout_min",
+        )
+        need(
+            self.rpc_timeout <= self.append_entries_heartbeat_interval <= self.election_timeout_min,
+            "append_entries_heartbeat_interval",
+            "must be within rpc_timeout .. election_timeout_min",
+        )
+        need(
+            self.rpc_timeout <= self.append_entries_rpc_timeout_min <= self.election_timeout_min,
+            "append_entries_rpc_timeout_min",
+            "must be within rpc_timeout .. election_timeout_min",
+        )
+        need(
+            self.append_entries_rpc_timeout_min
+            <= self.append_entries_rpc_timeout_max
+            <= self.election_timeout_min,
+            "append_entries_rpc_timeout_max",
+            "must be within append_entries_rpc_timeout_min .. election_timeout_min",
+        )
+        need(self.peer_msg_data_size >= 64, "peer_msg_data_size", "must be >= 64")
+        need(self.max_log_entry_data_size >= 1, "max_log_entry_data_size", "must be >= 1")
+        need(
+            self.request_id_ttl is None or 60_000 <= self.request_id_ttl <= 25 * 365 * 86_400_000,
+            "request_id_ttl",
+            "must be null or within 60000 .. 25 years",
+        )
+        need(
+            self.request_id_ttl_accept_margin >= 1000
+            and (
+                self.request_id_ttl is None
+                or self.request_id_ttl_accept_margin < self.request_id_ttl
+            ),
+            "request_id_ttl_accept_margin",
+            "must be >= 1000 and below request_id_ttl",
+        )
+        need(
+            self.request_id_cache_max is None or self.request_id_cache_max >= 1,
+            "request_id_cache_max",
+            "must be null or >= 1",
+        )
+        need(
+            self.request_id_ttl is not None or self.request_id_cache_max is not None,
+            "request_id_cache_max",
+            "must be set when request_id_ttl is null",
+        )
+        need(
+            self.request_entries_high_watermark >= 0,
+            "request_entries_high_watermark",
+            "must be >= 0",
+        )
+        need(self.request_entries_ttl >= 100, "request_entries_ttl", "must be >= 100")
+        need(
+            1 <= self.request_entries_pipelines <= 50,
+            "request_entries_pipelines",
+            "must be 1 .. 50",
+        )
+        need(
+            self.request_entries_entry_size_limit_pipeline >= 1,
+            "request_entries_entry_size_limit_pipeline",
+            "must be >= 1",
+        )
+        need(
+            1 <= self.request_entries_snapshot_pipelines <= 50,
+            "request_entries_snapshot_pipelines",
+            "must be 1 .. 50",
+        )
+        need(
+            self.broadcast_heartbeat_interval >= 50, "broadcast_heartbeat_interval", "must be >= 50"
+        )
+        need(self.log_compaction_threshold >= 0, "log_compaction_threshold", "must be >= 0")
+        need(1 <= self.tick_ms <= self.rpc_timeout, "tick_ms", "must be within 1 .. rpc_timeout")
+        return self
+
+    def ticks(self, ms: int) -> int:
+        """Convert a duration to whole ticks (at least one)."""
+        return max(1, -(-ms // self.tick_ms))
+
+    def with_overrides(self, values: dict[str, Any], source: str) -> RaftOptions:
+        """A copy with ``values`` applied; unknown names and wrong types are ``ConfigError``s."""
+        known = {f.name: f for f in fields(self)}
+        clean: dict[str, Any] = {}
+        for name, raw_value in values.items():
+            key = name.replace("-", "_")
+            if key not in known:
+                raise ConfigError(f"{source}: unknown option {name!r}")
+            current = getattr(self, key)
+            value = raw_value
+            if isinstance(value, str) and value.lower() in ("null", "none"):
+                value = None  # TOML has no null: "null" / "none" stand for it
+            if isinstance(current, bool) or key == "prevent_spiral_elections":
+                if not isinstance(value, bool):
+                    raise ConfigError(f"{source}: option {name} must be true or false")
+            elif value is None:
+                if key not in ("request_id_ttl", "request_id_cache_max"):
+                    raise ConfigError(f"{source}: option {name} cannot be null")
+            elif not isinstance(value, int) or isinstance(value, bool):
+                raise ConfigError(f"{source}: option {name} must be an integer")
+            clean[key] = value
+        return replace(self, **clean)
