@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: install test lint
+.PHONY: install test lint interop run
 
 install: $(STAMP)
 
@@ -16,7 +16,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[spark,dev]'
 	touch $(STAMP)
 
-test: install
+# Start the local three-peer cluster (cluster-configs/local-3.toml) in the foreground;
+# Ctrl-C stops all peers. Data lives in ./data/<id>.
+run: install
+	$(BIN)/raftlog-local-cluster cluster-configs/local-3.toml
+
+# Install the Node.js reference (npm zmq-raft) into .interop/ for the interop tests.
+interop:
+	bash tests/interop/install_reference.sh
+
+test: install interop
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: install

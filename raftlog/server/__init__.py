@@ -1,0 +1,1 @@
+"""The ``raftlog-peer`` service: thin I/O drivers around the pure consensus core."""

@@ -1,0 +1,122 @@
+"""Leader-side client RPCs: RequestUpdate, ConfigUpdate and the pending-answer bookkeeping.
+
+RequestUpdate (PROTOCOL §10.3) is answered ``[true]`` at once and ``[true, index]`` only once
+the state machine has applied ``index``; ConfigUpdate (§10.4) ``[1]`` at once and
+``[1, joint_index]`` when the core reports the change completed. When the peer stops leading,
+everything still pending is answered "not leader" with the new leader, if known (§10.3 (5)).
+
+The core decides everything about idempotency and freshness (``RaftCore.propose``); this
+module only remembers *who* to answer and *when*.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from typing import Final
+
+from raftlog.consensus import (
+    Appended,
+    ConfigAccepted,
+    ConfigBusy,
+    ConfigDone,
+    ConfigExpired,
+    ConfigNotLeader,
+    ConfigRejected,
+    Duplicate,
+    Expired,
+    NotLeader,
+    RaftCore,
+)
+from raftlog.rpc.frames import JSON_NULL, encode_uint, pack_json
+from raftlog.rpc.messages import ConfigUpdate, RequestUpdate
+
+TRUE: Final = b"\x01"
+FALSE: Final = b""
+
+Reply = Callable[[bytes, list[bytes]], None]
+"""``reply(routing_id, frames)``: send ``frames`` (starting with the echoed id) to a client."""
+
+
+class ClientService:
+    """Pending RequestUpdate/ConfigUpdate answers, keyed by the index they wait for."""
+
+    def __init__(self, core: RaftCore, reply: Reply, now_ms: Callable[[], int]) -> None:
+        self._core = core
+        self._reply = reply
+        self._now_ms = now_ms
+        self._waiting: dict[int, list[tuple[bytes, bytes]]] = {}
+        self._waiting_heap: list[int] = []
+        self._config_waiting: dict[int, list[tuple[bytes, bytes]]] = {}
+        self.ignored_updates = 0
+
+    @property
+    def pending_updates(self) -> int:
+        return sum(len(v) for v in self._waiting.values())
+
+    # -- RequestUpdate ---------------------------------------------------------------------
+    def request_update(self, routing: bytes, msg: RequestUpdate, applied: int) -> None:
+        result = self._core.propose(msg.request_id, msg.data, self._now_ms())
+        rid = msg.request_id
+        if isinstance(result, Appended | Duplicate):
+            index = result.index
+            if index <= applied:
+                self._reply(routing, [rid, TRUE, pack_json(index)])
+                return
+            self._reply(routing, [rid, TRUE])
+            waiters = self._waiting.get(index)
+            if waiters is None:
+                self._waiting[index] = [(routing, rid)]
+                heapq.heappush(self._waiting_heap, index)
+            elif (routing, rid) not in waiters:
+                waiters.append((routing, rid))
+        elif isinstance(result, NotLeader):
+            self._reply(routing, [rid, FALSE, pack_json(result.leader_id)])
+        elif isinstance(result, Expired):
+            self._reply(routing, [rid, FALSE])
+
+    def on_applied(self, applied: int) -> None:
+        """Answer every update whose entry the state machine has now applied."""
+        heap = self._waiting_heap
+        while heap and heap[0] <= applied:
+            index = heapq.heappop(heap)
+            done = pack_json(index)
+            for routing, rid in self._waiting.pop(index, ()):
+                self._reply(routing, [rid, TRUE, done])
+
+    # -- ConfigUpdate ----------------------------------------------------------------------
+    def config_update(self, routing: bytes, msg: ConfigUpdate) -> None:
+        result = self._core.propose_config(msg.request_id, msg.peers, self._now_ms())
+        rid = msg.request_id
+        status = encode_uint(result.status)
+        if isinstance(result, ConfigAccepted):
+            self._config_waiting.setdefault(result.joint_index, []).append((routing, rid))
+            self._reply(routing, [rid, status])
+        elif isinstance(result, ConfigDone):
+            self._reply(routing, [rid, status, pack_json(result.index)])
+        elif isinstance(result, ConfigNotLeader):
+            self._reply(routing, [rid, status, pack_json(result.leader_id)])
+        elif isinstance(result, ConfigRejected):
+            error = {"name": result.error.name, "message": result.error.message}
+            self._reply(routing, [rid, status, pack_json(error)])
+        elif isinstance(result, ConfigBusy | ConfigExpired):
+            self._reply(routing, [rid, status])
+
+    def on_config_completed(self, joint_index: int) -> None:
+        done = pack_json(joint_index)
+        for routing, rid in self._config_waiting.pop(joint_index, ()):
+            self._reply(routing, [rid, encode_uint(1), done])
+
+    # -- leadership lost -------------------------------------------------------------------
+    def fail_all(self, leader_id: str | None) -> None:
+        """§10.3 (5) / §10.4 (8): answer everything pending with "not leader"."""
+        leader = pack_json(leader_id) if leader_id is not None else JSON_NULL
+        for waiters in self._waiting.values():
+            for routing, rid in waiters:
+                self._reply(routing, [rid, FALSE, leader])
+        self._waiting.clear()
+        self._waiting_heap.clear()
+        for waiters in self._config_waiting.values():
+            for routing, rid in waiters:
+                self._reply(routing, [rid, encode_uint(0), leader])
+        self._config_waiting.clear()

@@ -1,0 +1,116 @@
+"""``raftlog-peer``: run one peer of a cluster described by a TOML file.
+
+Exit codes: 0 clean shutdown (SIGTERM/SIGINT), 2 bad configuration or command line (one
+error line, nothing touched), 3 storage failure (full disk, I/O error, corruption), 1 any
+other unexpected error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from typing import Any
+
+import zmq
+
+from raftlog.config import check_data_dir, load_peer_config
+from raftlog.errors import ConfigError, StorageError
+from raftlog.log import configure_logging, get_logger
+from raftlog.server.node import PeerNode
+
+
+def _parse_set(values: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in values:
+        name, sep, raw = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"--set expects NAME=VALUE, got {item!r}")
+        value: Any = raw
+        low = raw.lower()
+        if low in ("true", "false"):
+            value = low == "true"
+        elif raw.lstrip("-").isdigit():
+            value = int(raw)
+        out[name.strip()] = value
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="raftlog-peer",
+        description="Run one peer of a raftlog cluster (ØMQ RAFT protocol, zmq-raft compatible).",
+    )
+    parser.add_argument("--config", "-c", required=True, help="cluster TOML file")
+    parser.add_argument("--id", required=True, help="this peer's id")
+    parser.add_argument(
+        "--url", help="advertised ROUTER URL (required if the id is not in the file)"
+    )
+    parser.add_argument("--bind", help="ROUTER bind URL, if not the advertised one")
+    parser.add_argument("--pub-url", help="advertised PUB URL of the BroadcastStateMachine")
+    parser.add_argument("--pub-bind", help="PUB bind URL, if not the advertised one")
+    parser.add_argument("--data-dir", help="data directory (default: from the file)")
+    parser.add_argument("--ident", help="cluster ident (default: from the file)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="OPTION=VALUE",
+        help="override a raft option, e.g. --set election_timeout_min=300 (repeatable)",
+    )
+    parser.add_argument("--log-level", default=None, help="debug|info|warning|error")
+    parser.add_argument("--log-format", choices=("console", "json"), default=None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        configure_logging(
+            args.log_level, json=None if args.log_format is None else args.log_format == "json"
+        )
+        settings = load_peer_config(
+            args.config,
+            args.id,
+            url=args.url,
+            bind_url=args.bind,
+            pub_url=args.pub_url,
+            pub_bind_url=args.pub_bind,
+            data_dir=args.data_dir,
+            ident=args.ident,
+            overrides=_parse_set(args.set),
+        )
+        check_data_dir(settings.data_dir)
+    except (ConfigError, ValueError) as exc:
+        print(f"raftlog-peer: error: {exc}", file=sys.stderr)
+        return 2
+    log = get_logger(peer_id=settings.id)
+    try:
+        node = PeerNode(settings)
+    except StorageError as exc:
+        log.error("storage_open_failed", error=str(exc))
+        print(f"raftlog-peer: error: {exc}", file=sys.stderr)
+        return 3
+    except zmq.ZMQError as exc:
+        print(f"raftlog-peer: error: cannot bind sockets: {exc}", file=sys.stderr)
+        return 2
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("signal_received", signal=signal.Signals(signum).name)
+        node.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        node.run()
+    except StorageError as exc:
+        log.error("storage_failed", error=str(exc))
+        return 3
+    finally:
+        node.close()
+    log.info("peer_stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

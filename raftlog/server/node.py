@@ -1,0 +1,378 @@
+"""``PeerNode``: the thin driver that owns one peer's consensus core, sockets and stores.
+
+One thread, one ``zmq.Poller`` loop (measured: blocking pyzmq sockets driven by a poller move
+~4x the messages of ``zmq.asyncio`` on this class of machine, and the hot path -- ROUTER in,
+propose, append, replicate, reply -- is all socket work). Each pass of the loop:
+
+1. drains every readable socket (ROUTER: peers and clients; one DEALER per other peer) and
+   steps what arrived into the core -- so everything that queued up while the previous fsync
+   ran is proposed together and written by the next single fsync (group commit);
+2. ticks the core for the wall time that passed (``tick_ms`` per tick);
+3. runs the timers (broadcast heartbeat, RequestEntries expiry, request-id pruning,
+   compaction);
+4. carries out the core's Readies in :meth:`PeerNode._handle_ready` -- the one place where
+   the order persist -> send -> apply -> advance lives.
+
+Nothing a network sends can stop the loop: malformed messages raise ``RemoteProtocolError``
+in the codec and are counted, logged and dropped. A storage failure (full disk, I/O error)
+does stop the peer (exit code 3): it can no longer keep the promises its replies make, and a
+crash-stop is the failure Raft tolerates; the store itself stays consistent.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from dataclasses import replace
+from typing import Any, Final
+
+import zmq
+
+from raftlog.config import PeerSettings
+from raftlog.consensus import (
+    BadConfigEntry,
+    ConfigChangeCompleted,
+    ConfigChanged,
+    CoreConfig,
+    RaftCore,
+    Ready,
+    Role,
+    SendReply,
+    SendRequest,
+    SnapshotChunkWrite,
+    SteppedDown,
+    TruncationRefused,
+)
+from raftlog.ids import RequestIdGenerator
+from raftlog.log import get_logger
+from raftlog.rpc.messages import ConfigPayload
+from raftlog.server.client_service import ClientService
+from raftlog.server.dispatch import Dispatcher
+from raftlog.server.entries_service import EntriesLimits, EntriesService
+from raftlog.server.peers import MAX_MESSAGE_SIZE, PeerChannels
+from raftlog.statemachine.broadcast import BroadcastStateMachine
+from raftlog.storage.rocks import open_storage
+
+DRAIN_LIMIT: Final = 4096
+"""Messages taken from one socket per pass, so one busy socket cannot starve the others."""
+DRAIN_BUDGET: Final = 0.005
+"""Seconds of ROUTER work per pass at least, before ticks and Readies get their turn."""
+ROUTER_HIGH_WATER_MARK: Final = 100_000
+HOUSEKEEPING_INTERVAL: Final = 1.0
+MAX_TICK_BACKLOG: Final = 100
+"""Ticks replayed at most after a stall (e.g. a very slow fsync); the rest are skipped."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class PeerNode:
+    """A running peer. ``run()`` blocks until ``stop()`` (e.g. from a signal handler)."""
+
+    def __init__(self, settings: PeerSettings) -> None:
+        self.settings = settings
+        self.stats: Counter[str] = Counter()
+        opts = settings.options
+        self.log = get_logger(peer_id=settings.id)
+        self._ident = settings.ident.encode()
+        self._stopping = False
+        self._tick_s = opts.tick_ms / 1000.0
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        self.store, self.hard_state, self.snapshots = open_storage(
+            settings.data_dir, max_entry_data_size=opts.max_log_entry_data_size
+        )
+        self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self._poller = zmq.Poller()
+        self._sockets_open = False
+        try:
+            self._open(settings)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, settings: PeerSettings) -> None:
+        opts = settings.options
+        saved = self.hard_state.load()
+        self.store.set_commit_floor(saved.last_applied)
+        self.machine = BroadcastStateMachine(
+            self._context,
+            ident=self._ident,
+            pub_url=settings.pub_url,
+            bind_url=settings.pub_bind_url,
+            last_applied=max(saved.last_applied, self.store.snapshot_index),
+            heartbeat_interval_ms=opts.broadcast_heartbeat_interval,
+        )
+        self._sockets_open = True
+        self.router = self._context.socket(zmq.ROUTER)
+        self.router.setsockopt(zmq.LINGER, 0)
+        self.router.setsockopt(zmq.RCVHWM, ROUTER_HIGH_WATER_MARK)
+        self.router.setsockopt(zmq.SNDHWM, ROUTER_HIGH_WATER_MARK)
+        self.router.setsockopt(
+            zmq.MAXMSGSIZE, max(MAX_MESSAGE_SIZE, 2 * opts.max_log_entry_data_size)
+        )
+        self.router.bind(settings.bind_url)
+        self._poller.register(self.router, zmq.POLLIN)
+        self.core = RaftCore(
+            CoreConfig.from_millis(
+                settings.id,
+                tick_ms=opts.tick_ms,
+                election_timeout_min=opts.election_timeout_min,
+                election_timeout_max=opts.election_timeout_max,
+                first_election_extra=opts.first_election_extra,
+                rpc_timeout=opts.rpc_timeout,
+                heartbeat_interval=opts.append_entries_heartbeat_interval,
+                append_entries_rpc_timeout_min=opts.append_entries_rpc_timeout_min,
+                append_entries_rpc_timeout_max=opts.append_entries_rpc_timeout_max,
+                peer_msg_data_size=opts.peer_msg_data_size,
+                request_id_ttl=opts.request_id_ttl,
+                request_id_ttl_accept_margin=opts.request_id_ttl_accept_margin,
+                prevent_spiral_elections=opts.prevent_spiral_elections,
+            ),
+            self.store,
+            self.snapshots,
+            saved,
+            seed_config=ConfigPayload(new=settings.peers),
+            rng=random.Random(),
+            new_request_id=RequestIdGenerator().next,
+        )
+        self.channels = PeerChannels(
+            self._context, settings.id, self._ident, opts.rpc_timeout, self._poller
+        )
+        self.channels.reconcile(self.core.config.all_peers())
+        self.clients = ClientService(self.core, self.reply, _now_ms)
+        limits = EntriesLimits(
+            pipelines=opts.request_entries_pipelines,
+            snapshot_pipelines=opts.request_entries_snapshot_pipelines,
+            entry_size_limit_pipeline=opts.request_entries_entry_size_limit_pipeline,
+            high_watermark=opts.request_entries_high_watermark,
+            ttl_ms=opts.request_entries_ttl,
+        )
+        self.entries = EntriesService(self.store, self.snapshots, self.reply, limits)
+        self.dispatcher = Dispatcher(self)
+        self._was_leader = False
+        self._next_housekeeping = 0.0
+        self.log.info(
+            "peer_started",
+            url=settings.url,
+            bind=settings.bind_url,
+            pub_url=settings.pub_url,
+            data_dir=str(settings.data_dir),
+            term=self.core.term,
+            first_index=self.store.first_index,
+            last_index=self.store.last_index,
+            last_applied=self.machine.last_applied,
+            member=settings.is_member,
+        )
+
+    # -- I/O helpers -----------------------------------------------------------------------
+    def reply(self, routing: bytes, frames: list[bytes]) -> None:
+        """Send ``frames`` to the ROUTER peer ``routing`` (dropped if it is gone)."""
+        try:
+            self.router.send_multipart([routing, *frames], flags=zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            self.stats["reply_dropped"] += 1
+
+    # -- main loop -------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Ask ``run`` to return after the current pass (safe from a signal handler)."""
+        self._stopping = True
+
+    def run(self) -> None:
+        core = self.core
+        next_tick = time.monotonic() + self._tick_s
+        self._handle_ready()
+        while not self._stopping:
+            timeout_ms = max(0, int((next_tick - time.monotonic()) * 1000.0) + 1)
+            ready_sockets = self._poller.poll(timeout_ms)
+            for socket, _ in ready_sockets:  # peer traffic first: it keeps the cluster alive
+                if socket is not self.router:
+                    self._drain_peer(socket)
+            if ready_sockets:
+                self._drain_router(time.monotonic() + DRAIN_BUDGET)
+            now = time.monotonic()
+            if now >= next_tick:
+                behind = int((now - next_tick) / self._tick_s) + 1
+                for _ in range(min(behind, MAX_TICK_BACKLOG)):
+                    core.tick()
+                next_tick += behind * self._tick_s
+                self._timers(now)
+            self._handle_ready()
+        self.log.info("peer_stopping", **dict(self.stats))
+
+    def _drain_router(self, until: float) -> None:
+        """Handle queued ROUTER messages until the queue is empty or ``until`` passes, so a
+        flood of client (or hostile) traffic cannot hold back ticks and heartbeats."""
+        router = self.router
+        dispatch = self.dispatcher.on_message
+        for n in range(1, DRAIN_LIMIT + 1):
+            try:
+                frames = router.recv_multipart(flags=zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            dispatch(frames)
+            if n % 64 == 0 and time.monotonic() >= until:
+                return
+
+    def _drain_peer(self, socket: zmq.Socket[bytes]) -> None:
+        channel = self.channels.by_socket.get(socket)
+        if channel is None:
+            return
+        for _ in range(DRAIN_LIMIT):
+            try:
+                frames = socket.recv_multipart(flags=zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                matched = channel.receive(frames)
+            except Exception as exc:  # RemoteProtocolError and friends: never fatal
+                self.stats["bad_peer_response"] += 1
+                self.log.warning("bad_peer_response", peer=channel.peer.id, reason=str(exc))
+                continue
+            if matched is not None:
+                self.core.step_response(channel.peer.id, matched[0], matched[1])
+
+    def _timers(self, now: float) -> None:
+        self.machine.on_timer(now)
+        self.entries.sweep(now)
+        if now >= self._next_housekeeping:
+            self._next_housekeeping = now + HOUSEKEEPING_INTERVAL
+            self._housekeeping()
+
+    def _housekeeping(self) -> None:
+        """Forget expired request ids (§12.7) and compact the log if the policy says so."""
+        opts = self.settings.options
+        if opts.request_id_ttl is not None:
+            self.store.prune_expired_request_ids(_now_ms(), opts.request_id_ttl)
+        if opts.request_id_cache_max is not None:
+            self.store.prune_request_ids(self.store.last_index - opts.request_id_cache_max + 1)
+        threshold = opts.log_compaction_threshold
+        if threshold and self.machine.last_applied - self.store.snapshot_index >= threshold:
+            self.compact()
+
+    def compact(self) -> int | None:
+        """Snapshot the state machine and drop the log prefix up to ``min(applied, prune
+        index)``; returns the snapshot index, or None when nothing can be compacted."""
+        oldest = self.store.oldest_request_index()
+        applied = self.machine.last_applied
+        index = applied if oldest is None else min(applied, oldest - 1)
+        term = self.core.term_at(index) if index > self.store.snapshot_index else None
+        if term is None:
+            return None
+        self.snapshots.install(index, term, self.machine.snapshot(index))
+        self.store.compact(index, term)
+        self.log.info("log_compacted", index=index, term=term, first_index=self.store.first_index)
+        return index
+
+    # -- the Ready contract (raftlog.consensus docstring) ---------------------------------
+    def _handle_ready(self) -> None:
+        """Carry out every pending Ready in the only safe order: send the leader's requests,
+        persist (hard state, snapshot, entries: fsync), send what promises durability,
+        apply committed entries, react to role changes and events, advance."""
+        core = self.core
+        while core.has_ready():
+            ready = core.ready()
+            for event in ready.events:  # connect new peers before messages go to them
+                if isinstance(event, ConfigChanged):
+                    self.channels.reconcile(event.config.all_peers())
+            self._send_all(ready.messages_now)
+            self._persist(ready)
+            self._send_all(ready.messages_after_persist)
+            if ready.committed is not None:
+                committed = ready.committed
+                raw = [entry.to_bytes() for entry in committed.entries]
+                self.machine.apply(committed.first_index, raw, core.term)
+                self._applied(self.machine.last_applied)
+            self._react(ready)
+            core.advance(ready)
+
+    def _send_all(self, messages: tuple[SendRequest | SendReply, ...]) -> None:
+        for out in messages:
+            if isinstance(out, SendRequest):
+                self.channels.send(out.to, out.message)
+            else:
+                self.dispatcher.send_peer_reply(out.token, out.message)
+
+    def _persist(self, ready: Ready) -> None:
+        if ready.hard_state is not None:
+            hs = ready.hard_state
+            self.hard_state.save(
+                replace(hs, last_applied=max(hs.last_applied, self.machine.last_applied))
+            )
+        for op in ready.snapshot_ops:
+            if isinstance(op, SnapshotChunkWrite):
+                self.snapshots.begin(op.index, op.term, op.total_size)
+                self.snapshots.write_chunk(op.offset, op.data)
+                continue
+            if op.finish_receive:
+                self.snapshots.finish()
+            self.store.compact(op.index, op.term)
+            meta = self.snapshots.meta()
+            data = self.snapshots.read(0, meta.size) if meta is not None else b""
+            self.machine.restore(op.index, op.term, data)
+            self.log.info("snapshot_installed", index=op.index, term=op.term)
+            self._applied(op.index)
+        if ready.append is not None:
+            self.store.append(ready.append.first_index, ready.append.entries)
+
+    def _applied(self, index: int) -> None:
+        """The state machine reached ``index``: tell the core, remember it (unsynced: the next
+        synced write carries it; losing it only replays entries) and answer clients."""
+        self.core.applied(index)
+        self.store.set_commit_floor(index)
+        self.hard_state.save_applied(index)
+        self.clients.on_applied(index)
+
+    def _react(self, ready: Ready) -> None:
+        soft = ready.soft_state
+        if soft is not None:
+            is_leader = soft.role is Role.LEADER
+            if self._was_leader and not is_leader:
+                self.clients.fail_all(soft.leader_id)
+                self.entries.drop_all()
+                self.channels.cancel_all()
+            self.machine.set_leader(is_leader, soft.term)
+            if is_leader and not self._was_leader:
+                self.log.info("became_leader", term=soft.term, last_index=self.store.last_index)
+            elif not is_leader:
+                self.log.info(
+                    "role_changed", role=soft.role.value, term=soft.term, leader=soft.leader_id
+                )
+            self._was_leader = is_leader
+        for event in ready.events:
+            if isinstance(event, ConfigChangeCompleted):
+                self.clients.on_config_completed(event.joint_index)
+                self.log.info("config_change_completed", joint_index=event.joint_index)
+            elif isinstance(event, ConfigChanged):
+                self.log.info(
+                    "config_changed",
+                    index=event.index,
+                    joint=event.config.is_joint,
+                    peers=[p.id for p in event.config.all_peers()],
+                )
+            elif isinstance(event, SteppedDown):
+                self.log.info("stepped_down", term=event.term, reason=event.reason)
+            elif isinstance(event, TruncationRefused):
+                self.stats["truncation_refused"] += 1
+                self.log.error("truncation_refused", **_fields(event))
+            elif isinstance(event, BadConfigEntry):
+                self.log.error("bad_config_entry", index=event.index, reason=event.reason)
+
+    def close(self) -> None:
+        """Release sockets and stores (idempotent)."""
+        if self._sockets_open:
+            self._sockets_open = False
+            if hasattr(self, "channels"):
+                self.channels.close()
+            if hasattr(self, "router"):
+                self.router.close(linger=0)
+            self.machine.close()
+        self._context.term()
+        self.store.close()
+        self.hard_state.close()
+        self.snapshots.close()
+
+
+def _fields(event: Any) -> dict[str, Any]:
+    return {name: getattr(event, name) for name in event.__slots__}

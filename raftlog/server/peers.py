@@ -1,0 +1,155 @@
+"""Outbound peer RPCs: one DEALER per other peer, msgids, response matching (PROTOCOL §6).
+
+The core decides every (re)transmission on its ticks and emits each one as a *new* request,
+so this layer never resends: it gives every request the next msgid of its target (a counter
+mod 2^24, as the reference), remembers which request object a msgid belongs to, and hands
+responses back with that object. Late and duplicated responses are handed back too; the core
+ignores stale ones.
+
+Memory stays bounded: at most ``MAX_OUTSTANDING`` unanswered msgids are remembered per peer
+(the oldest are forgotten: their answers, if any, are dropped), and each DEALER queues at most
+``SEND_HIGH_WATER_MARK`` messages for an unreachable peer before sends are dropped (the core
+sends again on its next timeout).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Final
+
+import zmq
+
+from raftlog.errors import LocalProtocolError, RemoteProtocolError
+from raftlog.rpc.codec import encode_request
+from raftlog.rpc.frames import decode_msg_id, encode_msg_id, next_msg_id
+from raftlog.rpc.messages import (
+    TYPE_APPEND_ENTRIES,
+    TYPE_INSTALL_SNAPSHOT,
+    TYPE_REQUEST_VOTE,
+    AppendEntries,
+    InstallSnapshot,
+    Peer,
+    PeerRequest,
+    PeerResponse,
+    RequestVote,
+)
+from raftlog.rpc.responses import decode_response
+
+MAX_OUTSTANDING: Final = 4096
+SEND_HIGH_WATER_MARK: Final = 1000
+MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024
+
+_REQUEST_TYPES: Final[dict[type, bytes]] = {
+    AppendEntries: TYPE_APPEND_ENTRIES,
+    RequestVote: TYPE_REQUEST_VOTE,
+    InstallSnapshot: TYPE_INSTALL_SNAPSHOT,
+}
+
+
+class PeerChannel:
+    """The DEALER to one peer and the requests awaiting its answers."""
+
+    def __init__(
+        self, context: zmq.Context[zmq.Socket[bytes]], peer: Peer, ident: bytes, rpc_timeout_ms: int
+    ) -> None:
+        self.peer = peer
+        self._ident = ident
+        self._msg_id = 0
+        self._outstanding: OrderedDict[int, PeerRequest] = OrderedDict()
+        self.dropped_sends = 0
+        self.socket = context.socket(zmq.DEALER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.SNDHWM, SEND_HIGH_WATER_MARK)
+        self.socket.setsockopt(zmq.RCVHWM, SEND_HIGH_WATER_MARK * 4)
+        self.socket.setsockopt(zmq.RECONNECT_IVL, rpc_timeout_ms)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
+        self.socket.connect(peer.url)
+
+    def send(self, request: PeerRequest) -> None:
+        self._msg_id = next_msg_id(self._msg_id)
+        frames = encode_request(request, ident=self._ident, id=encode_msg_id(self._msg_id))
+        try:
+            self.socket.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            self.dropped_sends += 1
+            return
+        self._outstanding[self._msg_id] = request
+        if len(self._outstanding) > MAX_OUTSTANDING:
+            self._outstanding.popitem(last=False)
+
+    def receive(self, frames: list[bytes]) -> tuple[PeerRequest, PeerResponse] | None:
+        """Match one response; None if it answers nothing we remember."""
+        if not frames:
+            raise RemoteProtocolError("empty response from peer")
+        msg_id = decode_msg_id(frames[0], 0)
+        request = self._outstanding.pop(msg_id, None)
+        if request is None:
+            return None
+        _, response = decode_response(_REQUEST_TYPES[type(request)], frames)
+        if not isinstance(response, PeerResponse):  # decode_response maps peer types only
+            raise LocalProtocolError(f"unexpected response type {type(response).__name__}")
+        return request, response
+
+    def cancel_all(self) -> None:
+        """Forget every outstanding request (the core has moved on: stepped down)."""
+        self._outstanding.clear()
+
+    def close(self) -> None:
+        self.socket.close(linger=0)
+
+
+class PeerChannels:
+    """All outbound channels, reconciled with the configuration in effect."""
+
+    def __init__(
+        self,
+        context: zmq.Context[zmq.Socket[bytes]],
+        self_id: str,
+        ident: bytes,
+        rpc_timeout_ms: int,
+        poller: zmq.Poller,
+    ) -> None:
+        self._context = context
+        self._self_id = self_id
+        self._ident = ident
+        self._rpc_timeout_ms = rpc_timeout_ms
+        self._poller = poller
+        self.by_id: dict[str, PeerChannel] = {}
+        self.by_socket: dict[zmq.Socket[bytes], PeerChannel] = {}
+
+    def reconcile(self, peers: Iterable[Peer]) -> None:
+        """Connect to every peer of ``peers`` (except ourselves), reconnect those whose URL
+        changed, close the others."""
+        wanted = {p.id: p for p in peers if p.id != self._self_id}
+        for peer_id in list(self.by_id):
+            channel = self.by_id[peer_id]
+            if wanted.get(peer_id) != channel.peer:
+                self._drop(channel)
+        for peer_id, peer in wanted.items():
+            if peer_id not in self.by_id:
+                channel = PeerChannel(self._context, peer, self._ident, self._rpc_timeout_ms)
+                self.by_id[peer_id] = channel
+                self.by_socket[channel.socket] = channel
+                self._poller.register(channel.socket, zmq.POLLIN)
+
+    def _drop(self, channel: PeerChannel) -> None:
+        self._poller.unregister(channel.socket)
+        del self.by_id[channel.peer.id]
+        del self.by_socket[channel.socket]
+        channel.close()
+
+    def send(self, peer_id: str, request: PeerRequest) -> bool:
+        channel = self.by_id.get(peer_id)
+        if channel is None:
+            return False
+        channel.send(request)
+        return True
+
+    def cancel_all(self) -> None:
+        for channel in self.by_id.values():
+            channel.cancel_all()
+
+    def close(self) -> None:
+        for channel in list(self.by_id.values()):
+            self._drop(channel)

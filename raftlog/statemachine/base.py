@@ -1,0 +1,54 @@
+"""What a peer needs from the state machine it applies committed entries to.
+
+The peer's driver calls :meth:`StateMachine.apply` with every committed entry, in log order
+and exactly once per run (after a restart, entries after the persisted ``last_applied`` are
+applied again, so ``apply`` must tolerate a replay of a suffix). CONFIG and CHECKPOINT entries
+are part of the sequence: a state machine skips their data but must still advance past them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from raftlog.entry import LogEntry
+
+
+class StateMachine(Protocol):
+    @property
+    def last_applied(self) -> int:
+        """Index of the last entry applied (0 when none)."""
+        ...
+
+    def apply(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
+        """Apply serialized entries ``first_index, first_index + 1, ...`` (``term`` is the
+        peer's current term, for broadcasting)."""
+        ...
+
+    def set_leader(self, is_leader: bool, term: int) -> None:
+        """The peer's role changed: only the leader publishes (PROTOCOL §11)."""
+        ...
+
+    def restore(self, index: int, term: int, data: bytes) -> None:
+        """Replace the state with a snapshot covering everything up to ``index``."""
+        ...
+
+    def snapshot(self, index: int) -> bytes:
+        """The state as of ``index`` (at most ``last_applied``), for compaction."""
+        ...
+
+    def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
+        """A client request of a type the core does not handle (PROTOCOL §10.6): the reply
+        frames (the id is prepended by the caller), or None for no reply."""
+        ...
+
+    def on_timer(self, now: float) -> float:
+        """Periodic work (heartbeats); returns the monotonic time it wants to run next."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def decode_entries(raw: Sequence[bytes]) -> list[LogEntry]:
+    """Helper for state machines that want typed entries."""
+    return [LogEntry.from_bytes(r) for r in raw]

@@ -1,0 +1,133 @@
+"""BroadcastStateMachine: fans committed entries out on a ZeroMQ PUB socket (PROTOCOL §11).
+
+Every peer binds its PUB socket at start-up; only the leader publishes. Each applied batch is
+sent at once as ``[ident, term, last_index, entry...]`` split into messages of at most 4096
+entries / ~64 KiB (the reference's read batch), all entry types included; while idle the
+leader sends a heartbeat ``[ident, term, last_applied]`` every ``heartbeat_interval``.
+
+The PUB socket drops messages for slow subscribers (that is ZeroMQ's contract); subscribers
+detect the gap from ``last_index`` and fill it with RequestEntries.
+
+``last_applied`` is kept in memory; the peer's driver persists it with the hard state (see
+``raftlog.server.node``), so a restart replays at most a few entries, which a subscriber sees
+as duplicates it already skips by index.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Final
+
+import msgpack
+import zmq
+
+from raftlog.rpc.frames import encode_uint
+from raftlog.rpc.messages import TYPE_REQUEST_BROADCAST_STATE_URL
+
+MAX_BATCH_ENTRIES: Final = 4096
+MAX_BATCH_BYTES: Final = 65536
+PUB_HIGH_WATER_MARK: Final = 10000
+"""Messages queued per subscriber before PUB drops (bounds memory for slow readers)."""
+
+
+class BroadcastStateMachine:
+    """The reference's default state machine: publishes what it applies."""
+
+    def __init__(
+        self,
+        context: zmq.Context[zmq.Socket[bytes]],
+        *,
+        ident: bytes,
+        pub_url: str,
+        bind_url: str,
+        last_applied: int = 0,
+        heartbeat_interval_ms: int = 500,
+    ) -> None:
+        self._ident = ident
+        self._pub_url = pub_url
+        self._last_applied = last_applied
+        self._heartbeat = heartbeat_interval_ms / 1000.0
+        self._is_leader = False
+        self._term = 0
+        self._next_heartbeat = 0.0
+        self.published_messages = 0
+        self._socket = context.socket(zmq.PUB)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.setsockopt(zmq.SNDHWM, PUB_HIGH_WATER_MARK)
+        try:
+            self._socket.bind(bind_url)
+        except zmq.ZMQError:
+            self._socket.close()
+            raise
+
+    @property
+    def last_applied(self) -> int:
+        return self._last_applied
+
+    @property
+    def pub_url(self) -> str:
+        return self._pub_url
+
+    def apply(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
+        if not entries:
+            return
+        last = first_index + len(entries) - 1
+        if last <= self._last_applied:
+            return  # a replay after restart: already applied (and published) before
+        skip = max(0, self._last_applied + 1 - first_index)
+        if self._is_leader:
+            self._publish(first_index + skip, entries[skip:], term)
+        self._last_applied = last
+
+    def _publish(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
+        term_frame = encode_uint(term)
+        start = 0
+        while start < len(entries):
+            end = start
+            size = 0
+            while end < len(entries) and end - start < MAX_BATCH_ENTRIES and size < MAX_BATCH_BYTES:
+                size += len(entries[end])
+                end += 1
+            last = first_index + end - 1
+            self._send([self._ident, term_frame, encode_uint(last), *entries[start:end]])
+            start = end
+        self._next_heartbeat = time.monotonic() + self._heartbeat
+
+    def _send(self, frames: list[bytes]) -> None:
+        try:
+            self._socket.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+            self.published_messages += 1
+        except zmq.Again:  # PUB does not block; kept for safety with odd socket options
+            pass
+
+    def set_leader(self, is_leader: bool, term: int) -> None:
+        self._is_leader = is_leader
+        self._term = term
+        if is_leader:
+            self._next_heartbeat = 0.0  # announce at once
+
+    def on_timer(self, now: float) -> float:
+        if not self._is_leader:
+            return now + self._heartbeat
+        if now >= self._next_heartbeat:
+            self._send([self._ident, encode_uint(self._term), encode_uint(self._last_applied)])
+            self._next_heartbeat = now + self._heartbeat
+        return self._next_heartbeat
+
+    def restore(self, index: int, term: int, data: bytes) -> None:
+        """The BSM's state is only its position: a snapshot moves it to ``index``."""
+        self._last_applied = index
+
+    def snapshot(self, index: int) -> bytes:
+        """A small self-describing record; the BSM keeps no state besides its position."""
+        packed: bytes = msgpack.packb({"bsm_last_applied": index})
+        return packed
+
+    def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
+        if msg_type == TYPE_REQUEST_BROADCAST_STATE_URL:
+            return [self._pub_url.encode()]  # every peer answers with its own URL (§11.1)
+        return None
+
+    def close(self) -> None:
+        self._socket.close(linger=0)

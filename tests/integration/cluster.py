@@ -1,0 +1,290 @@
+"""Real ``raftlog-peer`` processes on loopback for integration tests.
+
+``PeerCluster`` writes a cluster TOML with ephemeral ports into a temp dir, starts one
+subprocess per peer (stdout/stderr to ``<dir>/<id>.log``), and guarantees that every process
+it started is gone when the context exits, whatever the test did. Waiting is always on a
+condition with a deadline (``wait_for``), never a fixed sleep.
+
+It talks to peers with a tiny blocking probe (``probe``) built on the project's codec, so it
+does not depend on the client library it is used to test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import zmq
+
+from raftlog.rpc.codec import encode_request
+from raftlog.rpc.messages import (
+    ConfigUpdate,
+    EntriesStatus,
+    Request,
+    RequestConfig,
+    RequestConfigResponse,
+    RequestEntries,
+    RequestEntriesResponse,
+    RequestLogInfo,
+    RequestLogInfoResponse,
+    RequestUpdate,
+    RequestUpdateResponse,
+    Response,
+    UpdateStatus,
+)
+from raftlog.rpc.responses import decode_response
+
+PEER_BIN = Path(sys.executable).with_name("raftlog-peer")
+T = TypeVar("T")
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback ports that were free a moment ago (bind to 0, release)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def wait_for(
+    what: str, check: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.02
+) -> T:
+    """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = check()
+        except Exception as exc:  # a peer mid-restart may refuse; keep polling
+            last_error = exc
+            value = None
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what} (last error: {last_error})"
+    )
+
+
+_CONTEXT = zmq.Context.instance()
+
+
+def probe(
+    url: str, ident: str, message: Request, *, timeout: float = 1.0, collect: int = 1
+) -> list[Response]:
+    """Send one request on a fresh DEALER and return up to ``collect`` responses (fewer on
+    timeout; RequestUpdate collects until its final answer)."""
+    sock = _CONTEXT.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(url)
+    try:
+        rid = None if isinstance(message, RequestUpdate | ConfigUpdate) else b"\x01"
+        frames = encode_request(message, ident=ident.encode(), id=rid)
+        sock.send_multipart(frames)
+        out: list[Response] = []
+        deadline = time.monotonic() + timeout
+        while len(out) < collect:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sock.poll(int(left * 1000) + 1):
+                break
+            _, response = decode_response(frames[1], sock.recv_multipart())
+            out.append(response)
+            if isinstance(response, RequestUpdateResponse):
+                if response.status != UpdateStatus.ACCEPTED:
+                    break  # final answer
+                deadline = time.monotonic() + timeout  # "accepted" restarts the wait
+        return out
+    finally:
+        sock.close(linger=0)
+
+
+@dataclass
+class PeerProcess:
+    id: str
+    url: str
+    pub_url: str
+    data_dir: Path
+    log_path: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class PeerCluster:
+    """A cluster of ``raftlog-peer`` processes (use as a context manager)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        ids: Sequence[str] = ("1", "2", "3"),
+        *,
+        ident: str = "raftlog-test",
+        raft: dict[str, Any] | None = None,
+        extra_peers: Iterable[tuple[str, str]] = (),
+    ) -> None:
+        self.directory = directory
+        self.ident = ident
+        ports = free_ports(2 * len(ids))
+        self.peers: dict[str, PeerProcess] = {}
+        for n, peer_id in enumerate(ids):
+            self.peers[peer_id] = PeerProcess(
+                peer_id,
+                f"tcp://127.0.0.1:{ports[2 * n]}",
+                f"tcp://127.0.0.1:{ports[2 * n + 1]}",
+                directory / "data" / peer_id,
+                directory / f"{peer_id}.log",
+            )
+        self.config_path = directory / "cluster.toml"
+        self._write_config(raft or {}, list(extra_peers))
+
+    def _write_config(self, raft: dict[str, Any], extra: list[tuple[str, str]]) -> None:
+        lines = ["[cluster]", f'ident = "{self.ident}"', f'data_dir = "{self.directory / "data"}"']
+        lines.append("[raft]")
+        for key, value in raft.items():
+            lines.append(f"{key} = {_toml(value)}")
+        for peer in self.peers.values():
+            lines += ["[[peers]]", f'id = "{peer.id}"', f'url = "{peer.url}"']
+            lines.append(f'pub_url = "{peer.pub_url}"')
+        for peer_id, url in extra:
+            lines += ["[[peers]]", f'id = "{peer_id}"', f'url = "{url}"']
+            lines.append(f'pub_url = "{url.rsplit(":", 1)[0]}:{free_ports(1)[0]}"')
+        self.config_path.write_text("\n".join(lines) + "\n")
+
+    # -- processes -------------------------------------------------------------------------
+    @property
+    def urls(self) -> list[str]:
+        return [p.url for p in self.peers.values()]
+
+    def start(self, *ids: str, extra_args: Sequence[str] = ()) -> None:
+        for peer_id in ids or tuple(self.peers):
+            peer = self.peers[peer_id]
+            if peer.running:
+                continue
+            log = open(peer.log_path, "ab")  # noqa: SIM115 -- handed to the child
+            env = dict(os.environ, RAFTLOG_LOG_FORMAT="json")
+            peer.process = subprocess.Popen(
+                [str(PEER_BIN), "-c", str(self.config_path), "--id", peer_id, *extra_args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+            log.close()
+
+    def kill(self, peer_id: str) -> None:
+        """SIGKILL: no clean shutdown, only what was fsynced survives."""
+        peer = self.peers[peer_id]
+        if peer.process is not None:
+            peer.process.kill()
+            peer.process.wait(10)
+            peer.process = None
+
+    def terminate(self, peer_id: str, timeout: float = 10.0) -> int:
+        peer = self.peers[peer_id]
+        assert peer.process is not None
+        peer.process.send_signal(signal.SIGTERM)
+        try:
+            code = peer.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            peer.process.kill()
+            peer.process.wait(10)
+            raise
+        peer.process = None
+        return code
+
+    def stop(self) -> None:
+        for peer in self.peers.values():
+            if peer.process is not None and peer.process.poll() is None:
+                peer.process.send_signal(signal.SIGTERM)
+        for peer in self.peers.values():
+            if peer.process is not None:
+                try:
+                    peer.process.wait(10)
+                except subprocess.TimeoutExpired:
+                    peer.process.kill()
+                    peer.process.wait(10)
+                peer.process = None
+
+    def __enter__(self) -> PeerCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- observations ----------------------------------------------------------------------
+    def config_of(self, peer_id: str) -> RequestConfigResponse | None:
+        got = probe(self.peers[peer_id].url, self.ident, RequestConfig(), timeout=0.5)
+        return got[0] if got and isinstance(got[0], RequestConfigResponse) else None
+
+    def log_info(self, peer_id: str) -> RequestLogInfoResponse | None:
+        got = probe(self.peers[peer_id].url, self.ident, RequestLogInfo(), timeout=0.5)
+        return got[0] if got and isinstance(got[0], RequestLogInfoResponse) else None
+
+    def leader(self) -> str | None:
+        """The id of a running peer that says it leads, if any."""
+        for peer in self.peers.values():
+            if peer.running:
+                cfg = self.config_of(peer.id)
+                if cfg is not None and cfg.is_leader:
+                    return peer.id
+        return None
+
+    def wait_leader(self, timeout: float = 20.0, exclude: str | None = None) -> str:
+        return wait_for(
+            "a leader",
+            lambda: (lid := self.leader()) is not None and lid != exclude and lid,
+            timeout,
+        )
+
+    def read_all(self, peer_id: str, prev_index: int = 0) -> list[tuple[int, bytes]]:
+        """Every committed entry after ``prev_index`` as ``(index, serialized entry)``, read
+        from leader ``peer_id`` with RequestEntries (acknowledging each batch)."""
+        sock = _CONTEXT.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(self.peers[peer_id].url)
+        out: list[tuple[int, bytes]] = []
+        try:
+            frames = encode_request(
+                RequestEntries(prev_index), ident=self.ident.encode(), id=b"\x07"
+            )
+            sock.send_multipart(frames)
+            while True:
+                if not sock.poll(5000):
+                    raise AssertionError("RequestEntries stream stalled")
+                _, resp = decode_response(frames[1], sock.recv_multipart())
+                assert isinstance(resp, RequestEntriesResponse)
+                assert resp.status in (EntriesStatus.LAST, EntriesStatus.MORE), resp
+                assert resp.last_index is not None
+                first = resp.last_index - len(resp.entries) + 1
+                out += [(first + n, e.to_bytes()) for n, e in enumerate(resp.entries)]
+                if resp.status == EntriesStatus.LAST:
+                    return out
+                ack = RequestEntries(resp.last_index)
+                sock.send_multipart(encode_request(ack, ident=self.ident.encode(), id=b"\x07"))
+        finally:
+            sock.close(linger=0)
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return '"null"'
+    if isinstance(value, str):
+        return f'"{value}"'
+    return str(value)

@@ -1,0 +1,84 @@
+"""A peer that was down while the log was compacted catches up through InstallSnapshot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import zmq
+
+from integration.cluster import PeerCluster, wait_for
+from integration.peer.updates import update
+from raftlog.rpc.codec import encode_request
+from raftlog.rpc.messages import EntriesStatus, RequestEntries, RequestEntriesResponse
+from raftlog.rpc.responses import decode_response
+
+RAFT = {
+    "log_compaction_threshold": 50,
+    "request_id_ttl": None,  # ids bounded by count instead, so compaction may proceed
+    "request_id_cache_max": 20,
+}
+
+
+def test_restarted_peer_catches_up_by_snapshot_after_compaction(tmp_path: Path) -> None:
+    with PeerCluster(tmp_path, raft=RAFT) as cluster:
+        cluster.start()
+        leader = cluster.wait_leader()
+        follower = next(p for p in cluster.peers if p != leader)
+        cluster.kill(follower)
+        last = max(update(cluster, b"entry %d" % n) for n in range(200))
+        leader = cluster.wait_leader()
+        compacted = wait_for(
+            "the leader to compact its log",
+            lambda: (i := cluster.log_info(leader)) is not None and i.first_index > 100 and i,
+        )
+        assert compacted.snapshot_size > 0
+        cluster.start(follower)
+        info = wait_for(
+            "the restarted follower to install the snapshot and catch up",
+            lambda: (i := cluster.log_info(follower)) is not None and i.last_applied >= last and i,
+        )
+        assert info.first_index > 1  # its log starts after a snapshot it received
+        newer = update(cluster, b"after catch-up")
+        wait_for(
+            "the follower to replicate new entries",
+            lambda: cluster.log_info(follower).last_applied >= newer,
+        )
+
+
+def test_request_entries_from_zero_streams_the_snapshot_then_entries(tmp_path: Path) -> None:
+    with PeerCluster(tmp_path, raft=RAFT) as cluster:
+        cluster.start()
+        last = max(update(cluster, b"entry %d" % n) for n in range(120))
+        leader = cluster.wait_leader()
+        info = wait_for(
+            "compaction", lambda: (i := cluster.log_info(leader)) and i.first_index > 1 and i
+        )
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(cluster.peers[leader].url)
+        ident = cluster.ident.encode()
+        try:
+            sock.send_multipart(encode_request(RequestEntries(0), ident=ident, id=b"\x09"))
+            assert sock.poll(5000)
+            _, first = decode_response(b"<", sock.recv_multipart())
+            assert isinstance(first, RequestEntriesResponse)
+            assert first.status == EntriesStatus.SNAPSHOT and first.snapshot is not None
+            chunk = first.snapshot
+            assert chunk.offset == 0 and chunk.index == info.first_index - 1
+            assert chunk.total_size == len(chunk.data)  # the BSM snapshot is one small chunk
+            follow = RequestEntries(chunk.index)
+            sock.send_multipart(encode_request(follow, ident=ident, id=b"\x09"))
+            got: list[int] = []
+            while True:
+                assert sock.poll(5000)
+                _, resp = decode_response(b"<", sock.recv_multipart())
+                assert isinstance(resp, RequestEntriesResponse) and resp.last_index is not None
+                got += range(resp.last_index - len(resp.entries) + 1, resp.last_index + 1)
+                if resp.status == EntriesStatus.LAST:
+                    break
+                sock.send_multipart(
+                    encode_request(RequestEntries(resp.last_index), ident=ident, id=b"\x09")
+                )
+            assert got == list(range(chunk.index + 1, got[-1] + 1)) and got[-1] >= last
+        finally:
+            sock.close(linger=0)
