@@ -1,0 +1,106 @@
+"""Cluster files and options: every mistake is one clear ConfigError, nothing is created."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from raftlog.config import check_data_dir, load_peer_config
+from raftlog.errors import ConfigError
+from raftlog.options import RaftOptions
+
+BASE = """
+[cluster]
+ident = "c1"
+data_dir = "{data}"
+[raft]
+election_timeout_min = 250
+[[peers]]
+id = "1"
+url = "tcp://127.0.0.1:9001"
+pub_url = "tcp://127.0.0.1:9002"
+[peers.raft]
+election_timeout_max = 400
+[[peers]]
+id = "2"
+url = "tcp://[::1]:9003"
+pub_url = "tcp://[::1]:9004"
+bind = "tcp://0.0.0.0:9003"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text(text.replace("{data}", str(tmp_path / "data")))
+    return path
+
+
+def test_a_peer_gets_file_options_then_its_own_overrides_then_cli_overrides(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE)
+    one = load_peer_config(path, "1", overrides={"rpc_timeout": 40})
+    assert one.ident == "c1" and one.url == one.bind_url == "tcp://127.0.0.1:9001"
+    assert (one.options.election_timeout_min, one.options.election_timeout_max) == (250, 400)
+    assert one.options.rpc_timeout == 40
+    assert one.data_dir == tmp_path / "data" / "1"
+    assert [p.id for p in one.peers] == ["1", "2"] and one.is_member
+    two = load_peer_config(path, "2")
+    assert two.bind_url == "tcp://0.0.0.0:9003" and two.url == "tcp://[::1]:9003"
+    assert two.options.election_timeout_max == RaftOptions().election_timeout_max
+
+
+def test_defaults_are_the_references() -> None:
+    o = RaftOptions()
+    assert (o.election_timeout_min, o.election_timeout_max, o.rpc_timeout) == (200, 300, 50)
+    assert (o.append_entries_heartbeat_interval, o.peer_msg_data_size) == (70, 65536)
+    assert (o.request_id_ttl, o.request_id_ttl_accept_margin) == (8 * 3600_000, 900_000)
+    assert o.max_log_entry_data_size == 10 * 1024 * 1024
+
+
+def test_a_peer_outside_the_file_needs_its_urls(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE)
+    with pytest.raises(ConfigError, match="not in"):
+        load_peer_config(path, "9")
+    outside = load_peer_config(
+        path, "9", url="tcp://127.0.0.1:9101", pub_url="tcp://127.0.0.1:9102"
+    )
+    assert not outside.is_member
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (('id = "2"', 'id = "1"'), "duplicate peer id"),
+        (("tcp://[::1]:9003", "tcp://127.0.0.1:9001"), "duplicate peer url"),
+        (("tcp://127.0.0.1:9001", "tcp://example.com:9001"), "url"),
+        (("election_timeout_min = 250", "election_timeout_min = 50"), "election_timeout_min"),
+        (("election_timeout_min = 250", "no_such_option = 1"), "unknown option"),
+        (("election_timeout_min = 250", 'election_timeout_min = "x"'), "integer"),
+        (('ident = "c1"', "ident = 5"), "ident"),
+        (("[raft]", "[rafts]"), "unknown section"),
+        (("[[peers]]", "[[peers]"), "not valid TOML"),
+    ],
+)
+def test_mistakes_are_one_clear_error(
+    tmp_path: Path, change: tuple[str, str], message: str
+) -> None:
+    path = write(tmp_path, BASE.replace(*change, 1))
+    with pytest.raises(ConfigError, match=message):
+        load_peer_config(path, "1")
+    assert not (tmp_path / "data").exists()
+
+
+def test_null_options_and_the_ttl_cache_rule() -> None:
+    o = RaftOptions().with_overrides({"request_id_ttl": "null", "request_id_cache_max": 10}, "t")
+    assert o.validate().request_id_ttl is None
+    with pytest.raises(ConfigError, match="request_id_cache_max"):
+        RaftOptions().with_overrides({"request_id_ttl": "null"}, "t").validate()
+
+
+def test_data_dir_checks_do_not_create_anything(tmp_path: Path) -> None:
+    check_data_dir(tmp_path / "a" / "b")
+    assert not (tmp_path / "a").exists()
+    blocker = tmp_path / "f"
+    blocker.write_text("")
+    with pytest.raises(ConfigError, match="not a directory"):
+        check_data_dir(blocker / "x")
