@@ -53,6 +53,7 @@ from raftlog.server.entries_service import EntriesLimits, EntriesService
 from raftlog.server.peers import MAX_MESSAGE_SIZE, PeerChannels
 from raftlog.statemachine.broadcast import BroadcastStateMachine
 from raftlog.storage.rocks import open_storage
+from raftlog.transport import recv_frames, send_frames
 
 DRAIN_LIMIT: Final = 4096
 """Messages taken from one socket per pass, so one busy socket cannot starve the others."""
@@ -170,7 +171,7 @@ class PeerNode:
     def reply(self, routing: bytes, frames: list[bytes]) -> None:
         """Send ``frames`` to the ROUTER peer ``routing`` (dropped if it is gone)."""
         try:
-            self.router.send_multipart([routing, *frames], flags=zmq.NOBLOCK, copy=False)
+            send_frames(self.router, [routing, *frames])
         except zmq.Again:
             self.stats["reply_dropped"] += 1
 
@@ -208,7 +209,7 @@ class PeerNode:
         dispatch = self.dispatcher.on_message
         for n in range(1, DRAIN_LIMIT + 1):
             try:
-                frames = router.recv_multipart(flags=zmq.NOBLOCK)
+                frames = recv_frames(router)
             except zmq.Again:
                 return
             dispatch(frames)
@@ -221,7 +222,7 @@ class PeerNode:
             return
         for _ in range(DRAIN_LIMIT):
             try:
-                frames = socket.recv_multipart(flags=zmq.NOBLOCK)
+                frames = recv_frames(socket)
             except zmq.Again:
                 return
             try:
@@ -235,6 +236,7 @@ class PeerNode:
 
     def _timers(self, now: float) -> None:
         self.machine.on_timer(now)
+        self.clients.send_overdue_accepts(now, self.machine.last_applied)
         self.entries.sweep(now)
         if now >= self._next_housekeeping:
             self._next_housekeeping = now + HOUSEKEEPING_INTERVAL

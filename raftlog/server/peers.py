@@ -35,6 +35,7 @@ from raftlog.rpc.messages import (
     RequestVote,
 )
 from raftlog.rpc.responses import decode_response
+from raftlog.transport import send_frames
 
 MAX_OUTSTANDING: Final = 4096
 SEND_HIGH_WATER_MARK: Final = 1000
@@ -70,7 +71,7 @@ class PeerChannel:
         self._msg_id = next_msg_id(self._msg_id)
         frames = encode_request(request, ident=self._ident, id=encode_msg_id(self._msg_id))
         try:
-            self.socket.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+            send_frames(self.socket, frames)
         except zmq.Again:
             self.dropped_sends += 1
             return

@@ -24,6 +24,7 @@ import zmq
 
 from raftlog.rpc.frames import encode_uint
 from raftlog.rpc.messages import TYPE_REQUEST_BROADCAST_STATE_URL
+from raftlog.transport import send_frames
 
 MAX_BATCH_ENTRIES: Final = 4096
 MAX_BATCH_BYTES: Final = 65536
@@ -96,7 +97,7 @@ class BroadcastStateMachine:
 
     def _send(self, frames: list[bytes]) -> None:
         try:
-            self._socket.send_multipart(frames, flags=zmq.NOBLOCK, copy=False)
+            send_frames(self._socket, frames)
             self.published_messages += 1
         except zmq.Again:  # PUB does not block; kept for safety with odd socket options
             pass
