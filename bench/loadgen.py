@@ -169,7 +169,7 @@ def read_entries(url: str, ident: str, prev_index: int = 0) -> tuple[int, float]
         while True:
             if not sock.poll(10_000):
                 raise RuntimeError(f"RequestEntries stalled after {count} entries")
-            frames = sock.recv_multipart()
+            frames = recv_frames(sock)
             status = decode_uint(frames[1], 1)
             if status == EntriesStatus.NOT_LEADER:
                 _, resp = decode_response(b"<", frames)

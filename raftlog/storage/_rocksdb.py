@@ -75,6 +75,27 @@ def _shadow_of(path: Path) -> Path:
 _NOT_SHARED = frozenset({"LOCK", "rocksdict-config.json"})
 
 
+class _KeepAlive:
+    """An iterator that holds the ``ReadOptions`` and bound keys it was made with: RocksDB
+    keeps pointers to the bound bytes, and an iterator that outlives them compares against
+    freed memory (seen: a range read that ended early once the key objects were collected)."""
+
+    __slots__ = ("_bounds", "_iterator", "_options")
+
+    def __init__(
+        self, iterator: Iterator[bytes], options: ReadOptions, bounds: tuple[bytes, bytes]
+    ) -> None:
+        self._iterator = iterator
+        self._options = options
+        self._bounds = bounds
+
+    def __iter__(self) -> _KeepAlive:
+        return self
+
+    def __next__(self) -> bytes:
+        return next(self._iterator)
+
+
 class RocksDatabase:
     """One RocksDB database, shared by the stores of a peer and closed with the last of them."""
 
@@ -178,6 +199,14 @@ class RocksDatabase:
         on a bad block instead of raising; callers count what they got (``check_iteration``)."""
         self.check_open()
         return self._guarded(self._db.values, lo, hi, what)
+
+    def raw_values(self, lo: bytes, hi: bytes) -> Iterator[bytes]:
+        """``values`` without the per-item exception wrapper, for hot loops that convert
+        RocksDB exceptions themselves (with ``rocks_error``) around the whole iteration."""
+        self.check_open()
+        options = self._read_options(lo, hi)
+        values = cast(Iterator[bytes], self._db.values(from_key=lo, read_opt=options))
+        return _KeepAlive(values, options, (lo, hi))
 
     def items(self, lo: bytes, hi: bytes, what: str) -> Iterator[tuple[bytes, bytes]]:
         """``(key, value)`` pairs in ``[lo, hi)`` (same early-stop caveat as ``values``)."""

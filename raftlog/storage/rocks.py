@@ -174,19 +174,18 @@ class RocksLogStore:
 
     def _read_payloads(self, lo: int, hi: int, max_bytes: int | None) -> list[bytes]:
         check_range(lo, hi, self.first_index, self._last_index)
-        out: list[bytes] = []
         if lo >= hi:
-            return out
-        total = 0
-        index = lo
-        for value in self._db.values(rec.entry_key(lo), rec.entry_key(hi), "log entries"):
-            payload = rec.entry_payload(index, value)
-            total += len(payload)
-            if max_bytes is not None and total > max_bytes and out:
-                return out
-            out.append(payload)
-            index += 1
-        if index < hi:  # RocksDB iterators end early, without an error, on a bad block
+            return []
+        try:
+            out, limited = rec.take_payloads(
+                self._db.raw_values(rec.entry_key(lo), rec.entry_key(hi)), lo, max_bytes
+            )
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise rec.rocks_error(exc, "reading log entries") from None
+        index = lo + len(out)
+        if index < hi and not limited:  # iterators end early, without an error, on a bad block
             self._db.check_iteration(rec.entry_key(index), f"entry {index}")
             raise StorageCorruptionError(f"entry {index}: record missing inside the log range")
         return out
