@@ -58,7 +58,11 @@ class RequestIdGenerator:
     ) -> None:
         self._machine = machine_id() if machine is None else machine
         self._pid = os.getpid() if pid is None else pid
-        start = random.SystemRandom().randrange(_COUNTER_MODULUS) if counter_start is None else counter_start
+        start = (
+            random.SystemRandom().randrange(_COUNTER_MODULUS)
+            if counter_start is None
+            else counter_start
+        )
         self._counter = start % _COUNTER_MODULUS
         self._lock = threading.Lock()
 
@@ -90,7 +94,9 @@ def is_fresh(
     return now_ms - (ttl_ms - margin_ms) <= t <= now_ms + margin_ms
 
 
-def is_expired(request_id: bytes, now_ms: int, ttl_ms: int | None = DEFAULT_REQUEST_ID_TTL_MS) -> bool:
+def is_expired(
+    request_id: bytes, now_ms: int, ttl_ms: int | None = DEFAULT_REQUEST_ID_TTL_MS
+) -> bool:
     """Should a cached request id be forgotten (``t < now - ttl``)?"""
     if ttl_ms is None:
         return False

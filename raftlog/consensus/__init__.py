@@ -39,6 +39,7 @@ Inputs
   §10.3-§10.4; every result carries what the reply needs). ``now_ms`` is the wall clock, used
   only for request-id freshness.
 * ``applied(index)``: the state machine has durably applied up to ``index``.
+* ``campaign()``: start an election now, as if the election timer had fired.
 
 Output: ``has_ready()`` / ``ready()`` / ``advance(ready)``
 ---------------------------------------------------------

@@ -84,6 +84,13 @@ class RaftCore:
         if s.election_elapsed >= s.election_timeout:
             election.on_election_timeout(s)
 
+    def campaign(self) -> None:
+        """Start an election now, exactly as if the election timer had fired (operator
+        triggered failover, scripted tests). The spiral guard still applies; leaders and
+        peers that may not campaign ignore it."""
+        if self._s.role in (Role.FOLLOWER, Role.CANDIDATE):
+            election.on_election_timeout(self._s)
+
     def step_request(self, token: object, message: PeerRequest) -> None:
         """An inbound peer request; its reply (if any) comes out as ``SendReply(token, ...)``.
         RequestVotes from outside the configuration get no reply at all (§6)."""
@@ -130,21 +137,26 @@ class RaftCore:
 
     # -- output ---------------------------------------------------------------------------
     def has_ready(self) -> bool:
-        """Is there work for the driver? False while a Ready is out and not yet advanced."""
+        """Is there work for the driver? False while a Ready is out and not yet advanced.
+        Cheap (no allocation): drivers call it after every input."""
         if self._outstanding is not None:
             return False
         s = self._s
         if s.replication_dirty and s.role is Role.LEADER:
             replication.flush(s)
+        reported = s.reported_soft
         return bool(
             s.hard_dirty
             or s.msgs_now
             or s.msgs_after
             or s.events
             or s.snapshot_ops
-            or s.log.pending_append() is not None
-            or min(s.commit, s.log.last_index) > s.handed_out
-            or s.soft_state() != s.reported_soft
+            or s.log.has_pending_append()
+            or (s.commit > s.handed_out and s.log.last_index > s.handed_out)
+            or reported is None
+            or reported.role is not s.role
+            or reported.term != s.term
+            or reported.leader_id != s.leader_id
         )
 
     def ready(self) -> Ready:

@@ -2,9 +2,15 @@
 
 Wire-visible behaviour follows the reference, including ``preventSpiralElections`` (§12.1):
 while a candidate has not heard *any* answer from a majority of each configuration half it
-(a) does not start a new term when its timer fires, (b) refuses every RequestVote without
-adopting the requester's term and (c) ignores higher terms in vote responses. The response
-being processed is counted before the guard is evaluated, as the reference does.
+(a) does not start a new term when its timer fires, (b) refuses RequestVotes without adopting
+the requester's term and (c) ignores higher terms in vote responses. The response being
+processed is counted before the guard is evaluated, as the reference does.
+
+One deliberate difference in (b): a higher-term request from a candidate whose log is at least
+as up to date is granted (and its term adopted). Refusing it inflates nothing, but it can
+deadlock a cluster: a candidate whose stale configuration names peers that no longer know it
+never hears from "a majority" (they drop its requests, §6), stays guarded forever, and
+withholds the very vote the most up-to-date candidate needs (found by the simulator).
 
 Extension (``leader_stickiness``, Raft paper §6): a follower that heard from its leader less
 than a minimum election timeout ago answers a higher-term RequestVote with
@@ -97,15 +103,16 @@ def handle_request_vote(s: CoreState, token: object, m: RequestVote) -> None:
     if m.term < s.term:
         s.reply(token, RequestVoteResponse(s.term, False))  # 2.
         return
-    if _spiral_guard_active(s) or (m.term > s.term and _sticky(s)):
-        s.reply(token, RequestVoteResponse(s.term, False))  # 3. term not adopted
-        return
     last_term = s.log.last_term
     up_to_date = m.last_log_term > last_term or (
         m.last_log_term == last_term and m.last_log_index >= s.log.last_index
     )
     free = s.voted_for is None or s.voted_for == m.candidate_id or m.term > s.term
     granted = free and up_to_date
+    guarded = _spiral_guard_active(s) and not (granted and m.term > s.term)
+    if guarded or (m.term > s.term and _sticky(s)):
+        s.reply(token, RequestVoteResponse(s.term, False))  # 3. term not adopted
+        return
     if granted or m.term > s.term:  # 4.
         s.become_follower(m.term, None)
         if granted:

@@ -75,8 +75,19 @@ class ConfigHistory:
         configuration leaves it out: if a leader that removed itself appended C(new) and then
         lost leadership, its log may be the only one holding C(new), and the others (still
         joint) cannot win without its vote. It then leads a cluster it is not part of until
-        C(new) commits, as Raft allows."""
-        return any(peer_id in membership.members for membership in self._entries)
+        C(new) commits, as Raft allows.
+
+        An *unknown* configuration rules nobody out (as in ``accepts_sender``). This matters
+        after a restart from a compacted log: when the committed joint C(old,new) lies inside
+        the snapshot, only C(new) is left, and nothing durable says whether this peer was in
+        the old half (``recover_history``). Treating it as a non-voter (CLIENT) deadlocks the
+        cluster when it is the removed leader holding the only copy of C(new). Letting it
+        campaign is safe: votes are counted under the newest configuration
+        (``can_campaign``), and an unknown configuration in effect still forbids
+        campaigning."""
+        return any(
+            not membership.known or peer_id in membership.members for membership in self._entries
+        )
 
     def append(self, membership: Membership) -> None:
         self._entries.append(membership)
@@ -150,9 +161,15 @@ def recover_history(
     The log is the truth for everything it holds: CONFIG entries after ``last_applied`` are
     the uncommitted ones (they may still be rolled back). The committed base comes from the
     hard state when its CONFIG entry is at or below ``last_applied``; otherwise from the log
-    below that point; a joint entry's predecessor is its ``old`` list; failing all that it is
-    unknown. A hard-state configuration whose entry never reached the log (crash between the
-    two writes of one Ready) is ignored.
+    below that point (the seed when the log, never compacted, has none); a joint entry's
+    predecessor is its ``old`` list; failing all that it is unknown. A hard-state
+    configuration whose entry never reached the log (crash between the two writes of one
+    Ready) is ignored.
+
+    The predecessor of a final C(new) is the joint C(old,new) (or, for a refresh, the same
+    configuration): its ``old`` half is lost with the compacted log, so the guessed base is
+    marked unknown -- it keeps this peer a possible voter (``ConfigHistory.involves``) and
+    is what a truncation of C(new) would roll back to.
     """
     committed_upto = max(last_applied, store.snapshot_index)
     uncommitted = _configs_in(store, committed_upto + 1, store.last_index + 1)
@@ -164,6 +181,8 @@ def recover_history(
         base = Membership(saved, hard_state.config_index)
     else:
         base = _last_config_before(store, committed_upto + 1)
+        if base is None and store.snapshot_index == 0:
+            base = Membership(seed, 0)  # the whole log was scanned: nothing before the seed
         if base is None:
             first = uncommitted[0].payload if uncommitted else saved
             if first.old is not None:

@@ -165,6 +165,9 @@ class RaftLog:
         return kept
 
     # -- persistence bookkeeping --------------------------------------------------------
+    def has_pending_append(self) -> bool:
+        return bool(self._unstable) or self._unstable_first <= self._stable_last
+
     def pending_append(self) -> LogAppend | None:
         """The write ``Ready.append`` must carry, if any."""
         if self._unstable or self._unstable_first <= self._stable_last:

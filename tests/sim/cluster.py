@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from random import Random
@@ -105,6 +106,10 @@ class SimNode:
         self.pending: dict[int, tuple[str, PeerRequest]] = {}
         self.next_msgid = 0
         self.rid_counter = 0
+        self.persist_delay: int | None = None
+        """Fixed write delay of this node (scripts); None: the cluster's random delay."""
+        self.writing: tuple[Ready, int] | None = None
+        """A Ready whose writes are in progress, and the tick they complete."""
 
     @property
     def alive(self) -> bool:
@@ -128,8 +133,12 @@ class SimCluster:
         seed = ConfigPayload(new=peers_of(members))
         self.nodes = {i: SimNode(i, seed, make_config(i)) for i in ids}
         self.crash_in_ready = 0.0
+        self.restart_after = (1, 60)
+        self.max_persist_delay = 0
         self.observer: Observer | None = None
         self.restart_at: dict[str, int] = {}
+        self.counters: Counter[str] = Counter()
+        """What happened during the run (crashes, installs, truncations, ...)."""
 
     # -- time -----------------------------------------------------------------------------
     @property
@@ -193,13 +202,27 @@ class SimCluster:
     def _crash_here(self, node: SimNode, where: str) -> bool:
         if self.crash_in_ready and self.rng.random() < self.crash_in_ready:
             self.crash(node.id, where)
-            self.restart_at[node.id] = self.tick + self.rng.randint(1, 60)
+            self.restart_at[node.id] = self.tick + self.rng.randint(*self.restart_after)
             return True
         return False
 
     def drain(self, node: SimNode) -> None:
-        core = node.core
-        while core is not None and core.has_ready():
+        """Carry out the node's Readies. With ``max_persist_delay`` a Ready that writes
+        completes some ticks later (a slow fsync in a thread): its ``messages_now`` are out
+        already, inputs keep arriving meanwhile, and a crash in between loses the write."""
+        while node.core is not None:
+            if node.writing is not None:
+                ready, done_at = node.writing
+                if done_at > self.tick:
+                    self._crash_here(node, "while_writing")
+                    return
+                node.writing = None
+                if not self._finish(node, ready):
+                    return
+                continue
+            core = node.core
+            if not core.has_ready():
+                return
             ready = core.ready()
             if self.observer is not None:
                 self.observer.on_ready(node, ready)
@@ -209,34 +232,53 @@ class SimCluster:
                 self.transmit(node, out)
             if self._crash_here(node, "before_persist"):
                 return
-            if ready.hard_state is not None:
-                saved = ready.hard_state
-                node.hard_state.save(
-                    replace(saved, last_applied=max(saved.last_applied, node.sm.index))
-                )
-                if self._crash_here(node, "after_hard_state"):
-                    return
-            for op in ready.snapshot_ops:
-                if isinstance(op, SnapshotChunkWrite):
-                    node.snapshots.begin(op.index, op.term, op.total_size)
-                    node.snapshots.write_chunk(op.offset, op.data)
-                elif not self._install(node, op):
-                    return
-            if ready.append is not None:
-                node.log.append(ready.append.first_index, ready.append.entries)
-            if self._crash_here(node, "after_persist"):
+            if node.persist_delay is not None:
+                delay = node.persist_delay
+            elif self.max_persist_delay:
+                delay = self.rng.randint(0, self.max_persist_delay)
+            else:
+                delay = 0
+            if delay and ready.needs_persist:
+                node.writing = (ready, self.tick + delay)
                 return
-            for out in ready.messages_after_persist:
-                self.transmit(node, out)
-            if ready.committed is not None:
-                first = ready.committed.first_index
-                for offset, entry in enumerate(ready.committed.entries):
-                    node.sm.apply(first + offset, entry)
-                self._save_applied(node)
-                core.applied(node.sm.index)
-            for event in ready.events:
-                self.trace.add("event", node.id, event)
-            core.advance(ready)
+            if not self._finish(node, ready):
+                return
+
+    def _finish(self, node: SimNode, ready: Ready) -> bool:
+        """Persist, send after persist, apply, advance; False if the node crashed."""
+        core = node.core
+        assert core is not None
+        if ready.hard_state is not None:
+            saved = ready.hard_state
+            last_applied = max(saved.last_applied, node.sm.index)
+            node.hard_state.save(replace(saved, last_applied=last_applied))
+            if self._crash_here(node, "after_hard_state"):
+                return False
+        for op in ready.snapshot_ops:
+            if isinstance(op, SnapshotChunkWrite):
+                node.snapshots.begin(op.index, op.term, op.total_size)
+                node.snapshots.write_chunk(op.offset, op.data)
+            elif not self._install(node, op):
+                return False
+        if ready.append is not None:
+            if ready.append.first_index <= node.log.last_index:
+                self.counters["truncation"] += 1
+            node.log.append(ready.append.first_index, ready.append.entries)
+        if self._crash_here(node, "after_persist"):
+            return False
+        for out in ready.messages_after_persist:
+            self.transmit(node, out)
+        if ready.committed is not None:
+            first = ready.committed.first_index
+            for offset, entry in enumerate(ready.committed.entries):
+                node.sm.apply(first + offset, entry)
+            self._save_applied(node)
+            core.applied(node.sm.index)
+        for event in ready.events:
+            self.trace.add("event", node.id, event)
+            self.counters[type(event).__name__] += 1
+        core.advance(ready)
+        return True
 
     def _install(self, node: SimNode, op: SnapshotInstall) -> bool:
         """Returns False when the node crashed half way (after the snapshot is durable)."""
@@ -244,6 +286,7 @@ class SimCluster:
             node.snapshots.finish()
         node.log.compact(op.index, op.term)
         self.trace.add("install", node.id, op.index, op.term)
+        self.counters["snapshot_install"] += 1
         if self._crash_here(node, "before_restore"):
             return False
         meta = node.snapshots.meta()
@@ -264,11 +307,13 @@ class SimCluster:
         if node.core is None:
             return
         self.trace.add("crash", peer_id, why)
+        self.counters["crash_" + why] += 1
         node.core = None
         node.log.crash()
         node.hard_state.crash()
         node.snapshots.crash()
         node.pending = {}
+        node.writing = None
         node.incarnation += 1
 
     def restart(self, peer_id: str) -> None:
@@ -317,6 +362,7 @@ class SimCluster:
         node.snapshots.install(index, term, node.sm.snapshot(index))
         node.log.compact(index, term)
         self.trace.add("compact", peer_id, index, term)
+        self.counters["compaction"] += 1
         return True
 
     def leader(self) -> SimNode | None:

@@ -57,9 +57,15 @@ class Invariants:
             self.fail(f"{node.id} persists term {hard.current_term} after a higher one")
 
     def on_restart(self, node: SimNode) -> None:
+        """The commit index restarts at ``last_applied``, possibly below the last one seen.
+        ``checked`` is left alone: what the node committed and applied in a step it then
+        crashed in was never observed (it was not live at the check), and the next check
+        must still record it from the node's durable log -- skipping it left a hole in the
+        canonical log (a false "applied beyond the canonical committed log") and those
+        entries unchecked."""
         core = node.core
         assert core is not None
-        self.checked[node.id] = core.commit_index
+        self.checked.setdefault(node.id, 0)
         self.last_commit[node.id] = core.commit_index
 
     # -- per-step checks ----------------------------------------------------------------------

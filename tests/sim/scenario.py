@@ -54,6 +54,20 @@ class SimParams:
     prevent_spiral_elections: bool = True
     check_quorum: bool = False
     leader_stickiness: bool = True
+    restart_after: tuple[int, int] = (1, 150)
+    max_persist_delay: int = 0
+    actions: tuple[str, ...] = (
+        "partition",
+        "isolate_leader",
+        "one_way",
+        "flaky",
+        "crash",
+        "crash_leader",
+        "compact",
+        "compact",
+        "membership",
+        "membership",
+    )
     request_id_ttl_ms: int = 4000
     request_id_accept_margin_ms: int = 1000
     bugs: frozenset[Bug] = field(default_factory=frozenset)
@@ -74,6 +88,7 @@ def random_params(seed: int, steps: int, bugs: frozenset[Bug] = frozenset()) -> 
         delay=rng.choice(((1, 1), (1, 3), (1, 6), (2, 12))),
         chaos_rate=rng.choice((0.005, 0.02, 0.04)),
         crash_in_ready=rng.choice((0.0, 0.0005, 0.002)),
+        max_persist_delay=rng.choice((0, 0, 1, 4)),
         membership=rng.random() < 0.6,
         compaction=rng.random() < 0.7,
         clients=rng.choice((1, 3, 5)),
@@ -97,6 +112,7 @@ class SimStats:
     elections: int
     liveness_ticks: int
     config_results: dict[str, int]
+    counters: dict[str, int]
 
 
 class _Chaos:
@@ -117,20 +133,7 @@ class _Chaos:
             return
         ids = sorted(cluster.nodes)
         everyone = set(ids)
-        action = rng.choice(
-            (
-                "partition",
-                "isolate_leader",
-                "one_way",
-                "flaky",
-                "crash",
-                "crash_leader",
-                "compact",
-                "compact",
-                "membership",
-                "membership",
-            )
-        )
+        action = rng.choice(self.p.actions)
         leader = cluster.leader()
         if action == "partition":
             side = set(rng.sample(ids, rng.randint(1, max(1, len(ids) // 2))))
@@ -150,7 +153,7 @@ class _Chaos:
         elif action in ("crash", "crash_leader"):
             victim = leader.id if action == "crash_leader" and leader else rng.choice(ids)
             cluster.crash(victim)
-            cluster.restart_at[victim] = cluster.tick + rng.randint(1, 150)
+            cluster.restart_at[victim] = cluster.tick + rng.randint(*self.p.restart_after)
         elif action == "compact" and self.p.compaction:
             node = leader.id if leader is not None and rng.random() < 0.5 else rng.choice(ids)
             cluster.compact(node, self.p.request_id_ttl_ms)
@@ -203,6 +206,8 @@ def run_simulation(p: SimParams) -> SimStats:
     workload = Workload(cluster, Random(rng.random()), p.clients, p.max_ops, p.client_rate)
     chaos = _Chaos(cluster, workload, rng, p)
     cluster.crash_in_ready = p.crash_in_ready
+    cluster.restart_after = p.restart_after
+    cluster.max_persist_delay = p.max_persist_delay
     liveness = 0
     try:
         cluster.start_all()
@@ -241,4 +246,5 @@ def run_simulation(p: SimParams) -> SimStats:
         elections=len(invariants.leaders),
         liveness_ticks=liveness,
         config_results=dict(workload.config_results),
+        counters=dict(cluster.counters),
     )

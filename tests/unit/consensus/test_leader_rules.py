@@ -1,0 +1,190 @@
+"""One test per leader rule (PROTOCOL §8 leader side, §12.2; Raft §5.3, §5.4.2)."""
+
+from __future__ import annotations
+
+from consensus_helpers import (
+    NOW_MS,
+    ack,
+    config,
+    config_entry,
+    elect,
+    entry,
+    make_node,
+    requests,
+    rid,
+)
+
+from raftlog.consensus import Appended, Role, SteppedDown
+from raftlog.entry import EntryType
+from raftlog.rpc.messages import AppendEntries, AppendEntriesResponse
+
+
+def _aes(ready, to=None):  # type: ignore[no-untyped-def]
+    return [m for m in requests(ready, AppendEntries) if to is None or m.to == to]
+
+
+def _settle(node, ready) -> None:  # type: ignore[no-untyped-def]
+    """Acknowledge every AppendEntries in ``ready`` (and in what the answers trigger)."""
+    pending = _aes(ready)
+    while pending:
+        pending = _aes(ack(node, pending.pop(0))) + pending
+
+
+def test_new_leader_starts_every_follower_at_its_last_index_plus_one() -> None:
+    node = make_node(entries=(entry(1), entry(1)), term=1, applied=2)
+    ready = elect(node)
+    probes = _aes(ready)
+    assert sorted(m.to for m in probes) == ["n2", "n3"]
+    assert all(m.message.prev_log_index == 2 and m.message.prev_log_term == 1 for m in probes)
+    assert all(m.message.entries == () for m in probes)  # everything committed: no checkpoint
+
+
+def test_new_leader_appends_checkpoint_when_last_entry_is_from_an_older_term() -> None:
+    node = make_node(entries=(entry(1), entry(1)), term=1)
+    ready = elect(node)
+    assert node.core.last_index == 3
+    checkpoint = node.core.entries(3, 4)[0]
+    assert checkpoint.entry_type == EntryType.CHECKPOINT and checkpoint.term == 2
+    assert _aes(ready)[0].message.prev_log_index == 2  # the probe carries the checkpoint
+
+
+def test_leader_never_commits_a_previous_term_entry_by_counting_replicas() -> None:
+    node = make_node(entries=(entry(1), entry(1)), term=1)
+    ready = elect(node)
+    old = AppendEntries("n1", 2, 0, 0, 0, tuple(node.core.entries(1, 3)))
+    node.answer("n2", old, AppendEntriesResponse(2, True))  # n2 holds 1..2 (term 1)
+    assert node.core.commit_index == 0
+    ack(node, _aes(ready, "n2")[0])  # n2 holds the term-2 checkpoint too
+    assert node.core.commit_index == 3
+
+
+def test_leader_sends_append_entries_before_its_own_persist() -> None:
+    node = make_node()
+    _settle(node, elect(node))
+    result = node.core.propose(rid(), b"data", NOW_MS)
+    assert isinstance(result, Appended)
+    ready = node.core.ready()
+    assert ready.append is not None and ready.append.entries[0].data == b"data"
+    assert {m.to for m in _aes(ready)} == {"n2", "n3"}
+    assert all(m in ready.messages_now for m in _aes(ready))
+    node.persist(ready)
+    node.core.advance(ready)
+
+
+def test_leader_counts_its_own_entry_only_after_persist() -> None:
+    node = make_node()
+    _settle(node, elect(node))
+    commit = node.core.commit_index
+    node.core.propose(rid(), b"data", NOW_MS)
+    ready = node.core.ready()
+    to_n2 = _aes(ready, "n2")[0]
+    node.core.step_response("n2", to_n2.message, AppendEntriesResponse(node.core.term, True))
+    assert node.core.commit_index == commit  # n2 alone is not a majority of three
+    node.persist(ready)
+    node.core.advance(ready)
+    assert node.core.commit_index == commit + 1
+
+
+def test_pipeline_is_bounded_by_the_inflight_message_limit() -> None:
+    node = make_node(max_append_bytes=64, max_inflight_messages=2)
+    _settle(node, elect(node))
+    for n in range(12):
+        node.core.propose(rid(), bytes([n]), NOW_MS)
+    to_n2 = [m.message for m in _aes(node.run(), "n2")]
+    assert len(to_n2) == 2
+    assert to_n2[1].prev_log_index == to_n2[0].prev_log_index + len(to_n2[0].entries)
+    assert all(sum(e.size for e in m.entries) <= 64 for m in to_n2)
+
+
+def test_heartbeat_prev_index_is_the_last_index_already_sent() -> None:
+    node = make_node(max_append_bytes=64, max_inflight_messages=2, heartbeat_ticks=3)
+    _settle(node, elect(node))
+    for n in range(4):
+        node.core.propose(rid(), bytes([n]), NOW_MS)
+    sent = [m.message for m in _aes(node.run(), "n2")]
+    last_sent = sent[-1].prev_log_index + len(sent[-1].entries)
+    heartbeat = _aes(node.tick(3), "n2")[0].message
+    assert heartbeat.entries == () and heartbeat.prev_log_index == last_sent
+
+
+def test_rejection_backs_off_to_the_next_index_hint() -> None:
+    node = make_node(entries=(entry(1),) * 6, term=1, applied=6)
+    probe = _aes(elect(node), "n2")[0]
+    retry = _aes(ack(node, probe, success=False, hint=3), "n2")[0].message
+    assert retry.prev_log_index == 2 and len(retry.entries) == 1
+
+
+def test_rejection_without_hint_backs_off_by_one_entry() -> None:
+    node = make_node(entries=(entry(1),) * 6, term=1, applied=6)
+    probe = _aes(elect(node), "n2")[0]
+    retry = _aes(ack(node, probe, success=False), "n2")[0].message
+    assert retry.prev_log_index == 5
+
+
+def test_timeout_abandons_the_pipeline_and_resends_from_the_oldest_unacknowledged() -> None:
+    node = make_node(max_append_bytes=64, max_inflight_messages=2, append_entries_timeout_ticks=14)
+    _settle(node, elect(node))
+    for n in range(6):
+        node.core.propose(rid(), bytes([n]), NOW_MS)
+    first, second = _aes(node.run(), "n2")
+    resent = [m for m in _aes(node.tick(14), "n2") if m.message.entries]
+    assert resent[0].message.prev_log_index == first.message.prev_log_index
+    assert resent[0].message is not first.message  # a new request, not a retransmission
+    # a late rejection from the abandoned pipeline changes nothing
+    assert not _aes(ack(node, second, success=False, hint=1))
+
+
+def test_late_success_from_an_abandoned_pipeline_still_counts() -> None:
+    node = make_node(append_entries_timeout_ticks=14)
+    _settle(node, elect(node))
+    node.core.propose(rid(), b"x", NOW_MS)
+    original = _aes(node.run(), "n2")[0]
+    node.tick(14)
+    commit = node.core.commit_index
+    ack(node, original)
+    assert node.core.commit_index == commit + 1
+
+
+def test_match_index_never_decreases() -> None:
+    node = make_node()
+    _settle(node, elect(node))
+    progress = node.core._s.progress["n2"]
+    high = progress.match
+    stale = AppendEntries("n1", node.core.term, 0, 0, 0, ())
+    node.answer("n2", stale, AppendEntriesResponse(node.core.term, True))
+    assert progress.match == high
+
+
+def test_leader_steps_down_on_a_higher_term_response() -> None:
+    node = make_node()
+    probe = _aes(elect(node), "n2")[0]
+    ready = node.answer("n2", probe.message, AppendEntriesResponse(probe.message.term + 1, False))
+    assert node.core.role is Role.FOLLOWER and node.core.term == probe.message.term + 1
+    assert SteppedDown(probe.message.term, "higher_term") in ready.events
+    assert ready.soft_state is not None and ready.soft_state.role is Role.FOLLOWER
+
+
+def test_commit_advance_is_sent_to_idle_followers_at_once() -> None:
+    node = make_node()
+    _settle(node, elect(node))
+    node.core.propose(rid(), b"x", NOW_MS)
+    to_n2 = _aes(node.run(), "n2")[0]
+    update = _aes(ack(node, to_n2), "n2")
+    assert update and update[0].message.entries == ()
+    assert update[0].message.commit_index == node.core.commit_index
+
+
+def test_check_quorum_steps_down_a_leader_that_hears_nobody() -> None:
+    node = make_node(check_quorum=True, election_ticks=(20, 30))
+    elect(node)
+    ready = node.tick(40)
+    assert node.core.role is Role.FOLLOWER
+    assert any(isinstance(e, SteppedDown) and e.reason == "check_quorum" for e in ready.events)
+
+
+def test_leader_replicates_to_a_joint_configuration_union() -> None:
+    joint = config("n1", "n4", old=("n1", "n2", "n3"))
+    node = make_node(entries=(config_entry(1, joint),), term=1, saved_config=joint, config_index=1)
+    ready = elect(node, grant_from=("n2", "n4"))
+    assert node.core.config.is_joint  # the joint entry is not known committed yet
+    assert sorted({m.to for m in _aes(ready)}) == ["n2", "n3", "n4"]

@@ -1,0 +1,92 @@
+"""The log view: stable store + unstable tail + pending snapshot install."""
+
+from __future__ import annotations
+
+import pytest
+from consensus_helpers import entry
+
+from raftlog.consensus.raft_log import RaftLog
+from raftlog.consensus.ready import LogAppend
+from raftlog.storage.memory import MemoryLogStore
+
+
+def _log(terms: list[int]) -> tuple[RaftLog, MemoryLogStore]:
+    store = MemoryLogStore()
+    if terms:
+        store.append(1, [entry(t) for t in terms])
+    return RaftLog(store), store
+
+
+def test_view_reads_stable_then_unstable_entries() -> None:
+    log, _ = _log([1, 1])
+    log.append([entry(2), entry(2)])
+    assert log.last_index == 4
+    assert [log.term_at(i) for i in range(0, 6)] == [0, 1, 1, 2, 2, None]
+    assert [e.term for e in log.entries(1, 5)] == [1, 1, 2, 2]
+    assert log.persisted_last_index == 2
+
+
+def test_entries_byte_budget_spans_stable_and_unstable_and_returns_at_least_one() -> None:
+    log, _ = _log([1])
+    log.append([entry(1), entry(1)])
+    one = entry(1).size
+    assert len(log.entries(1, 4, max_bytes=2 * one)) == 2
+    assert len(log.entries(2, 4, max_bytes=1)) == 1
+
+
+def test_truncation_hides_stable_suffix_until_written() -> None:
+    log, store = _log([1, 1, 1])
+    replacement = entry(2)
+    log.truncate_and_append(2, [replacement])
+    assert log.last_index == 2 and log.term_at(2) == 2 and log.term_at(3) is None
+    pending = log.pending_append()
+    assert pending == LogAppend(2, (replacement,))
+    store.append(pending.first_index, pending.entries)
+    log.stable_to(pending)
+    assert log.pending_append() is None
+    assert log.persisted_last_index == 2
+
+
+def test_stable_to_keeps_entries_replaced_after_the_ready_was_taken() -> None:
+    log, store = _log([])
+    first = entry(1)
+    log.append([first])
+    written = log.pending_append()
+    assert written is not None
+    log.truncate_and_append(1, [entry(2)])  # a conflict arrived while persisting
+    store.append(written.first_index, written.entries)
+    log.stable_to(written)
+    assert log.term_at(1) == 2
+    again = log.pending_append()
+    assert again is not None and again.first_index == 1 and again.entries[0].term == 2
+
+
+def test_request_ids_in_a_truncated_stable_suffix_are_not_found() -> None:
+    gone = entry(1)
+    store = MemoryLogStore()
+    store.append(1, [entry(1), gone])
+    log = RaftLog(store)
+    assert log.index_of_request(gone.request_id) == 2
+    log.truncate_and_append(2, [entry(2)])
+    assert log.index_of_request(gone.request_id) is None
+
+
+def test_snapshot_matching_the_log_keeps_the_suffix() -> None:
+    log, _ = _log([1, 1, 2, 2])
+    assert log.install_snapshot(2, 1)
+    assert log.snapshot_index == 2 and log.first_index == 3 and log.last_index == 4
+    assert log.term_at(1) is None and log.term_at(2) == 1
+
+
+def test_snapshot_not_matching_the_log_discards_it() -> None:
+    log, _ = _log([1, 1, 2, 2])
+    assert not log.install_snapshot(3, 3)
+    assert log.last_index == 3 and log.term_at(3) == 3 and log.term_at(4) is None
+    pending = log.pending_append()
+    assert pending is not None and pending.first_index == 4 and pending.entries == ()
+
+
+def test_entries_outside_the_view_raise() -> None:
+    log, _ = _log([1])
+    with pytest.raises(IndexError):
+        log.entries(1, 3)
