@@ -52,6 +52,7 @@ from raftlog.server.dispatch import Dispatcher
 from raftlog.server.entries_service import EntriesLimits, EntriesService
 from raftlog.server.peers import MAX_MESSAGE_SIZE, PeerChannels
 from raftlog.statemachine.broadcast import BroadcastStateMachine
+from raftlog.statemachine.composite import CompositeStateMachine
 from raftlog.storage.rocks import open_storage
 from raftlog.transport import recv_frames, send_frames
 
@@ -97,7 +98,7 @@ class PeerNode:
         opts = settings.options
         saved = self.hard_state.load()
         self.store.set_commit_floor(saved.last_applied)
-        self.machine = BroadcastStateMachine(
+        self.broadcast = BroadcastStateMachine(
             self._context,
             ident=self._ident,
             pub_url=settings.pub_url,
@@ -105,6 +106,7 @@ class PeerNode:
             last_applied=max(saved.last_applied, self.store.snapshot_index),
             heartbeat_interval_ms=opts.broadcast_heartbeat_interval,
         )
+        self.machine = CompositeStateMachine([self.broadcast])
         self._sockets_open = True
         self.router = self._context.socket(zmq.ROUTER)
         self.router.setsockopt(zmq.LINGER, 0)

@@ -35,6 +35,8 @@ PUB_HIGH_WATER_MARK: Final = 10000
 class BroadcastStateMachine:
     """The reference's default state machine: publishes what it applies."""
 
+    name = "bsm"
+
     def __init__(
         self,
         context: zmq.Context[zmq.Socket[bytes]],

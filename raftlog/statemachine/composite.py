@@ -1,0 +1,81 @@
+"""Several state machines applied as one: every machine sees every committed entry.
+
+A peer runs the BroadcastStateMachine (the wire's fan-out) next to raftlog's own machines
+(e.g. the topic index). Each keeps its own ``last_applied``; the composite's is the smallest,
+so after a crash every machine is brought forward from the same point and skips what it has
+already applied (``apply`` must tolerate a replayed prefix). Client requests of a type the
+core does not handle go to the first machine that answers them.
+
+Snapshots hold every machine's snapshot in one MessagePack map keyed by the machine's
+``name``; a machine missing from a snapshot is restored from empty data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import msgpack
+
+from raftlog.statemachine.base import StateMachine
+
+
+class NamedStateMachine(StateMachine, Protocol):
+    @property
+    def name(self) -> str:
+        """Key of this machine's part of a composite snapshot."""
+        ...
+
+
+class CompositeStateMachine:
+    def __init__(self, machines: Sequence[NamedStateMachine]) -> None:
+        if not machines:
+            raise ValueError("a composite needs at least one state machine")
+        self.machines = tuple(machines)
+
+    @property
+    def last_applied(self) -> int:
+        return min(m.last_applied for m in self.machines)
+
+    def apply(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
+        for machine in self.machines:
+            machine.apply(first_index, entries, term)
+
+    def set_leader(self, is_leader: bool, term: int) -> None:
+        for machine in self.machines:
+            machine.set_leader(is_leader, term)
+
+    def restore(self, index: int, term: int, data: bytes) -> None:
+        parts = _unpack(data)
+        for machine in self.machines:
+            machine.restore(index, term, parts.get(machine.name, b""))
+
+    def snapshot(self, index: int) -> bytes:
+        packed: bytes = msgpack.packb({m.name: m.snapshot(index) for m in self.machines})
+        return packed
+
+    def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
+        for machine in self.machines:
+            answer = machine.handle_request(msg_type, args)
+            if answer is not None:
+                return answer
+        return None
+
+    def on_timer(self, now: float) -> float:
+        return min(machine.on_timer(now) for machine in self.machines)
+
+    def close(self) -> None:
+        for machine in self.machines:
+            machine.close()
+
+
+def _unpack(data: bytes) -> dict[str, bytes]:
+    """Machine snapshots by name; anything else (e.g. a snapshot written by a single machine)
+    counts as no data for every machine."""
+    try:
+        value = msgpack.unpackb(data, raw=False) if data else {}
+    except (ValueError, msgpack.UnpackException):
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, bytes)}
