@@ -33,6 +33,10 @@ class RaftOptions:
     request_entries_snapshot_pipelines: int = 2
     prevent_spiral_elections: bool = True
     broadcast_heartbeat_interval: int = 500
+    replication_pipeline: int = 1
+    """raftlog extension: AppendEntries in flight per follower. 1 (stop-and-wait, as the
+    reference) is required whenever any peer of the cluster is a reference (zmq-raft) peer;
+    larger values pipeline replication between raftlog peers only."""
     log_compaction_threshold: int = 0
     """raftlog extension: snapshot the state machine and drop the log prefix once this many
     applied entries lie beyond the last snapshot (never past the prune index, §12.7);
@@ -125,6 +129,9 @@ class RaftOptions:
         )
         need(
             self.broadcast_heartbeat_interval >= 50, "broadcast_heartbeat_interval", "must be >= 50"
+        )
+        need(
+            1 <= self.replication_pipeline <= 64, "replication_pipeline", "must be 1 .. 64"
         )
         need(self.log_compaction_threshold >= 0, "log_compaction_threshold", "must be >= 0")
         need(1 <= self.tick_ms <= self.rpc_timeout, "tick_ms", "must be within 1 .. rpc_timeout")

@@ -72,11 +72,13 @@ order (it is the only safe one):
 
 Transport contract
 ------------------
-Every ``SendRequest`` is sent once, as a **new** request with a **new** msgid (per target
-peer, PROTOCOL §6). The transport never retransmits on its own and keeps no more than one copy
-of a request: the core decides all retransmission on its ticks (RequestVote every
-``vote_timeout_ticks`` until answered; AppendEntries/InstallSnapshot on their response
-timeouts, as new requests from the oldest unacknowledged point). A response is matched by
+A ``SendRequest`` carrying a new message object is sent as a **new** request with a **new**
+msgid (per target peer, PROTOCOL §6); one carrying the *very same object* as an earlier
+``SendRequest`` to that peer is a retransmission and goes out with the **same** msgid and
+frames (a reference follower debounces on it). The transport never retransmits on its own:
+the core decides all retransmission on its ticks (RequestVote every ``vote_timeout_ticks``
+until answered, as new requests; AppendEntries/InstallSnapshot on their response timeouts,
+the identical request in stop-and-wait mode, see ``replication``). A response is matched by
 msgid and handed back with the request object; late or duplicated responses may be handed
 back too (they are ignored when stale). This matters because a reference follower truncates
 its log after prevLogIndex on every AppendEntries and debounces only the last

@@ -1,8 +1,18 @@
-"""Leader-side replication: pipelined AppendEntries, heartbeats, snapshots, responses.
+"""Leader-side replication: AppendEntries, heartbeats, snapshots, responses.
 
-The transport sends every request once with a fresh msgid; all retransmission is decided
-here on ticks. Rules that keep reference followers (which truncate after prevLogIndex on every
-AppendEntries, PROTOCOL §15 items 8-9) safe:
+All retransmission is decided here on ticks. Two modes, chosen by ``max_inflight_messages``:
+
+**Stop-and-wait (1, the default), as the reference leader.** One AppendEntries/InstallSnapshot
+in flight per follower; no heartbeat while it is outstanding (it is the heartbeat); on a
+timeout the *identical* request object is sent again, which the transport sends under the
+*same* msgid. This is what a reference follower needs (PROTOCOL §6, §8): it truncates its log
+after prevLogIndex on every AppendEntries it processes and exits if prevLogIndex is below its
+commit index, so a retransmission must be recognised as a duplicate (its debounce key is the
+msgid) and never reprocessed after a later message moved its commit index. Throughput does
+not suffer much: each request carries everything pending, up to ``max_append_bytes``.
+
+**Pipelined (> 1), only for clusters of raftlog peers** (whose followers never truncate a
+matching suffix nor exit). Rules that keep such followers consistent:
 
 * prevLogIndex only moves below ``lastIndex + 1`` on a rejection, so it never drops below
   what the follower may have committed;
@@ -134,6 +144,9 @@ def tick(s: CoreState) -> None:
         inflight = pr.inflight
         if inflight and now - inflight[0].sent_at >= inflight[0].timeout:
             _on_timeout(s, pr)
+        elif inflight and s.cfg.max_inflight_messages == 1:
+            continue  # the outstanding request is the heartbeat (a reference follower would
+            # truncate entries it is still receiving on a heartbeat with an older prevLogIndex)
         elif pr.state is not ProgressState.SNAPSHOT and now - pr.last_sent_at >= heartbeat:
             if pr.state is ProgressState.REPLICATE and pr.next <= s.log.last_index:
                 pump(s, pr)
@@ -146,13 +159,22 @@ def tick(s: CoreState) -> None:
 
 
 def _on_timeout(s: CoreState, pr: Progress) -> None:
-    """No answer in time: abandon the pipeline and resend from the oldest unacknowledged
-    prevLogIndex with new requests (the follower may have lost them)."""
+    """No answer in time. Stop-and-wait (and any snapshot chunk): send the identical request
+    again (same msgid on the wire). Pipelined: abandon the pipeline and resend from the oldest
+    unacknowledged prevLogIndex with new requests (the follower may have lost them)."""
     oldest = pr.inflight[0].request
     pr.backoff = min(pr.backoff * 2, MAX_BACKOFF)
-    if pr.state is ProgressState.SNAPSHOT:
-        pr.abandon()
-        send_snapshot_chunk(s, pr)
+    if s.cfg.max_inflight_messages == 1 or pr.state is ProgressState.SNAPSHOT:
+        sent = pr.inflight[0]
+        base = (
+            s.cfg.append_entries_timeout_ticks
+            if isinstance(oldest, InstallSnapshot) or oldest.entries
+            else s.cfg.append_timeout_ticks
+        )
+        sent.sent_at = s.now
+        sent.timeout = base * pr.backoff
+        pr.last_sent_at = s.now
+        s.send(pr.peer_id, oldest)
         return
     assert isinstance(oldest, AppendEntries)
     pr.become_probe(oldest.prev_log_index + 1, one_entry=False)

@@ -62,8 +62,10 @@ class CoreConfig:
     max_append_bytes: int = 65536
     """``peerMsgDataSize``: entry bytes per AppendEntries (at least one entry is always
     sent) and the InstallSnapshot chunk size."""
-    max_inflight_messages: int = 16
-    """AppendEntries carrying entries that may be unacknowledged per follower."""
+    max_inflight_messages: int = 1
+    """AppendEntries that may be unacknowledged per follower. 1 (stop-and-wait, retransmit
+    the identical request) is what reference followers require; more pipelines replication
+    and is only safe when every follower is a raftlog peer (see ``replication``)."""
     max_inflight_bytes: int = 1 << 20
     """Entry bytes that may be unacknowledged per follower."""
     max_committed_bytes_per_ready: int = 4 << 20
@@ -124,6 +126,7 @@ class CoreConfig:
         prevent_spiral_elections: bool = True,
         leader_stickiness: bool = True,
         check_quorum: bool = False,
+        replication_pipeline: int = 1,
     ) -> CoreConfig:
         """Build a config from the reference's millisecond options (names as in §13);
         every duration is rounded up to whole ticks of ``tick_ms``."""
@@ -146,4 +149,5 @@ class CoreConfig:
             prevent_spiral_elections=prevent_spiral_elections,
             leader_stickiness=leader_stickiness,
             check_quorum=check_quorum,
+            max_inflight_messages=replication_pipeline,
         )

@@ -132,6 +132,7 @@ class PeerNode:
                 request_id_ttl=opts.request_id_ttl,
                 request_id_ttl_accept_margin=opts.request_id_ttl_accept_margin,
                 prevent_spiral_elections=opts.prevent_spiral_elections,
+                replication_pipeline=opts.replication_pipeline,
             ),
             self.store,
             self.snapshots,

@@ -1,10 +1,14 @@
 """Outbound peer RPCs: one DEALER per other peer, msgids, response matching (PROTOCOL §6).
 
-The core decides every (re)transmission on its ticks and emits each one as a *new* request,
-so this layer never resends: it gives every request the next msgid of its target (a counter
-mod 2^24, as the reference), remembers which request object a msgid belongs to, and hands
-responses back with that object. Late and duplicated responses are handed back too; the core
-ignores stale ones.
+The core decides every (re)transmission on its ticks. A new request object gets the next
+msgid of its target (a counter mod 2^24, as the reference); the very same object emitted again
+is a retransmission and is sent with its original msgid and frames, so that a reference
+follower recognises the duplicate (PROTOCOL §6). Responses are handed back with the request
+object their msgid belongs to; late and duplicated ones too (the core ignores stale ones).
+
+Sockets use ``ZMQ_IMMEDIATE``: nothing is queued for a peer that is not connected (the send
+fails, the core retransmits on its timeout), so a peer coming back does not receive a backlog
+of stale requests.
 
 Memory stays bounded: at most ``MAX_OUTSTANDING`` unanswered msgids are remembered per peer
 (the oldest are forgotten: their answers, if any, are dropped), and each DEALER queues at most
@@ -38,7 +42,7 @@ from raftlog.rpc.responses import decode_response
 from raftlog.transport import send_frames
 
 MAX_OUTSTANDING: Final = 4096
-SEND_HIGH_WATER_MARK: Final = 1000
+SEND_HIGH_WATER_MARK: Final = 64
 MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024
 
 _REQUEST_TYPES: Final[dict[type, bytes]] = {
@@ -58,26 +62,32 @@ class PeerChannel:
         self._ident = ident
         self._msg_id = 0
         self._outstanding: OrderedDict[int, PeerRequest] = OrderedDict()
+        self._last: tuple[PeerRequest, int, list[bytes]] | None = None
         self.dropped_sends = 0
         self.socket = context.socket(zmq.DEALER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.SNDHWM, SEND_HIGH_WATER_MARK)
+        self.socket.setsockopt(zmq.IMMEDIATE, 1)
         self.socket.setsockopt(zmq.RCVHWM, SEND_HIGH_WATER_MARK * 4)
         self.socket.setsockopt(zmq.RECONNECT_IVL, rpc_timeout_ms)
         self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
         self.socket.connect(peer.url)
 
     def send(self, request: PeerRequest) -> None:
-        self._msg_id = next_msg_id(self._msg_id)
-        frames = encode_request(request, ident=self._ident, id=encode_msg_id(self._msg_id))
+        last = self._last
+        if last is not None and last[0] is request:  # a retransmission: same msgid and frames
+            msg_id, frames = last[1], last[2]
+        else:
+            self._msg_id = msg_id = next_msg_id(self._msg_id)
+            frames = encode_request(request, ident=self._ident, id=encode_msg_id(msg_id))
+            self._last = (request, msg_id, frames)
+        self._outstanding[msg_id] = request
+        if len(self._outstanding) > MAX_OUTSTANDING:
+            self._outstanding.popitem(last=False)
         try:
             send_frames(self.socket, frames)
         except zmq.Again:
             self.dropped_sends += 1
-            return
-        self._outstanding[self._msg_id] = request
-        if len(self._outstanding) > MAX_OUTSTANDING:
-            self._outstanding.popitem(last=False)
 
     def receive(self, frames: list[bytes]) -> tuple[PeerRequest, PeerResponse] | None:
         """Match one response; None if it answers nothing we remember."""
@@ -95,6 +105,7 @@ class PeerChannel:
     def cancel_all(self) -> None:
         """Forget every outstanding request (the core has moved on: stepped down)."""
         self._outstanding.clear()
+        self._last = None
 
     def close(self) -> None:
         self.socket.close(linger=0)

@@ -137,10 +137,15 @@ class PeerCluster:
         ident: str = "raftlog-test",
         raft: dict[str, Any] | None = None,
         extra_peers: Iterable[tuple[str, str]] = (),
+        ports: Sequence[int] | None = None,
     ) -> None:
+        """``ports`` optionally fixes the ``2 * len(ids)`` ports to use (router, pub for each
+        peer in turn) instead of free ephemeral ones picked here."""
         self.directory = directory
         self.ident = ident
-        ports = free_ports(2 * len(ids))
+        ports = list(ports) if ports is not None else free_ports(2 * len(ids))
+        if len(ports) != 2 * len(ids):
+            raise ValueError(f"need {2 * len(ids)} ports, got {len(ports)}")
         self.peers: dict[str, PeerProcess] = {}
         for n, peer_id in enumerate(ids):
             self.peers[peer_id] = PeerProcess(
@@ -150,6 +155,7 @@ class PeerCluster:
                 directory / "data" / peer_id,
                 directory / f"{peer_id}.log",
             )
+        self._outsiders: set[str] = set()
         self.config_path = directory / "cluster.toml"
         self._write_config(raft or {}, list(extra_peers))
 
@@ -178,6 +184,8 @@ class PeerCluster:
                 continue
             log = open(peer.log_path, "ab")  # noqa: SIM115 -- handed to the child
             env = dict(os.environ, RAFTLOG_LOG_FORMAT="json")
+            if peer_id in self._outsiders:
+                extra_args = ["--url", peer.url, "--pub-url", peer.pub_url, *extra_args]
             peer.process = subprocess.Popen(
                 [str(PEER_BIN), "-c", str(self.config_path), "--id", peer_id, *extra_args],
                 stdout=log,
@@ -185,6 +193,21 @@ class PeerCluster:
                 env=env,
             )
             log.close()
+
+    def add_outsider(self, peer_id: str) -> PeerProcess:
+        """A peer that is *not* in the cluster file (it starts in CLIENT state with
+        ``--url``/``--pub-url``); ``start(peer_id)`` runs it, ``config_update`` adds it."""
+        port, pub = free_ports(2)
+        peer = PeerProcess(
+            peer_id,
+            f"tcp://127.0.0.1:{port}",
+            f"tcp://127.0.0.1:{pub}",
+            self.directory / "data" / peer_id,
+            self.directory / f"{peer_id}.log",
+        )
+        self.peers[peer_id] = peer
+        self._outsiders.add(peer_id)
+        return peer
 
     def kill(self, peer_id: str) -> None:
         """SIGKILL: no clean shutdown, only what was fsynced survives."""

@@ -34,6 +34,8 @@ class Script:
                 first_election_extra_ticks=0,
                 prevent_spiral_elections=False,
                 leader_stickiness=False,
+                max_inflight_messages=16,  # pipelined: the scripts were written for it
+                max_inflight_bytes=16 << 16,
                 bugs=bugs,
             )
 

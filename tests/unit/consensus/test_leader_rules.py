@@ -121,7 +121,7 @@ def test_rejection_without_hint_backs_off_by_one_entry() -> None:
     assert retry.prev_log_index == 5
 
 
-def test_timeout_abandons_the_pipeline_and_resends_from_the_oldest_unacknowledged() -> None:
+def test_pipelined_timeout_abandons_and_resends_from_the_oldest_unacknowledged() -> None:
     node = make_node(max_append_bytes=64, max_inflight_messages=2, append_entries_timeout_ticks=14)
     _settle(node, elect(node))
     for n in range(6):
@@ -134,8 +134,34 @@ def test_timeout_abandons_the_pipeline_and_resends_from_the_oldest_unacknowledge
     assert not _aes(ack(node, second, success=False, hint=1))
 
 
+def test_stop_and_wait_timeout_resends_the_identical_request() -> None:
+    """PROTOCOL §6/§8: a reference follower debounces on the msgid and exits on a prevLogIndex
+    below its commit index, so a retransmission must be the very same request."""
+    node = make_node(append_entries_timeout_ticks=14)  # max_inflight_messages=1: the default
+    _settle(node, elect(node))
+    for n in range(3):
+        node.core.propose(rid(), bytes([n]), NOW_MS)
+    (first,) = _aes(node.run(), "n2")
+    resent = _aes(node.tick(14 * 8 * 3), "n2")  # timeouts back off: 28, 56, 112, ... ticks
+    assert len(resent) >= 3
+    assert all(m.message is first.message for m in resent)
+
+
+def test_stop_and_wait_sends_no_heartbeat_while_a_request_is_outstanding() -> None:
+    """A reference follower truncates after prevLogIndex on every AppendEntries: a heartbeat
+    racing an outstanding batch would cut it off again."""
+    node = make_node(heartbeat_ticks=3, append_entries_timeout_ticks=14)
+    _settle(node, elect(node))
+    node.core.propose(rid(), b"x", NOW_MS)
+    assert len(_aes(node.run(), "n2")) == 1
+    for _ in range(4):
+        assert _aes(node.tick(3), "n2") == []
+    node.core.propose(rid(), b"y", NOW_MS)
+    assert _aes(node.run(), "n2") == []  # waits for the answer, then sends everything pending
+
+
 def test_late_success_from_an_abandoned_pipeline_still_counts() -> None:
-    node = make_node(append_entries_timeout_ticks=14)
+    node = make_node(append_entries_timeout_ticks=14, max_inflight_messages=2)
     _settle(node, elect(node))
     node.core.propose(rid(), b"x", NOW_MS)
     original = _aes(node.run(), "n2")[0]

@@ -1,0 +1,259 @@
+"""Mixed Raft clusters: raftlog peers and reference ``zmq-raft`` peers in one configuration.
+
+Why: wire compatibility of the *peer* protocol (RequestVote, AppendEntries, msgid debouncing,
+CHECKPOINT entries, the next-index hint) can only be shown by letting both implementations
+elect each other and replicate each other's entries. Two shapes are tested: (a) two raftlog
+peers + one reference peer, (b) one raftlog peer + two reference peers. In each, one peer list
+(ids, URLs, ident) is built once and given to both harnesses; updates are committed with the
+reference client through whichever peer leads; every peer must end up with byte-identical logs
+(compared through RequestLogInfo while running and through each implementation's own storage
+code at the end); then the leader is killed with SIGKILL (twice, so that usually both kinds of
+peer lead at some point), a new leader is elected, more updates commit, and the killed peer,
+restarted, catches up.
+
+Two further tests pin down, deterministically, the situations in which a reference follower
+meets a raftlog leader after missing some traffic: it was down while the cluster committed
+(restart / late start), or it stalled for a few hundred milliseconds (fsync, GC, a loaded
+machine). A reference follower exits ("cowardly refusing to truncate log") when it receives an
+AppendEntries whose prevLogIndex is below its commit index (PROTOCOL §8 rule 4, §15 item 8).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from interop_peers import MixedCluster, entry_bytes, processes_mentioning
+from reference import iter_state_data, js_read_log, js_updates
+
+from raftlog.entry import EntryType, LogEntry
+
+pytestmark = pytest.mark.timeout(120)
+
+T = TypeVar("T")
+State = tuple[int, int, int, int, str | None]  # last index, commit, applied, term, leader
+
+# Reference election timeouts long enough that a raftlog peer wins the first election
+# (ours: 200-300 ms + 300 ms after start-up; these: 1500-2000 ms + 300 ms).
+SLOW_REFERENCE_ELECTIONS = {"electionTimeoutMin": 1500, "electionTimeoutMax": 2000}
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_processes(tmp_path: Path) -> Iterator[None]:
+    """Every peer a test started (its config lives under tmp_path) is gone after it."""
+    yield
+    left = processes_mentioning(tmp_path)
+    assert not left, f"processes left running: {left}"
+
+
+def _wait(cluster: MixedCluster, what: str, check: Callable[[], T | None], timeout: float) -> T:
+    """Poll ``check`` until truthy; fail at once (with the log tail) if a peer process exits,
+    instead of waiting out the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        cluster.check_alive()
+        value = check()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def _same_state(
+    cluster: MixedCluster, ids: Sequence[str], last: int, timeout: float = 15.0
+) -> dict[str, State]:
+    """Wait until every peer in ``ids`` reports lastIndex == commitIndex == lastApplied >=
+    ``last``, the same term and the same leader (RequestLogInfo); return what each reported."""
+    seen: dict[str, State] = {}
+
+    def check() -> bool:
+        seen.clear()
+        for pid in ids:
+            info = cluster.log_info(pid)
+            if info is None:
+                return False
+            seen[pid] = (
+                info.last_index,
+                info.commit_index,
+                info.last_applied,
+                info.term,
+                info.leader_id,
+            )
+        values = set(seen.values())
+        if len(values) != 1:
+            return False
+        ((li, ci, la, _, leader),) = values
+        return li == ci == la >= last and leader is not None
+
+    try:
+        _wait(cluster, f"peers {list(ids)} to agree on a log of >= {last} entries", check, timeout)
+    except AssertionError as exc:
+        raise AssertionError(
+            f"{exc}; last seen (last, commit, applied, term, leader): {seen}"
+        ) from None
+    return dict(seen)
+
+
+def _commit(cluster: MixedCluster, payloads: list[bytes], written: dict[int, bytes]) -> list[int]:
+    """Commit ``payloads`` with the reference client (it finds the leader by itself)."""
+    indexes = js_updates(cluster.urls, cluster.ident, payloads).run()["indexes"]
+    assert indexes == sorted(set(indexes)), indexes
+    assert not set(indexes) & set(written), "an index was handed out twice"
+    written.update(zip(indexes, payloads, strict=True))
+    return indexes
+
+
+def _read_from_leader(cluster: MixedCluster, written: dict[int, bytes]) -> list[bytes]:
+    """Read the whole log with the reference client's RequestEntries (served by the leader);
+    check it holds what was written, in order, and return the raw entries."""
+    log = js_read_log(cluster.urls, cluster.ident).run()
+    assert log["complete"] is True
+    assert [e["index"] for e in log["entries"]] == list(range(1, log["count"] + 1))
+    data = dict(iter_state_data(log["entries"]))
+    assert {i: data.get(i) for i in written} == written
+    # Nothing but our updates and the leaders' CHECKPOINT entries.
+    for e in log["entries"]:
+        entry = LogEntry.from_bytes(entry_bytes(e))
+        if entry.entry_type == EntryType.CHECKPOINT:
+            assert entry.request_id == bytes(12) and entry.data == b"\xc0", e
+        else:
+            assert entry.entry_type == EntryType.STATE and e["index"] in written, e
+    return [entry_bytes(e) for e in log["entries"]]
+
+
+@pytest.mark.parametrize(
+    ("ours", "refs"),
+    [(["1", "2"], ["3"]), (["1"], ["2", "3"])],
+    ids=["2-raftlog+1-reference", "1-raftlog+2-reference"],
+)
+def test_mixed_cluster_elects_replicates_and_survives_leader_kills(
+    reference_installed: Path, tmp_path: Path, ours: list[str], refs: list[str]
+) -> None:
+    with MixedCluster(tmp_path, ours, refs) as cluster:
+        leaders: list[str] = []
+        try:
+            # Both harnesses were told the same peer list and ident.
+            for pid in refs:
+                cfg = cluster.reference.config(pid)["raft"]
+                assert [(p["id"], p["url"]) for p in cfg["peers"]] == list(cluster.urls.items())
+                assert cfg["secret"] == cluster.ident
+            toml = cluster.raftlog.config_path.read_text()
+            for pid, url in cluster.urls.items():
+                assert f'id = "{pid}"\nurl = "{url}"' in toml
+            assert cluster.raftlog.ident == cluster.ident
+
+            cluster.start()
+            leader = cluster.wait_leader(timeout=20)
+            leaders.append(leader)
+            # Every peer, whatever runs it, names the leader.
+            for pid in cluster.ids:
+                _wait(
+                    cluster,
+                    f"peer {pid} to name leader {leader}",
+                    lambda p=pid: cluster.leader_known_by(p) == leader,
+                    10,
+                )
+
+            written: dict[int, bytes] = {}
+            first = _commit(cluster, [b"round0-%d" % i for i in range(25)], written)
+            _same_state(cluster, cluster.ids, first[-1])
+            log = _read_from_leader(cluster, written)
+
+            for rnd in (1, 2):
+                old = cluster.wait_leader()
+                cluster.kill(old)
+                new = cluster.wait_leader(timeout=15, exclude=[old])
+                leaders.append(new)
+                alive = [p for p in cluster.ids if p != old]
+                more = _commit(cluster, [b"round%d-%d" % (rnd, i) for i in range(15)], written)
+                assert min(more) > max(first)
+                _same_state(cluster, alive, more[-1])
+                newlog = _read_from_leader(cluster, written)
+                # The new leader's log extends the old one: nothing committed was lost/changed.
+                assert newlog[: len(log)] == log
+                log = newlog
+
+                cluster.start(old)  # restarts from its data dir and catches up
+                _same_state(cluster, cluster.ids, more[-1], timeout=20)
+                first = more
+
+            print(f"leaders in turn: {[(p, cluster.kind(p)) for p in leaders]}; {len(log)} entries")
+            final = _same_state(cluster, cluster.ids, max(written))
+            assert next(iter(final.values()))[0] == len(log)
+
+            # Byte-identical replicas, each read with its own implementation's storage code.
+            cluster.stop()
+            for pid in cluster.ids:
+                stored = cluster.read_log_files(pid)
+                assert stored == log, f"{cluster.kind(pid)} peer {pid} differs from the leader"
+        except BaseException:
+            print(f"leaders in turn: {[(p, cluster.kind(p)) for p in leaders]}")
+            print(cluster.describe())
+            raise
+
+
+def test_reference_follower_started_late_catches_up_from_a_raftlog_leader(
+    reference_installed: Path, tmp_path: Path
+) -> None:
+    """Two raftlog peers form the majority and commit while the reference peer is down; the
+    reference peer then starts (as after a crash or a maintenance restart) and must catch up."""
+    with MixedCluster(tmp_path, ["1", "2"], ["3"]) as cluster:
+        try:
+            cluster.start("1", "2")
+            leader = cluster.wait_leader(timeout=20)
+            written: dict[int, bytes] = {}
+            done = _commit(cluster, [b"while-down-%d" % i for i in range(10)], written)
+            _same_state(cluster, ["1", "2"], done[-1])
+            cluster.start("3")
+            _same_state(cluster, cluster.ids, done[-1])
+            more = _commit(cluster, [b"after-%d" % i for i in range(5)], written)
+            _same_state(cluster, cluster.ids, more[-1])
+            assert cluster.wait_leader() == leader
+        except BaseException:
+            print(cluster.describe())
+            raise
+
+
+def test_reference_follower_survives_a_stall_behind_a_raftlog_leader(
+    reference_installed: Path, tmp_path: Path
+) -> None:
+    """The reference follower stops reading for a few hundred milliseconds (SIGSTOP/SIGCONT,
+    like an fsync or GC pause on a loaded machine) while the raftlog majority commits; after
+    it resumes it must process what queued up and catch up."""
+    with MixedCluster(
+        tmp_path, ["1", "2"], ["3"], reference_options=SLOW_REFERENCE_ELECTIONS
+    ) as cluster:
+        stopped = False
+        try:
+            cluster.start()
+            leader = cluster.wait_leader(timeout=20)
+            assert cluster.kind(leader) == "raftlog", "the slow-election reference peer won"
+            written: dict[int, bytes] = {}
+            done = _commit(cluster, [b"before-%d" % i for i in range(5)], written)
+            _same_state(cluster, cluster.ids, done[-1])
+
+            pid = cluster.reference.pid("3")
+            os.kill(pid, signal.SIGSTOP)
+            stopped = True
+            t0 = time.monotonic()
+            more = _commit(cluster, [b"during-%d" % i for i in range(5)], written)
+            # Keep it stopped for at least 2 x appendEntriesRpcTimeoutMax (140 ms) after the
+            # commits, so the leader's retransmission timers fire while it is away.
+            _wait(cluster, "a stall of >= 300 ms", lambda: time.monotonic() - t0 >= 0.3, 5)
+            os.kill(pid, signal.SIGCONT)
+            stopped = False
+            _same_state(cluster, cluster.ids, more[-1])
+        except BaseException:
+            print(cluster.describe())
+            raise
+        finally:
+            if stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(cluster.reference.pid("3"), signal.SIGCONT)
