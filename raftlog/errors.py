@@ -82,3 +82,7 @@ class ConfigUpdateError(RaftlogError):
         self.name = name
         self.message = message
         super().__init__(f"config update refused (status {status}): {name}: {message}")
+
+
+class ClientClosedError(RaftlogError):
+    """The client (or the stream or subscriber built on it) was closed while a call waited."""

@@ -37,6 +37,10 @@ class RaftOptions:
     """raftlog extension: AppendEntries in flight per follower. 1 (stop-and-wait, as the
     reference) is required whenever any peer of the cluster is a reference (zmq-raft) peer;
     larger values pipeline replication between raftlog peers only."""
+    catch_up_timeout: int = 30_000
+    """ms a peer started outside its configuration spends downloading the committed log
+    before it starts serving (§12.5); if the cluster is unreachable it starts anyway and is
+    brought up to date by replication once added. 0 skips the download."""
     log_compaction_threshold: int = 0
     """raftlog extension: snapshot the state machine and drop the log prefix once this many
     applied entries lie beyond the last snapshot (never past the prune index, §12.7);
@@ -133,6 +137,7 @@ class RaftOptions:
         need(
             1 <= self.replication_pipeline <= 64, "replication_pipeline", "must be 1 .. 64"
         )
+        need(self.catch_up_timeout >= 0, "catch_up_timeout", "must be >= 0")
         need(self.log_compaction_threshold >= 0, "log_compaction_threshold", "must be >= 0")
         need(1 <= self.tick_ms <= self.rpc_timeout, "tick_ms", "must be within 1 .. rpc_timeout")
         return self

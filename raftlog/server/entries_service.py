@@ -61,6 +61,7 @@ class _Pipeline:
     paused: bool = False
     snapshot: SnapshotMeta | None = None
     next_offset: int = 0
+    final_sent: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,16 +188,21 @@ class EntriesService:
             del self._pipes[key]  # replaced under the stream: the client restarts
             return
         header_tail = encode_uint(meta.index)
-        while len(pipe.unacked) < self._limits.snapshot_pipelines:
+        while not pipe.final_sent and len(pipe.unacked) < self._limits.snapshot_pipelines:
             offset = pipe.next_offset
             chunk = self._snapshots.read(offset, SNAPSHOT_CHUNK) if offset < meta.size else b""
             triple = pack_json([offset, meta.size, meta.term])
             self._reply(pipe.routing, [pipe.req_id, _SNAPSHOT, triple, header_tail, chunk])
             pipe.next_offset = offset + len(chunk)
             if pipe.next_offset >= meta.size:
-                del self._pipes[key]  # the client continues with prevIndex = meta.index
-                return
-            pipe.unacked.append(pipe.next_offset)
+                pipe.final_sent = True
+            else:
+                pipe.unacked.append(pipe.next_offset)
+        if pipe.final_sent and not pipe.unacked:
+            # Closed only once every non-final chunk is acknowledged (as the reference): an
+            # ack arriving later would otherwise restart the stream and resend the last chunk.
+            # The client then continues with prevIndex = meta.index, a new entries stream.
+            del self._pipes[key]
 
     def sweep(self, now: float) -> None:
         """Drop idle streams (called often; does work every ``SWEEP_INTERVAL``)."""

@@ -44,15 +44,18 @@ from raftlog.consensus import (
     SteppedDown,
     TruncationRefused,
 )
+from raftlog.errors import ClusterUnavailableError
 from raftlog.ids import RequestIdGenerator
 from raftlog.log import get_logger
 from raftlog.rpc.messages import ConfigPayload
+from raftlog.server.catch_up import CatchUp
 from raftlog.server.client_service import ClientService
 from raftlog.server.dispatch import Dispatcher
 from raftlog.server.entries_service import EntriesLimits, EntriesService
 from raftlog.server.peers import MAX_MESSAGE_SIZE, PeerChannels
 from raftlog.statemachine.broadcast import BroadcastStateMachine
 from raftlog.statemachine.composite import CompositeStateMachine
+from raftlog.storage.base import HardState
 from raftlog.storage.rocks import open_storage
 from raftlog.transport import recv_frames, send_frames
 
@@ -108,6 +111,8 @@ class PeerNode:
         )
         self.machine = CompositeStateMachine([self.broadcast])
         self._sockets_open = True
+        if not settings.is_member and opts.catch_up_timeout:
+            saved = self._catch_up(settings)
         self.router = self._context.socket(zmq.ROUTER)
         self.router.setsockopt(zmq.LINGER, 0)
         self.router.setsockopt(zmq.RCVHWM, ROUTER_HIGH_WATER_MARK)
@@ -169,6 +174,20 @@ class PeerNode:
             last_applied=self.machine.last_applied,
             member=settings.is_member,
         )
+
+    def _catch_up(self, settings: PeerSettings) -> HardState:
+        """§12.5: download the committed log before serving (see ``catch_up``)."""
+        catcher = CatchUp(self.store, self.hard_state, self.snapshots, self.machine)
+        seeds = [p.url for p in settings.peers]
+        self.log.info("catch_up_started", seeds=seeds, last_index=self.store.last_index)
+        try:
+            last = catcher.run(seeds, settings.ident, settings.options.catch_up_timeout / 1000)
+            self.log.info("catch_up_done", last_index=last, entries=catcher.entries)
+        except ClusterUnavailableError as exc:
+            self.log.warning("catch_up_incomplete", reason=str(exc), entries=catcher.entries)
+        saved = self.hard_state.load()
+        self.store.set_commit_floor(saved.last_applied)
+        return saved
 
     # -- I/O helpers -----------------------------------------------------------------------
     def reply(self, routing: bytes, frames: list[bytes]) -> None:

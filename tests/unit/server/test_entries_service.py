@@ -128,10 +128,16 @@ def test_compacted_range_streams_snapshot_chunks_then_hands_over_to_entries(offs
     assert all(decode_uint(f[1], 1) == 3 and decode_uint(f[3], 3) == 10 for f in out)
     assert unpack_json(out[0][2]) == [offset, len(data), 1]
     got = b"".join(f[4] for f in out)
-    if offset == 0:  # one ack (original prevIndex + next offset) releases the last chunk
+    if offset == 0:  # the first ack (original prevIndex + next offset) releases the last chunk
         tail = h.ask(RequestEntries(0, snapshot_offset=65536), applied=20)
         got += tail[0][4]
+        acks = [65536 * 2]
+    else:
+        acks = [offset + 65536]
     assert got == data[offset:]
+    assert h.svc.open_pipelines == 1  # the final chunk is out, an earlier one is unacked
+    for next_offset in acks:  # a late ack closes the stream; it never resends the last chunk
+        assert h.ask(RequestEntries(0, snapshot_offset=next_offset), applied=20) == []
     assert h.svc.open_pipelines == 0
     after = h.ask(RequestEntries(10), applied=20)
     assert [summary(f) for f in after] == [(1, 20, 10)]

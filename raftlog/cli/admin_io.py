@@ -1,0 +1,148 @@
+"""Helpers of ``raftlog-admin``: argument parsing, per-peer probes, and output formatting."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import zmq
+
+from raftlog.client.models import IndexedEntry
+from raftlog.entry import EntryType
+from raftlog.errors import RaftlogError
+from raftlog.rpc.codec import encode_request
+from raftlog.rpc.config import validate_peer_url
+from raftlog.rpc.messages import Peer, RequestLogInfo, RequestLogInfoResponse, SnapshotChunk
+from raftlog.rpc.responses import decode_response
+
+EXIT_OK: Final = 0
+EXIT_REFUSED: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_UNAVAILABLE: Final = 3
+
+
+class UsageError(Exception):
+    """Bad command-line input (exit code 2)."""
+
+
+def parse_peer_args(items: Sequence[str]) -> list[Peer]:
+    """``ID=URL`` or ``URL/ID`` items as peers, URLs validated as the protocol requires."""
+    peers: list[Peer] = []
+    for item in items:
+        if "=" in item:
+            peer_id, url = item.split("=", 1)
+        elif item.startswith("tcp://") and item.count("/") >= 3:
+            url, peer_id = item.rsplit("/", 1)
+        else:
+            raise UsageError(f"peer {item!r}: write ID=URL or URL/ID, e.g. 4=tcp://10.0.0.4:8047")
+        if not peer_id:
+            raise UsageError(f"peer {item!r}: empty id")
+        try:
+            validate_peer_url(url)
+        except (ValueError, RaftlogError) as exc:
+            raise UsageError(f"peer {item!r}: {exc}") from None
+        peers.append(Peer(peer_id, url))
+    ids = [p.id for p in peers]
+    if len(set(ids)) != len(ids):
+        raise UsageError("duplicate peer ids")
+    return peers
+
+
+@dataclass(frozen=True, slots=True)
+class PeerRow:
+    peer: Peer
+    info: RequestLogInfoResponse | None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.info is not None and self.info.is_leader
+
+    @property
+    def last_index(self) -> int:
+        return self.info.last_index if self.info is not None else 0
+
+
+def peer_status(peer: Peer, ident: str, timeout: float) -> PeerRow:
+    """RequestLogInfo asked of this one peer (not the leader): its own view."""
+    sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        sock.connect(peer.url)
+        sock.send_multipart(encode_request(RequestLogInfo(), ident=ident.encode(), id=b"\x01"))
+        if sock.poll(int(min(timeout, 1.0) * 1000)):
+            _, resp = decode_response(b"%", sock.recv_multipart())
+            if isinstance(resp, RequestLogInfoResponse):
+                return PeerRow(peer, resp)
+    except (zmq.ZMQError, RaftlogError):
+        pass
+    finally:
+        sock.close(linger=0)
+    return PeerRow(peer, None)
+
+
+def render_table(rows: Sequence[PeerRow], leader_last: int | None) -> str:
+    header = ("ID", "URL", "ROLE", "TERM", "COMMIT", "APPLIED", "LAST", "LAG")
+    lines: list[tuple[str, ...]] = [header]
+    for row in rows:
+        info = row.info
+        if info is None:
+            lines.append((row.peer.id, row.peer.url, "down", "-", "-", "-", "-", "-"))
+            continue
+        role = "leader" if info.is_leader else "follower"
+        lag = "-" if leader_last is None else str(max(0, leader_last - info.last_applied))
+        lines.append(
+            (
+                row.peer.id,
+                row.peer.url,
+                role,
+                str(info.term),
+                str(info.commit_index),
+                str(info.last_applied),
+                str(info.last_index),
+                lag,
+            )
+        )
+    widths = [max(len(line[c]) for line in lines) for c in range(len(header))]
+    return "\n".join(
+        "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in lines
+    )
+
+
+def entry_line(item: IndexedEntry | SnapshotChunk, as_json: bool) -> str:
+    """One printable line per entry: ``INDEX TYPE TERM DATA`` or a JSON object."""
+    if isinstance(item, SnapshotChunk):
+        text = f"snapshot index={item.index} offset={item.offset}/{item.total_size}"
+        return json.dumps({"snapshot": text}) if as_json else text
+    entry = item.entry
+    kind = EntryType(entry.entry_type).name if entry.entry_type <= 2 else str(entry.entry_type)
+    try:
+        data_text: str | None = entry.data.decode("utf-8")
+    except UnicodeDecodeError:
+        data_text = None
+    if as_json:
+        record: dict[str, object] = {
+            "index": item.index,
+            "term": entry.term,
+            "type": kind,
+            "request_id": entry.request_id.hex(),
+        }
+        if data_text is not None:
+            record["data"] = data_text
+        else:
+            record["data_base64"] = base64.b64encode(entry.data).decode()
+        return json.dumps(record)
+    shown = (
+        data_text if data_text is not None else "base64:" + base64.b64encode(entry.data).decode()
+    )
+    return f"{item.index}\t{kind}\t{entry.term}\t{shown}"
+
+
+def progress(done: int, total: int) -> None:
+    width = 30
+    filled = width * done // max(1, total)
+    bar = "#" * filled + "." * (width - filled)
+    print(f"\r[{bar}] {done}/{total}", end="", file=sys.stderr, flush=True)

@@ -1,0 +1,26 @@
+"""The raftlog client: asyncio ``RaftClient``, blocking ``SyncRaftClient`` and ``Subscriber``.
+
+Wire-compatible with zmq-raft clusters (PROTOCOL.md §10, §11, §13): leader discovery and
+following, idempotent updates (retries reuse the request id), back-pressured RequestEntries
+streams and gap-free live subscriptions.
+"""
+
+from raftlog.client.client import RaftClient
+from raftlog.client.entries import EntryStream
+from raftlog.client.models import ClusterInfo, IndexedEntry, StreamItem
+from raftlog.client.subscriber import Subscriber
+from raftlog.client.sync import SyncRaftClient
+from raftlog.rpc.messages import Peer, RequestLogInfoResponse, SnapshotChunk
+
+__all__ = [
+    "ClusterInfo",
+    "EntryStream",
+    "IndexedEntry",
+    "Peer",
+    "RaftClient",
+    "RequestLogInfoResponse",
+    "SnapshotChunk",
+    "StreamItem",
+    "Subscriber",
+    "SyncRaftClient",
+]

@@ -1,0 +1,317 @@
+"""``RaftClient``: the asyncio client of a raftlog / zmq-raft cluster (PROTOCOL.md §10, §13).
+
+Usage::
+
+    async with RaftClient(["tcp://127.0.0.1:8047"], ident="raftlog-local") as client:
+        index = await client.request_update(b"payload")
+        async for item in client.request_entries(0):
+            ...
+
+The client is lazy: nothing is sent before the first call, which discovers the cluster (its
+peer list and leader) with RequestConfig. Retries, leader following and timeouts are
+described in :mod:`raftlog.client.routing`; every call takes an optional ``timeout`` (seconds,
+all retries included) and raises ``ClusterUnavailableError`` when it runs out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Sequence
+from types import TracebackType
+
+import zmq.asyncio
+
+from raftlog.client.entries import EntryStream
+from raftlog.client.models import (
+    DEFAULT_TIMEOUT,
+    ELECTION_GRACE,
+    RESPONSE_TIMEOUT,
+    ClusterInfo,
+    to_peers,
+)
+from raftlog.client.routing import WAIT, ClusterLink, Done, Outcome, Redirect
+from raftlog.entry import REQUEST_ID_SIZE
+from raftlog.errors import ConfigUpdateError, RemoteProtocolError, RequestExpiredError
+from raftlog.ids import RequestIdGenerator
+from raftlog.rpc import encode_request
+from raftlog.rpc.messages import (
+    ConfigUpdate,
+    ConfigUpdateResponse,
+    ConfigUpdateStatus,
+    Peer,
+    RequestBroadcastStateUrl,
+    RequestBroadcastStateUrlResponse,
+    RequestConfig,
+    RequestConfigResponse,
+    RequestLogInfo,
+    RequestLogInfoResponse,
+    RequestUpdate,
+    RequestUpdateResponse,
+    Response,
+    UpdateStatus,
+)
+
+
+def _unexpected(resp: Response) -> RemoteProtocolError:
+    return RemoteProtocolError(f"unexpected response {type(resp).__name__}")
+
+
+class RaftClient:
+    """Leader-following, retrying asyncio client; use as ``async with RaftClient(...)``.
+
+    ``peers``: seed ROUTER URLs (any subset of the cluster); ``ident``: the cluster ident
+    (a wrong ident makes every peer silent, so calls end in ``ClusterUnavailableError``);
+    ``timeout``: default overall deadline of a call; ``response_timeout``: silence after which
+    the next peer is tried; ``election_grace``: pause when no peer knows a leader;
+    ``context``: a ``zmq.asyncio.Context`` to share (default: a private one).
+    Update retries always reuse the request id, so an update is applied at most once.
+    """
+
+    def __init__(
+        self,
+        peers: Sequence[str],
+        ident: str | bytes,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        response_timeout: float = RESPONSE_TIMEOUT,
+        election_grace: float = ELECTION_GRACE,
+        context: zmq.asyncio.Context | None = None,
+    ) -> None:
+        if isinstance(peers, str):
+            peers = [peers]
+        if timeout <= 0 or response_timeout <= 0 or election_grace < 0:
+            raise ValueError("timeouts must be positive")
+        self.timeout = timeout
+        self._link = ClusterLink(
+            list(peers),
+            ident.encode() if isinstance(ident, str) else bytes(ident),
+            response_timeout=response_timeout,
+            election_grace=election_grace,
+            context=context,
+        )
+        self._ids = RequestIdGenerator()
+        self._streams: weakref.WeakSet[EntryStream] = weakref.WeakSet()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    async def __aenter__(self) -> RaftClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every stream and socket; waiting calls raise ``ClientClosedError``."""
+        for stream in list(self._streams):
+            with contextlib.suppress(Exception):
+                await stream.aclose()
+        await self._link.aclose()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`aclose` ran."""
+        return self._link.closed
+
+    # -- what the client knows -------------------------------------------------------------
+    @property
+    def ident(self) -> bytes:
+        """The cluster ident sent in every request."""
+        return self._link.ident
+
+    @property
+    def context(self) -> zmq.asyncio.Context:
+        """The ZeroMQ context of this client's sockets (subscribers reuse it)."""
+        return self._link.context
+
+    @property
+    def leader(self) -> Peer | None:
+        """The leader as last learned, or None while unknown."""
+        return self._link.leader
+
+    @property
+    def peer_urls(self) -> tuple[str, ...]:
+        """The peer URLs in use: the seeds until the cluster reported its configuration."""
+        return self._link.urls
+
+    @property
+    def response_timeout(self) -> float:
+        """Seconds of silence before another peer is tried."""
+        return self._link.response_timeout
+
+    def invalidate_leader(self) -> None:
+        """Forget the leader, so the next call rediscovers it (used on broadcast silence)."""
+        self._link.forget_leader()
+
+    def new_request_id(self) -> bytes:
+        """A fresh 12-byte update request id (§3); pass it to retry an update idempotently."""
+        return self._ids.next()
+
+    def _window(self, timeout: float | None) -> tuple[float, float]:
+        self._link.check_open()
+        started = self._link.now()
+        return started, started + (self.timeout if timeout is None else timeout)
+
+    # -- RPCs ------------------------------------------------------------------------------
+    async def request_config(self, *, timeout: float | None = None) -> ClusterInfo:
+        """The leader's RequestConfig answer (§10.1); also refreshes the peer list."""
+        started, deadline = self._window(timeout)
+        link = self._link
+
+        def interpret(resp: Response, url: str) -> Outcome[ClusterInfo]:
+            if not isinstance(resp, RequestConfigResponse):
+                raise _unexpected(resp)
+            if not resp.is_leader:
+                return Redirect(resp.leader_id)
+            link.apply_config(resp, url)
+            return Done(ClusterInfo(resp.leader_id, resp.peers, resp.is_leader))
+
+        frames = encode_request(RequestConfig(), ident=link.ident, id=link.new_id())
+        return await link.leader_call(frames, interpret, deadline=deadline, started=started)
+
+    async def request_log_info(
+        self, *, any_peer: bool = False, timeout: float | None = None
+    ) -> RequestLogInfoResponse:
+        """RequestLogInfo (§10.2) from the leader, or from whichever peer answers first when
+        ``any_peer`` is true (its ``is_leader`` / ``leader_id`` say who answered)."""
+        started, deadline = self._window(timeout)
+        link = self._link
+        if any_peer:
+            while (wait := min(link.response_timeout, deadline - link.now())) > 0:
+                url = link.next_url()
+                resp = await link.ask(url, RequestLogInfo(), wait)
+                if isinstance(resp, RequestLogInfoResponse):
+                    return resp
+            raise link.unavailable(started, "no peer answered")
+
+        def interpret(resp: Response, url: str) -> Outcome[RequestLogInfoResponse]:
+            if not isinstance(resp, RequestLogInfoResponse):
+                raise _unexpected(resp)
+            return Done(resp) if resp.is_leader else Redirect(resp.leader_id)
+
+        frames = encode_request(RequestLogInfo(), ident=link.ident, id=link.new_id())
+        return await link.leader_call(frames, interpret, deadline=deadline, started=started)
+
+    async def request_update(
+        self, data: bytes, request_id: bytes | None = None, *, timeout: float | None = None
+    ) -> int:
+        """Append ``data`` to the log; returns its index once the leader has applied it.
+
+        ``request_id`` (12 bytes, default: fresh) makes the call idempotent: resending the
+        same id, here or after a crash, never appends twice while the id is remembered
+        (8 h by default). Raises ``ValueError`` for empty data (the protocol would silently
+        ignore it), ``RequestExpiredError`` if the leader finds the id's timestamp outside
+        its acceptance window (§3.1), ``ClusterUnavailableError`` after ``timeout``.
+        """
+        data = bytes(data)
+        if not data:
+            raise ValueError("update data must hold at least one byte")
+        rid = self._ids.next() if request_id is None else bytes(request_id)
+        if len(rid) != REQUEST_ID_SIZE:
+            raise ValueError(f"request_id must be {REQUEST_ID_SIZE} bytes, got {len(rid)}")
+        started, deadline = self._window(timeout)
+
+        def interpret(resp: Response, url: str) -> Outcome[int]:
+            if not isinstance(resp, RequestUpdateResponse):
+                raise _unexpected(resp)
+            if resp.status is UpdateStatus.DONE and resp.index is not None:
+                return Done(resp.index)
+            if resp.status is UpdateStatus.ACCEPTED:
+                return WAIT
+            if resp.status is UpdateStatus.NOT_LEADER:
+                return Redirect(resp.leader_id)
+            raise RequestExpiredError(f"request id {rid.hex()} rejected as expired by the leader")
+
+        frames = encode_request(RequestUpdate(rid, data), ident=self.ident)
+        return await self._link.leader_call(
+            frames, interpret, deadline=deadline, started=started, final_from_any=True
+        )
+
+    async def config_update(
+        self,
+        peers: Sequence[Peer] | Sequence[tuple[str, str]],
+        *,
+        request_id: bytes | None = None,
+        timeout: float | None = None,
+    ) -> int:
+        """Change the membership to ``peers`` (the complete new list, §10.4, §12.4).
+
+        Returns the index of the joint C(old,new) entry, answered once C(new) has been
+        appended. Status 2 raises ``ConfigUpdateError(2, name, message)``; status 3 ("busy":
+        another change is in progress) raises ``ConfigUpdateError(3, ...)`` at once rather
+        than retrying, because waiting could apply this change on top of someone else's;
+        call again once that change is done. Status 4 raises ``RequestExpiredError``.
+        Retries reuse the request id, which the leader answers with "accepted" (status 1).
+        """
+        new_peers = to_peers(peers)
+        if not new_peers:
+            raise ValueError("the new configuration needs at least one peer")
+        rid = self._ids.next() if request_id is None else bytes(request_id)
+        if len(rid) != REQUEST_ID_SIZE:
+            raise ValueError(f"request_id must be {REQUEST_ID_SIZE} bytes, got {len(rid)}")
+        started, deadline = self._window(timeout)
+
+        def interpret(resp: Response, url: str) -> Outcome[int]:
+            if not isinstance(resp, ConfigUpdateResponse):
+                raise _unexpected(resp)
+            status = resp.status
+            if status is ConfigUpdateStatus.OK:
+                return WAIT if resp.index is None else Done(resp.index)
+            if status is ConfigUpdateStatus.NOT_LEADER:
+                return Redirect(resp.leader_id)
+            if status is ConfigUpdateStatus.CONFIG_ERROR:
+                err = resp.error
+                name, message = (err.name, err.message) if err else ("Error", "rejected")
+                raise ConfigUpdateError(int(status), name, message)
+            if status is ConfigUpdateStatus.BUSY:
+                raise ConfigUpdateError(
+                    int(status), "Busy", "another configuration change is in progress"
+                )
+            raise RequestExpiredError(f"request id {rid.hex()} rejected as expired by the leader")
+
+        frames = encode_request(ConfigUpdate(rid, new_peers), ident=self.ident)
+        return await self._link.leader_call(
+            frames, interpret, deadline=deadline, started=started, final_from_any=True
+        )
+
+    async def request_broadcast_url(self, *, timeout: float | None = None) -> str:
+        """The PUB URL of the leader's BroadcastStateMachine (§11.1). Every peer answers with
+        its own URL, so the request goes to the leader (discovered first if needed)."""
+        started, deadline = self._window(timeout)
+        link = self._link
+
+        def interpret(resp: Response, url: str) -> Outcome[str]:
+            if not isinstance(resp, RequestBroadcastStateUrlResponse):
+                raise _unexpected(resp)
+            return Done(resp.url)
+
+        frames = encode_request(RequestBroadcastStateUrl(), ident=link.ident, id=link.new_id())
+        return await link.leader_call(frames, interpret, deadline=deadline, started=started)
+
+    def request_entries(
+        self, prev_index: int = 0, count: int | None = None, *, timeout: float | None = None
+    ) -> EntryStream:
+        """Stream the log after ``prev_index`` (§10.5): ``IndexedEntry`` items, preceded by
+        ``SnapshotChunk`` items when that part of the log was compacted.
+
+        ``count`` bounds the number of entries (a whole snapshot counts as one); without it
+        the stream ends at the leader's last applied index at the time of the request.
+        ``timeout`` bounds the time without progress. Iterate with ``async for``; leave
+        early with ``break`` or, deterministically, ``async with`` / ``aclose()``.
+        """
+        if prev_index < 0 or (count is not None and count < 0):
+            raise ValueError("prev_index and count must not be negative")
+        self._link.check_open()
+        stream = EntryStream(
+            self._link,
+            prev_index,
+            count,
+            self.timeout if timeout is None else timeout,
+            on_close=self._streams.discard,
+        )
+        self._streams.add(stream)
+        return stream

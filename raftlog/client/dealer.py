@@ -1,0 +1,186 @@
+"""One ``zmq.asyncio`` DEALER per peer URL, and the request-id -> waiter registry.
+
+Frames travel as the protocol wants them from a DEALER: ``[id, type, ident, args...]`` out,
+``[id, response...]`` in, no empty delimiter frame (PROTOCOL.md §1). Each channel owns exactly
+one socket and one reader task (the only code that calls ``recv`` on it); the reader hands
+every response to a :class:`Waiters` registry keyed by the echoed id frame, and responses
+nobody waits for (late, duplicate, for a finished call) are dropped there.
+
+Timeouts use ``asyncio.timeout`` rather than ``asyncio.wait_for``: on Python 3.11 the latter
+can swallow a cancellation that races with the awaited result (gh-86296), which would make a
+task running a client call impossible to cancel.
+
+Socket options: ``LINGER=0`` (a closed client never blocks on undeliverable requests) and
+``IMMEDIATE=1``, so a message is queued only on a *completed* connection: a send to a dead
+peer waits (and the caller times out and tries the next peer) instead of piling up requests
+that a restarted peer would replay much later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+import zmq
+import zmq.asyncio
+
+SEND_HIGH_WATER_MARK: Final = 1000
+"""Outgoing messages queued per connection. The reference client uses 2, but it sends one
+request at a time; this client multiplexes many concurrent calls over one connection."""
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One response as received: which channel (peer URL) it came from, and its frames."""
+
+    url: str
+    frames: list[bytes]
+
+
+CLOSED: Final = Delivery("", [])
+"""Sentinel put into every inbox when the registry is closed (the client went away)."""
+
+Inbox = asyncio.Queue[Delivery]
+
+
+async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` and wait until it ended. Unlike ``suppress(CancelledError): await
+    task``, this never swallows a cancellation of the *calling* task."""
+    task.cancel()
+    await asyncio.wait({task})
+    if not task.cancelled():
+        task.exception()  # retrieved: never logged as "exception was never retrieved"
+
+
+async def next_delivery(inbox: Inbox, timeout: float) -> Delivery | None:
+    """The next delivery in ``inbox``, or None after ``timeout`` seconds."""
+    if timeout <= 0:
+        return None if inbox.empty() else inbox.get_nowait()
+    try:
+        async with asyncio.timeout(timeout):
+            return await inbox.get()
+    except TimeoutError:
+        return None
+
+
+class Waiters:
+    """Request id -> inboxes of the callers waiting for responses carrying that id.
+
+    Several inboxes may wait for the same id (two calls retrying the same update reqid).
+    """
+
+    def __init__(self) -> None:
+        self._by_id: dict[bytes, list[Inbox]] = {}
+        self._closed = False
+
+    @contextlib.contextmanager
+    def register(self, req_id: bytes) -> Iterator[Inbox]:
+        """An inbox receiving every response with ``req_id`` until the block exits."""
+        inbox: Inbox = asyncio.Queue()
+        if self._closed:
+            inbox.put_nowait(CLOSED)
+        self._by_id.setdefault(req_id, []).append(inbox)
+        try:
+            yield inbox
+        finally:
+            inboxes = self._by_id.get(req_id)
+            if inboxes is not None:
+                inboxes.remove(inbox)
+                if not inboxes:
+                    del self._by_id[req_id]
+
+    def deliver(self, url: str, frames: list[bytes]) -> bool:
+        """Hand a response to its waiters; False (dropped) when nobody waits for its id."""
+        if not frames:
+            return False
+        inboxes = self._by_id.get(frames[0])
+        if not inboxes:
+            return False
+        delivery = Delivery(url, frames)
+        for inbox in inboxes:
+            inbox.put_nowait(delivery)
+        return True
+
+    def close(self) -> None:
+        """Wake every waiter with :data:`CLOSED`; later registrations get it at once."""
+        self._closed = True
+        for inboxes in self._by_id.values():
+            for inbox in inboxes:
+                inbox.put_nowait(CLOSED)
+
+
+class DealerChannel:
+    """A DEALER connected to one peer URL, with its reader task. Create inside a running loop."""
+
+    def __init__(self, context: zmq.asyncio.Context, url: str, waiters: Waiters) -> None:
+        self.url = url
+        self._waiters = waiters
+        sock = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.IMMEDIATE, 1)
+        sock.setsockopt(zmq.SNDHWM, SEND_HIGH_WATER_MARK)
+        sock.connect(url)
+        self._socket = sock
+        self._sync_socket: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)
+        self._closed = False
+        self._reader = asyncio.get_running_loop().create_task(
+            self._read(), name=f"raftlog-client-reader {url}"
+        )
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`aclose` was called."""
+        return self._closed
+
+    async def send(self, frames: list[bytes], timeout: float) -> bool:
+        """Queue ``frames`` on the connection; False if it is not writable within ``timeout``
+        seconds (peer down or not yet connected) or the socket is closed."""
+        if self._closed:
+            return False
+        try:
+            async with asyncio.timeout(max(timeout, 0.0)):
+                await self._socket.send_multipart(frames)
+        except (TimeoutError, zmq.ZMQError):
+            return False
+        return True
+
+    def send_nowait(self, frames: list[bytes]) -> bool:
+        """Best-effort send that never waits (used for stream stop messages)."""
+        if self._closed:
+            return False
+        try:
+            self._sync_socket.send_multipart(frames, flags=zmq.NOBLOCK)
+        except zmq.ZMQError:
+            return False
+        return True
+
+    async def _read(self) -> None:
+        sock = self._socket
+        waiters = self._waiters
+        url = self.url
+        while True:
+            try:
+                frames = await sock.recv_multipart()
+            except zmq.ZMQError as exc:
+                if not self._closed:
+                    log.debug("client_reader_stopped url=%s error=%s", url, exc)
+                return
+            if not waiters.deliver(url, frames):
+                log.debug("client_response_dropped url=%s id=%s", url, frames[0][:12].hex())
+
+    async def aclose(self, linger_ms: int = 0) -> None:
+        """Stop the reader and close the socket. ``linger_ms`` > 0 gives messages already
+        queued (a stream's stop request) that long to leave; nothing ever waits for it."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await cancel_and_wait(self._reader)
+        finally:
+            self._socket.close(linger=linger_ms)

@@ -1,0 +1,127 @@
+"""Membership changes end to end: CLIENT-state catch-up, joint consensus, leader removal,
+and repeated add/remove under a continuous write load (node-zmq-raft issue #27 hangs here)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from integration.cluster import PeerCluster, wait_for
+from integration.peer.updates import new_request_id, update
+from raftlog.client import Peer, SyncRaftClient
+from raftlog.errors import ConfigUpdateError
+
+
+def _peers(cluster: PeerCluster, ids: list[str]) -> list[Peer]:
+    return [Peer(i, cluster.peers[i].url) for i in ids]
+
+
+def _follows(cluster: PeerCluster, peer_id: str, members: list[str]) -> bool:
+    cfg = cluster.config_of(peer_id)
+    return cfg is not None and [p.id for p in cfg.peers] == members and cfg.leader_id is not None
+
+
+def test_a_new_peer_catches_up_in_client_state_then_becomes_a_voter(cluster: PeerCluster) -> None:
+    last = max(update(cluster, b"early %d" % n) for n in range(300))
+    cluster.add_outsider("4")
+    cluster.start("4")
+    caught = wait_for(
+        "peer 4 to download the log before joining",
+        lambda: (i := cluster.log_info("4")) is not None and i.last_applied >= last and i,
+    )
+    assert not caught.is_leader
+    cfg = cluster.config_of("4")
+    assert cfg is not None and [p.id for p in cfg.peers] == ["1", "2", "3"]
+    with SyncRaftClient(cluster.urls[:3], cluster.ident, timeout=30) as client:
+        joint = client.config_update(_peers(cluster, ["1", "2", "3", "4"]))
+    assert joint > last
+    for peer_id in ("1", "2", "3", "4"):
+        wait_for(
+            f"{peer_id} in C(new)", lambda p=peer_id: _follows(cluster, p, ["1", "2", "3", "4"])
+        )
+    newer = update(cluster, b"after join")
+    wait_for("peer 4 to replicate", lambda: cluster.log_info("4").last_applied >= newer)
+    text = cluster.peers["4"].log_path.read_text()
+    assert "catch_up_done" in text
+
+
+def test_removing_the_leader_hands_leadership_to_a_remaining_peer(cluster: PeerCluster) -> None:
+    update(cluster, b"x")
+    old = cluster.wait_leader()
+    rest = [p for p in ("1", "2", "3") if p != old]
+    with SyncRaftClient(cluster.urls, cluster.ident, timeout=30) as client:
+        client.config_update(_peers(cluster, rest))
+    new = wait_for(
+        "a leader among the remaining peers", lambda: (lid := _leader_of(cluster, rest)) and lid
+    )
+    assert new in rest
+    index = update(cluster, b"after removal")
+    for peer_id in rest:
+        wait_for(f"{peer_id} applies", lambda p=peer_id: cluster.log_info(p).last_applied >= index)
+    cluster.terminate(old)  # the removed peer can be shut down; the cluster goes on
+    update(cluster, b"without the old leader")
+
+
+def _change(client: SyncRaftClient, peers: list[Peer], timeout: float = 60) -> int:
+    """config_update, retried while the previous change's C(new) is not yet committed (the
+    client reports "busy" at once instead of queueing changes on top of each other)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return client.config_update(peers)
+        except ConfigUpdateError as exc:
+            if exc.status != 3 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _leader_of(cluster: PeerCluster, ids: list[str]) -> str | None:
+    for peer_id in ids:
+        cfg = cluster.config_of(peer_id)
+        if cfg is not None and cfg.is_leader:
+            return peer_id
+    return None
+
+
+def test_adding_and_removing_a_fourth_peer_five_times_under_load(cluster: PeerCluster) -> None:
+    cluster.add_outsider("4")
+    cluster.start("4")
+    acked: dict[bytes, int] = {}
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        n = 0
+        try:
+            while not stop.is_set():
+                rid = new_request_id()
+                acked[rid] = update(cluster, b"load %d" % n, rid, timeout=60)
+                n += 1
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer) for _ in range(3)]
+    for t in threads:
+        t.start()
+    three, four = ["1", "2", "3"], ["1", "2", "3", "4"]
+    try:
+        with SyncRaftClient(cluster.urls[:3], cluster.ident, timeout=60) as client:
+            for _round in range(5):
+                _change(client, _peers(cluster, four))
+                wait_for("peer 4 to follow", lambda: _follows(cluster, "4", four), timeout=60)
+                _change(client, _peers(cluster, three))
+                wait_for("C(new) without 4", lambda: _follows(cluster, "1", three), timeout=60)
+                assert not errors, errors
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(90)
+    assert not errors, errors
+    assert len(acked) > 20
+    leader = cluster.wait_leader()
+    entries = cluster.read_all(leader)
+    by_rid: dict[bytes, list[int]] = {}
+    for index, raw in entries:
+        by_rid.setdefault(raw[:12], []).append(index)
+    for rid, index in acked.items():
+        assert by_rid.get(rid) == [index]
