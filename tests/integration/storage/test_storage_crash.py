@@ -57,25 +57,31 @@ class Model:
             self.snapshot = (SnapshotMeta(index, term, size), snapshot_data(seq, size))
 
 
-def read_lines(proc: subprocess.Popen[bytes], until: float, stop_at: str | None) -> list[str]:
-    """Lines from the child until ``stop_at`` is seen, the child exits, or ``until``."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    buffer = b""
-    lines: list[str] = []
-    while time.monotonic() < until:
-        ready, _, _ = select.select([fd], [], [], max(0.0, until - time.monotonic()))
-        if not ready:
-            break
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        buffer += chunk
-        *complete, buffer = buffer.split(b"\n")
-        lines.extend(line.decode() for line in complete)
-        if stop_at is not None and stop_at in lines:
-            break
-    return lines
+class LineReader:
+    """Whole lines from a child's stdout. The partial line left at the end of one read is kept
+    for the next: losing it dropped a "begin" line and made a "done" look unannounced."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        self._fd = proc.stdout.fileno()
+        self._buffer = b""
+
+    def read(self, until: float, stop_at: str | None) -> list[str]:
+        """Lines until ``stop_at`` is seen, the child's stdout closes, or ``until``."""
+        lines: list[str] = []
+        while time.monotonic() < until:
+            ready, _, _ = select.select([self._fd], [], [], max(0.0, until - time.monotonic()))
+            if not ready:
+                break
+            chunk = os.read(self._fd, 65536)
+            if not chunk:
+                break
+            self._buffer += chunk
+            *complete, self._buffer = self._buffer.split(b"\n")
+            lines.extend(line.decode() for line in complete)
+            if stop_at is not None and stop_at in lines:
+                break
+        return lines
 
 
 def run_child(data_dir: Path, seed: int, failpoint: str | None, rng: random.Random) -> list[str]:
@@ -90,14 +96,15 @@ def run_child(data_dir: Path, seed: int, failpoint: str | None, rng: random.Rand
         cwd=CHILD.parent,
     )
     try:
-        lines = read_lines(proc, time.monotonic() + 60, "ready")
+        reader = LineReader(proc)
+        lines = reader.read(time.monotonic() + 60, "ready")
         assert "ready" in lines, f"child did not start: {lines}"
         if failpoint is None:
-            lines += read_lines(proc, time.monotonic() + rng.uniform(0.0, 0.08), None)
+            lines += reader.read(time.monotonic() + rng.uniform(0.0, 0.08), None)
             proc.send_signal(signal.SIGKILL)
         else:
             proc.wait(timeout=60)
-        lines += read_lines(proc, time.monotonic() + 10, None)
+        lines += reader.read(time.monotonic() + 10, None)
         code = proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
