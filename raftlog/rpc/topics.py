@@ -1,0 +1,387 @@
+"""Topic RPCs: custom message types of two bytes (PROTOCOL §10.6), pure frame codecs.
+
+Requests use the common layout ``[id, type, ident, args...]`` (§5.1); responses are
+``[id, ...]`` with the id echoed. ``json`` below is one MessagePack value (str as str,
+bytes as bin), as in the core protocol -- including its convention that numbers >= 2^31 may
+travel as float64 (decoders accept integral doubles); record frames use plain integers.
+
+``TP`` publish -- leader only; exactly RequestUpdate (§10.3) plus one answer:
+
+    request   [reqid(12), "TP", ident, data]          data: a topic entry (raftlog.records)
+    response  [reqid, 01]                             accepted, not yet applied (interim)
+              [reqid, 01, json index]                 done: the entry's log index
+              [reqid, "", json leader-id | nil]       not the leader
+              [reqid, ""]                             request id expired (§3.1)
+              [reqid, "", nil, json error]            refused, nothing appended (final)
+
+  The id frame *is* the request id: retrying with the same id never appends twice, and the
+  answers come from the same code as RequestUpdate's.
+
+``TR`` read -- any peer:
+
+    request   [id, "TR", ident, json {topic, from_index?, from_position?, from_time?,
+                                      inclusive?, limit?}]
+    response  [id, 01, json {applied, leader, more}, json record ...]
+              [id, "", json error]
+
+  each record ``[index, position, append_time, topic, key, value, headers, timestamp]``.
+  Start: ``from_index`` (+ ``from_position``: without it the whole entry), or
+  ``from_time`` (append time, ms), or neither (the oldest retained record); ``inclusive``
+  (default true) includes the start itself. ``more`` says the answer was cut by ``limit``
+  or the response size budget; continue from the last id with ``inclusive`` false.
+
+``TD`` describe -- any peer:  ``[id, "TD", ident, topic]`` -> ``[id, 01, json info]`` or
+``[id, "", json error]``; info ``{name, retention_ms, max_bytes, created_index, first,
+last, last_append_time}`` (first/last: ``[index, position]`` of the oldest and newest
+retained record, or nil).
+
+``TL`` list -- any peer: ``[id, "TL", ident]`` -> ``[id, 01, json [name, ...]]`` (sorted).
+
+Errors are ``{name, message}`` maps; names are ``raftlog.records.TopicError`` codes, plus
+``BadRequest`` for a malformed request. Consistency: a peer answers from its own applied
+state (sequentially consistent on followers; at the leader every update it has answered
+"done" is visible -- read-your-writes -- though without a quorum round a deposed leader
+that does not know it yet may answer stale data for up to an election timeout).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import msgpack
+
+from raftlog.errors import RemoteProtocolError
+from raftlog.records import (
+    MAX_POSITION,
+    MAX_UINT,
+    LoggedRecord,
+    Record,
+    RecordFormatError,
+    RecordId,
+    TopicError,
+    TopicProperties,
+    check_record,
+    check_topic_name,
+)
+from raftlog.rpc.frames import (
+    FALSE_FRAME,
+    JSON_NULL,
+    TRUE_FRAME,
+    decode_bool,
+    decode_json,
+    json_to_uint,
+    pack_json,
+)
+
+TYPE_PUBLISH: Final = b"TP"
+TYPE_READ: Final = b"TR"
+TYPE_DESCRIBE: Final = b"TD"
+TYPE_LIST: Final = b"TL"
+TOPIC_TYPES: Final = frozenset({TYPE_PUBLISH, TYPE_READ, TYPE_DESCRIBE, TYPE_LIST})
+DEFAULT_READ_LIMIT: Final = 1000
+MAX_READ_LIMIT: Final = 10_000
+_READ_KEYS: Final = frozenset(
+    {"topic", "from_index", "from_position", "from_time", "inclusive", "limit"}
+)
+
+
+def bad_request(message: str) -> TopicError:
+    return TopicError("BadRequest", message)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRequest:
+    topic: str
+    from_index: int | None = None
+    from_position: int | None = None
+    """With ``from_index``: the record position to start at; None means the whole entry."""
+    from_time_ms: int | None = None
+    inclusive: bool = True
+    limit: int = DEFAULT_READ_LIMIT
+
+    def __post_init__(self) -> None:
+        check_topic_name(self.topic)
+        if self.from_index is not None and self.from_time_ms is not None:
+            raise bad_request("give from_index or from_time, not both")
+        if self.from_position is not None and self.from_index is None:
+            raise bad_request("from_position needs from_index")
+        for name in ("from_index", "from_time_ms"):
+            value = getattr(self, name)
+            if value is not None and (type(value) is not int or not 0 <= value <= MAX_UINT):
+                raise bad_request(f"{name} must be an integer in 0 .. 2^53-1")
+        pos = self.from_position
+        if pos is not None and (type(pos) is not int or not 0 <= pos <= MAX_POSITION):
+            raise bad_request("from_position must be an integer in 0 .. 2^32-1")
+        if type(self.limit) is not int or not 1 <= self.limit <= MAX_READ_LIMIT:
+            raise bad_request(f"limit must be an integer in 1 .. {MAX_READ_LIMIT}")
+        if type(self.inclusive) is not bool:
+            raise bad_request("inclusive must be true or false")
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    records: tuple[LoggedRecord, ...]
+    applied: int
+    """The responder's applied index: everything up to it was considered."""
+    is_leader: bool
+    more: bool
+    """Cut by the limit or the size budget: more records may follow the last one."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    properties: TopicProperties
+    created_index: int
+    first: RecordId | None = None
+    last: RecordId | None = None
+    last_append_time_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PublishReply:
+    """One answer to ``TP``; ``final`` unless "accepted"."""
+
+    status: Literal["accepted", "done", "not_leader", "expired", "rejected"]
+    index: int | None = None
+    leader_id: str | None = None
+    error: TopicError | None = None
+
+    @property
+    def final(self) -> bool:
+        return self.status != "accepted"
+
+
+# --- shared pieces -------------------------------------------------------------------------
+
+
+def _unpack(frame: bytes, frame_no: int) -> object:
+    """One MessagePack value of any size (record frames may exceed the 1 MiB json bound of
+    the core codec; msgpack bounds container sizes by the frame length itself)."""
+    try:
+        value: object = msgpack.unpackb(frame, raw=False, strict_map_key=False)
+    except (ValueError, TypeError, OverflowError, RecursionError, msgpack.UnpackException) as exc:
+        raise RemoteProtocolError(f"invalid MessagePack: {exc}", frame_no) from None
+    return value
+
+
+def encode_error(error: TopicError) -> list[bytes]:
+    return [FALSE_FRAME, pack_json({"name": error.name, "message": error.message})]
+
+
+def _error_from(value: object, frame_no: int) -> TopicError:
+    if not isinstance(value, dict):
+        raise RemoteProtocolError("error must be a map", frame_no)
+    name, message = value.get("name"), value.get("message")
+    if not isinstance(name, str) or not isinstance(message, str):
+        raise RemoteProtocolError("error needs string name and message", frame_no)
+    return TopicError(name, message)
+
+
+def _check_status(frames: Sequence[bytes], expect: int) -> None:
+    """``[01, ...]`` with ``expect`` frames after the status, or raise the error answer."""
+    if not frames:
+        raise RemoteProtocolError("empty topic response")
+    if not decode_bool(frames[0]):
+        if len(frames) != 2:
+            raise RemoteProtocolError("an error answer has exactly two frames")
+        raise _error_from(decode_json(frames[1], 1), 1)
+    if len(frames) < expect + 1:
+        raise RemoteProtocolError(f"expected at least {expect + 1} frames, got {len(frames)}")
+
+
+def _record_id(value: object, frame_no: int) -> RecordId | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 2:
+        raise RemoteProtocolError("a record id is [index, position]", frame_no)
+    return RecordId(
+        json_to_uint(value[0], frame_no, "index"), json_to_uint(value[1], frame_no, "position")
+    )
+
+
+# --- TP publish ----------------------------------------------------------------------------
+
+
+def encode_publish_rejection(error: TopicError) -> list[bytes]:
+    """The frames after the reqid of a refused publish."""
+    return [FALSE_FRAME, JSON_NULL, pack_json({"name": error.name, "message": error.message})]
+
+
+def decode_publish_reply(frames: Sequence[bytes]) -> PublishReply:
+    """The frames after the reqid of a ``TP`` answer."""
+    if not frames or len(frames) > 3:
+        raise RemoteProtocolError(f"a publish answer has 1-3 frames, got {len(frames)}")
+    if decode_bool(frames[0]):
+        if len(frames) == 1:
+            return PublishReply("accepted")
+        if len(frames) == 2:
+            return PublishReply("done", json_to_uint(decode_json(frames[1], 1), 1, "index"))
+        raise RemoteProtocolError("a positive publish answer has at most two frames")
+    if len(frames) == 1:
+        return PublishReply("expired")
+    leader = decode_json(frames[1], 1)
+    if len(frames) == 3:
+        return PublishReply("rejected", error=_error_from(decode_json(frames[2], 2), 2))
+    if leader is not None and not isinstance(leader, str):
+        raise RemoteProtocolError("leader id must be a string or nil", 1)
+    return PublishReply("not_leader", leader_id=leader)
+
+
+# --- TR read -------------------------------------------------------------------------------
+
+
+def encode_read_request(req: ReadRequest) -> list[bytes]:
+    body: dict[str, object] = {"topic": req.topic, "inclusive": req.inclusive, "limit": req.limit}
+    if req.from_index is not None:
+        body["from_index"] = req.from_index
+        if req.from_position is not None:
+            body["from_position"] = req.from_position
+    if req.from_time_ms is not None:
+        body["from_time"] = req.from_time_ms
+    return [pack_json(body)]
+
+
+def decode_read_request(args: Sequence[bytes]) -> ReadRequest:
+    """The server side; a malformed request raises ``TopicError`` (answered, not dropped)."""
+    if len(args) != 1:
+        raise bad_request(f"a read request has one argument frame, got {len(args)}")
+    try:
+        body = decode_json(args[0], 3)
+    except RemoteProtocolError as exc:
+        raise bad_request(str(exc)) from None
+    if not isinstance(body, dict) or "topic" not in body:
+        raise bad_request("a read request is a map with at least a topic")
+    unknown = set(body) - _READ_KEYS
+    if unknown:
+        raise bad_request(f"unknown read request keys: {sorted(map(str, unknown))}")
+    return ReadRequest(
+        topic=body["topic"],
+        from_index=_integral(body.get("from_index")),
+        from_position=_integral(body.get("from_position")),
+        from_time_ms=_integral(body.get("from_time")),
+        inclusive=body.get("inclusive", True),
+        limit=_integral(body.get("limit", DEFAULT_READ_LIMIT)),
+    )
+
+
+def _integral(value: Any) -> Any:
+    """json frames carry numbers >= 2^31 as float64 (the reference's convention, which
+    ``pack_json`` follows): an integral double is that integer; anything else is left for
+    ``ReadRequest`` to refuse."""
+    if type(value) is float and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value
+
+
+def encode_record(item: LoggedRecord) -> bytes:
+    r = item.record
+    value = [
+        item.id.index,
+        item.id.position,
+        item.append_time_ms,
+        r.topic,
+        r.key,
+        r.value,
+        dict(r.headers),
+        r.timestamp_ms,
+    ]
+    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    return packed
+
+
+def encode_read_response(result: ReadResult) -> list[bytes]:
+    meta = {"applied": result.applied, "leader": result.is_leader, "more": result.more}
+    return [TRUE_FRAME, pack_json(meta), *(encode_record(r) for r in result.records)]
+
+
+def decode_read_response(frames: Sequence[bytes]) -> ReadResult:
+    """The frames after the id; an error answer raises its ``TopicError``."""
+    _check_status(frames, 1)
+    meta = decode_json(frames[1], 1)
+    if not isinstance(meta, dict):
+        raise RemoteProtocolError("read meta must be a map", 1)
+    applied = json_to_uint(meta.get("applied"), 1, "applied")
+    records = tuple(_decode_record(f, n) for n, f in enumerate(frames[2:], start=2))
+    return ReadResult(records, applied, meta.get("leader") is True, meta.get("more") is True)
+
+
+def _decode_record(frame: bytes, frame_no: int) -> LoggedRecord:
+    value = _unpack(frame, frame_no)
+    if not isinstance(value, list) or len(value) != 8:
+        raise RemoteProtocolError("a record is an 8-element array", frame_no)
+    index, position, append_time, topic, key, data, headers, timestamp = value
+    record = Record(topic, data, key, headers, timestamp)
+    try:
+        if not isinstance(headers, dict):
+            raise RecordFormatError("headers must be a map")
+        check_record(record)
+    except RecordFormatError as exc:
+        raise RemoteProtocolError(exc.message, frame_no) from None
+    return LoggedRecord(
+        RecordId(
+            json_to_uint(index, frame_no, "index"), json_to_uint(position, frame_no, "position")
+        ),
+        json_to_uint(append_time, frame_no, "append time"),
+        record,
+    )
+
+
+# --- TD describe / TL list -----------------------------------------------------------------
+
+
+def decode_describe_request(args: Sequence[bytes]) -> str:
+    if len(args) != 1:
+        raise bad_request("a describe request has one argument frame: the topic name")
+    try:
+        name = args[0].decode()
+    except UnicodeDecodeError:
+        raise bad_request("the topic name is not UTF-8") from None
+    return check_topic_name(name)
+
+
+def encode_describe_response(info: TopicInfo) -> list[bytes]:
+    body = {
+        "name": info.name,
+        **info.properties.as_dict(),
+        "created_index": info.created_index,
+        "first": None if info.first is None else [info.first.index, info.first.position],
+        "last": None if info.last is None else [info.last.index, info.last.position],
+        "last_append_time": info.last_append_time_ms,
+    }
+    return [TRUE_FRAME, pack_json(body)]
+
+
+def decode_describe_response(frames: Sequence[bytes]) -> TopicInfo:
+    _check_status(frames, 1)
+    body = decode_json(frames[1], 1)
+    if not isinstance(body, dict) or not isinstance(body.get("name"), str):
+        raise RemoteProtocolError("topic info must be a map with a name", 1)
+
+    def optional(key: str) -> int | None:
+        value = body.get(key)
+        return None if value is None else json_to_uint(value, 1, key)
+
+    return TopicInfo(
+        name=body["name"],
+        properties=TopicProperties(optional("retention_ms"), optional("max_bytes")),
+        created_index=json_to_uint(body.get("created_index"), 1, "created_index"),
+        first=_record_id(body.get("first"), 1),
+        last=_record_id(body.get("last"), 1),
+        last_append_time_ms=optional("last_append_time"),
+    )
+
+
+def encode_list_response(names: Sequence[str]) -> list[bytes]:
+    return [TRUE_FRAME, pack_json(sorted(names))]
+
+
+def decode_list_response(frames: Sequence[bytes]) -> tuple[str, ...]:
+    _check_status(frames, 1)
+    names = decode_json(frames[1], 1)
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise RemoteProtocolError("a topic list is an array of names", 1)
+    return tuple(names)

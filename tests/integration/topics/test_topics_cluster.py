@@ -1,0 +1,137 @@
+"""Topics on a real 3-peer cluster: publish, identical order everywhere, atomic batches,
+reads from a time, refusals, TTL expiry (issue #7)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from integration.cluster import PeerCluster, probe
+from raftlog.client import RaftClient
+from raftlog.client.topics import make_record, publish_data
+from raftlog.records import Record, RecordId, TopicError
+from raftlog.rpc.messages import RequestUpdate
+
+from .helpers import read_all, start_cluster, topic_client, wait_applied
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
+    c = start_cluster(tmp_path_factory.mktemp("topics"))
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+async def test_publish_order_batches_time_reads_and_refusals(cluster: PeerCluster) -> None:
+    async with topic_client(cluster) as topics:
+        await topics.create_topic("orders")
+        await topics.create_topic("audit", max_bytes=64)
+        assert {"orders", "audit"} <= set(await topics.list_topics())
+        with pytest.raises(TopicError, match="TopicExists"):
+            await topics.create_topic("orders")
+
+        # refusals are immediate, clear, and leave nothing in the log
+        with pytest.raises(TopicError, match="UnknownTopic") as unknown:
+            await topics.publish("nosuch", b"x")
+        assert "topic_auto_create" in unknown.value.message
+        with pytest.raises(TopicError, match="UnknownTopic"):
+            await topics.publish_batch([Record("orders", b"lost"), Record("nosuch", b"x")])
+        with pytest.raises(TopicError, match="RecordTooLarge"):
+            await topics.publish("audit", b"x" * 65)
+
+        # concurrent publishers, single records and atomic batches, two topics
+        async def producer(p: int) -> list[RecordId]:
+            out: list[RecordId] = []
+            for n in range(6):
+                if n % 3 == 2:
+                    batch = [make_record("orders", b"p%d-%d-%d" % (p, n, k)) for k in range(3)]
+                    batch.append(make_record("audit", b"batch p%d-%d" % (p, n)))
+                    out += (await topics.publish_batch(batch))[:3]
+                else:
+                    out.append(await topics.publish("orders", b"p%d-%d" % (p, n), key=b"k%d" % p))
+            return out
+
+        published = [rid for ids in await asyncio.gather(*map(producer, range(5))) for rid in ids]
+        last = max(rid.index for rid in published)
+
+        # every peer serves the same records in the same order
+        views = {}
+        for peer in cluster.peers.values():
+            await wait_applied(topics, "orders", peer.url, last)
+            views[peer.id] = await read_all(topics, "orders", peer.url)
+        reference = views["1"]
+        assert all(view == reference for view in views.values())
+        assert [(r[0], r[1]) for r in reference] == sorted((r.index, r.position) for r in published)
+        assert [r[:2] for r in reference] == sorted(r[:2] for r in reference)
+        assert not any(r[5] == b"lost" for r in reference)
+        times = [r[2] for r in reference]
+        assert times == sorted(times)
+
+        # an atomic batch: one entry, consecutive positions, all of it on every topic
+        audit = await read_all(topics, "audit", cluster.peers["2"].url)
+        assert len(audit) == 10  # two batches per producer
+        for entry in audit:
+            in_orders = [r for r in reference if r[0] == entry[0]]
+            assert [r[1] for r in in_orders] == [0, 1, 2] and entry[1] == 3
+
+        # from a time T: exactly the records appended at or after T, on every peer
+        cut = times[len(times) // 2]
+        for peer in cluster.peers.values():
+            since = await read_all(topics, "orders", peer.url, from_time_ms=cut)
+            assert since == [r for r in reference if r[2] >= cut]
+            after = await read_all(topics, "orders", peer.url, from_time_ms=cut, inclusive=False)
+            assert after == [r for r in reference if r[2] > cut]
+
+        info = await topics.describe("orders", url=cluster.peers["3"].url)
+        assert (info.first, info.last) == (
+            RecordId(*reference[0][:2]),
+            RecordId(*reference[-1][:2]),
+        )
+        assert info.last_append_time_ms == reference[-1][2]
+
+
+async def test_plain_request_update_publishes_too_but_a_refused_one_gets_no_answer(
+    cluster: PeerCluster,
+) -> None:
+    async with (
+        RaftClient(cluster.urls, cluster.ident, timeout=15.0) as raft,
+        topic_client(cluster) as topics,
+    ):
+        await topics.create_topic("plain")
+        index = await raft.request_update(publish_data([Record("plain", b"via =")]))
+        result = await topics.read("plain")
+        assert [(r.id.index, r.record.value) for r in result.records] == [(index, b"via =")]
+        assert result.records[0].append_time_ms > 0  # stamped by the leader
+        leader = cluster.peers[(await raft.request_config()).leader_id or ""]
+    refused = RequestUpdate(raft.new_request_id(), publish_data([Record("nosuch", b"x")]))
+    assert probe(leader.url, cluster.ident, refused, timeout=0.5) == []
+
+
+async def test_ttl_expiry_hides_records_on_every_peer(cluster: PeerCluster) -> None:
+    async with topic_client(cluster) as topics:
+        await topics.create_topic("short", retention_ms=1500)
+        await topics.create_topic("forever")
+        start = time.time()
+        first = await topics.publish("short", b"gone soon")
+        await topics.publish("forever", b"stays")
+        await topics.update_topic("forever", {"retention_ms": None})
+        for peer in cluster.peers.values():
+            await wait_applied(topics, "short", peer.url, first.index)
+            assert [r[5] for r in await read_all(topics, "short", peer.url)] == [b"gone soon"]
+        await asyncio.sleep(max(0.0, start + 1.7 - time.time()))
+        for peer in cluster.peers.values():
+            assert await read_all(topics, "short", peer.url) == []
+            assert await read_all(topics, "short", peer.url, from_index=first.index) == []
+            assert (await topics.describe("short", url=peer.url)).first is None
+            assert [r[5] for r in await read_all(topics, "forever", peer.url)] == [b"stays"]
+        later = await topics.publish("short", b"fresh")  # the topic itself lives on
+        for peer in cluster.peers.values():
+            await wait_applied(topics, "short", peer.url, later.index)
+            assert [r[5] for r in await read_all(topics, "short", peer.url)] == [b"fresh"]
