@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from raftlog.cli import admin_topics
 from raftlog.cli.admin_io import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -43,6 +44,7 @@ from raftlog.errors import (
     ConfigUpdateError,
     RequestExpiredError,
 )
+from raftlog.records import TopicError
 from raftlog.rpc.config import decode_config_payload
 
 DEFAULT_CONFIG: Final = Path("cluster-configs/local-3.toml")
@@ -240,6 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     pub.add_argument("files", nargs="*", help="input files (default: stdin)")
     pub.add_argument("--whole", action="store_true", help="each file is one record")
     pub.add_argument("--progress", action="store_true", help="progress line on stderr")
+    pub.add_argument("--topic", help="publish topic records to this topic")
+    pub.add_argument("--key", help="with --topic: the records' key")
     for name, help_text in (("read", "print committed entries"), ("tail", "the last entries")):
         r = sub.add_parser(name, help=help_text)
         r.add_argument("--from", dest="start", type=int, help="first index (negative: from end)")
@@ -248,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
         r.add_argument("--follow", "-f", action="store_true", help="keep following live")
         r.add_argument("--json", action="store_true", help="one JSON object per entry")
         r.add_argument("--all", action="store_true", help="include CONFIG/CHECKPOINT entries")
+        r.add_argument("--topic", help="read this topic's records (from the topic index)")
+        r.add_argument("--from-time", help="with --topic: ISO 8601 time or ms since the epoch")
+    admin_topics.add_parsers(sub)
     return parser
 
 
@@ -263,14 +270,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return cmd_config_show(args, urls, ident)
             return cmd_config_change(args, urls, ident)
         if args.command == "publish":
+            if args.topic is not None:
+                records = _input_records(args)
+                return asyncio.run(admin_topics.publish_to_topic(args, urls, ident, records))
             return asyncio.run(_publish(args, urls, ident))
+        if args.command == "topics":
+            return asyncio.run(admin_topics.cmd_topics(args, urls, ident))
+        if args.command == "compact":
+            return admin_topics.cmd_compact(args, urls, ident)
+        if args.topic is not None:
+            return asyncio.run(admin_topics.read_topic(args, urls, ident))
+        if args.from_time is not None:
+            raise UsageError("--from-time needs --topic")
         if args.command == "read":
             args.start = 1 if args.start is None else args.start
         return asyncio.run(_read(args, urls, ident))
     except (UsageError, ConfigError, ValueError) as exc:
         print(f"raftlog-admin: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except (ConfigUpdateError, RequestExpiredError) as exc:
+    except (ConfigUpdateError, RequestExpiredError, TopicError) as exc:
         print(f"raftlog-admin: refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     except ClusterUnavailableError as exc:

@@ -26,18 +26,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from types import TracebackType
-from typing import Final
+from typing import Final, Literal
 
 import zmq
 import zmq.asyncio
 
 from raftlog.client.client import RaftClient
+from raftlog.client.topic_stream import subscribe
 from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.errors import ClientClosedError, ClusterUnavailableError, RequestExpiredError
 from raftlog.records import (
     AdminOp,
+    LoggedRecord,
     Record,
     RecordId,
     TopicCommand,
@@ -321,6 +323,25 @@ class TopicClient:
             target, rpc.TYPE_READ, rpc.encode_read_request(req), timeout=timeout
         )
         return rpc.decode_read_response(frames)
+
+    def subscribe(
+        self,
+        topics: Sequence[str],
+        *,
+        from_index: int | None = None,
+        from_time_ms: int | None = None,
+        start: Literal["beginning", "end"] = "beginning",
+    ) -> AsyncIterator[LoggedRecord]:
+        """Records of ``topics`` from an index, a time or the end; catch up, then live
+        (see :func:`raftlog.client.topic_stream.subscribe`)."""
+        return subscribe(
+            self, topics, from_index=from_index, from_time_ms=from_time_ms, start=start
+        )
+
+    @property
+    def raft_client(self) -> RaftClient:
+        """The client this topic client publishes and subscribes through."""
+        return self._client
 
     async def describe(
         self, topic: str, *, url: str | None = None, timeout: float | None = None

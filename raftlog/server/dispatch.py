@@ -41,6 +41,8 @@ from raftlog.server.topics_hook import TopicPublishHook
 if TYPE_CHECKING:
     from raftlog.server.node import PeerNode
 
+TYPE_COMPACT: Final = b"AC"
+"""raftlog extension (two bytes, PROTOCOL §10.6): compact the receiving peer's log now."""
 HEADER_FRAMES: Final = 4
 """routing id, id, type, ident."""
 MAX_DEBOUNCED_LEADERS: Final = 64
@@ -137,6 +139,10 @@ class Dispatcher:
             node.reply(routing, [msg_id, node.settings.pub_url.encode()])
         elif isinstance(message, ClientDispatch) and message.type == TYPE_PUBLISH:
             self.topics.publish(routing, msg_id, message.args)  # topics (issue #7)
+        elif isinstance(message, ClientDispatch) and message.type == TYPE_COMPACT:
+            # raftlog extension: compact this peer's log now (raftlog-admin compact); the
+            # answer is the new snapshot index, or 0 when nothing could be compacted
+            node.reply(routing, [msg_id, encode_uint(node.compact() or 0)])
         elif isinstance(message, ClientDispatch):
             answer = node.machine.handle_request(message.type, message.args)
             if answer is None:

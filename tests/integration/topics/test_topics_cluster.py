@@ -135,3 +135,42 @@ async def test_ttl_expiry_hides_records_on_every_peer(cluster: PeerCluster) -> N
         for peer in cluster.peers.values():
             await wait_applied(topics, "short", peer.url, later.index)
             assert [r[5] for r in await read_all(topics, "short", peer.url)] == [b"fresh"]
+
+
+async def test_subscribe_from_index_time_and_end_then_live(cluster: PeerCluster) -> None:
+    async with topic_client(cluster) as topics:
+        await topics.create_topic("sub-a")
+        await topics.create_topic("sub-b")
+        first = await topics.publish("sub-a", b"a0")
+        await topics.publish("sub-b", b"b0")
+        await asyncio.sleep(0.01)  # a distinct append time for the next record
+        middle = await topics.publish("sub-a", b"a1")
+        info = await topics.read("sub-a", from_index=middle.index)
+        t_middle = info.records[0].append_time_ms
+
+        async def take(stream: object, n: int, then: list[bytes]) -> list[bytes]:
+            got: list[bytes] = []
+            async for logged in stream:  # type: ignore[attr-defined]
+                got.append(logged.record.value)
+                if len(got) == n:
+                    for value in then:  # now live
+                        await topics.publish("sub-a", value)
+                if len(got) == n + len(then):
+                    await stream.aclose()  # type: ignore[attr-defined]
+                    return got
+            raise AssertionError("stream ended")
+
+        from_start = topics.subscribe(["sub-a"], from_index=first.index)
+        assert await asyncio.wait_for(take(from_start, 2, [b"a2"]), 30) == [b"a0", b"a1", b"a2"]
+        from_time = topics.subscribe(["sub-a", "sub-b"], from_time_ms=t_middle)
+        got = await asyncio.wait_for(take(from_time, 2, [b"a3"]), 30)
+        assert got == [b"a1", b"a2", b"a3"]  # b0 and a0 were appended before t_middle
+        from_end = topics.subscribe(["sub-b"], start="end")
+        end_task = asyncio.create_task(asyncio.wait_for(take(from_end, 1, []), 30))
+        n = 0
+        while not end_task.done():  # publish until the subscriber, now at the end, sees one
+            await topics.publish("sub-b", b"live %d" % n)
+            n += 1
+            await asyncio.wait([end_task], timeout=0.2)
+        (value,) = await end_task
+        assert value.startswith(b"live ")  # nothing from before the end (b0)

@@ -1,0 +1,193 @@
+"""``raftlog-admin`` commands for topics and compaction (issue #7)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import sys
+
+import zmq
+
+from raftlog.cli.admin_io import EXIT_OK, EXIT_UNAVAILABLE, UsageError, progress
+from raftlog.client import RaftClient, SyncRaftClient
+from raftlog.client.topics import TopicClient, make_record
+from raftlog.records import LoggedRecord
+from raftlog.rpc.frames import decode_uint
+from raftlog.server.dispatch import TYPE_COMPACT
+
+NOTHING = (
+    "nothing to compact (entries whose request ids are still remembered stay in the log so "
+    "retries remain idempotent: PROTOCOL 12.7, option request_id_ttl)"
+)
+PUBLISH_IN_FLIGHT = 64
+READ_PAGE = 1000
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    topics = sub.add_parser("topics", help="create, list, describe or delete topics")
+    tsub = topics.add_subparsers(dest="action", required=True)
+    create = tsub.add_parser("create", help="create a topic")
+    create.add_argument("name")
+    create.add_argument("--retention-ms", type=int, help="records expire this long after append")
+    create.add_argument("--max-bytes", type=int, help="largest record accepted")
+    tsub.add_parser("list", help="every topic")
+    describe = tsub.add_parser("describe", help="a topic's properties and extent")
+    describe.add_argument("name")
+    delete = tsub.add_parser("delete", help="delete a topic (its records are no longer served)")
+    delete.add_argument("name")
+    compact = sub.add_parser("compact", help="snapshot and drop the log prefix on every peer now")
+    compact.add_argument("--peer", action="append", help="only these peer URLs (repeatable)")
+
+
+def parse_time(text: str) -> int:
+    """Milliseconds since the epoch from ``1700000000000`` or an ISO 8601 time (UTC if no
+    zone is given)."""
+    if text.isdigit():
+        return int(text)
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"--from-time: not a time: {text!r} (ISO 8601 or ms)") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return int(when.timestamp() * 1000)
+
+
+def record_line(item: LoggedRecord, as_json: bool) -> str:
+    rec = item.record
+    when = dt.datetime.fromtimestamp(item.append_time_ms / 1000, dt.UTC).isoformat()
+    value = rec.value.decode("utf-8", "backslashreplace")
+    if as_json:
+        return json.dumps(
+            {
+                "id": str(item.id),
+                "topic": rec.topic,
+                "key": None if rec.key is None else rec.key.decode("utf-8", "backslashreplace"),
+                "value": value,
+                "headers": {
+                    k: v.decode("utf-8", "backslashreplace") for k, v in rec.headers.items()
+                },
+                "append_time": when,
+            }
+        )
+    return f"{item.id}\t{when}\t{rec.topic}\t{value}"
+
+
+async def cmd_topics(args: argparse.Namespace, urls: list[str], ident: str) -> int:
+    async with RaftClient(urls, ident, timeout=args.timeout) as client, TopicClient(client) as tc:
+        if args.action == "create":
+            index = await tc.create_topic(
+                args.name, retention_ms=args.retention_ms, max_bytes=args.max_bytes
+            )
+            print(f"created topic {args.name} at index {index}")
+        elif args.action == "list":
+            for name in await tc.list_topics():
+                print(name)
+        elif args.action == "describe":
+            info = await tc.describe(args.name)
+            props = info.properties
+            print(f"topic        {info.name}")
+            print(f"created at   index {info.created_index}")
+            print(f"retention_ms {props.retention_ms}")
+            print(f"max_bytes    {props.max_bytes}")
+            print(f"first record {info.first}")
+            print(f"last record  {info.last}")
+        else:
+            index = await tc.delete_topic(args.name)
+            print(f"deleted topic {args.name} at index {index}")
+    return EXIT_OK
+
+
+async def publish_to_topic(
+    args: argparse.Namespace, urls: list[str], ident: str, records: list[bytes]
+) -> int:
+    total, done, last = len(records), 0, None
+    async with RaftClient(urls, ident, timeout=args.timeout) as client, TopicClient(client) as tc:
+        queue: asyncio.Queue[bytes] = asyncio.Queue()
+        for value in records:
+            queue.put_nowait(value)
+
+        async def worker() -> None:
+            nonlocal done, last
+            while not queue.empty():
+                value = queue.get_nowait()
+                key = None if args.key is None else args.key.encode()
+                rid = (await tc.publish_batch([make_record(args.topic, value, key=key)]))[0]
+                last = rid if last is None or rid > last else last
+                done += 1
+                if args.progress:
+                    progress(done, total)
+
+        await asyncio.gather(*(worker() for _ in range(min(PUBLISH_IN_FLIGHT, max(1, total)))))
+    if args.progress:
+        print(file=sys.stderr)
+    print(f"published {done} record(s) to {args.topic}; last id {last}")
+    return EXIT_OK
+
+
+async def read_topic(args: argparse.Namespace, urls: list[str], ident: str) -> int:
+    async with RaftClient(urls, ident, timeout=args.timeout) as client, TopicClient(client) as tc:
+        from_time = None if args.from_time is None else parse_time(args.from_time)
+        if args.follow:
+            stream = tc.subscribe(
+                [args.topic],
+                from_index=args.start if from_time is None else None,
+                from_time_ms=from_time,
+            )
+            async for item in stream:
+                print(record_line(item, args.json), flush=True)
+            return EXIT_OK
+        shown = 0
+        limit = args.count
+        index, position, inclusive = (args.start or 1), None, True
+        while limit is None or shown < limit:
+            page = READ_PAGE if limit is None else min(READ_PAGE, limit - shown)
+            if from_time is not None:
+                result = await tc.read(args.topic, from_time_ms=from_time, limit=page)
+                from_time = None
+            else:
+                result = await tc.read(
+                    args.topic,
+                    from_index=index,
+                    from_position=position,
+                    inclusive=inclusive,
+                    limit=page,
+                )
+            for item in result.records:
+                print(record_line(item, args.json))
+            shown += len(result.records)
+            if not result.more or not result.records:
+                break
+            index, position, inclusive = (
+                result.records[-1].id.index,
+                result.records[-1].id.position,
+                False,
+            )
+    return EXIT_OK
+
+
+def cmd_compact(args: argparse.Namespace, urls: list[str], ident: str) -> int:
+    targets = args.peer
+    if not targets:
+        with SyncRaftClient(urls, ident, timeout=args.timeout) as client:
+            targets = [p.url for p in client.request_config().peers]
+    failed = 0
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    for url in targets:
+        sock: zmq.Socket[bytes] = context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        try:
+            sock.connect(url)
+            sock.send_multipart([b"\x01", TYPE_COMPACT, ident.encode()])
+            if sock.poll(int(args.timeout * 1000)):
+                frames = sock.recv_multipart()
+                index = decode_uint(frames[1], 1)
+                print(f"{url}\t" + (f"compacted to {index}" if index else NOTHING))
+            else:
+                print(f"{url}\tno answer", file=sys.stderr)
+                failed += 1
+        finally:
+            sock.close(linger=0)
+    return EXIT_UNAVAILABLE if failed == len(targets) else EXIT_OK

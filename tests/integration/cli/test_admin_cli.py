@@ -1,0 +1,88 @@
+"""raftlog-admin against a real cluster: what it prints and the exit codes scripts rely on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from integration.cluster import PeerCluster, wait_for
+
+ADMIN = Path(sys.executable).with_name("raftlog-admin")
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[PeerCluster]:
+    with PeerCluster(tmp_path, raft={"log_compaction_threshold": 0}) as c:
+        c.start()
+        c.wait_leader()
+        yield c
+
+
+def admin(cluster: PeerCluster, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(ADMIN), "--config", str(cluster.config_path), "--timeout", "20", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_status_publish_read_and_tail(cluster: PeerCluster) -> None:
+    status = admin(cluster, "status")
+    assert status.returncode == 0, status.stderr
+    rows = status.stdout.splitlines()
+    assert rows[0].split()[:3] == ["ID", "URL", "ROLE"]
+    assert sorted(r.split()[2] for r in rows[1:]) == ["follower", "follower", "leader"]
+    published = admin(cluster, "publish", stdin="one\ntwo\nthree\n")
+    assert published.returncode == 0 and "published 3 record(s)" in published.stdout
+    read = admin(cluster, "read", "--json")
+    values = [json.loads(line)["data"] for line in read.stdout.splitlines()]
+    assert values == ["one", "two", "three"]
+    tail = admin(cluster, "tail", "-n", "1")
+    assert tail.stdout.strip().endswith("three")
+
+
+def test_topics_commands_and_refusals(cluster: PeerCluster) -> None:
+    assert admin(cluster, "topics", "create", "events", "--max-bytes", "100").returncode == 0
+    assert admin(cluster, "topics", "list").stdout.split() == ["events"]
+    assert admin(cluster, "publish", "--topic", "events", stdin="a\nb\n").returncode == 0
+    read = admin(cluster, "read", "--topic", "events", "--json")
+    assert [json.loads(x)["value"] for x in read.stdout.splitlines()] == ["a", "b"]
+    described = admin(cluster, "topics", "describe", "events").stdout
+    assert "max_bytes    100" in described
+    refused = admin(cluster, "publish", "--topic", "missing", stdin="x\n")
+    assert refused.returncode == 1 and "UnknownTopic" in refused.stderr
+    too_big = admin(cluster, "publish", "--topic", "events", stdin="y" * 200 + "\n")
+    assert too_big.returncode == 1 and "RecordTooLarge" in too_big.stderr
+
+
+def test_membership_commands_and_exit_codes(cluster: PeerCluster) -> None:
+    outsider = cluster.add_outsider("4")
+    cluster.start("4")
+    dry = admin(cluster, "config", "add", f"4={outsider.url}", "--dry-run")
+    assert dry.returncode == 0 and "dry run" in dry.stdout
+    added = admin(cluster, "config", "add", f"4={outsider.url}")
+    assert added.returncode == 0, added.stderr
+    assert "joint configuration" in added.stdout and "final configuration" in added.stdout
+    wait_for(
+        "peer 4 in the configuration", lambda: "4\t" in admin(cluster, "config", "show").stdout
+    )
+    removed = admin(cluster, "config", "remove", "4")
+    assert removed.returncode == 0, removed.stderr
+    assert admin(cluster, "config", "remove", "9").returncode == 2  # not a member: usage
+    assert admin(cluster, "config", "add", "bad-peer").returncode == 2
+    down = subprocess.run(
+        [str(ADMIN), "--peers", "tcp://127.0.0.1:9", "--ident", "x", "--timeout", "1", "status"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert down.returncode == 3
