@@ -7,7 +7,9 @@ Keys (raw bytes; integers unsigned big-endian so byte order is numeric order)::
     m base_time          -> u64  effective append time as of the last restored snapshot
     v <topic> 00 <idx:8> -> topic version after the admin change at idx (msgpack
                             [retention_ms, max_bytes, created_index]; empty = deleted)
-    r <topic> 00 <idx:8> <pos:4> -> u64 append time       (the per-topic record index)
+    r <topic> 00 <idx:8> -> u64 append time + runs of (u32 first position, u32 count): the
+                            per-topic record index, one key per entry and topic (a batch of
+                            100 records of one topic costs one key, not 100)
     a <time:8> <idx:8>   -> ""   time index: append time -> entry index
     i <idx:8>            -> u64  entry index -> append time (for snapshots "as of" an index)
 
@@ -39,7 +41,7 @@ APPLIED_KEY: Final = b"mapplied"
 TIME_KEY: Final = b"mtime"
 BASE_TIME_KEY: Final = b"mbase_time"
 _U64: Final = struct.Struct(">Q")
-_U32: Final = struct.Struct(">I")
+_RUN: Final = struct.Struct(">II")
 _SEP: Final = b"\x00"
 _END: Final = b"\x01"
 
@@ -62,12 +64,32 @@ def _topic_prefix(kind: bytes, topic: str) -> bytes:
     return kind + topic.encode() + _SEP
 
 
-def record_key(topic: str, rid: RecordId) -> bytes:
-    return _topic_prefix(b"r", topic) + u64(rid.index) + _U32.pack(rid.position)
+def entry_key(topic: str, index: int) -> bytes:
+    return _topic_prefix(b"r", topic) + u64(index)
 
 
-def _record_id(key: bytes) -> RecordId:
-    return RecordId(int(_U64.unpack_from(key, len(key) - 12)[0]), _U32.unpack(key[-4:])[0])
+def _key_index(key: bytes) -> int:
+    return int(_U64.unpack_from(key, len(key) - 8)[0])
+
+
+def _pack_positions(time_ms: int, positions: list[int]) -> bytes:
+    """The append time, then the ascending ``positions`` as runs of consecutive ones."""
+    out = [u64(time_ms)]
+    start = previous = positions[0]
+    for position in positions[1:]:
+        if position != previous + 1:
+            out.append(_RUN.pack(start, previous - start + 1))
+            start = position
+        previous = position
+    out.append(_RUN.pack(start, previous - start + 1))
+    return b"".join(out)
+
+
+def _unpack_positions(value: bytes) -> tuple[int, Iterator[int]]:
+    """(append time, positions) of one entry's value."""
+    time_ms = int(_U64.unpack_from(value)[0])
+    runs = _RUN.iter_unpack(value[8:])
+    return time_ms, (p for first, count in runs for p in range(first, first + count))
 
 
 def _pack_state(state: TopicState | None) -> bytes:
@@ -143,8 +165,11 @@ class TopicIndex:
     ) -> None:
         """Index one record entry: ``records`` are its ``(topic, position)`` pairs."""
         stamp = u64(time_ms)
+        by_topic: dict[str, list[int]] = {}
         for topic, position in records:
-            batch.put(record_key(topic, RecordId(index, position)), stamp)
+            by_topic.setdefault(topic, []).append(position)
+        for topic, positions in by_topic.items():
+            batch.put(entry_key(topic, index), _pack_positions(time_ms, sorted(positions)))
         batch.put(b"a" + stamp + u64(index), b"")
         batch.put(b"i" + u64(index), stamp)
 
@@ -157,20 +182,30 @@ class TopicIndex:
     def records(self, topic: str, start: RecordId) -> Iterator[tuple[RecordId, int]]:
         """``(id, append time)`` of ``topic``'s records from ``start`` on, in log order."""
         prefix = _topic_prefix(b"r", topic)
-        lo = record_key(topic, start)
+        lo = entry_key(topic, start.index)
         for key, value in self._db.items(lo, prefix[:-1] + _END, "topic records"):
-            yield _record_id(key), int(_U64.unpack(value)[0])
+            index = _key_index(key)
+            time_ms, positions = _unpack_positions(value)
+            for position in positions:
+                if index > start.index or position >= start.position:
+                    yield RecordId(index, position), time_ms
 
     def record_bounds(self, topic: str, start: RecordId) -> tuple[RecordId, RecordId] | None:
         """First and last record id of ``topic`` at or after ``start`` (two seeks)."""
-        prefix = _topic_prefix(b"r", topic)
-        first, last = self._db.bounds(record_key(topic, start), prefix[:-1] + _END, "records")
-        if first is None or last is None:
+        first = next(self.records(topic, start), None)
+        if first is None:
             return None
-        return _record_id(first), _record_id(last)
+        prefix = _topic_prefix(b"r", topic)
+        _, last_key = self._db.bounds(entry_key(topic, start.index), prefix[:-1] + _END, "records")
+        value = None if last_key is None else self._db.get(last_key, "topic records")
+        if last_key is None or value is None:
+            return None
+        *_, last_position = _unpack_positions(value)[1]
+        return first[0], RecordId(_key_index(last_key), last_position)
 
     def record_time(self, topic: str, rid: RecordId) -> int:
-        return _read_u64(self._db.get(record_key(topic, rid), "record time"))
+        value = self._db.get(entry_key(topic, rid.index), "record time")
+        return 0 if value is None else _unpack_positions(value)[0]
 
     # -- time ------------------------------------------------------------------------------
     def first_index_at(self, time_ms: int) -> int | None:
