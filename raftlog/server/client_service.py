@@ -45,6 +45,8 @@ TRUE: Final = b"\x01"
 FALSE: Final = b""
 
 Reply = Callable[[bytes, list[bytes]], None]
+Refusal = Callable[[int], list[bytes] | None]
+"""``refusal(index)``: the answer frames (after the id) when the applied entry was refused."""
 """``reply(routing_id, frames)``: send ``frames`` (starting with the echoed id) to a client."""
 
 
@@ -66,7 +68,7 @@ class ClientService:
         self._clock = clock
         self._accepted_delay = accepted_delay
         self._accept_later: deque[tuple[float, int, bytes, bytes]] = deque()
-        self._waiting: dict[int, list[tuple[bytes, bytes]]] = {}
+        self._waiting: dict[int, list[tuple[bytes, bytes, Refusal | None]]] = {}
         self._waiting_heap: list[int] = []
         self._config_waiting: dict[int, list[tuple[bytes, bytes]]] = {}
         self.ignored_updates = 0
@@ -76,21 +78,31 @@ class ClientService:
         return sum(len(v) for v in self._waiting.values())
 
     # -- RequestUpdate ---------------------------------------------------------------------
-    def request_update(self, routing: bytes, msg: RequestUpdate, applied: int) -> None:
+    def request_update(
+        self,
+        routing: bytes,
+        msg: RequestUpdate,
+        applied: int,
+        *,
+        refusal: Refusal | None = None,
+    ) -> None:
+        """Propose ``msg``; answer now or once applied. ``refusal(index)``: for updates whose
+        entry a state machine may refuse when it applies it (a topic publish racing a topic
+        deletion), the answer to send instead of "done", or None."""
         result = self._core.propose(msg.request_id, msg.data, self._now_ms())
         rid = msg.request_id
         if isinstance(result, Appended | Duplicate):
             index = result.index
             if index <= applied:
-                self._reply(routing, [rid, TRUE, pack_json(index)])
+                self._answer_done(routing, rid, index, refusal)
                 return
             self._accept_later.append((self._clock() + self._accepted_delay, index, routing, rid))
             waiters = self._waiting.get(index)
             if waiters is None:
-                self._waiting[index] = [(routing, rid)]
+                self._waiting[index] = [(routing, rid, refusal)]
                 heapq.heappush(self._waiting_heap, index)
-            elif (routing, rid) not in waiters:
-                waiters.append((routing, rid))
+            elif all(w[:2] != (routing, rid) for w in waiters):
+                waiters.append((routing, rid, refusal))
         elif isinstance(result, NotLeader):
             self._reply(routing, [rid, FALSE, pack_json(result.leader_id)])
         elif isinstance(result, Expired):
@@ -109,9 +121,12 @@ class ClientService:
         heap = self._waiting_heap
         while heap and heap[0] <= applied:
             index = heapq.heappop(heap)
-            done = pack_json(index)
-            for routing, rid in self._waiting.pop(index, ()):
-                self._reply(routing, [rid, TRUE, done])
+            for routing, rid, refusal in self._waiting.pop(index, ()):
+                self._answer_done(routing, rid, index, refusal)
+
+    def _answer_done(self, routing: bytes, rid: bytes, index: int, refusal: Refusal | None) -> None:
+        refused = None if refusal is None else refusal(index)
+        self._reply(routing, [rid, TRUE, pack_json(index)] if refused is None else [rid, *refused])
 
     # -- ConfigUpdate ----------------------------------------------------------------------
     def config_update(self, routing: bytes, msg: ConfigUpdate) -> None:
@@ -140,8 +155,8 @@ class ClientService:
     def fail_all(self, leader_id: str | None) -> None:
         """§10.3 (5) / §10.4 (8): answer everything pending with "not leader"."""
         leader = pack_json(leader_id) if leader_id is not None else JSON_NULL
-        for waiters in self._waiting.values():
-            for routing, rid in waiters:
+        for update_waiters in self._waiting.values():
+            for routing, rid, _ in update_waiters:
                 self._reply(routing, [rid, FALSE, leader])
         self._waiting.clear()
         self._waiting_heap.clear()

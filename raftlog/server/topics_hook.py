@@ -115,8 +115,14 @@ class TopicPublishHook:
             node.reply(routing, [msg_id, *encode_publish_rejection(result)])
             return
         node.clients.request_update(
-            routing, RequestUpdate(msg_id, result), node.machine.last_applied
+            routing, RequestUpdate(msg_id, result), node.machine.last_applied, refusal=self._refusal
         )
+
+    def _refusal(self, index: int) -> list[bytes] | None:
+        """The answer for a publish whose batch the state machine refused at apply (the leader
+        checked it against topics that an admin command then changed)."""
+        error = self._machine.refusal_at(index)
+        return None if error is None else encode_publish_rejection(error)
 
     def _frames_error(self, msg_id: bytes, args: Sequence[bytes]) -> TopicError | None:
         """What the dispatcher checks for ``=`` (and drops silently), answered here."""

@@ -29,6 +29,7 @@ at or before now, by this peer's clock) and compacted ones are never returned.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -55,6 +56,8 @@ NAME: Final = "topics"
 TOPICS_DIR: Final = "topics"
 """The machine's own RocksDB under the peer's data directory."""
 GC_INTERVAL: Final = 1.0
+MAX_RECENT_REFUSALS: Final = 10_000
+"""Refused batch indexes remembered for answering their publishers (``refusal_at``)."""
 CATCH_UP_BYTES: Final = 8 * 1024 * 1024
 SNAPSHOT_VERSION: Final = 1
 
@@ -114,6 +117,7 @@ class TopicStateMachine:
         self._gc_floor = 0
         self._retention_floor: dict[str, int] = {}
         self.refused_entries = 0
+        self._recent_refusals: OrderedDict[int, TopicError] = OrderedDict()
         self.malformed_entries = 0
 
     # -- state -----------------------------------------------------------------------------
@@ -135,6 +139,11 @@ class TopicStateMachine:
             self._log.warning(event, **fields)
 
     # -- StateMachine ----------------------------------------------------------------------
+    def refusal_at(self, index: int) -> TopicError | None:
+        """Why the record batch at ``index`` was refused when applied (a topic deleted
+        between the leader's check and the apply), if it was and it is still remembered."""
+        return self._recent_refusals.get(index)
+
     def apply(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
         last = first_index + len(entries) - 1
         if not entries or last <= self._applied:
@@ -167,6 +176,9 @@ class TopicStateMachine:
             return
         if error is not None:
             self.refused_entries += 1
+            self._recent_refusals[index] = error
+            if len(self._recent_refusals) > MAX_RECENT_REFUSALS:
+                self._recent_refusals.popitem(last=False)
             self._note("topic_batch_refused", index=index, reason=str(error))
             return
         for record in entry.records:

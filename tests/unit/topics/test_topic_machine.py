@@ -148,6 +148,9 @@ def test_a_batch_is_applied_whole_or_not_at_all(log: Log, machine: TopicStateMac
     fine = log.publish(Record("t", b"3"), Record("small", b"1234"))
     log.apply(machine)
     assert machine.refused_entries == 2
+    refusals = (machine.refusal_at(unknown), machine.refusal_at(too_big))
+    assert [e.name if e else None for e in refusals] == ["UnknownTopic", "RecordTooLarge"]
+    assert machine.refusal_at(fine) is None
     assert [r.id.index for r in read(machine, "t").records] == [fine]
     assert values(read(machine, "small")) == [b"1234"]
     assert "missing" not in machine.topics

@@ -41,7 +41,7 @@ class StubNode:
         self.replies: list[tuple[bytes, list[bytes]]] = []
         self.proposed: list[RequestUpdate] = []
         self.clients = SimpleNamespace(
-            request_update=lambda routing, msg, applied: self.proposed.append(msg)
+            request_update=lambda routing, msg, applied, **_: self.proposed.append(msg)
         )
 
     def reply(self, routing: bytes, frames: list[bytes]) -> None:
