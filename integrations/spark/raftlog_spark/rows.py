@@ -1,0 +1,187 @@
+"""Entries to Arrow record batches, column by column (no per-row tuples).
+
+For each STATE entry: raw data gives one row; a topic record batch (decoded with
+``raftlog.records.decode_entry``) gives one row per admitted record. Cheap checks come
+first, on the entry's bytes, so rejected entries are never decoded: the entry type, the
+topic magic and kind, the append time in the header (time filters), and whether the
+MessagePack encoding of some wanted topic name occurs in the entry at all (topic filters).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from typing import Final
+
+import msgpack
+import pyarrow as pa
+
+from raftlog.client import IndexedEntry
+from raftlog.entry import EntryType, LogEntry
+from raftlog.records import (
+    HEADER_SIZE,
+    KIND_RECORDS,
+    RecordBatch,
+    RecordFormatError,
+    append_time_of,
+    decode_entry,
+    is_topic_data,
+)
+from raftlog_spark.filters import ScanSpec
+from raftlog_spark.schema import arrow_schema
+
+log = logging.getLogger("raftlog_spark")
+
+MAX_BATCH_BYTES: Final = 32 * 1024 * 1024
+KIND_OFFSET: Final = 5
+STATE: Final = int(EntryType.STATE)
+
+
+class RowBuilder:
+    """Accumulates rows of admitted entries; :meth:`flush` returns them as one batch."""
+
+    def __init__(self, spec: ScanSpec, rows_per_batch: int) -> None:
+        self.rows_per_batch = rows_per_batch
+        self._topic_ok = spec.topic_checker()
+        self._raw_ok = spec.admits_raw
+        self._time = spec.time if spec.time.constrained else None
+        wanted = spec.wanted_topics()
+        self._needles = (
+            None if wanted is None else tuple(msgpack.packb(t, use_bin_type=True) for t in wanted)
+        )
+        self.malformed = 0
+        self.decoded = 0
+        self.skipped = 0
+        self._reset()
+
+    def _reset(self) -> None:
+        self._index: list[int] = []
+        self._position: list[int] = []
+        self._term: list[int] = []
+        self._topic: list[str | None] = []
+        self._key: list[bytes | None] = []
+        self._value: list[bytes] = []
+        self._offsets: list[int] = [0]
+        self._hkeys: list[str] = []
+        self._hvalues: list[bytes] = []
+        self._time_us: list[int | None] = []
+        self._producer_us: list[int | None] = []
+        self._bytes = 0
+
+    @property
+    def rows(self) -> int:
+        return len(self._index)
+
+    @property
+    def full(self) -> bool:
+        return len(self._index) >= self.rows_per_batch or self._bytes >= MAX_BATCH_BYTES
+
+    def add(self, index: int, entry: LogEntry) -> None:
+        if entry.entry_type != STATE:
+            return
+        data = entry.data
+        if not is_topic_data(data):
+            if self._raw_ok:
+                self._index.append(index)
+                self._position.append(0)
+                self._term.append(entry.term)
+                self._topic.append(None)
+                self._key.append(None)
+                self._value.append(data)
+                self._offsets.append(len(self._hkeys))
+                self._time_us.append(None)
+                self._producer_us.append(None)
+                self._bytes += len(data)
+            return
+        if len(data) <= HEADER_SIZE or data[KIND_OFFSET] != KIND_RECORDS:
+            return  # an admin command (or a malformed entry, skipped like the state machine)
+        stamp = append_time_of(data)
+        time_us = stamp * 1000 if stamp else None
+        if self._time is not None and not self._time.admits(time_us):
+            self.skipped += 1
+            return
+        needles = self._needles
+        if needles is not None and not any(n in data for n in needles):
+            self.skipped += 1
+            return
+        try:
+            batch = decode_entry(data)
+        except RecordFormatError as exc:
+            self.malformed += 1
+            if self.malformed <= 3:
+                log.warning("raftlog_spark: skipping malformed topic entry %d: %s", index, exc)
+            return
+        if not isinstance(batch, RecordBatch):
+            return
+        self.decoded += 1
+        records = batch.records
+        topic_ok = self._topic_ok
+        if topic_ok is None:
+            kept = records
+            self._position.extend(range(len(records)))
+        else:
+            picked = [(p, r) for p, r in enumerate(records) if topic_ok(r.topic)]
+            kept = tuple(r for _, r in picked)
+            self._position.extend(p for p, _ in picked)
+        count = len(kept)
+        if not count:
+            return
+        # one pass per column (list comprehensions), not one append per field and record
+        self._index.extend([index] * count)
+        self._term.extend([entry.term] * count)
+        self._topic.extend([r.topic for r in kept])
+        self._key.extend([r.key for r in kept])
+        self._value.extend([r.value for r in kept])
+        self._time_us.extend([time_us] * count)
+        self._producer_us.extend([r.timestamp_ms * 1000 if r.timestamp_ms else None for r in kept])
+        offsets, hkeys, hvalues = self._offsets, self._hkeys, self._hvalues
+        if any(r.headers for r in kept):
+            for record in kept:
+                headers = record.headers
+                if headers:
+                    hkeys.extend(headers.keys())
+                    hvalues.extend(headers.values())
+                offsets.append(len(hkeys))
+        else:
+            offsets.extend([len(hkeys)] * count)
+        self._bytes += len(data)
+
+    def flush(self) -> pa.RecordBatch:
+        schema = arrow_schema()
+        time_type = schema.field("timestamp").type
+        headers = pa.MapArray.from_arrays(
+            pa.array(self._offsets, pa.int32()),
+            pa.array(self._hkeys, pa.string()),
+            pa.array(self._hvalues, pa.binary()),
+            type=schema.field("headers").type,
+        )
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array(self._index, pa.int64()),
+                pa.array(self._position, pa.int32()),
+                pa.array(self._term, pa.int64()),
+                pa.array(self._topic, pa.string()),
+                pa.array(self._key, pa.binary()),
+                pa.array(self._value, pa.binary()),
+                headers,
+                pa.array(self._time_us, time_type),
+                pa.array(self._producer_us, time_type),
+            ],
+            schema=schema,
+        )
+        self._reset()
+        return batch
+
+
+def to_batches(
+    chunks: Iterable[list[IndexedEntry]], spec: ScanSpec, rows_per_batch: int
+) -> Iterator[pa.RecordBatch]:
+    """Record batches of the rows of ``chunks`` (never an empty batch)."""
+    builder = RowBuilder(spec, rows_per_batch)
+    for chunk in chunks:
+        for item in chunk:
+            builder.add(item.index, item.entry)
+            if builder.full:
+                yield builder.flush()
+    if builder.rows:
+        yield builder.flush()

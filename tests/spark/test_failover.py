@@ -1,0 +1,89 @@
+"""A leader killed (SIGKILL) while a task streams its range: the read still completes, with
+exactly the rows of the log. local[2] never retries a failed task, so a pass means the
+task's own client followed the new leader mid-stream.
+
+The kill comes from a downstream ``mapInArrow`` as soon as the first rows reach it. A reader
+can run ahead of its consumer only as far as the buffers between them hold: about 9 MB here
+(measured: a source producing while its consumer sleeps on the first batch). The range holds
+~24 MB, so at the kill most of it is still to be streamed -- from the next leader."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from raftlog.records import Record, encode_records
+
+from .conftest import source_options
+from .helpers import log_rows, publish, spark_rows, stable_leader, start_cluster, stop_cluster
+
+pytestmark = pytest.mark.timeout(240)
+
+ENTRIES = 400
+RECORDS_PER_ENTRY = 60
+VALUE = b"x" * 1000  # 400 x 60 x 1000 B = 24 MB, beyond the ~9 MB a reader can run ahead
+
+
+def test_leader_killed_mid_read_still_completes(spark: SparkSession, tmp_path: Path) -> None:
+    (tmp_path / "cluster").mkdir()
+    cluster = start_cluster(tmp_path / "cluster", "raftlog-spark-failover")
+    try:
+        datas = [
+            encode_records(
+                [
+                    Record("events", b"e-%d-%d-" % (n, k) + b"x" * 150)
+                    for k in range(RECORDS_PER_ENTRY)
+                ]
+            )
+            for n in range(ENTRIES)
+        ]
+        publish(cluster, datas)
+        expected = log_rows(cluster)
+        leader = stable_leader(cluster)
+        process = cluster.peers[leader].process
+        assert process is not None
+        pid, marker = process.pid, tmp_path / "killed-at"
+
+        def kill_leader_on_first_rows(
+            batches: Iterator[pa.RecordBatch],
+        ) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                try:
+                    fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                except FileExistsError:
+                    pass
+                else:  # the first rows: the read is under way
+                    os.write(fd, str(batch.column("index")[batch.num_rows - 1]).encode())
+                    os.close(fd)
+                    os.kill(pid, signal.SIGKILL)
+                time.sleep(0.002)  # a slow consumer: the readers cannot run far ahead
+                yield batch
+
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "200")
+        try:
+            df = (
+                spark.read.format("raftlog")
+                .options(**source_options(cluster, numPartitions=1, rowsPerBatch=200, timeout=30))
+                .load()
+            )
+            started = time.monotonic()
+            got = spark_rows(df.mapInArrow(kill_leader_on_first_rows, df.schema))
+            elapsed = time.monotonic() - started
+        finally:
+            spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+
+        killed_at = int(marker.read_text())
+        assert process.poll() is not None, "the leader was killed"
+        assert killed_at < 10, "the kill landed on the first rows of the range"
+        assert got == expected
+        assert stable_leader(cluster) != leader
+        print(f"leader {leader} killed after index {killed_at}; read finished in {elapsed:.1f}s")
+    finally:
+        stop_cluster(cluster)

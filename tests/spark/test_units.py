@@ -1,0 +1,283 @@
+"""Unit tests of the source's pure parts: options, filter translation (SQL three-valued
+logic), partition splitting, the append-time search, the Arrow row builder, and how Spark
+finds the source by name. No cluster and no SparkSession."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import pkgutil
+import re
+import socket
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.datasource import (
+    DataSource,
+    EqualNullSafe,
+    EqualTo,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    IsNull,
+    LessThan,
+    LessThanOrEqual,
+    Not,
+    StringStartsWith,
+)
+from raftlog_spark import RaftlogDataSource
+from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
+from raftlog_spark.filters import MAX_INDEX, ScanSpec, TimeBounds, eval_topic, push_filters
+from raftlog_spark.logclient import diagnose
+from raftlog_spark.options import parse_options
+from raftlog_spark.planning import LogPosition, StampIndex, batch_ranges, plan_batch, split
+from raftlog_spark.rows import RowBuilder, to_batches
+from raftlog_spark.schema import arrow_schema
+
+from raftlog.client import IndexedEntry
+from raftlog.entry import EntryType, LogEntry
+from raftlog.records import Record, TopicCommand, encode_command, encode_records, stamp_append_time
+
+BASE = {"peers": "tcp://127.0.0.1:8047,tcp://127.0.0.1:8147", "ident": "c"}
+RID = bytes(12)
+
+
+def utc(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+
+
+# -- options ---------------------------------------------------------------------------------
+def test_options_parse_validate_and_name_the_culprit() -> None:
+    opts = parse_options({**BASE, "TOPICS": "a, b", "startingindex": "5", "timeout": "2.5"})
+    assert opts.peers == ("tcp://127.0.0.1:8047", "tcp://127.0.0.1:8147")
+    assert opts.topics == {"a", "b"} and opts.starting_index == 5 and opts.timeout == 2.5
+    assert parse_options(
+        {**BASE, "startingTimestamp": "2024-01-01T00:00:00"}
+    ).starting_timestamp_ms == (1_704_067_200_000)
+    assert parse_options({**BASE, "endingTimestamp": "1704067200000"}).ending_timestamp_ms == (
+        1_704_067_200_000
+    )
+    bad = [
+        ({**BASE, "startIndex": "1"}, "unknown option 'startIndex' (did you mean startingIndex?)"),
+        ({"ident": "c"}, "option peers is required"),
+        ({"peers": BASE["peers"]}, "option ident is required"),
+        ({**BASE, "peers": "localhost:8047"}, "is not a peer URL like tcp://host:port"),
+        ({**BASE, "numPartitions": "0"}, "numPartitions='0' is invalid: must be >= 1"),
+        ({**BASE, "numPartitions": "2", "entriesPerPartition": "9"}, "not both"),
+        ({**BASE, "timeout": "soon"}, "must be a number of seconds"),
+        ({**BASE, "topics": "a,b c"}, "invalid topic name"),
+        ({**BASE, "failOnDataLoss": "maybe"}, "must be true or false"),
+        ({**BASE, "startingTimestamp": "yesterday"}, "or an ISO-8601 time"),
+        ({**BASE, "startingOffsets": "middle"}, "must be an integer"),
+    ]
+    for options, message in bad:
+        with pytest.raises(RaftlogSourceError, match=re.escape(message)):
+            parse_options(options)
+    with pytest.raises(RaftlogSourceError, match="applies to streams"):
+        parse_options({**BASE, "maxEntriesPerTrigger": "5"}, "batch")
+    with pytest.raises(RaftlogSourceError, match="applies to batch reads"):
+        parse_options({**BASE, "endingIndex": "5"}, "stream")
+
+
+def test_index_options_are_checked_against_the_pinned_log() -> None:
+    pos = LogPosition(first_index=50, last_index=200, term=3)
+    assert batch_ranges(parse_options(BASE), pos) == (50, 200)
+    with pytest.raises(RaftlogDataLossError, match="below the first available index 50"):
+        batch_ranges(parse_options({**BASE, "startingIndex": "10"}), pos)
+    lenient = parse_options({**BASE, "startingIndex": "10", "failOnDataLoss": "false"})
+    assert batch_ranges(lenient, pos) == (50, 200)
+    with pytest.raises(
+        RaftlogSourceError, match="startingIndex 201 is beyond the commit index 200"
+    ):
+        batch_ranges(parse_options({**BASE, "startingIndex": "201"}), pos)
+    with pytest.raises(RaftlogSourceError, match="endingIndex 300 is beyond"):
+        batch_ranges(parse_options({**BASE, "endingIndex": "300"}), pos)
+    assert plan_batch(parse_options(BASE), LogPosition(1, 0, 1), ScanSpec(), None) == ()
+
+
+# -- filters ---------------------------------------------------------------------------------
+def test_index_filters_become_exact_ranges() -> None:
+    filters = [
+        GreaterThan(("index",), 10),
+        LessThanOrEqual(("index",), 20),
+        GreaterThan(("position",), 0),
+    ]
+    spec, rest = push_filters(ScanSpec(), filters)
+    assert spec.index_ranges == ((11, 20),)
+    assert rest == [filters[2]] and rest[0] is filters[2]
+    spec, rest = push_filters(spec, [In(("index",), [12, 13, 14, 19, 40, None])])
+    assert spec.index_ranges == ((12, 14), (19, 19)) and rest == []
+    spec, _ = push_filters(ScanSpec(), [EqualTo(("index",), 7), LessThan(("index",), 7)])
+    assert spec.index_ranges == () and spec.reads_nothing
+    spec, rest = push_filters(ScanSpec(), [EqualTo(("index",), "7"), Not(EqualTo(("index",), 1))])
+    assert spec.index_ranges == ((0, MAX_INDEX),) and len(rest) == 2
+
+
+def test_topic_filters_follow_sql_three_valued_logic() -> None:
+    spec, rest = push_filters(
+        ScanSpec(),
+        [Not(EqualTo(("topic",), "a")), StringStartsWith(("topic",), "b")],
+    )
+    assert rest == []
+    assert [spec.admits_topic(t) for t in (None, "a", "b1", "c")] == [False, False, True, False]
+    nullsafe, _ = push_filters(ScanSpec(), [Not(EqualNullSafe(("topic",), "a"))])
+    assert nullsafe.admits_topic(None) and not nullsafe.admits_topic("a")
+    assert eval_topic(("in", frozenset({"a"}), True), "b") is None  # x IN ('a', NULL)
+    only_raw, _ = push_filters(ScanSpec(), [IsNull(("topic",))])
+    assert only_raw.admits_raw and only_raw.wanted_topics() is None
+    wanted, _ = push_filters(ScanSpec(topics=frozenset({"a", "b"})), [In(("topic",), ["b", "c"])])
+    assert wanted.wanted_topics() == {"b"} and not wanted.admits_raw
+    none, _ = push_filters(ScanSpec(), [EqualTo(("topic",), "a"), EqualTo(("topic",), "b")])
+    assert none.reads_nothing
+
+
+def test_time_filters_are_exact_on_rows_and_conservative_on_the_window() -> None:
+    t = utc(1_000_500)  # 1,000,500 ms
+    spec, rest = push_filters(
+        ScanSpec(), [GreaterThan(("timestamp",), t), LessThan(("timestamp",), utc(1_002_000))]
+    )
+    assert rest == []
+    micros = [None, 1_000_500_000, 1_000_501_000, 1_001_999_000, 1_002_000_000]
+    assert [spec.time.admits(m) for m in micros] == [False, False, True, True, False]
+    assert spec.time.ms_window() == (1_000_501, 1_002_000)
+    inclusive = TimeBounds().with_lower(1_000_500_400, True).with_upper(1_000_700_000, True)
+    assert inclusive.ms_window() == (1_000_501, 1_000_701)
+    both, _ = push_filters(
+        ScanSpec(), [IsNull(("timestamp",)), GreaterThanOrEqual(("timestamp",), t)]
+    )
+    assert both.time.admits(None) is False and both.time.admits(2_000_000_000) is False
+
+
+# -- partitions ------------------------------------------------------------------------------
+def test_split_is_balanced_contiguous_and_never_empty() -> None:
+    parts = split(((1, 10),), num_partitions=3)
+    assert [p.ranges for p in parts] == [((1, 4),), ((5, 7),), ((8, 10),)]
+    parts = split(((1, 3), (10, 12), (20, 20)), entries_per_partition=2)
+    assert [p.ranges for p in parts] == [((1, 2),), ((3, 3), (10, 10)), ((11, 12),), ((20, 20),)]
+    assert len(split(((5, 6),), num_partitions=10)) == 2
+    assert split((), num_partitions=4) == []
+    assert sum(p.entries for p in split(((1, 100_000),))) == 100_000
+
+
+# -- the append-time search ------------------------------------------------------------------
+def _entry(data: bytes, entry_type: int = EntryType.STATE) -> LogEntry:
+    return LogEntry(RID, entry_type, 1, data)
+
+
+def _stamped(ms: int, topic: str = "t") -> bytes:
+    return stamp_append_time(encode_records([Record(topic, b"v")]), ms)
+
+
+class FakeLog:
+    """``LogClient.chunks`` over an in-memory log (index -> entry)."""
+
+    def __init__(self, entries: list[LogEntry]) -> None:
+        self.entries = entries
+        self.streams = 0
+
+    def chunks(self, prev: int, count: int, *, chunk_entries: int = 256) -> Iterator[list[Any]]:
+        self.streams += 1
+        items = [
+            IndexedEntry(prev + 1 + n, e) for n, e in enumerate(self.entries[prev : prev + count])
+        ]
+        for start in range(0, len(items), chunk_entries):
+            yield items[start : start + chunk_entries]
+
+
+def test_time_search_finds_the_first_entry_stamped_at_or_after() -> None:
+    entries: list[LogEntry] = []
+    for n in range(2000):  # stamps 1000, 1000, 1002, ... with raw entries in between
+        entries.append(_entry(_stamped(1000 + (n // 2) * 2)) if n % 3 else _entry(b"raw"))
+    log = FakeLog(entries)
+    stamps = StampIndex(log, 1, len(entries))  # type: ignore[arg-type]
+    for ms in (0, 1000, 1001, 1500, 2998, 2999, 5000):
+        expected = next(
+            (
+                i + 1
+                for i, e in enumerate(entries)
+                if e.data != b"raw" and int.from_bytes(e.data[7:15], "big") >= ms
+            ),
+            len(entries) + 1,
+        )
+        assert stamps.first_index_at_or_after(ms) == expected, ms
+    assert stamps.probes < 120  # a binary search, memoised: not a scan per lookup
+
+
+# -- rows ------------------------------------------------------------------------------------
+def test_row_builder_drops_early_and_builds_spark_shaped_batches() -> None:
+    batch = stamp_append_time(
+        encode_records(
+            [
+                Record("orders", b"o1", b"k", {"h": b"1"}, 1_700_000_000_000),
+                Record("audit", b"a1"),
+                Record("orders", b"o2"),
+            ]
+        ),
+        1_800_000_000_000,
+    )
+    log = [
+        (1, _entry(b"\x93\x01\x02\x03")),
+        (2, _entry(b"config", EntryType.CONFIG)),
+        (3, LogEntry.checkpoint(1)),
+        (4, _entry(encode_command(TopicCommand("create", "orders")))),
+        (5, _entry(batch)),
+        (6, _entry(b"\xc1RLT\x01\x01\x00" + bytes(8) + b"\xff")),  # malformed: skipped
+        (7, _entry(_stamped(1_800_000_000_001, "audit"))),
+    ]
+    chunks = [[IndexedEntry(i, e) for i, e in log]]
+    everything = list(to_batches(chunks, ScanSpec(), 2))
+    assert all(b.schema.equals(arrow_schema()) for b in everything)
+    table = pa.Table.from_batches(everything)
+    assert table.column("index").to_pylist() == [1, 5, 5, 5, 7]
+    assert table.column("position").to_pylist() == [0, 0, 1, 2, 0]
+    assert table.column("topic").to_pylist() == [None, "orders", "audit", "orders", "audit"]
+    assert table.column("headers").to_pylist()[:2] == [[], [("h", b"1")]]
+    assert table.column("timestamp").to_pylist()[0] is None
+    assert table.column("timestamp").to_pylist()[1] == utc(1_800_000_000_000)
+    assert table.column("producer_timestamp").to_pylist()[1:3] == [utc(1_700_000_000_000), None]
+
+    spec, _ = push_filters(ScanSpec(), [EqualTo(("topic",), "orders")])
+    builder = RowBuilder(spec, 100)
+    for index, entry in log:
+        builder.add(index, entry)
+    assert builder.rows == 2 and builder.decoded == 1  # entry 7 was never decoded
+    late, _ = push_filters(ScanSpec(), [GreaterThan(("timestamp",), utc(1_800_000_000_000))])
+    builder = RowBuilder(late, 100)
+    for index, entry in log:
+        builder.add(index, entry)
+    assert builder.rows == 1 and builder.decoded == 1 and builder.skipped == 2  # 5, 6
+
+
+# -- discovery and diagnostics ---------------------------------------------------------------
+def test_spark_finds_the_source_by_name_in_an_installed_layout(tmp_path: Path) -> None:
+    """What ``pyspark.sql.worker.lookup_data_sources`` does, over a regular install layout."""
+    root = Path(__file__).resolve().parents[2] / "integrations" / "spark" / "pyspark_raftlog"
+    (tmp_path / "pyspark_raftlog").symlink_to(root)
+    found = {}
+    sys.path.insert(0, str(tmp_path))
+    try:
+        for info in pkgutil.iter_modules([str(tmp_path)]):
+            if info.name.startswith("pyspark_"):
+                module = importlib.import_module(info.name)
+                if issubclass(module.DefaultSource, DataSource):
+                    found[module.DefaultSource.name()] = module.DefaultSource
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert found == {"raftlog": RaftlogDataSource}
+
+
+def test_diagnosis_tells_unreachable_from_wrong_ident() -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        listening = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+        with socket.socket() as other:
+            other.bind(("127.0.0.1", 0))
+            closed = f"tcp://127.0.0.1:{other.getsockname()[1]}"
+        message = diagnose((listening, closed), "prod", 2.0, TimeoutError("x"))
+        assert "check the ident 'prod'" in message and f"unreachable: {closed}" in message
+    assert "no peer is reachable" in diagnose((closed,), "prod", 2.0, TimeoutError("x"))
