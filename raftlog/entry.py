@@ -13,7 +13,7 @@ one data byte, because a shorter entry makes a reference follower exit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Final
 
@@ -47,6 +47,9 @@ class LogEntry:
     entry_type: int
     term: int
     data: bytes
+    _raw: bytes | None = field(default=None, init=False, repr=False, compare=False)
+    """The serialized form, once computed or parsed: an entry is written to the log, sent to
+    every follower and applied, and each of those needs these bytes."""
 
     def __post_init__(self) -> None:
         if len(self.request_id) != REQUEST_ID_SIZE:
@@ -64,15 +67,19 @@ class LogEntry:
         return cls(ZERO_REQUEST_ID, EntryType.CHECKPOINT, term, CHECKPOINT_DATA)
 
     def to_bytes(self) -> bytes:
-        """Serialize to the wire/storage layout."""
-        return b"".join(
-            (
-                self.request_id,
-                bytes((self.entry_type,)),
-                self.term.to_bytes(7, "little"),
-                self.data,
+        """Serialize to the wire/storage layout (computed once per entry)."""
+        raw = self._raw
+        if raw is None:
+            raw = b"".join(
+                (
+                    self.request_id,
+                    bytes((self.entry_type,)),
+                    self.term.to_bytes(7, "little"),
+                    self.data,
+                )
             )
-        )
+            object.__setattr__(self, "_raw", raw)
+        return raw
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> LogEntry:
@@ -82,12 +89,14 @@ class LogEntry:
                 f"entry of {len(raw)} bytes is too short (header is {ENTRY_HEADER_SIZE} bytes "
                 "and data must hold at least one byte)"
             )
-        return cls(
+        entry = cls(
             bytes(raw[:REQUEST_ID_SIZE]),
             raw[REQUEST_ID_SIZE],
             int.from_bytes(raw[13:ENTRY_HEADER_SIZE], "little"),
             bytes(raw[ENTRY_HEADER_SIZE:]),
         )
+        object.__setattr__(entry, "_raw", bytes(raw))
+        return entry
 
     @property
     def is_state(self) -> bool:

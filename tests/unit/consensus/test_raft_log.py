@@ -90,3 +90,43 @@ def test_entries_outside_the_view_raise() -> None:
     log, _ = _log([1])
     with pytest.raises(IndexError):
         log.entries(1, 3)
+
+
+class _CountingStore(MemoryLogStore):
+    reads = 0
+
+    def entries(self, lo: int, hi: int, max_bytes: int | None = None):  # type: ignore[no-untyped-def]
+        self.reads += 1
+        return super().entries(lo, hi, max_bytes)
+
+
+def _persist(log: RaftLog, store: MemoryLogStore) -> None:
+    pending = log.pending_append()
+    assert pending is not None
+    store.append(pending.first_index, pending.entries)
+    log.stable_to(pending)
+
+
+def test_recently_persisted_entries_are_served_from_memory_and_equal_the_store() -> None:
+    store = _CountingStore()
+    log = RaftLog(store)
+    log.append([entry(1) for _ in range(5)])
+    _persist(log, store)
+    assert log.entries(2, 6, 10**6) == store.entries(2, 6)
+    assert store.reads == 1  # only the comparison above read the store
+    assert [log.term_at(i) for i in (1, 5)] == [1, 1]
+
+
+def test_recent_window_follows_truncation_and_snapshots() -> None:
+    store = _CountingStore()
+    log = RaftLog(store)
+    log.append([entry(1) for _ in range(4)])
+    _persist(log, store)
+    log.truncate_and_append(3, [entry(2)])
+    _persist(log, store)
+    assert [e.term for e in log.entries(1, 4)] == [1, 1, 2]
+    assert log.entries(1, 4) == store.entries(1, 4)
+    log.install_snapshot(2, 1)
+    store.compact(2, 1)
+    log.snapshot_persisted(2, 1)
+    assert log.entries(3, 4) == store.entries(3, 4)
