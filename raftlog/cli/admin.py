@@ -31,7 +31,7 @@ from raftlog.cli.admin_io import (
     entry_line,
     parse_peer_args,
     peer_status,
-    progress,
+    publish_all,
     render_table,
 )
 from raftlog.client import Peer, RaftClient, Subscriber, SyncRaftClient
@@ -152,27 +152,14 @@ def _is_final(data: bytes) -> bool:
 
 async def _publish(args: argparse.Namespace, urls: list[str], ident: str) -> int:
     records = _input_records(args)
-    total = len(records)
-    done = 0
-    last = 0
     async with RaftClient(urls, ident, timeout=args.timeout) as client:
-        queue = asyncio.Queue[bytes]()
-        for record in records:
-            queue.put_nowait(record)
-
-        async def worker() -> None:
-            nonlocal done, last
-            while not queue.empty():
-                data = queue.get_nowait()
-                last = max(last, await client.request_update(data))
-                done += 1
-                if args.progress:
-                    progress(done, total)
-
-        await asyncio.gather(*(worker() for _ in range(min(PUBLISH_IN_FLIGHT, max(1, total)))))
-    if args.progress:
-        print(file=sys.stderr)
-    print(f"published {done} record(s); last index {last}")
+        indexes = await publish_all(
+            records,
+            client.request_update,
+            in_flight=PUBLISH_IN_FLIGHT,
+            show_progress=args.progress,
+        )
+    print(f"published {len(indexes)} record(s); last index {max(indexes, default=0)}")
     return EXIT_OK
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 import zmq
 
@@ -19,6 +20,7 @@ from raftlog.rpc.config import validate_peer_url
 from raftlog.rpc.messages import Peer, RequestLogInfo, RequestLogInfoResponse, SnapshotChunk
 from raftlog.rpc.responses import decode_response
 
+T = TypeVar("T")
 EXIT_OK: Final = 0
 EXIT_REFUSED: Final = 1
 EXIT_USAGE: Final = 2
@@ -146,3 +148,28 @@ def progress(done: int, total: int) -> None:
     filled = width * done // max(1, total)
     bar = "#" * filled + "." * (width - filled)
     print(f"\r[{bar}] {done}/{total}", end="", file=sys.stderr, flush=True)
+
+
+async def publish_all(
+    records: Sequence[bytes],
+    publish: Callable[[bytes], Awaitable[T]],
+    *,
+    in_flight: int,
+    show_progress: bool,
+) -> list[T]:
+    """``publish(record)`` for every record, ``in_flight`` at a time; the results."""
+    queue: asyncio.Queue[bytes] = asyncio.Queue()
+    for record in records:
+        queue.put_nowait(record)
+    results: list[T] = []
+
+    async def worker() -> None:
+        while not queue.empty():
+            results.append(await publish(queue.get_nowait()))
+            if show_progress:
+                progress(len(results), len(records))
+
+    await asyncio.gather(*(worker() for _ in range(min(in_flight, max(1, len(records))))))
+    if show_progress:
+        print(file=sys.stderr)
+    return results

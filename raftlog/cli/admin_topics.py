@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime as dt
 import json
 import sys
 
 import zmq
 
-from raftlog.cli.admin_io import EXIT_OK, EXIT_UNAVAILABLE, UsageError, progress
+from raftlog.cli.admin_io import EXIT_OK, EXIT_UNAVAILABLE, UsageError, publish_all
 from raftlog.client import RaftClient, SyncRaftClient
 from raftlog.client.topics import TopicClient, make_record
-from raftlog.records import LoggedRecord
+from raftlog.records import LoggedRecord, RecordId
 from raftlog.rpc.frames import decode_uint
 from raftlog.server.dispatch import TYPE_COMPACT
 
@@ -103,27 +102,17 @@ async def cmd_topics(args: argparse.Namespace, urls: list[str], ident: str) -> i
 async def publish_to_topic(
     args: argparse.Namespace, urls: list[str], ident: str, records: list[bytes]
 ) -> int:
-    total, done, last = len(records), 0, None
+    key = None if args.key is None else args.key.encode()
     async with RaftClient(urls, ident, timeout=args.timeout) as client, TopicClient(client) as tc:
-        queue: asyncio.Queue[bytes] = asyncio.Queue()
-        for value in records:
-            queue.put_nowait(value)
 
-        async def worker() -> None:
-            nonlocal done, last
-            while not queue.empty():
-                value = queue.get_nowait()
-                key = None if args.key is None else args.key.encode()
-                rid = (await tc.publish_batch([make_record(args.topic, value, key=key)]))[0]
-                last = rid if last is None or rid > last else last
-                done += 1
-                if args.progress:
-                    progress(done, total)
+        async def publish(value: bytes) -> RecordId:
+            return (await tc.publish_batch([make_record(args.topic, value, key=key)]))[0]
 
-        await asyncio.gather(*(worker() for _ in range(min(PUBLISH_IN_FLIGHT, max(1, total)))))
-    if args.progress:
-        print(file=sys.stderr)
-    print(f"published {done} record(s) to {args.topic}; last id {last}")
+        ids = await publish_all(
+            records, publish, in_flight=PUBLISH_IN_FLIGHT, show_progress=args.progress
+        )
+    last = max(ids, default=None)
+    print(f"published {len(ids)} record(s) to {args.topic}; last id {last}")
     return EXIT_OK
 
 

@@ -3,11 +3,10 @@ and repeated add/remove under a continuous write load (node-zmq-raft issue #27 h
 
 from __future__ import annotations
 
-import threading
 import time
 
 from integration.cluster import PeerCluster, wait_for
-from integration.peer.updates import new_request_id, update
+from integration.peer.updates import Writers, assert_acked_exactly_once, update
 from raftlog.client import Peer, SyncRaftClient
 from raftlog.errors import ConfigUpdateError
 
@@ -86,42 +85,19 @@ def _leader_of(cluster: PeerCluster, ids: list[str]) -> str | None:
 def test_adding_and_removing_a_fourth_peer_five_times_under_load(cluster: PeerCluster) -> None:
     cluster.add_outsider("4")
     cluster.start("4")
-    acked: dict[bytes, int] = {}
-    stop = threading.Event()
-    errors: list[BaseException] = []
+    with Writers(cluster, 3, timeout=60) as load:
+        _five_rounds(cluster, load)
+    assert not load.errors, load.errors
+    assert len(load.acked) > 20
+    assert_acked_exactly_once(cluster, cluster.wait_leader(), load.acked)
 
-    def writer() -> None:
-        n = 0
-        try:
-            while not stop.is_set():
-                rid = new_request_id()
-                acked[rid] = update(cluster, b"load %d" % n, rid, timeout=60)
-                n += 1
-        except BaseException as exc:
-            errors.append(exc)
 
-    threads = [threading.Thread(target=writer) for _ in range(3)]
-    for t in threads:
-        t.start()
+def _five_rounds(cluster: PeerCluster, load: Writers) -> None:
     three, four = ["1", "2", "3"], ["1", "2", "3", "4"]
-    try:
-        with SyncRaftClient(cluster.urls[:3], cluster.ident, timeout=60) as client:
-            for _round in range(5):
-                _change(client, _peers(cluster, four))
-                wait_for("peer 4 to follow", lambda: _follows(cluster, "4", four), timeout=60)
-                _change(client, _peers(cluster, three))
-                wait_for("C(new) without 4", lambda: _follows(cluster, "1", three), timeout=60)
-                assert not errors, errors
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(90)
-    assert not errors, errors
-    assert len(acked) > 20
-    leader = cluster.wait_leader()
-    entries = cluster.read_all(leader)
-    by_rid: dict[bytes, list[int]] = {}
-    for index, raw in entries:
-        by_rid.setdefault(raw[:12], []).append(index)
-    for rid, index in acked.items():
-        assert by_rid.get(rid) == [index]
+    with SyncRaftClient(cluster.urls[:3], cluster.ident, timeout=60) as client:
+        for _round in range(5):
+            _change(client, _peers(cluster, four))
+            wait_for("peer 4 to follow", lambda: _follows(cluster, "4", four), timeout=60)
+            _change(client, _peers(cluster, three))
+            wait_for("C(new) without 4", lambda: _follows(cluster, "1", three), timeout=60)
+            assert not load.errors, load.errors

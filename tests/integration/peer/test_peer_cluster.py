@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import threading
-
 from integration.cluster import PeerCluster, probe, wait_for
-from integration.peer.updates import new_request_id, update
+from integration.peer.updates import Writers, assert_acked_exactly_once, new_request_id, update
 from raftlog.entry import LogEntry
 from raftlog.rpc.messages import (
     RequestBroadcastStateUrl,
@@ -85,45 +83,17 @@ def test_every_peer_answers_with_its_own_broadcast_url(cluster: PeerCluster) -> 
 def test_kill9_of_the_leader_under_load_loses_no_acknowledged_update(
     cluster: PeerCluster,
 ) -> None:
-    acked: dict[bytes, int] = {}
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def writer() -> None:
-        n = 0
-        try:
-            while not stop.is_set():
-                rid = new_request_id()
-                acked[rid] = update(cluster, b"load %d" % n, rid, timeout=30)
-                n += 1
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=writer) for _ in range(4)]
-    for t in threads:
-        t.start()
-    try:
-        wait_for("40 acknowledged updates", lambda: len(acked) >= 40)
+    with Writers(cluster, 4) as load:
+        wait_for("40 acknowledged updates", lambda: len(load.acked) >= 40)
         old = cluster.wait_leader()
         cluster.kill(old)
         new = cluster.wait_leader(exclude=old)
-        before = len(acked)
-        wait_for("updates acknowledged by the new leader", lambda: len(acked) >= before + 40)
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(60)
-    assert not errors, errors
+        before = len(load.acked)
+        wait_for("updates acknowledged by the new leader", lambda: len(load.acked) >= before + 40)
+    assert not load.errors, load.errors
     cluster.start(old)
-    leader = cluster.wait_leader()
-    entries = cluster.read_all(leader)
-    by_rid: dict[bytes, list[int]] = {}
-    for index, raw in entries:
-        by_rid.setdefault(raw[:12], []).append(index)
-    for rid, index in acked.items():
-        assert by_rid.get(rid) == [index], f"update {rid.hex()} acked at {index}"
+    last = assert_acked_exactly_once(cluster, cluster.wait_leader(), load.acked)
     assert new != old
-    last = entries[-1][0]
     wait_for(
         "the restarted peer to catch up",
         lambda: (i := cluster.log_info(old)) is not None and i.last_applied >= last,

@@ -6,6 +6,7 @@ on every retry, "accepted" restarts the wait, "not leader" moves to the named le
 
 from __future__ import annotations
 
+import threading
 import time
 
 from integration.cluster import PeerCluster, probe
@@ -46,3 +47,48 @@ def update(
         else:
             target = None  # silence or only "accepted": rediscover and retry, same id
     raise AssertionError(f"update {rid.hex()} not committed within {timeout}s")
+
+
+class Writers:
+    """``count`` threads committing updates until stopped (use as a context manager);
+    ``acked`` maps each acknowledged request id to its index, ``errors`` collects failures."""
+
+    def __init__(self, cluster: PeerCluster, count: int, timeout: float = 30.0) -> None:
+        self.cluster = cluster
+        self.acked: dict[bytes, int] = {}
+        self.errors: list[BaseException] = []
+        self._timeout = timeout
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._write) for _ in range(count)]
+
+    def _write(self) -> None:
+        n = 0
+        try:
+            while not self._stop.is_set():
+                rid = new_request_id()
+                self.acked[rid] = update(self.cluster, b"load %d" % n, rid, self._timeout)
+                n += 1
+        except BaseException as exc:
+            self.errors.append(exc)
+
+    def __enter__(self) -> Writers:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(self._timeout * 2)
+
+
+def assert_acked_exactly_once(cluster: PeerCluster, leader: str, acked: dict[bytes, int]) -> int:
+    """Every acknowledged update is in the leader's log once, at its acknowledged index;
+    returns the last index read."""
+    entries = cluster.read_all(leader)
+    by_rid: dict[bytes, list[int]] = {}
+    for index, raw in entries:
+        by_rid.setdefault(raw[:12], []).append(index)
+    for rid, index in acked.items():
+        assert by_rid.get(rid) == [index], f"update {rid.hex()} acked at {index}"
+    return entries[-1][0] if entries else 0
