@@ -110,10 +110,9 @@ class PeerNode:
             last_applied=max(saved.last_applied, self.store.snapshot_index),
             heartbeat_interval_ms=opts.broadcast_heartbeat_interval,
         )
-        self.machine = CompositeStateMachine([self.broadcast])
         self._sockets_open = True
-        # -- topics (issue #7): the topic index, brought up to the persisted last_applied
-        # from the log first (its own writes are unsynced), then applied beside the BSM.
+        # The topic index (issue #7), brought up to the persisted last_applied from the log
+        # first (its own writes are unsynced), then applied beside the broadcast machine.
         self.topics = open_topic_machine(
             settings.data_dir / TOPICS_DIR,
             self.store,
@@ -122,7 +121,6 @@ class PeerNode:
             log=self.log,
         )
         self.machine = CompositeStateMachine([self.broadcast, self.topics])
-        # -- end topics
         if not settings.is_member and opts.catch_up_timeout:
             saved = self._catch_up(settings)
         self.router = self._context.socket(zmq.ROUTER)
@@ -403,7 +401,10 @@ class PeerNode:
                 self.channels.close()
             if hasattr(self, "router"):
                 self.router.close(linger=0)
-            self.machine.close()
+            # the composite once built; before that (the topic index failed to open) the
+            # broadcast machine alone holds a socket
+            machine = getattr(self, "machine", None)
+            (machine if machine is not None else self.broadcast).close()
         self._context.term()
         self.store.close()
         self.hard_state.close()
