@@ -274,6 +274,21 @@ class PeerCluster:
             timeout,
         )
 
+    def wait_stable_leader(self, timeout: float = 30.0) -> str:
+        """The leader's id once every running peer names the same leader and it says it
+        leads (a freshly started cluster may still change leaders right after its first
+        election)."""
+
+        def agreed() -> str | None:
+            views = [self.config_of(p.id) for p in self.peers.values() if p.running]
+            leaders = {v.leader_id if v is not None else None for v in views}
+            if len(leaders) != 1 or None in leaders:
+                return None
+            leader = leaders.pop()
+            return leader if any(v is not None and v.is_leader for v in views) else None
+
+        return wait_for("all peers to agree on a leader", agreed, timeout)
+
     def read_all(self, peer_id: str, prev_index: int = 0) -> list[tuple[int, bytes]]:
         """Every committed entry after ``prev_index`` as ``(index, serialized entry)``, read
         from leader ``peer_id`` with RequestEntries (acknowledging each batch)."""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from integration.cluster import PeerCluster, wait_for
+from integration.cluster import PeerCluster
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812
 
@@ -31,7 +31,7 @@ def start_cluster(directory: Path, ident: str) -> PeerCluster:
     cluster = PeerCluster(directory, ident=ident, raft={"topic_auto_create": True})
     try:
         cluster.start()
-        stable_leader(cluster)
+        cluster.wait_stable_leader()
     except BaseException:
         stop_cluster(cluster)
         raise
@@ -46,20 +46,6 @@ def stop_cluster(cluster: PeerCluster) -> None:
             if peer.process is not None and peer.process.poll() is None:
                 peer.process.kill()
                 peer.process.wait(10)
-
-
-def stable_leader(cluster: PeerCluster, timeout: float = 30.0) -> str:
-    """The leader once every running peer names the same one."""
-
-    def agreed() -> str | None:
-        views = [cluster.config_of(p.id) for p in cluster.peers.values() if p.running]
-        leaders = {v.leader_id if v is not None else None for v in views}
-        if len(leaders) != 1 or None in leaders:
-            return None
-        leader = leaders.pop()
-        return leader if any(v is not None and v.is_leader for v in views) else None
-
-    return wait_for("all peers to agree on a leader", agreed, timeout)
 
 
 def publish(cluster: PeerCluster, datas: Sequence[bytes], concurrency: int = 16) -> list[int]:

@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from raftlog.records import Record, encode_records
 
 from .conftest import source_options
-from .helpers import log_rows, publish, spark_rows, stable_leader, start_cluster, stop_cluster
+from .helpers import log_rows, publish, spark_rows, start_cluster, stop_cluster
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -46,7 +46,7 @@ def test_leader_killed_mid_read_still_completes(spark: SparkSession, tmp_path: P
         ]
         publish(cluster, datas)
         expected = log_rows(cluster)
-        leader = stable_leader(cluster)
+        leader = cluster.wait_stable_leader()
         process = cluster.peers[leader].process
         assert process is not None
         pid, marker = process.pid, tmp_path / "killed-at"
@@ -83,7 +83,7 @@ def test_leader_killed_mid_read_still_completes(spark: SparkSession, tmp_path: P
         assert process.poll() is not None, "the leader was killed"
         assert killed_at < 10, "the kill landed on the first rows of the range"
         assert got == expected
-        assert stable_leader(cluster) != leader
+        assert cluster.wait_stable_leader() != leader
         print(f"leader {leader} killed after index {killed_at}; read finished in {elapsed:.1f}s")
     finally:
         stop_cluster(cluster)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from integration.cluster import PeerCluster, wait_for
+from integration.cluster import PeerCluster
 from raftlog.client import IndexedEntry, RaftClient, SnapshotChunk
 
 
@@ -22,26 +22,11 @@ def _started(directory: Path, raft: dict[str, Any] | None = None) -> PeerCluster
     cluster = PeerCluster(directory, ident="raftlog-client-test", raft=raft)
     try:
         cluster.start()
-        wait_stable_leader(cluster)
+        cluster.wait_stable_leader()
     except BaseException:
         _stop(cluster)
         raise
     return cluster
-
-
-def wait_stable_leader(cluster: PeerCluster, timeout: float = 30.0) -> str:
-    """The leader's id once every running peer names the same leader (a freshly started
-    cluster may still change leaders right after its first election)."""
-
-    def agreed() -> str | None:
-        views = [cluster.config_of(p.id) for p in cluster.peers.values() if p.running]
-        leaders = {v.leader_id if v is not None else None for v in views}
-        if len(leaders) != 1 or None in leaders:
-            return None
-        leader = leaders.pop()
-        return leader if any(v is not None and v.is_leader for v in views) else None
-
-    return wait_for("all peers to agree on a leader", agreed, timeout)
 
 
 def started_cluster(directory: Path, raft: dict[str, Any] | None = None) -> PeerCluster:

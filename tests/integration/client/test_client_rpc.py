@@ -15,7 +15,7 @@ from raftlog.client import RaftClient
 from raftlog.errors import ClusterUnavailableError, ConfigUpdateError, RequestExpiredError
 from raftlog.ids import machine_id, make_request_id
 
-from .conftest import client_for, read_log, wait_stable_leader
+from .conftest import client_for, read_log
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.timeout(120)
 async def test_discovery_from_one_follower_seed_finds_leader_and_all_peers(
     shared_cluster: PeerCluster,
 ) -> None:
-    leader_id = wait_stable_leader(shared_cluster)
+    leader_id = shared_cluster.wait_stable_leader()
     follower = next(p for p in shared_cluster.peers.values() if p.id != leader_id)
     async with RaftClient([follower.url], shared_cluster.ident) as client:
         info = await client.request_config()
@@ -42,7 +42,7 @@ async def test_log_info_from_leader_and_from_any_peer(shared_cluster: PeerCluste
         index = await client.request_update(b"log-info probe")
         info = await client.request_log_info()
         assert info.is_leader and info.last_applied >= index and info.commit_index >= index
-    leader_id = wait_stable_leader(shared_cluster)
+    leader_id = shared_cluster.wait_stable_leader()
     follower = next(p for p in shared_cluster.peers.values() if p.id != leader_id)
     async with RaftClient([follower.url], shared_cluster.ident) as client:
         any_info = await client.request_log_info(any_peer=True)  # the follower answers itself

@@ -12,7 +12,7 @@ from integration.cluster import PeerCluster
 from raftlog.client import RaftClient
 from raftlog.entry import EntryType
 
-from .conftest import client_for, read_log, wait_stable_leader
+from .conftest import client_for, read_log
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -45,14 +45,14 @@ async def test_leader_kill_during_updates_loses_and_duplicates_nothing(
         tasks = [asyncio.create_task(writer(client, w)) for w in range(WRITERS)]
         await wait_acked(100, 30)
         for _ in range(2):  # two crashes: the second hits the leader elected after the first
-            victim = wait_stable_leader(cluster)
+            victim = cluster.wait_stable_leader()
             before = len(acked)
             cluster.kill(victim)  # SIGKILL: whatever was in flight is lost on that peer
             await wait_acked(before + 150, 60)
             assert client.leader is None or client.leader.id != victim
             cluster.start(victim)  # it rejoins as a follower and gets its log repaired
             await wait_acked(before + 250, 60)
-            wait_stable_leader(cluster)
+            cluster.wait_stable_leader()
         stop.set()
         await asyncio.gather(*tasks)
         assert not failed, failed[:3]

@@ -15,7 +15,7 @@ from raftlog.entry import EntryType, LogEntry
 from raftlog.rpc import encode_broadcast
 from raftlog.rpc.messages import StateBroadcast
 
-from .conftest import client_for, read_log, wait_stable_leader
+from .conftest import client_for, read_log
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -91,13 +91,13 @@ async def test_subscriber_catches_up_follows_live_and_survives_leader_kill(
             live = await write(client, b"live", 100)
             await got.until("live updates", lambda: sub.last_index >= max(live))
 
-            victim = wait_stable_leader(cluster)
+            victim = cluster.wait_stable_leader()
             cluster.kill(victim)
             after = await write(client, b"after", 100)
             await got.until("updates after the crash", lambda: sub.last_index >= max(after), 60)
             assert sub.resubscriptions >= 1
             cluster.start(victim)
-            wait_stable_leader(cluster)
+            cluster.wait_stable_leader()
             final = await write(client, b"final", 20)
             await got.until("updates after the restart", lambda: sub.last_index >= max(final), 60)
         finally:

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from integration.cluster import PeerCluster, wait_for
+from integration.cluster import PeerCluster
 from raftlog.client import RaftClient
 from raftlog.client.topics import TopicClient
 from raftlog.rpc.topics import ReadResult
@@ -23,24 +23,11 @@ def start_cluster(
     cluster = PeerCluster(directory, ids, ident="raftlog-topics-test", raft=raft)
     try:
         cluster.start()
-        stable_leader(cluster)
+        cluster.wait_stable_leader(20)
     except BaseException:
         cluster.stop()
         raise
     return cluster
-
-
-def stable_leader(cluster: PeerCluster, timeout: float = 20.0) -> str:
-    """The leader once every running peer names the same one."""
-
-    def agreed() -> str | None:
-        views = [cluster.config_of(p.id) for p in cluster.peers.values() if p.running]
-        leaders = {v.leader_id if v is not None else None for v in views}
-        if len(leaders) != 1 or None in leaders:
-            return None
-        return leaders.pop()
-
-    return wait_for("all peers to agree on a leader", agreed, timeout)
 
 
 @asynccontextmanager

@@ -14,7 +14,7 @@ from raftlog.client.topics import TopicClient, publish_data
 from raftlog.records import Record, TopicProperties
 from raftlog.statemachine.topics import TOPICS_DIR
 
-from .helpers import Row, read_all, stable_leader, start_cluster, topic_client, wait_applied
+from .helpers import Row, read_all, start_cluster, topic_client, wait_applied
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -51,11 +51,11 @@ async def test_republish_after_leader_change_and_index_rebuilt_after_kill9(
             temp_data = publish_data([Record("temp", b"t")])
             temp_index = await topics.propose(temp_data, request_id=temp_rid)
 
-            old_leader = stable_leader(cluster)
+            old_leader = cluster.wait_stable_leader(20)
             cluster.kill(old_leader)  # SIGKILL: only what was fsynced survives
             new_leader = wait_for(
                 "a new leader",
-                lambda: (lid := stable_leader(cluster)) != old_leader and lid,
+                lambda: (lid := cluster.wait_stable_leader(20)) != old_leader and lid,
             )
             assert new_leader != old_leader
             # same request id at the new leader: the same index, nothing appended again --
@@ -79,7 +79,7 @@ async def test_republish_after_leader_change_and_index_rebuilt_after_kill9(
             ]
 
             # a follower loses its whole topic index: rebuilt from its log on restart
-            leader = stable_leader(cluster)
+            leader = cluster.wait_stable_leader(20)
             follower = next(p for p in cluster.peers if p != leader)
             cluster.kill(follower)
             shutil.rmtree(cluster.peers[follower].data_dir / TOPICS_DIR)
@@ -123,7 +123,7 @@ async def test_a_follower_restored_from_a_snapshot_keeps_topics_and_serves_the_r
     try:
         async with topic_client(cluster) as topics:
             await topics.create_topic("kept", retention_ms=10**9, max_bytes=1000)
-            leader = stable_leader(cluster)
+            leader = cluster.wait_stable_leader(20)
             follower = next(p for p in cluster.peers if p != leader)
             cluster.kill(follower)
             for n in range(0, 160, 2):  # 80 entries, over the compaction threshold
