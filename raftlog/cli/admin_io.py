@@ -12,6 +12,7 @@ from typing import Final, TypeVar
 
 import zmq
 
+from raftlog import sockets
 from raftlog.client.models import IndexedEntry
 from raftlog.entry import EntryType
 from raftlog.errors import RaftlogError
@@ -70,10 +71,8 @@ class PeerRow:
 
 def peer_status(peer: Peer, ident: str, timeout: float) -> PeerRow:
     """RequestLogInfo asked of this one peer (not the leader): its own view."""
-    sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
+    sock: zmq.Socket[bytes] = sockets.client_dealer(zmq.Context.instance(), peer.url)
     try:
-        sock.connect(peer.url)
         sock.send_multipart(encode_request(RequestLogInfo(), ident=ident.encode(), id=b"\x01"))
         if sock.poll(int(min(timeout, 1.0) * 1000)):
             _, resp = decode_response(b"%", sock.recv_multipart())

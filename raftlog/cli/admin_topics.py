@@ -9,6 +9,7 @@ import sys
 
 import zmq
 
+from raftlog import sockets
 from raftlog.cli.admin_io import EXIT_OK, EXIT_UNAVAILABLE, UsageError, publish_all
 from raftlog.client import RaftClient, SyncRaftClient
 from raftlog.client.topics import TopicClient, make_record
@@ -165,10 +166,8 @@ def cmd_compact(args: argparse.Namespace, urls: list[str], ident: str) -> int:
     failed = 0
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     for url in targets:
-        sock: zmq.Socket[bytes] = context.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
+        sock: zmq.Socket[bytes] = sockets.client_dealer(context, url)
         try:
-            sock.connect(url)
             sock.send_multipart([b"\x01", TYPE_COMPACT, ident.encode()])
             if sock.poll(int(args.timeout * 1000)):
                 frames = sock.recv_multipart()

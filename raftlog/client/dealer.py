@@ -28,7 +28,8 @@ from typing import Any, Final
 import zmq
 import zmq.asyncio
 
-SEND_HIGH_WATER_MARK: Final = 1000
+from raftlog import sockets
+
 """Outgoing messages queued per connection. The reference client uses 2, but it sends one
 request at a time; this client multiplexes many concurrent calls over one connection."""
 
@@ -121,11 +122,7 @@ class DealerChannel:
     def __init__(self, context: zmq.asyncio.Context, url: str, waiters: Waiters) -> None:
         self.url = url
         self._waiters = waiters
-        sock = context.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.IMMEDIATE, 1)
-        sock.setsockopt(zmq.SNDHWM, SEND_HIGH_WATER_MARK)
-        sock.connect(url)
+        sock = sockets.client_dealer(context, url)
         self._socket = sock
         self._sync_socket: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)
         self._closed = False

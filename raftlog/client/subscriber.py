@@ -38,6 +38,7 @@ from typing import Literal
 import zmq
 import zmq.asyncio
 
+from raftlog import sockets
 from raftlog.client.client import RaftClient
 from raftlog.client.models import (
     BROADCAST_TIMEOUT,
@@ -151,10 +152,7 @@ class Subscriber:
 
     async def _subscribe(self, client: RaftClient) -> zmq.asyncio.Socket:
         url = await client.request_broadcast_url(timeout=self._timeout)
-        sub = client.context.socket(zmq.SUB)
-        sub.setsockopt(zmq.LINGER, 0)
-        sub.setsockopt(zmq.SUBSCRIBE, self._ident)
-        sub.connect(url)
+        sub = sockets.client_sub(client.context, url, self._ident)
         self._sub = sub
         log.debug("subscriber_subscribed url=%s last_index=%s", url, self._last)
         return sub

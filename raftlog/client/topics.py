@@ -33,6 +33,7 @@ from typing import Final, Literal
 import zmq
 import zmq.asyncio
 
+from raftlog import sockets
 from raftlog.client.client import RaftClient
 from raftlog.client.topic_stream import subscribe
 from raftlog.entry import REQUEST_ID_SIZE
@@ -85,9 +86,7 @@ class _Channel:
     """One DEALER to one peer and the requests waiting for its answers."""
 
     def __init__(self, context: zmq.asyncio.Context, url: str) -> None:
-        self.socket = context.socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.connect(url)
+        self.socket = sockets.client_dealer(context, url, immediate=False)
         self.waiting: dict[bytes, asyncio.Queue[list[bytes]]] = {}
         self.reader = asyncio.get_running_loop().create_task(self._read())
 

@@ -29,6 +29,7 @@ from typing import Any, Final
 
 import zmq
 
+from raftlog import sockets
 from raftlog.config import PeerSettings
 from raftlog.consensus import (
     BadConfigEntry,
@@ -52,7 +53,7 @@ from raftlog.server.catch_up import CatchUp
 from raftlog.server.client_service import ClientService
 from raftlog.server.dispatch import Dispatcher
 from raftlog.server.entries_service import EntriesLimits, EntriesService
-from raftlog.server.peers import MAX_MESSAGE_SIZE, PeerChannels
+from raftlog.server.peers import PeerChannels
 from raftlog.statemachine.broadcast import BroadcastStateMachine
 from raftlog.statemachine.composite import CompositeStateMachine
 from raftlog.statemachine.topics import TOPICS_DIR, open_topic_machine
@@ -64,7 +65,6 @@ DRAIN_LIMIT: Final = 4096
 """Messages taken from one socket per pass, so one busy socket cannot starve the others."""
 DRAIN_BUDGET: Final = 0.005
 """Seconds of ROUTER work per pass at least, before ticks and Readies get their turn."""
-ROUTER_HIGH_WATER_MARK: Final = 100_000
 HOUSEKEEPING_INTERVAL: Final = 1.0
 MAX_TICK_BACKLOG: Final = 100
 """Ticks replayed at most after a stall (e.g. a very slow fsync); the rest are skipped."""
@@ -123,14 +123,9 @@ class PeerNode:
         self.machine = CompositeStateMachine([self.broadcast, self.topics])
         if not settings.is_member and opts.catch_up_timeout:
             saved = self._catch_up(settings)
-        self.router = self._context.socket(zmq.ROUTER)
-        self.router.setsockopt(zmq.LINGER, 0)
-        self.router.setsockopt(zmq.RCVHWM, ROUTER_HIGH_WATER_MARK)
-        self.router.setsockopt(zmq.SNDHWM, ROUTER_HIGH_WATER_MARK)
-        self.router.setsockopt(
-            zmq.MAXMSGSIZE, max(MAX_MESSAGE_SIZE, 2 * opts.max_log_entry_data_size)
+        self.router = sockets.peer_router(
+            self._context, settings.bind_url, max_message_size=2 * opts.max_log_entry_data_size
         )
-        self.router.bind(settings.bind_url)
         self._poller.register(self.router, zmq.POLLIN)
         self.core = RaftCore(
             CoreConfig.from_millis(

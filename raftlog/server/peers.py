@@ -12,8 +12,8 @@ of stale requests.
 
 Memory stays bounded: at most ``MAX_OUTSTANDING`` unanswered msgids are remembered per peer
 (the oldest are forgotten: their answers, if any, are dropped), and each DEALER queues at most
-``SEND_HIGH_WATER_MARK`` messages for an unreachable peer before sends are dropped (the core
-sends again on its next timeout).
+``sockets.PEER_SEND_HIGH_WATER_MARK`` messages for an unreachable peer before sends are dropped
+(the core sends again on its next timeout).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Final
 
 import zmq
 
+from raftlog import sockets
 from raftlog.errors import LocalProtocolError, RemoteProtocolError
 from raftlog.rpc.codec import encode_request
 from raftlog.rpc.frames import decode_msg_id, encode_msg_id, next_msg_id
@@ -42,8 +43,6 @@ from raftlog.rpc.responses import decode_response
 from raftlog.transport import send_frames
 
 MAX_OUTSTANDING: Final = 4096
-SEND_HIGH_WATER_MARK: Final = 64
-MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024
 
 _REQUEST_TYPES: Final[dict[type, bytes]] = {
     AppendEntries: TYPE_APPEND_ENTRIES,
@@ -64,14 +63,7 @@ class PeerChannel:
         self._outstanding: OrderedDict[int, PeerRequest] = OrderedDict()
         self._last: tuple[PeerRequest, int, list[bytes]] | None = None
         self.dropped_sends = 0
-        self.socket = context.socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.SNDHWM, SEND_HIGH_WATER_MARK)
-        self.socket.setsockopt(zmq.IMMEDIATE, 1)
-        self.socket.setsockopt(zmq.RCVHWM, SEND_HIGH_WATER_MARK * 4)
-        self.socket.setsockopt(zmq.RECONNECT_IVL, rpc_timeout_ms)
-        self.socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
-        self.socket.connect(peer.url)
+        self.socket = sockets.peer_dealer(context, peer.url, reconnect_ivl_ms=rpc_timeout_ms)
 
     def send(self, request: PeerRequest) -> None:
         last = self._last

@@ -22,13 +22,13 @@ from typing import Final
 import msgpack
 import zmq
 
+from raftlog import sockets
 from raftlog.rpc.frames import encode_uint
 from raftlog.rpc.messages import TYPE_REQUEST_BROADCAST_STATE_URL
 from raftlog.transport import send_frames
 
 MAX_BATCH_ENTRIES: Final = 4096
 MAX_BATCH_BYTES: Final = 65536
-PUB_HIGH_WATER_MARK: Final = 10000
 """Messages queued per subscriber before PUB drops (bounds memory for slow readers)."""
 
 
@@ -55,14 +55,7 @@ class BroadcastStateMachine:
         self._term = 0
         self._next_heartbeat = 0.0
         self.published_messages = 0
-        self._socket = context.socket(zmq.PUB)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.setsockopt(zmq.SNDHWM, PUB_HIGH_WATER_MARK)
-        try:
-            self._socket.bind(bind_url)
-        except zmq.ZMQError:
-            self._socket.close()
-            raise
+        self._socket = sockets.broadcast_pub(context, bind_url)
 
     @property
     def last_applied(self) -> int:

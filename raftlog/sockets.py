@@ -1,0 +1,106 @@
+"""The one place where raftlog creates ZeroMQ sockets.
+
+Why a factory: every socket the project opens — the peer's ROUTER, the DEALERs between
+peers, the PUB broadcast, the clients' DEALERs and SUBs — gets its options here, so that a
+property all sockets of a kind must share (limits, linger, reconnect pacing, and transport
+security next) is a change in this module rather than in every file that opens a socket.
+Nothing else in ``raftlog`` calls ``Context.socket``.
+
+The functions are generic over the context: a ``zmq.Context`` gives blocking sockets (the
+peer, the CLI, benchmarks), a ``zmq.asyncio.Context`` gives awaitable ones (the clients).
+"""
+
+from __future__ import annotations
+
+from typing import Final, TypeVar
+
+import zmq
+
+#: Largest message any raftlog socket accepts from the network (a peer may send a snapshot
+#: chunk or a batch of AppendEntries; a client a single entry). Larger ones are dropped by
+#: libzmq before they reach Python, which disconnects the sender.
+MAX_MESSAGE_SIZE: Final = 64 * 1024 * 1024
+
+#: Queued messages per peer connection on the peer's ROUTER, each way. High because one
+#: client may pipeline thousands of requests and the peer answers in bursts after an fsync.
+ROUTER_HIGH_WATER_MARK: Final = 100_000
+
+#: Requests queued towards one other peer. Low on purpose: replication is stop-and-wait, so
+#: more than a few queued requests only means the peer is gone and they would be stale.
+PEER_SEND_HIGH_WATER_MARK: Final = 64
+
+#: Broadcast messages queued per subscriber before the PUB socket drops for that subscriber
+#: (a subscriber detects the gap by index and fills it with RequestEntries).
+PUB_HIGH_WATER_MARK: Final = 10_000
+
+#: Requests a client may queue towards one peer before a send would block.
+CLIENT_SEND_HIGH_WATER_MARK: Final = 1000
+
+S = TypeVar("S", bound=zmq.Socket)  # type: ignore[type-arg]
+
+
+def _socket(context: zmq.Context[S], kind: int) -> S:
+    sock = context.socket(kind)
+    sock.setsockopt(zmq.LINGER, 0)  # a closing socket never holds the process up
+    return sock
+
+
+def peer_router(context: zmq.Context[S], bind_url: str, *, max_message_size: int) -> S:
+    """The ROUTER a peer serves other peers and clients on, bound to ``bind_url``."""
+    sock = _socket(context, zmq.ROUTER)
+    sock.setsockopt(zmq.RCVHWM, ROUTER_HIGH_WATER_MARK)
+    sock.setsockopt(zmq.SNDHWM, ROUTER_HIGH_WATER_MARK)
+    sock.setsockopt(zmq.MAXMSGSIZE, max(MAX_MESSAGE_SIZE, max_message_size))
+    try:
+        sock.bind(bind_url)
+    except zmq.ZMQError:
+        sock.close()
+        raise
+    return sock
+
+
+def peer_dealer(context: zmq.Context[S], url: str, *, reconnect_ivl_ms: int) -> S:
+    """The DEALER one peer uses to send requests to another peer at ``url``.
+
+    ``IMMEDIATE`` keeps requests out of the queue while the other peer is down (they would
+    be stale when it comes back); the reconnect interval follows the RPC timeout so a dead
+    peer is not hammered with connection attempts."""
+    sock = _socket(context, zmq.DEALER)
+    sock.setsockopt(zmq.SNDHWM, PEER_SEND_HIGH_WATER_MARK)
+    sock.setsockopt(zmq.IMMEDIATE, 1)
+    sock.setsockopt(zmq.RCVHWM, PEER_SEND_HIGH_WATER_MARK * 4)
+    sock.setsockopt(zmq.RECONNECT_IVL, reconnect_ivl_ms)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
+    sock.connect(url)
+    return sock
+
+
+def broadcast_pub(context: zmq.Context[S], bind_url: str) -> S:
+    """The PUB socket the BroadcastStateMachine publishes committed entries on."""
+    sock = _socket(context, zmq.PUB)
+    sock.setsockopt(zmq.SNDHWM, PUB_HIGH_WATER_MARK)
+    try:
+        sock.bind(bind_url)
+    except zmq.ZMQError:
+        sock.close()
+        raise
+    return sock
+
+
+def client_dealer(context: zmq.Context[S], url: str, *, immediate: bool = True) -> S:
+    """A client's DEALER to one peer at ``url`` (RaftClient, the CLI, benchmarks)."""
+    sock = _socket(context, zmq.DEALER)
+    if immediate:
+        sock.setsockopt(zmq.IMMEDIATE, 1)
+    sock.setsockopt(zmq.SNDHWM, CLIENT_SEND_HIGH_WATER_MARK)
+    sock.connect(url)
+    return sock
+
+
+def client_sub(context: zmq.Context[S], url: str, prefix: bytes) -> S:
+    """A SUB socket following a peer's broadcast at ``url``, filtered to ``prefix`` (the
+    cluster ident frame, so one PUB port can serve one cluster only)."""
+    sock = _socket(context, zmq.SUB)
+    sock.setsockopt(zmq.SUBSCRIBE, prefix)
+    sock.connect(url)
+    return sock
