@@ -71,7 +71,9 @@ class PeerRow:
 
 def peer_status(peer: Peer, ident: str, timeout: float) -> PeerRow:
     """RequestLogInfo asked of this one peer (not the leader): its own view."""
-    sock: zmq.Socket[bytes] = sockets.client_dealer(zmq.Context.instance(), peer.url)
+    sock: zmq.Socket[bytes] = sockets.client_dealer(
+        zmq.Context.instance(), peer.url, immediate=False
+    )
     try:
         sock.send_multipart(encode_request(RequestLogInfo(), ident=ident.encode(), id=b"\x01"))
         if sock.poll(int(min(timeout, 1.0) * 1000)):

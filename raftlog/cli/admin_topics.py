@@ -166,7 +166,7 @@ def cmd_compact(args: argparse.Namespace, urls: list[str], ident: str) -> int:
     failed = 0
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     for url in targets:
-        sock: zmq.Socket[bytes] = sockets.client_dealer(context, url)
+        sock: zmq.Socket[bytes] = sockets.client_dealer(context, url, immediate=False)
         try:
             sock.send_multipart([b"\x01", TYPE_COMPACT, ident.encode()])
             if sock.poll(int(args.timeout * 1000)):
