@@ -1,27 +1,52 @@
 # raftlog developer commands. Everything runs inside ./.venv, created on demand.
+#
+#   make run    the local three-peer cluster; installs only what the peers and CLIs need
+#   make test   the whole test suite; installs the spark and dev extras and the reference
+#   make lint   ruff + mypy --strict
+#
+# Two stamp files record what the venv holds, so `make run` never pulls in Spark or the dev
+# tools, `make test` adds them once, and switching back and forth reinstalls nothing until
+# pyproject.toml changes.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# setuptools announces its meta-path finder for editable installs with an "Editable
+# installation" warning (raftlog has two package roots: . and integrations/spark); that is
+# the intended mode, so the message is filtered and pip's output stays clean.
+PIP    := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip --quiet \
+          --disable-pip-version-check
+RUN_STAMP  := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
 PYTEST_ARGS ?=
 
-.PHONY: install test lint interop run
+.PHONY: install install-run test lint interop run bench
 
-install: $(STAMP)
+# The full developer set-up (what `make test`, `make lint` and `make bench` use).
+install: $(TEST_STAMP)
 
-# Re-install only when the package metadata changes.
-$(STAMP): pyproject.toml
+# Only the runtime dependencies: peers and CLIs.
+install-run: $(RUN_STAMP)
+
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[spark,dev]'
-	touch $(STAMP)
+	$(PIP) install --upgrade pip
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) install -e .
+	touch $@
+
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) install -e '.[spark,dev]'
+	touch $@ $(RUN_STAMP)
 
 # Start the local three-peer cluster (cluster-configs/local-3.toml) in the foreground;
-# Ctrl-C stops all peers. Data lives in ./data/<id>.
-run: install
+# Ctrl-C stops all peers. Data lives in ./data/<id>. The launcher prints how to put the
+# CLIs (raftlog-admin, raftlog-tool, ...) on PATH.
+run: install-run
 	$(BIN)/raftlog-local-cluster cluster-configs/local-3.toml
 
-# Install the Node.js reference (npm zmq-raft) into .interop/ for the interop tests.
+# Install the Node.js reference (npm zmq-raft) into .interop/ for the interop tests
+# (recipe: tests/interop/reference_pkg/package.json; why: tests/interop/README.md).
 interop:
 	bash tests/interop/install_reference.sh
 
@@ -32,6 +57,5 @@ lint: install
 	$(BIN)/ruff check raftlog tests
 	$(BIN)/mypy --strict raftlog
 
-.PHONY: bench
 bench: install
 	$(BIN)/python -m bench $(BENCH)

@@ -208,7 +208,7 @@ def _report(ours: dict[str, list[float]], ref: dict[str, list[float]]) -> str:
     lines += [
         "",
         "raftlog alone, one peer started on a 1,000,000-entry log (the reference needs 9.5 s at",
-        "158k entries per shared/interop; writing 1M entries through it takes too long here):",
+        "158k entries, tests/interop/README.md; writing 1M entries through it takes too long here):",
         "",
         "| measure | seconds |",
         "|---|---:|",

@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
 # Install the Node.js reference implementation (npm `zmq-raft`) into <repo>/.interop/.
 #
-# Why this script exists: the reference only installs on this kind of machine (Debian 12,
-# node 20, no internet beyond the package registries) with a zeromq override, the system
-# libzmq (zeromq's source build would download libzmq from GitHub) and node-gyp pointed at the
-# local node headers. See shared/interop/README.md. It is idempotent and returns in well under
-# a second when everything is already in place, so `make test` can always depend on it.
+# The recipe is tests/interop/reference_pkg/package.json, in this repository; nothing outside
+# the clone is read. Why the install needs this script rather than a plain `npm install`
+# (details in tests/interop/README.md):
+#
+# * zmq-raft 0.5.0 asks for zeromq ~5.2.8, which neither compiles on node 20 (its `nan` is too
+#   old) nor ships prebuilt binaries for it; package.json overrides zeromq to 5.3.1, the
+#   version later zmq-raft releases use.
+# * zeromq 5.x builds libzmq from a source archive it downloads from GitHub, which package-
+#   registry-only machines cannot reach: we install Debian's libzmq3-dev and tell the build
+#   to link it (npm_config_zmq_external=true).
+# * node-gyp would download the node headers too: npm_config_nodedir points it at the local
+#   node prefix (the one holding include/node/node.h; libnode-dev provides it if missing).
+# * zmq-raft requires `debug` and `colors` without declaring them: package.json adds both.
+#
+# Idempotent: when the installed package.json matches the recipe and the module loads, it
+# returns in well under a second, so `make test` can always depend on it.
 #
 # Environment:
-#   RAFTLOG_SHARED   path to the shared/ folder, used when <repo>/../shared does not exist
 #   RAFTLOG_INTEROP  install directory (default: <repo>/.interop)
 set -euo pipefail
 
@@ -19,17 +29,8 @@ die() {
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(git -C "$here" rev-parse --show-toplevel 2>/dev/null || (cd "$here/../.." && pwd))"
-
-# shared/ sits next to the repository (the CI layout); RAFTLOG_SHARED is the fallback.
-shared=""
-if [[ -f "$repo/../shared/interop/package.json" ]]; then
-    shared="$(cd "$repo/../shared" && pwd)"
-elif [[ -n "${RAFTLOG_SHARED:-}" ]]; then
-    shared="$RAFTLOG_SHARED"
-fi
-pkg_json="$shared/interop/package.json"
-[[ -n "$shared" && -f "$pkg_json" ]] \
-    || die "cannot find interop/package.json in '$repo/../shared' nor in RAFTLOG_SHARED='${RAFTLOG_SHARED:-}'"
+pkg_json="$here/reference_pkg/package.json"
+[[ -f "$pkg_json" ]] || die "the install recipe $pkg_json is missing from the checkout"
 
 dest="${RAFTLOG_INTEROP:-$repo/.interop}"
 stamp="$dest/.installed"

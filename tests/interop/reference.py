@@ -11,7 +11,7 @@ run the reference's own server and client code against ours. This module
   an election does not cost a Node.js start-up per poll.
 
 The reference is installed into ``<repo>/.interop`` by ``install_reference.sh`` (see
-``shared/interop/README.md`` for why the install needs special care on this machine).
+``tests/interop/README.md`` for why the install needs special care on this machine).
 """
 
 from __future__ import annotations
