@@ -1,11 +1,12 @@
 """``raftlog-local-cluster``: run every peer of a cluster file on this machine, in the
 foreground (what ``make run`` does).
 
-Each peer is a ``raftlog-peer`` child process logging JSON; this launcher prints one readable
-line per event, prefixed with the peer id, announces where each peer listens and when a
-leader is elected, and on Ctrl-C (SIGINT) or SIGTERM stops every peer with SIGTERM (SIGKILL
-after 10 s) before exiting. If a peer exits on its own, the others are stopped too and the
-launcher exits non-zero.
+Each peer is a ``raftlog-peer`` child process logging JSON lines; this launcher relays every
+line the moment the child writes it, rendered in the same console format a lone
+``raftlog-peer`` uses on a terminal (``raftlog.log.render_console``, leadership changes
+highlighted). It announces where each peer listens and how to reach the CLIs, and on Ctrl-C
+(SIGINT) or SIGTERM stops every peer with SIGTERM (SIGKILL after 10 s) before exiting. If a
+peer exits on its own, the others are stopped too and the launcher exits non-zero.
 """
 
 from __future__ import annotations
@@ -19,27 +20,85 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from raftlog.config import load_cluster_file, load_peer_config
 from raftlog.errors import ConfigError
+from raftlog.log import render_console
 
-QUIET_EVENTS = frozenset({"role_changed"})
+_READ_SIZE = 1 << 16
+STOP_GRACE_S = 10.0
 
 
-def _render(peer_id: str, line: bytes) -> str:
+class LineRelay:
+    """Complete lines from several pipes, as soon as each is written.
+
+    Reads raw descriptors with ``os.read`` and splits lines itself: a buffered ``readline``
+    would pull several lines into a Python buffer the selector cannot see, leaving all but the
+    first stuck until the child writes again (or exits).
+    """
+
+    def __init__(self) -> None:
+        self._selector = selectors.DefaultSelector()
+        self._partial: dict[int, bytes] = {}
+
+    def add(self, name: str, fd: int) -> None:
+        self._partial[fd] = b""
+        self._selector.register(fd, selectors.EVENT_READ, name)
+
+    @property
+    def open_count(self) -> int:
+        return len(self._partial)
+
+    def poll(self, timeout: float) -> list[tuple[str, bytes]]:
+        """Lines that became complete within ``timeout`` seconds, as ``(name, line)``; a
+        pipe's unterminated last line is returned when the pipe closes."""
+        if not self._partial:
+            time.sleep(timeout)
+            return []
+        lines: list[tuple[str, bytes]] = []
+        for key, _ in self._selector.select(timeout):
+            fd = key.fd
+            try:
+                chunk = os.read(fd, _READ_SIZE)
+            except OSError:
+                chunk = b""
+            data = self._partial[fd] + chunk
+            if not chunk:
+                self._selector.unregister(fd)
+                del self._partial[fd]
+                if data:
+                    lines.append((key.data, data))
+                continue
+            *complete, self._partial[fd] = data.split(b"\n")
+            lines.extend((key.data, line) for line in complete)
+        return lines
+
+    def close(self) -> None:
+        self._selector.close()
+
+
+def render_peer_line(peer_id: str, line: bytes, *, colors: bool = False) -> str:
+    """A child's output line for the console: JSON events in the shared console format,
+    anything else (a traceback, a message from the interpreter) prefixed with the peer."""
     text = line.decode("utf-8", "replace").rstrip()
     try:
-        record: dict[str, Any] = json.loads(text)
+        record: Any = json.loads(text)
     except ValueError:
+        record = None
+    if not isinstance(record, dict):
         return f"[peer {peer_id}] {text}"
-    stamp = str(record.pop("timestamp", ""))[11:19]
-    event = record.pop("event", "?")
-    level = record.pop("level", "info")
-    record.pop("peer_id", None)
-    fields = " ".join(f"{k}={v}" for k, v in record.items())
-    marker = "" if level == "info" else f" {level.upper()}"
-    return f"{stamp} [peer {peer_id}]{marker} {event} {fields}".rstrip()
+    record.setdefault("peer_id", peer_id)
+    return render_console(record, colors=colors)
+
+
+def cli_hint(config: str) -> str:
+    """How to reach the CLIs installed next to this interpreter (they are not on PATH)."""
+    bin_dir = Path(sys.executable).parent
+    return (
+        f'CLIs: export PATH="{bin_dir}:$PATH"   '
+        f"then e.g.: raftlog-admin -c {config} status"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,10 +115,16 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"raftlog-local-cluster: error: {exc}", file=sys.stderr)
         return 2
+    if not settings:
+        print(f"raftlog-local-cluster: error: {args.config}: no [[peers]]", file=sys.stderr)
+        return 2
     peer_bin = str(Path(sys.executable).with_name("raftlog-peer"))
-    env = dict(os.environ, RAFTLOG_LOG_FORMAT="json")
+    # JSON lines from the children (rendered here); PYTHONUNBUFFERED covers anything a child
+    # prints outside the logger, e.g. a traceback on the way out.
+    env = dict(os.environ, RAFTLOG_LOG_FORMAT="json", PYTHONUNBUFFERED="1")
+    colors = sys.stdout.isatty()
     children: dict[str, subprocess.Popen[bytes]] = {}
-    selector = selectors.DefaultSelector()
+    relay = LineRelay()
     stopping = False
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -79,41 +144,37 @@ def main(argv: list[str] | None = None) -> int:
         )
         children[s.id] = child
         assert child.stdout is not None
-        selector.register(child.stdout, selectors.EVENT_READ, s.id)
+        relay.add(s.id, child.stdout.fileno())
     print(f"cluster ident {settings[0].ident!r}; Ctrl-C stops all peers", flush=True)
+    print(cli_hint(args.config), flush=True)
+
+    def show(lines: list[tuple[str, bytes]]) -> None:
+        for peer_id, line in lines:
+            print(render_peer_line(peer_id, line, colors=colors), flush=True)
+
     exit_code = 0
-    leader: tuple[str, int] | None = None
     while not stopping:
-        for key, _ in selector.select(timeout=0.2):
-            stream: IO[bytes] = key.fileobj  # type: ignore[assignment]
-            line = stream.readline()
-            if not line:
-                selector.unregister(stream)
-                continue
-            print(_render(key.data, line), flush=True)
-            if b'"became_leader"' in line:
-                term = json.loads(line).get("term", 0)
-                if leader != (key.data, term):
-                    leader = (key.data, term)
-                    print(f"*** leader elected: peer {key.data} (term {term})", flush=True)
+        show(relay.poll(0.2))
         dead = [pid for pid, child in children.items() if child.poll() is not None]
         if dead:
+            show(relay.poll(0))
             print(f"peer(s) {', '.join(dead)} exited; stopping the cluster", file=sys.stderr)
             exit_code = 1
             break
     for child in children.values():
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    for peer_id, child in children.items():
+    deadline = time.monotonic() + STOP_GRACE_S
+    while relay.open_count and time.monotonic() < deadline:
+        show(relay.poll(0.2))
+    for child in children.values():
         try:
             child.wait(max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
-        if child.stdout is not None:
-            for line in child.stdout:
-                print(_render(peer_id, line), flush=True)
+    show(relay.poll(0))
+    relay.close()
     print("all peers stopped", flush=True)
     return exit_code
 

@@ -1,5 +1,9 @@
 """``raftlog-peer``: run one peer of a cluster described by a TOML file.
 
+Signals: SIGTERM/SIGINT stop the peer cleanly; SIGHUP reopens the ``--log-file`` and
+re-reads the cluster file to report settings that need a restart (``raftlog.server.hangup``),
+and never stops the peer.
+
 Exit codes: 0 clean shutdown (SIGTERM/SIGINT), 2 bad configuration or command line (one
 error line, nothing touched), 3 storage failure (full disk, I/O error, corruption), 1 any
 other unexpected error.
@@ -14,9 +18,10 @@ from typing import Any
 
 import zmq
 
-from raftlog.config import check_data_dir, load_peer_config
+from raftlog.config import PeerSettings, check_data_dir, load_peer_config
 from raftlog.errors import ConfigError, StorageError
 from raftlog.log import configure_logging, get_logger
+from raftlog.server.hangup import HangupHandler
 from raftlog.server.node import PeerNode
 
 
@@ -60,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--log-level", default=None, help="debug|info|warning|error")
     parser.add_argument("--log-format", choices=("console", "json"), default=None)
+    parser.add_argument(
+        "--log-file", default=None, help="append logs to this file (reopened on SIGHUP)"
+    )
     return parser
 
 
@@ -67,19 +75,25 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         configure_logging(
-            args.log_level, json=None if args.log_format is None else args.log_format == "json"
+            args.log_level,
+            json=None if args.log_format is None else args.log_format == "json",
+            log_file=args.log_file,
         )
-        settings = load_peer_config(
-            args.config,
-            args.id,
-            url=args.url,
-            bind_url=args.bind,
-            pub_url=args.pub_url,
-            pub_bind_url=args.pub_bind,
-            data_dir=args.data_dir,
-            ident=args.ident,
-            overrides=_parse_set(args.set),
-        )
+
+        def read_settings() -> PeerSettings:
+            return load_peer_config(
+                args.config,
+                args.id,
+                url=args.url,
+                bind_url=args.bind,
+                pub_url=args.pub_url,
+                pub_bind_url=args.pub_bind,
+                data_dir=args.data_dir,
+                ident=args.ident,
+                overrides=_parse_set(args.set),
+            )
+
+        settings = read_settings()
         check_data_dir(settings.data_dir)
     except (ConfigError, ValueError) as exc:
         print(f"raftlog-peer: error: {exc}", file=sys.stderr)
@@ -101,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, HangupHandler(settings, read_settings, log))
     try:
         node.run()
     except StorageError as exc:
