@@ -1,8 +1,9 @@
-"""``raftlog-tool``: look inside a peer's data directory without changing it.
+"""``raftlog-tool``: look inside a peer's data directory without changing it, back it up.
 
 Every command opens the stores read-only (no lock taken, nothing created), so it is safe to run
-next to a live peer. Exit codes: 0 success, 1 corruption found, 2 usage error (bad arguments,
-missing or foreign directory).
+next to a live peer; ``backup``/``restore`` (``raftlog.cli.tool_backup``) only create their
+destination. Exit codes: 0 success, 1 corruption found (or no consistent backup), 2 usage
+error (bad arguments, missing or foreign directory).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 import msgpack
 
+from raftlog.cli import tool_backup
 from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import StorageCorruptionError, StorageError
 from raftlog.storage._rocksdb import RocksDatabase
@@ -198,9 +200,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="raftlog-tool",
-        description="Inspect, dump and verify a raftlog peer's data directory (read-only; "
-        "safe next to a running peer).",
-        epilog="Exit codes: 0 success, 1 corruption found, 2 usage error.",
+        description="Inspect, dump, verify and back up a raftlog peer's data directory "
+        "(read-only; safe next to a running peer).",
+        epilog="Exit codes: 0 success, 1 corruption found (or no consistent backup), "
+        "2 usage error.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -221,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.set_defaults(handler=cmd_inspect)
     dump.set_defaults(handler=cmd_dump)
     verify.set_defaults(handler=cmd_verify)
+    tool_backup.add_commands(commands)
     return parser
 
 
