@@ -1,7 +1,7 @@
 """Cluster configuration files (``cluster-configs/*.toml``) and their validation.
 
 A file describes one cluster: its ident, where peers keep data, the peers themselves and the
-raft options (PROTOCOL.md §13) shared by all peers, each overridable per peer and then by CLI
+raft options (docs/protocol.md §13) shared by all peers, each overridable per peer and then by CLI
 flags. ``load_peer_config`` resolves everything one ``raftlog-peer`` process needs and fails
 with a single clear ``ConfigError`` *before* any data directory is touched.
 

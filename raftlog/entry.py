@@ -1,6 +1,6 @@
 """Log entries: the 20-byte header codec shared by the wire, the storage and the core.
 
-Layout (PROTOCOL.md §4.1)::
+Layout (docs/protocol.md §4.1)::
 
     offset 0   12 bytes  request id (all zero for CHECKPOINT)
     offset 12   1 byte   type: 0 STATE, 1 CONFIG, 2 CHECKPOINT

@@ -67,7 +67,8 @@ class NotLeaderError(RaftlogError):
 
 
 class RequestExpiredError(RaftlogError):
-    """The request id's timestamp is outside the leader's acceptance window (PROTOCOL.md §3.1)."""
+    """The request id's timestamp is outside the leader's acceptance window
+    (docs/protocol.md §3.1)."""
 
 
 class ClusterUnavailableError(RaftlogError):

@@ -1,4 +1,4 @@
-"""The 12-byte request id (PROTOCOL.md §3) and its pure freshness check (§3.1).
+"""The 12-byte request id (docs/protocol.md §3) and its pure freshness check (§3.1).
 
 Layout, MongoDB ObjectId style: 4 bytes big-endian seconds since the epoch, 3 bytes machine id
 (first bytes of MD5(hostname)), 2 bytes pid, 3 bytes counter (random start, wraps at 2^24).

@@ -1,4 +1,4 @@
-"""Peer options: every tunable of PROTOCOL.md §13 with the reference's defaults and ranges.
+"""Peer options: every tunable of docs/protocol.md §13 with the reference's defaults and ranges.
 
 Kept apart from the TOML loader (``raftlog.config``) so the driver, the CLI and tests can build
 options programmatically. Times are milliseconds, sizes bytes, as in the reference's config.

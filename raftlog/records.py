@@ -1,6 +1,6 @@
 """Topic records inside STATE entries: the versioned format of issue #7 (pure functions).
 
-A topic entry is an ordinary STATE entry (PROTOCOL §4.1) whose data starts with a magic
+A topic entry is an ordinary STATE entry (docs/protocol.md §4.1) whose data starts with a magic
 prefix, so the wire protocol is untouched: a reference client or peer sees opaque STATE
 data. Layout of the entry *data*::
 

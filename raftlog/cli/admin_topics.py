@@ -19,7 +19,7 @@ from raftlog.server.dispatch import TYPE_COMPACT
 
 NOTHING = (
     "nothing to compact (entries whose request ids are still remembered stay in the log so "
-    "retries remain idempotent: PROTOCOL 12.7, option request_id_ttl)"
+    "retries remain idempotent: docs/protocol.md §12.7, option request_id_ttl)"
 )
 PUBLISH_IN_FLIGHT = 64
 READ_PAGE = 1000

@@ -1,6 +1,6 @@
 """The raftlog client: asyncio ``RaftClient``, blocking ``SyncRaftClient`` and ``Subscriber``.
 
-Wire-compatible with zmq-raft clusters (PROTOCOL.md §10, §11, §13): leader discovery and
+Wire-compatible with zmq-raft clusters (docs/protocol.md §10, §11, §13): leader discovery and
 following, idempotent updates (retries reuse the request id), back-pressured RequestEntries
 streams and gap-free live subscriptions.
 """

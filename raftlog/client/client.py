@@ -1,4 +1,4 @@
-"""``RaftClient``: the asyncio client of a raftlog / zmq-raft cluster (PROTOCOL.md §10, §13).
+"""``RaftClient``: the asyncio client of a raftlog / zmq-raft cluster (docs/protocol.md §10, §13).
 
 Usage::
 

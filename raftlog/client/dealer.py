@@ -1,7 +1,7 @@
 """One ``zmq.asyncio`` DEALER per peer URL, and the request-id -> waiter registry.
 
 Frames travel as the protocol wants them from a DEALER: ``[id, type, ident, args...]`` out,
-``[id, response...]`` in, no empty delimiter frame (PROTOCOL.md §1). Each channel owns exactly
+``[id, response...]`` in, no empty delimiter frame (docs/protocol.md §1). Each channel owns exactly
 one socket and one reader task (the only code that calls ``recv`` on it); the reader hands
 every response to a :class:`Waiters` registry keyed by the echoed id frame, and responses
 nobody waits for (late, duplicate, for a finished call) are dropped there.

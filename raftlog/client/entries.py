@@ -1,4 +1,4 @@
-"""RequestEntries streams (PROTOCOL.md §10.5) as back-pressured async iterators.
+"""RequestEntries streams (docs/protocol.md §10.5) as back-pressured async iterators.
 
 One stream = one dedicated DEALER connection + one request id, as the server keys its
 pipelines by (connection, request id). The client:

@@ -1,4 +1,4 @@
-"""Small value types returned by the client, and its timing defaults (PROTOCOL.md §13)."""
+"""Small value types returned by the client, and its timing defaults (docs/protocol.md §13)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``ClusterLink``: the client's view of the cluster and the retry procedure (PROTOCOL.md §13).
+"""``ClusterLink``: the client's view of the cluster and the retry procedure (docs/protocol.md §13).
 
 It owns the sockets (one :class:`DealerChannel` per peer URL, created on first use), the
 request-id counter, the peer list learned from RequestConfig answers, the known leader and

@@ -29,7 +29,7 @@ Inputs
 * ``step_request(token, request)``: an inbound RequestVote / AppendEntries /
   InstallSnapshot. ``token`` is opaque (e.g. the ROUTER identity + msgid); the answer comes
   out as ``SendReply(token, response)``. RequestVotes from peers outside the configuration get
-  no answer (PROTOCOL §6); AppendEntries/InstallSnapshot are processed whoever sends them
+  no answer (docs/protocol.md §6); AppendEntries/InstallSnapshot are processed whoever sends them
   (only a term's leader can; see ``follower``).
 * ``step_response(peer_id, request, response)``: an answer the transport matched by msgid to
   ``request`` -- the very object the core emitted in ``SendRequest(peer_id, request)``.
@@ -73,7 +73,7 @@ order (it is the only safe one):
 Transport contract
 ------------------
 A ``SendRequest`` carrying a new message object is sent as a **new** request with a **new**
-msgid (per target peer, PROTOCOL §6); one carrying the *very same object* as an earlier
+msgid (per target peer, docs/protocol.md §6); one carrying the *very same object* as an earlier
 ``SendRequest`` to that peer is a retransmission and goes out with the **same** msgid and
 frames (a reference follower debounces on it). The transport never retransmits on its own:
 the core decides all retransmission on its ticks (RequestVote every ``vote_timeout_ticks``

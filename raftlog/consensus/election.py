@@ -1,4 +1,4 @@
-"""Elections: campaigning, RequestVote receiver rules (PROTOCOL §7) and vote counting.
+"""Elections: campaigning, RequestVote receiver rules (docs/protocol.md §7) and vote counting.
 
 Wire-visible behaviour follows the reference, including ``preventSpiralElections`` (§12.1):
 while a candidate has not heard *any* answer from a majority of each configuration half it
@@ -97,7 +97,7 @@ def retransmit_votes(s: CoreState) -> None:
 
 
 def handle_request_vote(s: CoreState, token: object, m: RequestVote) -> None:
-    """PROTOCOL §7 receiver rules, in order."""
+    """docs/protocol.md §7 receiver rules, in order."""
     if not s.membership.accepts_sender(m.candidate_id):
         return  # 1. unknown candidate: no response at all
     if m.term < s.term:

@@ -1,4 +1,4 @@
-"""Receiver side of AppendEntries (PROTOCOL §8) and InstallSnapshot (§9).
+"""Receiver side of AppendEntries (docs/protocol.md §8) and InstallSnapshot (§9).
 
 Deliberate differences from the reference follower, all invisible to a reference leader:
 

@@ -1,4 +1,4 @@
-"""Leader duties (PROTOCOL §12.2, §12.4): taking office, the commit rule, membership steps.
+"""Leader duties (docs/protocol.md §12.2, §12.4): taking office, the commit rule, membership steps.
 
 * On election every follower starts at ``next = lastIndex + 1`` (never below what it may have
   committed) and a CHECKPOINT entry is appended when the last entry is from an older term and

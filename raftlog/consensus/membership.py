@@ -1,6 +1,6 @@
 """Cluster membership: which configuration is in effect, and the ones it may roll back to.
 
-Raft (and PROTOCOL §12.4) lets a configuration take effect as soon as its CONFIG entry is in
+Raft (and docs/protocol.md §12.4) lets a configuration take effect as soon as its CONFIG entry is in
 the log, committed or not. A CONFIG entry that is later truncated must therefore be *rolled
 back* to the configuration before it (the reference does not; we do). ``ConfigHistory`` keeps
 the committed base plus every uncommitted CONFIG entry for that purpose.

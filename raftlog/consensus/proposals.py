@@ -1,4 +1,4 @@
-"""Leader-side RequestUpdate and ConfigUpdate decisions (PROTOCOL §10.3, §10.4).
+"""Leader-side RequestUpdate and ConfigUpdate decisions (docs/protocol.md §10.3, §10.4).
 
 Idempotency is by request id and lives in the *log*, so it survives leader changes: a request
 id already in this leader's log (stable, or appended and not yet durable) is never appended

@@ -1,7 +1,7 @@
 """Quorum arithmetic -- the only place that counts votes and acknowledgements.
 
 A configuration is given as its *voter groups*: one group for a final configuration C(new),
-two for a joint configuration C(old,new) (§6 of the Raft paper, PROTOCOL §12.4). A decision
+two for a joint configuration C(old,new) (§6 of the Raft paper, docs/protocol.md §12.4). A decision
 needs a majority (``floor(n/2) + 1``) of *every* group.
 """
 

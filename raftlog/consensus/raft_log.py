@@ -178,7 +178,7 @@ class RaftLog:
         self._extend(entries)
 
     def install_snapshot(self, index: int, term: int) -> bool:
-        """Make the snapshot ``(index, term)`` the base of the view (PROTOCOL §12.6).
+        """Make the snapshot ``(index, term)`` the base of the view (docs/protocol.md §12.6).
 
         Returns True when the log holds ``index`` with ``term``: the entries after it are kept.
         Otherwise the whole log is discarded and restarts at ``index + 1``."""

@@ -5,11 +5,12 @@ All retransmission is decided here on ticks. Two modes, chosen by ``max_inflight
 **Stop-and-wait (1, the default), as the reference leader.** One AppendEntries/InstallSnapshot
 in flight per follower; no heartbeat while it is outstanding (it is the heartbeat); on a
 timeout the *identical* request object is sent again, which the transport sends under the
-*same* msgid. This is what a reference follower needs (PROTOCOL §6, §8): it truncates its log
-after prevLogIndex on every AppendEntries it processes and exits if prevLogIndex is below its
-commit index, so a retransmission must be recognised as a duplicate (its debounce key is the
-msgid) and never reprocessed after a later message moved its commit index. Throughput does
-not suffer much: each request carries everything pending, up to ``max_append_bytes``.
+*same* msgid. This is what a reference follower needs (docs/protocol.md §6, §8): it
+truncates its log after prevLogIndex on every AppendEntries it processes and exits if
+prevLogIndex is below its commit index, so a retransmission must be recognised as a
+duplicate (its debounce key is the msgid) and never reprocessed after a later message moved
+its commit index. Throughput does not suffer much: each request carries everything pending,
+up to ``max_append_bytes``.
 
 **Pipelined (> 1), only for clusters of raftlog peers** (whose followers never truncate a
 matching suffix nor exit). Rules that keep such followers consistent:

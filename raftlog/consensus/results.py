@@ -1,6 +1,6 @@
 """Answers of ``RaftCore.propose`` and ``RaftCore.propose_config``.
 
-Each result maps onto exactly one reply of PROTOCOL.md §10.3 (RequestUpdate) or §10.4
+Each result maps onto exactly one reply of docs/protocol.md §10.3 (RequestUpdate) or §10.4
 (ConfigUpdate); the driver only adds the "answer when applied" bookkeeping.
 """
 

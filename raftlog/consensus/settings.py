@@ -1,7 +1,7 @@
 """``CoreConfig``: every tunable of the consensus core, in ticks and bytes.
 
 The core never reads a clock: the driver calls ``RaftCore.tick()`` every ``tick_ms`` and
-converts the millisecond options of PROTOCOL.md §13 with :meth:`CoreConfig.from_millis`.
+converts the millisecond options of docs/protocol.md §13 with :meth:`CoreConfig.from_millis`.
 
 ``bugs`` holds *deliberately broken* behaviours (:class:`Bug`). They exist only so that the
 simulator's negative-control tests can prove that the invariant checker fails when a classic

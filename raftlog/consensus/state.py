@@ -214,7 +214,7 @@ class CoreState:
 
 
 def _check_durable_state(log: LogStore, hard_state: HardState) -> None:
-    """The start-up sanity checks of PROTOCOL §12.3 that matter to the core."""
+    """The start-up sanity checks of docs/protocol.md §12.3 that matter to the core."""
     if hard_state.last_applied > log.last_index:
         raise ValueError(
             f"last_applied {hard_state.last_applied} is beyond the log's last index "

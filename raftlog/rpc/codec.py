@@ -1,4 +1,4 @@
-"""Requests and StateBroadcasts <-> ZeroMQ frames (PROTOCOL.md §5-§11).
+"""Requests and StateBroadcasts <-> ZeroMQ frames (docs/protocol.md §5-§11).
 
 Frames are shown as the DEALER sends them: ``[id, type, ident, args...]`` (the ROUTER sees a
 routing-id frame first; strip it before calling :func:`decode_request`). Responses live in
@@ -236,7 +236,7 @@ def decode_request_args(msg_type: bytes, msg_id: bytes, args: Sequence[bytes]) -
 
 
 def decode_request(frames: Sequence[bytes]) -> DecodedRequest:
-    """Decode ``[id, type, ident, args...]`` (PROTOCOL.md §5.3 dispatch)."""
+    """Decode ``[id, type, ident, args...]`` (docs/protocol.md §5.3 dispatch)."""
     msg_id, msg_type, ident = split_header(frames)
     message = decode_request_args(msg_type, msg_id, frames[ARGS_FRAME:])
     return DecodedRequest(msg_id, msg_type, ident, message)

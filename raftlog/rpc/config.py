@@ -1,4 +1,4 @@
-"""Peer lists, peer URLs and CONFIG entry payloads (PROTOCOL.md §1, §4.2, §10.4).
+"""Peer lists, peer URLs and CONFIG entry payloads (docs/protocol.md §1, §4.2, §10.4).
 
 This module is the single owner of the reference's peer-list rules, so that a configuration
 file, a CONFIG entry read from the log or received in an AppendEntries, and a ConfigUpdate

@@ -1,4 +1,4 @@
-"""Primitive frame codecs of the ØMQ RAFT wire format (PROTOCOL.md §2, §3, §6).
+"""Primitive frame codecs of the ØMQ RAFT wire format (docs/protocol.md §2, §3, §6).
 
 Every ``decode_*`` function takes the frame and its 0-based position in the message (as the
 decoder saw it) and raises :class:`~raftlog.errors.RemoteProtocolError` -- and nothing else --
@@ -161,7 +161,8 @@ def decode_entry(frame: bytes, frame_no: int) -> LogEntry:
 def _to_reference_numbers(value: object) -> object:
     """Rewrite integers the way the reference's msgpack-lite writes them: int32 stays an
     integer, anything wider becomes a float64 (exact, since we refuse > 2^53-1). This makes our
-    json frames byte-identical to the reference's (PROTOCOL.md §16: ``2^31`` is ``cb 41 e0 ...``).
+    json frames byte-identical to the reference's (docs/protocol.md §2.3, §16: ``2^31`` is
+    ``cb 41 e0 ...``).
     """
     if type(value) is int:
         if _MSGPACK_INT32_MIN <= value <= _MSGPACK_INT32_MAX:

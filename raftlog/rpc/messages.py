@@ -1,4 +1,4 @@
-"""One frozen, slotted dataclass per ØMQ RAFT message (PROTOCOL.md §6-§11).
+"""One frozen, slotted dataclass per ØMQ RAFT message (docs/protocol.md §6-§11).
 
 This is a leaf module shared by the consensus core, the codec and the transports (like etcd's
 ``raftpb``). What a message *means* lives here; how it is laid out in frames lives in
@@ -94,7 +94,7 @@ class AppendEntries:
 @dataclass(frozen=True, slots=True)
 class AppendEntriesResponse:
     """``next_index_hint`` is the follower's lastIndex + 1, sent only on failure when its log
-    is shorter than prevLogIndex (the reference's frame 4; PROTOCOL.md §8, §14.1)."""
+    is shorter than prevLogIndex (the reference's frame 4; docs/protocol.md §8, §14.1)."""
 
     term: int
     success: bool

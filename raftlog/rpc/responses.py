@@ -1,4 +1,4 @@
-"""Responses <-> ZeroMQ frames (PROTOCOL.md §7-§11).
+"""Responses <-> ZeroMQ frames (docs/protocol.md §7-§11).
 
 A response is ``[id, frames...]`` as the DEALER receives it: frame 0 echoes the request's id
 byte for byte; responses carry neither the type nor the ident, so the decoder must be told

@@ -1,4 +1,4 @@
-"""Topic RPCs: custom message types of two bytes (PROTOCOL §10.6), pure frame codecs.
+"""Topic RPCs: custom message types of two bytes (docs/protocol.md §10.6), pure frame codecs.
 
 Requests use the common layout ``[id, type, ident, args...]`` (§5.1); responses are
 ``[id, ...]`` with the id echoed. ``json`` below is one MessagePack value (str as str,

@@ -1,4 +1,4 @@
-"""Catch-up of a peer started outside its configuration (PROTOCOL §12.5, CLIENT state).
+"""Catch-up of a peer started outside its configuration (docs/protocol.md §12.5, CLIENT state).
 
 Before it binds its ROUTER, a non-member peer downloads the committed log from the cluster
 as an ordinary client (RequestEntries, snapshot first if the log was compacted), so that by

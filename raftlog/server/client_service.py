@@ -1,7 +1,7 @@
 """Leader-side client RPCs: RequestUpdate, ConfigUpdate and the pending-answer bookkeeping.
 
-RequestUpdate (PROTOCOL §10.3) is answered ``[true]`` at once and ``[true, index]`` only once
-the state machine has applied ``index``; ConfigUpdate (§10.4) ``[1]`` at once and
+RequestUpdate (docs/protocol.md §10.3) is answered ``[true]`` at once and ``[true, index]``
+only once the state machine has applied ``index``; ConfigUpdate (§10.4) ``[1]`` at once and
 ``[1, joint_index]`` when the core reports the change completed. When the peer stops leading,
 everything still pending is answered "not leader" with the new leader, if known (§10.3 (5)).
 

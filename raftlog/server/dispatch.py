@@ -1,4 +1,4 @@
-"""The ROUTER dispatcher: one inbound message -> the handler of its type (PROTOCOL §5.3).
+"""The ROUTER dispatcher: one inbound message -> the handler of its type (docs/protocol.md §5.3).
 
 Order of checks, as the reference: too few frames -> dropped; wrong cluster ident -> dropped
 silently (debug log: a client with the wrong ident sees a timeout, §15.2); then the codec
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from raftlog.server.node import PeerNode
 
 TYPE_COMPACT: Final = b"AC"
-"""raftlog extension (two bytes, PROTOCOL §10.6): compact the receiving peer's log now."""
+"""raftlog extension (two bytes, docs/protocol.md §10.6): compact the receiving peer's log now."""
 HEADER_FRAMES: Final = 4
 """routing id, id, type, ident."""
 MAX_DEBOUNCED_LEADERS: Final = 64

@@ -1,4 +1,4 @@
-"""RequestEntries streaming (PROTOCOL §10.5): pipelined batches of committed entries and
+"""RequestEntries streaming (docs/protocol.md §10.5): pipelined batches of committed entries and
 snapshot chunks, served by the leader up to its state machine's applied index.
 
 A stream ("pipeline") is keyed by (ROUTER routing id, request id), as in the reference, so a

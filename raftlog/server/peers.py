@@ -1,9 +1,9 @@
-"""Outbound peer RPCs: one DEALER per other peer, msgids, response matching (PROTOCOL §6).
+"""Outbound peer RPCs: one DEALER per other peer, msgids, response matching (docs/protocol.md §6).
 
 The core decides every (re)transmission on its ticks. A new request object gets the next
 msgid of its target (a counter mod 2^24, as the reference); the very same object emitted again
 is a retransmission and is sent with its original msgid and frames, so that a reference
-follower recognises the duplicate (PROTOCOL §6). Responses are handed back with the request
+follower recognises the duplicate (docs/protocol.md §6). Responses are handed back with the request
 object their msgid belongs to; late and duplicated ones too (the core ignores stale ones).
 
 Sockets use ``ZMQ_IMMEDIATE``: nothing is queued for a peer that is not connected (the send

@@ -26,7 +26,7 @@ class StateMachine(Protocol):
         ...
 
     def set_leader(self, is_leader: bool, term: int) -> None:
-        """The peer's role changed: only the leader publishes (PROTOCOL §11)."""
+        """The peer's role changed: only the leader publishes (docs/protocol.md §11)."""
         ...
 
     def restore(self, index: int, term: int, data: bytes) -> None:
@@ -38,7 +38,7 @@ class StateMachine(Protocol):
         ...
 
     def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
-        """A client request of a type the core does not handle (PROTOCOL §10.6): the reply
+        """A client request of a type the core does not handle (docs/protocol.md §10.6): the reply
         frames (the id is prepended by the caller), or None for no reply."""
         ...
 

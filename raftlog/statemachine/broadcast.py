@@ -1,4 +1,4 @@
-"""BroadcastStateMachine: fans committed entries out on a ZeroMQ PUB socket (PROTOCOL §11).
+"""BroadcastStateMachine: fans committed entries out on a ZeroMQ PUB socket (docs/protocol.md §11).
 
 Every peer binds its PUB socket at start-up; only the leader publishes. Each applied batch is
 sent at once as ``[ident, term, last_index, entry...]`` split into messages of at most 4096

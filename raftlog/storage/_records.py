@@ -3,7 +3,8 @@
 One RocksDB database per peer, keys grouped by a one-byte prefix (sorted, so each group is a
 contiguous key range)::
 
-    b"e" + index (8 bytes BE)   entry record: CRC32 (4 bytes BE) + entry bytes (PROTOCOL §4.1)
+    b"e" + index (8 bytes BE)   entry record: CRC32 (4 bytes BE) + entry bytes
+                                (layout: docs/protocol.md §4.1)
     b"m/hard"                   hard state: CRC32 + MessagePack map
     b"m/log"                    log meta: CRC32 + version, snapshot index/term, last index
     b"r" + request id (12)      index (8 bytes BE) of the entry carrying that id

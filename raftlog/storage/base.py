@@ -60,8 +60,8 @@ class LogStore(Protocol):
     def index_of_request(self, request_id: bytes) -> int | None:
         """Log index of the entry carrying this (non-zero) request id, if it is in the log.
 
-        Covers compacted entries too, as long as the id has not been pruned (PROTOCOL §12.7),
-        so that idempotency survives compaction."""
+        Covers compacted entries too, as long as the id has not been pruned
+        (docs/protocol.md §12.7), so that idempotency survives compaction."""
         ...
 
     def append(self, first_index: int, entries: Sequence[LogEntry]) -> None:
@@ -78,7 +78,7 @@ class LogStore(Protocol):
 
         If the log holds ``snapshot_index`` with ``snapshot_term`` the later entries are kept;
         otherwise the whole log is discarded and restarts at ``snapshot_index + 1``
-        (PROTOCOL §12.6). Durable on return."""
+        (docs/protocol.md §12.6). Durable on return."""
         ...
 
     def close(self) -> None:

@@ -152,7 +152,8 @@ class MemoryLogStore:
         return dict(self._state.request_ids)
 
     def oldest_request_index(self) -> int | None:
-        """Lowest log index still in the request-id index (PROTOCOL §12.7 prune index + 1)."""
+        """Lowest log index still in the request-id index (the prune index + 1,
+        docs/protocol.md §12.7)."""
         return min(self._state.request_ids.values(), default=None)
 
     # -- writes --------------------------------------------------------------------------
@@ -297,9 +298,10 @@ class MemoryHardStateStore:
 class MemorySnapshotStore:
     """``SnapshotStore`` in memory, with the same incremental receive API as the file store.
 
-    ``begin``/``write_chunk``/``finish`` follow InstallSnapshot's receiver rules (PROTOCOL §9):
-    one pending snapshot identified by (index, term, total size); a chunk at any offset other
-    than the bytes received so far is not written. A pending receive never survives ``crash``.
+    ``begin``/``write_chunk``/``finish`` follow InstallSnapshot's receiver rules
+    (docs/protocol.md §9): one pending snapshot identified by (index, term, total size); a
+    chunk at any offset other than the bytes received so far is not written. A pending
+    receive never survives ``crash``.
     """
 
     def __init__(self, sync_on_write: bool = True) -> None:

@@ -18,7 +18,7 @@ and are cached, so opening costs a few point reads whatever the log size.
 
 Pruning of the request-id index is explicit (``prune_request_ids`` /
 ``prune_expired_request_ids``): compaction keeps the ids of compacted entries so that
-idempotency outlives the log prefix (PROTOCOL §12.7). Prunes are not synced on their own:
+idempotency outlives the log prefix (docs/protocol.md §12.7). Prunes are not synced on their own:
 a prune lost in a crash only keeps some ids a little longer.
 """
 
@@ -213,7 +213,7 @@ class RocksLogStore:
         return int.from_bytes(rec.unseal(key, value, f"request id {request_id.hex()}"), "big")
 
     def oldest_request_index(self) -> int | None:
-        """Lowest index still in the request-id index (PROTOCOL §12.7 prune index + 1)."""
+        """Lowest index still in the request-id index (docs/protocol.md §12.7 prune index + 1)."""
         first, _ = self._db.bounds(rec.REQUEST_BY_INDEX_PREFIX, rec.REQUEST_BY_INDEX_END, "ids")
         return None if first is None else rec.key_index(first)
 

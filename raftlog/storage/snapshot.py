@@ -71,7 +71,7 @@ def _fsync_dir(path: Path) -> None:
 class FileSnapshotStore:
     """``SnapshotStore`` in a directory, plus an incremental receiver for InstallSnapshot.
 
-    Receiving follows PROTOCOL §9: one pending snapshot identified by (index, term, total
+    Receiving follows docs/protocol.md §9: one pending snapshot identified by (index, term, total
     size); ``begin`` with another triple discards it; a chunk whose offset is not the number of
     bytes received so far is not written. The pending file does not survive a restart.
     """

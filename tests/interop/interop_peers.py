@@ -132,7 +132,7 @@ def log_info_at(url: str, ident: str, timeout: float = 0.5) -> RequestLogInfoRes
 
 def entry_bytes(e: Mapping[str, Any]) -> bytes:
     """Re-serialize an entry as decoded by the reference client (``js_read_log`` and
-    ``js_subscribe`` results) into the wire layout of PROTOCOL.md §4.1."""
+    ``js_subscribe`` results) into the wire layout of docs/protocol.md §4.1."""
     return LogEntry(
         bytes.fromhex(e["reqid"]), int(e["type"]), int(e["term"]), bytes.fromhex(e["data"])
     ).to_bytes()

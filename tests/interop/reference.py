@@ -45,7 +45,7 @@ INSTALL_SCRIPT = Path(__file__).with_name("install_reference.sh")
 
 DEFAULT_IDENT = "raftlog-interop"
 
-# RequestConfig message type (PROTOCOL.md §10.1).
+# RequestConfig message type (docs/protocol.md §10.1).
 _REQUEST_CONFIG = b"^"
 
 
@@ -123,7 +123,7 @@ def free_ports(n: int) -> list[int]:
 
 
 class ConfigReply(NamedTuple):
-    """A decoded RequestConfig response (PROTOCOL.md §10.1)."""
+    """A decoded RequestConfig response (docs/protocol.md §10.1)."""
 
     is_leader: bool
     leader_id: str | None

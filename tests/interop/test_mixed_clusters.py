@@ -15,7 +15,7 @@ Two further tests pin down, deterministically, the situations in which a referen
 meets a raftlog leader after missing some traffic: it was down while the cluster committed
 (restart / late start), or it stalled for a few hundred milliseconds (fsync, GC, a loaded
 machine). A reference follower exits ("cowardly refusing to truncate log") when it receives an
-AppendEntries whose prevLogIndex is below its commit index (PROTOCOL §8 rule 4, §15 item 8).
+AppendEntries whose prevLogIndex is below its commit index (docs/protocol.md §8 rule 4, §15 item 8).
 """
 
 from __future__ import annotations

@@ -221,7 +221,7 @@ def test_idempotent_retry_returns_the_same_index_and_stores_once(cluster: PeerCl
 
 def test_request_entries_reads_the_whole_log(cluster: PeerCluster) -> None:
     # 40 KB entries force several <= 64 KiB batches, so the pipelined acknowledgements of the
-    # reference client are exercised (PROTOCOL §10.5).
+    # reference client are exercised (docs/protocol.md §10.5).
     payloads = [b"small-%d" % i for i in range(30)] + [bytes([65 + i]) * 40_000 for i in range(6)]
     payloads += [b"tail-%d" % i for i in range(10)]
     written = js_updates(cluster.urls, IDENT, payloads).run()["indexes"]

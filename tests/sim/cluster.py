@@ -345,7 +345,7 @@ class SimCluster:
 
     def compact(self, peer_id: str, ttl_ms: int | None) -> bool:
         """Snapshot the state machine and compact the log, no further than the prune index
-        (PROTOCOL §12.7): every request id a snapshot covers must already be expired, or a
+        (docs/protocol.md §12.7): every request id a snapshot covers must already be expired, or a
         peer that installs it would no longer recognise a retry of it."""
         node = self.nodes[peer_id]
         core = node.core

@@ -1,4 +1,4 @@
-"""Simulated clients that behave like the reference client (PROTOCOL §13, last paragraph).
+"""Simulated clients that behave like the reference client (docs/protocol.md §13, last paragraph).
 
 Each client has one operation at a time and retries it with the *same* request id until it
 gets a final answer -- ``Duplicate``/``Appended`` for an index the answering leader has

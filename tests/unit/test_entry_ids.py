@@ -1,4 +1,4 @@
-"""Request ids (PROTOCOL.md §3, §3.1) and log entries (§4.1): the spec's vectors and the
+"""Request ids (docs/protocol.md §3, §3.1) and log entries (§4.1): the spec's vectors and the
 freshness window boundaries the reference was verified with."""
 
 from __future__ import annotations

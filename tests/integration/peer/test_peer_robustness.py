@@ -1,4 +1,4 @@
-"""Bad input never takes a peer down (PROTOCOL §5.4, §15; RELIABILITY B3-B7, B9)."""
+"""Bad input never takes a peer down (docs/protocol.md §5.4, §15; RELIABILITY B3-B7, B9)."""
 
 from __future__ import annotations
 

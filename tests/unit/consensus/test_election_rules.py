@@ -1,4 +1,4 @@
-"""One test per election rule (PROTOCOL §7, §12.1; Raft §5.2, §5.4.1, §6)."""
+"""One test per election rule (docs/protocol.md §7, §12.1; Raft §5.2, §5.4.1, §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One test per follower rule (PROTOCOL §8 receiver side; Raft §5.3)."""
+"""One test per follower rule (docs/protocol.md §8 receiver side; Raft §5.3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One test per leader rule (PROTOCOL §8 leader side, §12.2; Raft §5.3, §5.4.2)."""
+"""One test per leader rule (docs/protocol.md §8 leader side, §12.2; Raft §5.3, §5.4.2)."""
 
 from __future__ import annotations
 
@@ -135,8 +135,8 @@ def test_pipelined_timeout_abandons_and_resends_from_the_oldest_unacknowledged()
 
 
 def test_stop_and_wait_timeout_resends_the_identical_request() -> None:
-    """PROTOCOL §6/§8: a reference follower debounces on the msgid and exits on a prevLogIndex
-    below its commit index, so a retransmission must be the very same request."""
+    """docs/protocol.md §6/§8: a reference follower debounces on the msgid and exits on a
+    prevLogIndex below its commit index, so a retransmission must be the very same request."""
     node = make_node(append_entries_timeout_ticks=14)  # max_inflight_messages=1: the default
     _settle(node, elect(node))
     for n in range(3):

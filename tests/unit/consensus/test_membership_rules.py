@@ -1,4 +1,4 @@
-"""Joint consensus and ConfigUpdate (PROTOCOL §10.4, §12.4; Raft §6)."""
+"""Joint consensus and ConfigUpdate (docs/protocol.md §10.4, §12.4; Raft §6)."""
 
 from __future__ import annotations
 

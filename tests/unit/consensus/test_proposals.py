@@ -1,4 +1,5 @@
-"""RequestUpdate decisions (PROTOCOL §10.3): leadership, freshness, idempotency by request id."""
+"""RequestUpdate decisions (docs/protocol.md §10.3): leadership, freshness, idempotency by
+request id."""
 
 from __future__ import annotations
 

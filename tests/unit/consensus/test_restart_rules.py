@@ -1,4 +1,4 @@
-"""Restart from durable state only (PROTOCOL §12.3; RELIABILITY §7 items 1, 14)."""
+"""Restart from durable state only (docs/protocol.md §12.3; RELIABILITY §7 items 1, 14)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""InstallSnapshot, both sides (PROTOCOL §9, §12.6)."""
+"""InstallSnapshot, both sides (docs/protocol.md §9, §12.6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every message vector of PROTOCOL.md §16 (and the json/config vectors of §2.3/§4.2), both
+"""Every message vector of docs/protocol.md §16 (and the json/config vectors of §2.3/§4.2), both
 ways: encoding gives exactly the reference's bytes, decoding gives the expected message. Also
 the §5.3 dispatch rules, the documented leniencies and the refusals (local and remote)."""
 

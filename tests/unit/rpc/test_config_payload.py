@@ -1,4 +1,4 @@
-"""Peer URLs, peer lists, CONFIG payloads and ConfigUpdate validation (PROTOCOL.md §1, §4.2,
+"""Peer URLs, peer lists, CONFIG payloads and ConfigUpdate validation (docs/protocol.md §1, §4.2,
 §10.4), with the reference's error names and messages."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Frame primitives (PROTOCOL.md §2, §3, §6): the spec's vectors and the error contract."""
+"""Frame primitives (docs/protocol.md §2, §3, §6): the spec's vectors and the error contract."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RequestEntries streaming rules (PROTOCOL §10.5) against an in-memory log and snapshot."""
+"""RequestEntries streaming rules (docs/protocol.md §10.5) against an in-memory log and snapshot."""
 
 from __future__ import annotations
 
