@@ -64,6 +64,8 @@ class LogSink:
         return cls(_open_append(path), path)
 
     def write_line(self, line: str) -> None:
+        """Write ``line`` and a newline with one ``os.write`` (retried only for the rest of a
+        partial write); errors are swallowed: a peer never stops because logging failed."""
         data = (line + "\n").encode("utf-8", "replace")
         view = memoryview(data)
         while view:

@@ -43,11 +43,13 @@ class LineRelay:
         self._partial: dict[int, bytes] = {}
 
     def add(self, name: str, fd: int) -> None:
+        """Relay the pipe ``fd``; its lines come back tagged with ``name`` (the peer id)."""
         self._partial[fd] = b""
         self._selector.register(fd, selectors.EVENT_READ, name)
 
     @property
     def open_count(self) -> int:
+        """Pipes not yet at end-of-file: the launcher drains until this is 0 on shutdown."""
         return len(self._partial)
 
     def poll(self, timeout: float) -> list[tuple[str, bytes]]:
@@ -75,6 +77,7 @@ class LineRelay:
         return lines
 
     def close(self) -> None:
+        """Release the selector (the pipes belong to the child processes' Popen objects)."""
         self._selector.close()
 
 

@@ -52,10 +52,12 @@ def _print(report: BackupReport, dest: Path, as_json: bool) -> None:
 
 
 def cmd_backup(args: argparse.Namespace) -> int:
+    """``raftlog-tool backup DATA_DIR DEST``: the copy gets a ``raftlog-backup.json``."""
     return _run(args, manifest=True)
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
+    """``raftlog-tool restore BACKUP_DIR DEST``: a data dir, so no backup manifest."""
     return _run(args, manifest=False)
 
 
