@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"raftlog-peer: error: {exc}", file=sys.stderr)
         return 2
     log = get_logger(peer_id=settings.id)
+    # Before opening anything: start-up (storage checks, a catch-up download) can take a
+    # while, and SIGHUP's default action would kill the peer meanwhile.
+    signal.signal(signal.SIGHUP, HangupHandler(settings, read_settings, log))
     try:
         node = PeerNode(settings)
     except StorageError as exc:
@@ -115,7 +118,6 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGHUP, HangupHandler(settings, read_settings, log))
     try:
         node.run()
     except StorageError as exc:
