@@ -62,7 +62,7 @@ def test_compose_runs_three_peers_matching_the_cluster_file() -> None:
         assert service["stop_grace_period"] == "30s"
         assert service["restart"] == "unless-stopped"
         check = service["healthcheck"]["test"]
-        assert check[:2] == ["CMD", "raftlog-admin"] and check[-1] == "status"
+        assert check[:2] == ["CMD", "raftlog-admin"] and check[-2:] == ["config", "show"]
 
 
 def test_healthcheck_command_exists_with_those_options() -> None:
@@ -71,7 +71,7 @@ def test_healthcheck_command_exists_with_those_options() -> None:
     admin = Path(sys.executable).with_name(check[1])
     assert admin.is_file()
     shown = subprocess.run(
-        [str(admin), *check[2:-1], check[-1], "--help"], capture_output=True, text=True, check=False
+        [str(admin), *check[2:], "--help"], capture_output=True, text=True, check=False
     )
     assert shown.returncode == 0, shown.stderr
 
