@@ -6,47 +6,79 @@ the time an operator adds it with ConfigUpdate it is (nearly) up to date: the jo
 configuration then commits without waiting for a full transfer, and the cluster never depends
 on a peer that still has gigabytes to copy.
 
-Everything downloaded is committed (the leader serves only applied entries), so the peer
-stores it, applies it to its state machines, and records it as applied; CONFIG entries on the
-way are adopted (the last one becomes the hard state's configuration), and the current term
-becomes at least the last entry's. Each batch is durable before the next is requested; an
-interrupted catch-up simply resumes from what is stored.
+Everything downloaded is committed (the leader serves only applied entries), so each batch
+becomes a Ready that the peer's ``ReadyExecutor`` carries out like any other: the hard state
+(CONFIG entries on the way adopted -- the last one becomes its configuration -- and the term
+at least the last entry's) and the entries in one synced write, then the state machines apply
+them and the progress is recorded. Each batch is durable before the next is requested; an
+interrupted catch-up simply resumes from what is stored (at worst re-downloading the last
+batch, whose applied index rides on the next synced write).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Final
 
 from raftlog.client import SyncRaftClient
+from raftlog.consensus import (
+    CommittedEntries,
+    LogAppend,
+    Ready,
+    SnapshotChunkWrite,
+    SnapshotInstall,
+    SnapshotOp,
+)
 from raftlog.entry import EntryType, LogEntry
-from raftlog.errors import ConfigError
+from raftlog.errors import ConfigError, LocalProtocolError
 from raftlog.rpc.config import decode_config_payload
-from raftlog.rpc.messages import SnapshotChunk
-from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.storage.rocks import RocksHardStateStore, RocksLogStore
-from raftlog.storage.snapshot import FileSnapshotStore
+from raftlog.rpc.messages import Peer, PeerRequest, PeerResponse, SnapshotChunk
+from raftlog.server.ready_executor import AppliedMachine, ReadyExecutor
+from raftlog.storage.base import HardStateStore, LogStore, ReadyStore, SnapshotStore
 
 BATCH: Final = 4096
 
 
+class _NoPeerMessages:
+    """The catch-up's ``Outbox``: its Readies carry no peer messages (it is a client of the
+    cluster, not yet a peer), so any message here is a bug worth stopping for."""
+
+    def connect(self, peers: Sequence[Peer]) -> None:
+        """CONFIG entries on the way are adopted into the hard state; nothing to connect."""
+
+    def send_request(self, to: str, message: PeerRequest) -> None:
+        raise LocalProtocolError(f"catch-up cannot send {type(message).__name__} to {to}")
+
+    def send_reply(self, token: object, message: PeerResponse) -> None:
+        raise LocalProtocolError(f"catch-up cannot answer with {type(message).__name__}")
+
+
 class CatchUp:
-    """Downloads committed entries after ``last_applied`` into the local stores."""
+    """Downloads committed entries after ``last_applied`` into the local stores, carrying
+    each batch out as a Ready (hard state + entries in one synced write, then apply) with the
+    peer's ``ReadyExecutor``."""
 
     def __init__(
         self,
-        store: RocksLogStore,
-        hard_state: RocksHardStateStore,
-        snapshots: FileSnapshotStore,
-        machine: CompositeStateMachine,
+        store: LogStore,
+        hard_state: HardStateStore,
+        snapshots: SnapshotStore,
+        machine: AppliedMachine,
+        ready_store: ReadyStore,
     ) -> None:
         self.store = store
         self.hard_state = hard_state
-        self.snapshots = snapshots
-        self.machine = machine
         self.entries = 0
+        self._executor = ReadyExecutor(
+            log=store,
+            hard_state=hard_state,
+            snapshots=snapshots,
+            ready_store=ready_store,
+            machine=machine,
+            outbox=_NoPeerMessages(),
+        )
 
     def run(self, seeds: Iterable[str], ident: str, timeout: float) -> int:
         """Download until the stream ends; returns the last index now stored."""
@@ -69,41 +101,47 @@ class CatchUp:
         return self.store.last_index
 
     def _snapshot_chunk(self, chunk: SnapshotChunk) -> int:
-        if chunk.offset == 0:
-            self.snapshots.begin(chunk.index, chunk.term, chunk.total_size)
-        self.snapshots.write_chunk(chunk.offset, chunk.data)
+        """One chunk as a Ready; the last one installs the snapshot and restores from it."""
+        ops: list[SnapshotOp] = [
+            SnapshotChunkWrite(chunk.index, chunk.term, chunk.total_size, chunk.offset, chunk.data)
+        ]
+        hard_state = None
         if chunk.offset + len(chunk.data) >= chunk.total_size:
-            meta = self.snapshots.finish()
-            self.store.compact(meta.index, meta.term)
-            self.machine.restore(meta.index, meta.term, self.snapshots.read(0, meta.size))
+            ops.append(SnapshotInstall(chunk.index, chunk.term, finish_receive=True))
             saved = self.hard_state.load()
-            self.hard_state.save(
-                replace(
-                    saved,
-                    current_term=max(saved.current_term, meta.term),
-                    last_applied=meta.index,
-                )
-            )
+            hard_state = replace(saved, current_term=max(saved.current_term, chunk.term))
+        self._execute(Ready(None, hard_state, tuple(ops), None, (), (), None, ()))
         return chunk.index + 1
 
     def _store(self, first: int, entries: list[LogEntry]) -> None:
-        """Append (durable), apply, then record config, term and progress (durable)."""
-        self.store.append(first, entries)
-        last = first + len(entries) - 1
+        """Entries, config and term in one synced batch; then apply (progress recorded)."""
         saved = self.hard_state.load()
         config, config_index = saved.config, saved.config_index
         for offset, entry in enumerate(entries):
             if entry.entry_type == EntryType.CONFIG:
                 with contextlib.suppress(ConfigError):  # undecodable: kept, not adopted
                     config, config_index = decode_config_payload(entry.data), first + offset
-        self.machine.apply(first, [e.to_bytes() for e in entries], entries[-1].term)
-        self.hard_state.save(
-            replace(
-                saved,
-                current_term=max(saved.current_term, entries[-1].term),
-                config=config,
-                config_index=config_index,
-                last_applied=last,
+        hard_state = replace(
+            saved,
+            current_term=max(saved.current_term, entries[-1].term),
+            config=config,
+            config_index=config_index,
+        )
+        batch = tuple(entries)
+        self._execute(
+            Ready(
+                None,
+                hard_state,
+                (),
+                LogAppend(first, batch),
+                (),
+                (),
+                CommittedEntries(first, batch),
+                (),
             )
         )
         self.entries += len(entries)
+
+    def _execute(self, ready: Ready) -> None:
+        if not self._executor.execute(ready):  # no crash points here: cannot happen
+            raise LocalProtocolError("catch-up Ready interrupted")

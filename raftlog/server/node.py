@@ -10,8 +10,8 @@ propose, append, replicate, reply -- is all socket work). Each pass of the loop:
 2. ticks the core for the wall time that passed (``tick_ms`` per tick);
 3. runs the timers (broadcast heartbeat, RequestEntries expiry, request-id pruning,
    compaction);
-4. carries out the core's Readies in :meth:`PeerNode._handle_ready` -- the one place where
-   the order persist -> send -> apply -> advance lives.
+4. carries out the core's Readies with ``ReadyExecutor`` -- the one place where the order
+   persist -> send -> apply -> advance lives (the simulator and the catch-up use it too).
 
 Nothing a network sends can stop the loop: malformed messages raise ``RemoteProtocolError``
 in the codec and are counted, logged and dropped. A storage failure (full disk, I/O error)
@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from dataclasses import replace
+from collections.abc import Sequence
 from typing import Any, Final
 
 import zmq
@@ -39,25 +39,25 @@ from raftlog.consensus import (
     RaftCore,
     Ready,
     Role,
-    SendReply,
-    SendRequest,
-    SnapshotChunkWrite,
+    SnapshotInstall,
     SteppedDown,
     TruncationRefused,
 )
 from raftlog.errors import ClusterUnavailableError
 from raftlog.ids import RequestIdGenerator
 from raftlog.log import get_logger
-from raftlog.rpc.messages import ConfigPayload
+from raftlog.rpc.messages import ConfigPayload, Peer, PeerRequest, PeerResponse
 from raftlog.server.catch_up import CatchUp
 from raftlog.server.client_service import ClientService
 from raftlog.server.dispatch import Dispatcher
 from raftlog.server.entries_service import EntriesLimits, EntriesService
 from raftlog.server.peers import PeerChannels
+from raftlog.server.ready_executor import ReadyExecutor
 from raftlog.statemachine.broadcast import BroadcastStateMachine
 from raftlog.statemachine.composite import CompositeStateMachine
 from raftlog.statemachine.topics import TOPICS_DIR, open_topic_machine
 from raftlog.storage.base import HardState
+from raftlog.storage.ready_store import RocksReadyStore
 from raftlog.storage.rocks import open_storage
 from raftlog.transport import recv_frames, send_frames
 
@@ -165,6 +165,17 @@ class PeerNode:
         )
         self.entries = EntriesService(self.store, self.snapshots, self.reply, limits)
         self.dispatcher = Dispatcher(self)
+        self.executor = ReadyExecutor(
+            log=self.store,
+            hard_state=self.hard_state,
+            snapshots=self.snapshots,
+            ready_store=RocksReadyStore(self.store, self.hard_state),
+            machine=self.machine,
+            outbox=self,
+            on_applied=self._applied,
+            react=self._react,
+        )
+        self.executor.core = self.core
         self._was_leader = False
         self._next_housekeeping = 0.0
         self.log.info(
@@ -182,7 +193,13 @@ class PeerNode:
 
     def _catch_up(self, settings: PeerSettings) -> HardState:
         """§12.5: download the committed log before serving (see ``catch_up``)."""
-        catcher = CatchUp(self.store, self.hard_state, self.snapshots, self.machine)
+        catcher = CatchUp(
+            self.store,
+            self.hard_state,
+            self.snapshots,
+            self.machine,
+            RocksReadyStore(self.store, self.hard_state),
+        )
         seeds = [p.url for p in settings.peers]
         self.log.info("catch_up_started", seeds=seeds, last_index=self.store.last_index)
         try:
@@ -294,63 +311,24 @@ class PeerNode:
         self.log.info("log_compacted", index=index, term=term, first_index=self.store.first_index)
         return index
 
-    # -- the Ready contract (raftlog.consensus docstring) ---------------------------------
+    # -- the Ready contract: carried out by ReadyExecutor ---------------------------------
     def _handle_ready(self) -> None:
-        """Carry out every pending Ready in the only safe order: send the leader's requests,
-        persist (hard state, snapshot, entries: fsync), send what promises durability,
-        apply committed entries, react to role changes and events, advance."""
-        core = self.core
-        while core.has_ready():
-            ready = core.ready()
-            for event in ready.events:  # connect new peers before messages go to them
-                if isinstance(event, ConfigChanged):
-                    self.channels.reconcile(event.config.all_peers())
-            self._send_all(ready.messages_now)
-            self._persist(ready)
-            self._send_all(ready.messages_after_persist)
-            if ready.committed is not None:
-                committed = ready.committed
-                raw = [entry.to_bytes() for entry in committed.entries]
-                self.machine.apply(committed.first_index, raw, core.term)
-                self._applied(self.machine.last_applied)
-            self._react(ready)
-            core.advance(ready)
+        """Carry out every pending Ready (``ReadyExecutor`` holds the order)."""
+        self.executor.drain()
 
-    def _send_all(self, messages: tuple[SendRequest | SendReply, ...]) -> None:
-        for out in messages:
-            if isinstance(out, SendRequest):
-                self.channels.send(out.to, out.message)
-            else:
-                self.dispatcher.send_peer_reply(out.token, out.message)
+    def connect(self, peers: Sequence[Peer]) -> None:
+        """``Outbox``: reach exactly ``peers`` (a configuration change)."""
+        self.channels.reconcile(peers)
 
-    def _persist(self, ready: Ready) -> None:
-        if ready.hard_state is not None:
-            hs = ready.hard_state
-            self.hard_state.save(
-                replace(hs, last_applied=max(hs.last_applied, self.machine.last_applied))
-            )
-        for op in ready.snapshot_ops:
-            if isinstance(op, SnapshotChunkWrite):
-                self.snapshots.begin(op.index, op.term, op.total_size)
-                self.snapshots.write_chunk(op.offset, op.data)
-                continue
-            if op.finish_receive:
-                self.snapshots.finish()
-            self.store.compact(op.index, op.term)
-            meta = self.snapshots.meta()
-            data = self.snapshots.read(0, meta.size) if meta is not None else b""
-            self.machine.restore(op.index, op.term, data)
-            self.log.info("snapshot_installed", index=op.index, term=op.term)
-            self._applied(op.index)
-        if ready.append is not None:
-            self.store.append(ready.append.first_index, ready.append.entries)
+    def send_request(self, to: str, message: PeerRequest) -> None:
+        """``Outbox``: a new peer request."""
+        self.channels.send(to, message)
+
+    def send_reply(self, token: object, message: PeerResponse) -> None:
+        """``Outbox``: answer an inbound peer request."""
+        self.dispatcher.send_peer_reply(token, message)
 
     def _applied(self, index: int) -> None:
-        """The state machine reached ``index``: tell the core, remember it (unsynced: the next
-        synced write carries it; losing it only replays entries) and answer clients."""
-        self.core.applied(index)
-        self.store.set_commit_floor(index)
-        self.hard_state.save_applied(index)
         self.clients.on_applied(index)
 
     def _react(self, ready: Ready) -> None:
@@ -369,6 +347,9 @@ class PeerNode:
                     "role_changed", role=soft.role.value, term=soft.term, leader=soft.leader_id
                 )
             self._was_leader = is_leader
+        for op in ready.snapshot_ops:
+            if isinstance(op, SnapshotInstall):
+                self.log.info("snapshot_installed", index=op.index, term=op.term)
         for event in ready.events:
             if isinstance(event, ConfigChangeCompleted):
                 self.clients.on_config_completed(event.joint_index)

@@ -81,6 +81,31 @@ class LogStore(Protocol):
         (docs/protocol.md §12.6). Durable on return."""
         ...
 
+    def raw_entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[bytes]:
+        """Serialized entries ``[lo, hi)`` (same bounds and limit as ``entries``), for
+        streaming them without decoding and re-encoding each one."""
+        ...
+
+    def oldest_request_index(self) -> int | None:
+        """Lowest index still in the request-id index (PROTOCOL §12.7 prune index + 1), or
+        None when the index is empty: compaction must not pass it."""
+        ...
+
+    def set_commit_floor(self, index: int) -> None:
+        """Refuse from now on any append that would drop or change entries up to ``index``
+        (in memory only: the driver sets it again from the hard state after a restart)."""
+        ...
+
+    def prune_request_ids(self, before_index: int) -> int:
+        """Forget the request ids of entries below ``before_index``; returns how many. Not
+        synced on its own: a prune lost in a crash only keeps some ids a little longer."""
+        ...
+
+    def prune_expired_request_ids(self, now_ms: int, ttl_ms: int | None) -> int:
+        """Forget expired ids from the oldest entry up to the first fresh one (§12.7); not
+        synced on its own (as ``prune_request_ids``)."""
+        ...
+
     def close(self) -> None:
         """Release files/handles; further calls are errors."""
         ...
@@ -103,6 +128,8 @@ class HardState:
 
 
 class HardStateStore(Protocol):
+    """The hard state (term, vote, configuration, applied index) across restarts."""
+
     def load(self) -> HardState:
         """The last saved hard state (a default ``HardState()`` for a new store)."""
         ...
@@ -111,18 +138,44 @@ class HardStateStore(Protocol):
         """Replace the hard state. Durable on return."""
         ...
 
-    def close(self) -> None: ...
+    def save_applied(self, last_applied: int) -> None:
+        """Record the state machine's progress, possibly **without a sync of its own** (it
+        rides on the next synced write). Losing it in a crash only makes the peer apply a few
+        committed entries again. Never moves ``last_applied`` backwards."""
+        ...
+
+    def close(self) -> None:
+        """Release files/handles; further calls are errors."""
+        ...
+
+
+class ReadyStore(Protocol):
+    """Steps 1 and 3 of a Ready (hard state, log append) as **one** synced write.
+
+    A Ready that changes the term or vote and appends entries would otherwise pay two fsyncs
+    in a row; written together they cost one, and a crash leaves both or neither."""
+
+    def persist(
+        self, hard_state: HardState | None, first_index: int, entries: Sequence[LogEntry] | None
+    ) -> None:
+        """Save ``hard_state`` (when not None) and, when ``entries`` is not None, truncate the
+        log at ``first_index`` and append ``entries`` (as ``LogStore.append``; an empty
+        sequence is a pure truncation). Durable on return: one sync for both."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
 class SnapshotMeta:
+    """An installed snapshot: the last index and term it covers, and its data size."""
+
     index: int
     term: int
     size: int
 
 
 class SnapshotStore(Protocol):
-    """Opaque state-machine snapshots, read in chunks for InstallSnapshot/RequestEntries."""
+    """Opaque state-machine snapshots, read in chunks for InstallSnapshot/RequestEntries,
+    and received in chunks from a leader (InstallSnapshot, a catch-up's RequestEntries)."""
 
     def meta(self) -> SnapshotMeta | None:
         """The installed snapshot's metadata, or None when there is none."""
@@ -137,4 +190,21 @@ class SnapshotStore(Protocol):
         rename, directory fsync)."""
         ...
 
-    def close(self) -> None: ...
+    def begin(self, index: int, term: int, total_size: int) -> int:
+        """Start receiving snapshot ``(index, term, total_size)``, or continue it if it is
+        the one pending; returns the data bytes already received. Not durable: a pending
+        receive does not survive a restart."""
+        ...
+
+    def write_chunk(self, offset: int, data: bytes) -> int:
+        """Take ``data`` if ``offset`` equals the bytes received so far (and it fits the
+        announced size); returns the bytes received afterwards (unchanged when refused)."""
+        ...
+
+    def finish(self) -> SnapshotMeta:
+        """Install the completely received snapshot. Durable on return (as ``install``)."""
+        ...
+
+    def close(self) -> None:
+        """Release files/handles; further calls are errors."""
+        ...

@@ -2,11 +2,12 @@
 
 Lives in the same database as the log (``rocks.open_storage`` shares it) so a peer has one
 store to open, lock and back up. ``save`` is the only sync point here (``save_applied``
-rides on the next sync).
+rides on the next sync; ``stage`` rides on the caller's synced batch).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from rocksdict import WriteBatch
@@ -31,17 +32,34 @@ class RocksHardStateStore:
         self._closed = False
 
     def load(self) -> HardState:
+        """The last saved hard state (cached: reads cost nothing)."""
         return self._state
+
+    @property
+    def database(self) -> RocksDatabase:
+        """The RocksDB this record lives in (shared with the peer's log store)."""
+        return self._db
 
     def save(self, state: HardState) -> None:
         """Replace the hard state: one record, synced on return."""
+        batch = WriteBatch(raw_mode=True)
+        saved = self.stage(batch, state)
+        self._db.write(batch, True, "hard state")
+        saved()
+
+    def stage(self, batch: WriteBatch, state: HardState) -> Callable[[], None]:
+        """Queue ``state`` into ``batch`` (the caller's synced write makes it durable, e.g.
+        ``RocksReadyStore.persist`` with a Ready's entries); returns what to call once the
+        batch is written."""
         if self._closed:
             raise StorageError(f"{self._db.path}: hard-state store is closed")
         self._db.check_writable()
-        batch = WriteBatch(raw_mode=True)
         batch.put(rec.HARD_STATE_KEY, rec.encode_hard_state(state))
-        self._db.write(batch, True, "hard state")
-        self._state = state
+
+        def saved() -> None:
+            self._state = state
+
+        return saved
 
     def save_applied(self, last_applied: int) -> None:
         """Record the state machine's progress **without a sync of its own**.
@@ -62,6 +80,7 @@ class RocksHardStateStore:
         self._state = state
 
     def close(self) -> None:
+        """Release this store's hold on the shared database (idempotent)."""
         if not self._closed:
             self._closed = True
             self._db.release()

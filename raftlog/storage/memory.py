@@ -15,7 +15,7 @@ copy (entries are immutable), cheap enough for a simulator that restarts nodes c
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from raftlog.entry import ZERO_REQUEST_ID, LogEntry
@@ -275,9 +275,16 @@ class MemoryHardStateStore:
         return self._state
 
     def save(self, state: HardState) -> None:
+        """Replace the hard state (synced on return when ``sync_on_write``)."""
         self._state = state
         if self.sync_on_write:
             self.sync()
+
+    def save_applied(self, last_applied: int) -> None:
+        """Record progress (never backwards); synced like ``save`` -- in memory a sync is
+        free, and the simulator's crash points then see what a synced store would keep."""
+        if last_applied > self._state.last_applied:
+            self.save(replace(self._state, last_applied=last_applied))
 
     def sync(self) -> None:
         self._synced = self._state

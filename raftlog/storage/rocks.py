@@ -3,6 +3,8 @@
 Where it syncs — the only places that fsync (each is one ``WriteBatch`` written with
 ``WriteOptions.sync = True``, so RocksDB appends it to its WAL and fdatasyncs before returning):
 
+* ``RocksReadyStore.persist`` — a Ready's hard state + entries + truncated suffix + request-id
+  keys + meta, one batch (the peer's hot path: one fsync per Ready);
 * ``RocksLogStore.append``  — entries + truncated suffix + request-id keys + meta, one batch;
 * ``RocksLogStore.compact`` — prefix (or whole log) removal + meta, one batch;
 * ``RocksHardStateStore.save``.
@@ -24,10 +26,9 @@ a prune lost in a crash only keeps some ids a little longer.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from rocksdict import WriteBatch
 
@@ -50,13 +51,12 @@ from raftlog.storage.snapshot import FileSnapshotStore
 
 __all__ = ["LOG_DIR", "SNAPSHOT_DIR", "RocksHardStateStore", "RocksLogStore", "open_storage"]
 
-_T = TypeVar("_T")
 LOG_DIR = "log"
 SNAPSHOT_DIR = "snapshots"
 
 
 class RocksLogStore:
-    """``LogStore`` on RocksDB. Reads may run concurrently with one writer thread."""
+    """``LogStore`` on RocksDB, used from the peer's one thread (reads and writes alike)."""
 
     def __init__(
         self, database: RocksDatabase, max_entry_data_size: int = DEFAULT_MAX_ENTRY_DATA_SIZE
@@ -65,9 +65,6 @@ class RocksLogStore:
         self.database = database
         self.max_entry_data_size = max_entry_data_size
         self.commit_floor = 0
-        # Bumped before and after every write that removes entries, so that a reader racing
-        # with it can tell "the range moved under me" from real corruption.
-        self._generation = 0
         self._closed = False
         try:
             self._load_meta()
@@ -151,19 +148,14 @@ class RocksLogStore:
         if not self._snapshot_index < index < self._last_index:
             return None
 
-        def read() -> int | None:
-            if not self._snapshot_index < index <= self._last_index:
-                return self.term_at(index)
-            value = self._db.get(rec.entry_key(index), f"entry {index}")
-            return rec.entry_term(rec.entry_payload(index, value))
-
-        return self._stable_read(read)
+        value = self._db.get(rec.entry_key(index), f"entry {index}")
+        return rec.entry_term(rec.entry_payload(index, value))
 
     def raw_entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[bytes]:
         """Serialized entries ``[lo, hi)``, checksum-verified, for streaming without re-encoding
         (same bounds and byte limit as ``entries``)."""
         self._check_open()
-        return self._stable_read(lambda: self._read_payloads(lo, hi, max_bytes))
+        return self._read_payloads(lo, hi, max_bytes)
 
     def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[LogEntry]:
         payloads = self.raw_entries(lo, hi, max_bytes)
@@ -190,20 +182,6 @@ class RocksLogStore:
             raise StorageCorruptionError(f"entry {index}: record missing inside the log range")
         return out
 
-    def _stable_read(self, read: Callable[[], _T]) -> _T:
-        """Run ``read``; if it failed while a write that removes entries was in flight or had
-        just moved the range, retry (the retry re-checks bounds, so a range that vanished
-        raises ``IndexError``). Only a failure on a quiet store is corruption."""
-        while True:
-            generation = self._generation
-            try:
-                return read()
-            except StorageCorruptionError:
-                if self._generation == generation and generation % 2 == 0:
-                    raise
-                if self._generation % 2:
-                    time.sleep(0.0002)  # a writer is inside its fsync; let it finish
-
     def index_of_request(self, request_id: bytes) -> int | None:
         self._check_open()
         key = rec.request_key(request_id)
@@ -224,11 +202,22 @@ class RocksLogStore:
         self.commit_floor = max(self.commit_floor, index)
 
     def append(self, first_index: int, entries: Sequence[LogEntry]) -> None:
-        """Truncate at ``first_index`` and append ``entries``: one batch, synced on return.
+        """Truncate at ``first_index`` and append ``entries``: one batch, synced on return."""
+        batch = WriteBatch(raw_mode=True)
+        appended = self.stage_append(batch, first_index, entries)
+        self.write_synced(batch, f"append at index {first_index}")
+        appended()
+
+    def stage_append(
+        self, batch: WriteBatch, first_index: int, entries: Sequence[LogEntry]
+    ) -> Callable[[], None]:
+        """Queue the append into ``batch`` (checked first; nothing is written) and return what
+        to call once ``batch`` is written: it updates the cached bounds.
 
         The batch deletes the old suffix and its request-id keys, writes each entry sealed
         with its CRC, maps each non-zero request id to its index (a later entry with the same
-        id takes over the mapping) and updates the meta record.
+        id takes over the mapping) and updates the meta record. ``RocksReadyStore`` adds the
+        hard state to the same batch, so a Ready costs one fsync.
         """
         self._check_writable()
         check_append_position(first_index, self.first_index, self._last_index)
@@ -236,21 +225,21 @@ class RocksLogStore:
         check_commit_floor(first_index, entries, self.commit_floor, self._last_index, self.term_at)
         new_last = first_index + len(entries) - 1
         new_last_term = entries[-1].term if entries else self.term_at(new_last)
-        truncates = first_index <= self._last_index
-        batch = WriteBatch(raw_mode=True)
-        if truncates:
+        if first_index <= self._last_index:
             self._unindex_from(batch, first_index)
             batch.delete_range(rec.entry_key(first_index), rec.ENTRY_END)
         rec.put_entries(batch, first_index, entries)
         batch.put(
             rec.META_KEY, rec.encode_meta(self._snapshot_index, self._snapshot_term, new_last)
         )
-        self._write(batch, truncates, f"append at index {first_index}")
-        self._last_index = new_last
-        self._last_term = new_last_term if new_last_term is not None else 0
-        self._generation += truncates
-        if failpoints.ENABLED:
-            failpoints.hit("after_append")
+
+        def appended() -> None:
+            self._last_index = new_last
+            self._last_term = new_last_term if new_last_term is not None else 0
+            if failpoints.ENABLED:
+                failpoints.hit("after_append")
+
+        return appended
 
     def compact(self, snapshot_index: int, snapshot_term: int) -> None:
         """A snapshot covers ``[1, snapshot_index]``: drop that prefix, keeping the suffix only
@@ -280,7 +269,7 @@ class RocksLogStore:
                 batch.delete_range(begin, end)
             new_last = snapshot_index
         batch.put(rec.META_KEY, rec.encode_meta(snapshot_index, snapshot_term, new_last))
-        self._write(batch, True, f"compaction to {snapshot_index}")
+        self.write_synced(batch, f"compaction to {snapshot_index}")
         if not matching or new_last == snapshot_index:
             self._last_term = snapshot_term
         self._snapshot_index, self._snapshot_term, self._last_index = (
@@ -288,7 +277,6 @@ class RocksLogStore:
             snapshot_term,
             new_last,
         )
-        self._generation += 1
         if failpoints.ENABLED:
             failpoints.hit("after_compact")
 
@@ -333,15 +321,10 @@ class RocksLogStore:
         if self.index_of_request(request_id) == index:  # a later duplicate keeps its mapping
             batch.delete(rec.request_key(request_id))
 
-    def _write(self, batch: WriteBatch, removes_entries: bool, what: str) -> None:
-        """The synced write. ``_generation`` is odd from just before a write that removes
-        entries until the caller has updated the cached bounds (it adds the second 1)."""
-        self._generation += removes_entries
-        try:
-            self._db.write(batch, True, what)
-        except BaseException:
-            self._generation += removes_entries
-            raise
+    def write_synced(self, batch: WriteBatch, what: str) -> None:
+        """The fsync point of the log (and of ``RocksReadyStore``): ``batch`` atomically,
+        appended to RocksDB's WAL and fdatasynced before returning."""
+        self._db.write(batch, True, what)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -1,9 +1,11 @@
 """Simulated peers: a ``RaftCore`` over in-memory stores, a transport shim and a driver loop.
 
 ``SimCluster.step()`` is one tick: tick every live core, deliver the messages due, then drain
-each node's Ready in the documented order (send now -> persist -> send after persist -> apply
--> advance). Crash points between those phases model a process dying in the middle of a Ready;
-``crash``/``restart`` rebuild a core from the durable stores only.
+each node's Readies with the production ``ReadyExecutor`` (``raftlog.server.ready_executor``)
+injected with in-memory stores, this simulated network and crash points -- so the seeds check
+the order the peers run, not a copy of it. Crash points between the executor's steps model a
+process dying in the middle of a Ready; ``crash``/``restart`` rebuild a core from the durable
+stores only.
 """
 
 from __future__ import annotations
@@ -11,24 +13,18 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from random import Random
 
-from raftlog.consensus import (
-    RaftCore,
-    Ready,
-    Role,
-    SendReply,
-    SendRequest,
-    SnapshotChunkWrite,
-    SnapshotInstall,
-)
+from raftlog.consensus import RaftCore, Ready, Role, SnapshotInstall
 from raftlog.consensus.settings import CoreConfig
 from raftlog.entry import LogEntry
 from raftlog.ids import make_request_id
-from raftlog.rpc.messages import ConfigPayload, Peer, PeerRequest
+from raftlog.rpc.messages import ConfigPayload, Peer, PeerRequest, PeerResponse
+from raftlog.server.ready_executor import ReadyExecutor
 from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore, MemorySnapshotStore
+from raftlog.storage.ready_store import MemoryReadyStore
 from sim.network import LinkRule, SimNetwork
 from sim.tracing import Trace
 
@@ -39,9 +35,14 @@ _PENDING_LIMIT = 4096
 
 def chain(digest: bytes, index: int, entry: LogEntry) -> bytes:
     """The applied-sequence hash chain shared by state machines and the invariant checker."""
+    return chain_raw(digest, index, entry.to_bytes())
+
+
+def chain_raw(digest: bytes, index: int, raw: bytes) -> bytes:
+    """``chain`` over an entry's serialized bytes (what the executor applies)."""
     h = hashlib.blake2b(digest, digest_size=16)
     h.update(index.to_bytes(8, "little"))
-    h.update(entry.to_bytes())
+    h.update(raw)
     return h.digest()
 
 
@@ -66,19 +67,28 @@ class RecordingStateMachine:
         self.base = 0
         self.digests: list[bytes] = [b""]  # digests[i - base] = chain through index i
 
-    def apply(self, index: int, entry: LogEntry) -> None:
-        if index != self.index + 1:
-            self.violations.append(f"applied {index} after {self.index}")
-        self.digest = chain(self.digest, index, entry)
-        self.digests.append(self.digest)
-        self.index = index
+    @property
+    def last_applied(self) -> int:
+        return self.index
+
+    def apply(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
+        """The production executor's call: serialized committed entries in order."""
+        for offset, raw in enumerate(entries):
+            index = first_index + offset
+            if index != self.index + 1:
+                self.violations.append(f"applied {index} after {self.index}")
+            self.digest = chain_raw(self.digest, index, raw)
+            self.digests.append(self.digest)
+            self.index = index
 
     def snapshot(self, index: int) -> bytes:
         """The state as it was right after applying ``index`` (base <= index <= self.index)."""
         return json.dumps({"i": index, "d": self.digests[index - self.base].hex()}).encode()
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, index: int, term: int, data: bytes) -> None:
         state = json.loads(data)
+        if state["i"] != index:
+            self.violations.append(f"snapshot of {state['i']} installed as {index}")
         self.index = self.base = state["i"]
         self.digest = bytes.fromhex(state["d"])
         self.digests = [self.digest]
@@ -90,6 +100,32 @@ class Observer:
 
     on_ready: Callable[[SimNode, Ready], None]
     on_restart: Callable[[SimNode], None]
+
+
+@dataclass(frozen=True, slots=True)
+class _SimToken:
+    """Where the answer to an inbound simulated request goes."""
+
+    src: str
+    incarnation: int
+    msgid: int
+
+
+class _SimOutbox:
+    """The executor's ``Outbox`` for one node: the simulated network."""
+
+    def __init__(self, cluster: SimCluster, node: SimNode) -> None:
+        self._cluster = cluster
+        self._node = node
+
+    def connect(self, peers: Sequence[Peer]) -> None:
+        """Nothing to connect: the simulated network reaches every node by id."""
+
+    def send_request(self, to: str, message: PeerRequest) -> None:
+        self._cluster.send_request(self._node, to, message)
+
+    def send_reply(self, token: object, message: PeerResponse) -> None:
+        self._cluster.send_reply(self._node, token, message)
 
 
 class SimNode:
@@ -110,6 +146,8 @@ class SimNode:
         """Fixed write delay of this node (scripts); None: the cluster's random delay."""
         self.writing: tuple[Ready, int] | None = None
         """A Ready whose writes are in progress, and the tick they complete."""
+        self.executor: ReadyExecutor
+        """The production Ready executor over this node's stores (set by ``SimCluster``)."""
 
     @property
     def alive(self) -> bool:
@@ -132,6 +170,8 @@ class SimCluster:
         self.network = SimNetwork(Random(rng.random()), link)
         seed = ConfigPayload(new=peers_of(members))
         self.nodes = {i: SimNode(i, seed, make_config(i)) for i in ids}
+        for node in self.nodes.values():
+            node.executor = self._executor_of(node)
         self.crash_in_ready = 0.0
         self.restart_after = (1, 60)
         self.max_persist_delay = 0
@@ -167,20 +207,36 @@ class SimCluster:
         for node in self.nodes.values():
             self.drain(node)
 
+    def _executor_of(self, node: SimNode) -> ReadyExecutor:
+        """The production executor, injected with this node's in-memory stores, the
+        simulated network and the crash points."""
+        return ReadyExecutor(
+            log=node.log,
+            hard_state=node.hard_state,
+            snapshots=node.snapshots,
+            ready_store=MemoryReadyStore(node.log, node.hard_state),
+            machine=node.sm,
+            outbox=_SimOutbox(self, node),
+            react=lambda ready: self._react(node, ready),
+            crash_point=lambda where: self._crash_here(node, where),
+        )
+
     # -- transport shim -------------------------------------------------------------------
-    def transmit(self, node: SimNode, out: SendRequest | SendReply) -> None:
-        if isinstance(out, SendRequest):
-            node.next_msgid += 1
-            msgid = node.next_msgid
-            node.pending[msgid] = (out.to, out.message)
-            if len(node.pending) > _PENDING_LIMIT:
-                for old in list(node.pending)[: _PENDING_LIMIT // 2]:
-                    del node.pending[old]
-            payload: tuple[object, ...] = ("req", node.incarnation, msgid, out.message)
-            self.network.send(self.tick, node.id, out.to, payload)
-        else:
-            src, incarnation, msgid = out.token  # type: ignore[misc]
-            self.network.send(self.tick, node.id, src, ("resp", incarnation, msgid, out.message))
+    def send_request(self, node: SimNode, to: str, message: PeerRequest) -> None:
+        node.next_msgid += 1
+        msgid = node.next_msgid
+        node.pending[msgid] = (to, message)
+        if len(node.pending) > _PENDING_LIMIT:
+            for old in list(node.pending)[: _PENDING_LIMIT // 2]:
+                del node.pending[old]
+        payload: tuple[object, ...] = ("req", node.incarnation, msgid, message)
+        self.network.send(self.tick, node.id, to, payload)
+
+    def send_reply(self, node: SimNode, token: object, message: PeerResponse) -> None:
+        if not isinstance(token, _SimToken):
+            raise TypeError(f"foreign reply token {token!r}")
+        payload = ("resp", token.incarnation, token.msgid, message)
+        self.network.send(self.tick, node.id, token.src, payload)
 
     def deliver(self, src: str, dst: str, payload: object) -> None:
         node = self.nodes[dst]
@@ -189,7 +245,7 @@ class SimCluster:
             return
         kind, incarnation, msgid, message = payload  # type: ignore[misc]
         if kind == "req":
-            core.step_request((src, incarnation, msgid), message)
+            core.step_request(_SimToken(src, incarnation, msgid), message)
             return
         if incarnation != node.incarnation:
             return  # an answer to a previous life of this node
@@ -207,9 +263,11 @@ class SimCluster:
         return False
 
     def drain(self, node: SimNode) -> None:
-        """Carry out the node's Readies. With ``max_persist_delay`` a Ready that writes
-        completes some ticks later (a slow fsync in a thread): its ``messages_now`` are out
-        already, inputs keep arriving meanwhile, and a crash in between loses the write."""
+        """Carry out the node's Readies with the production ``ReadyExecutor``. With
+        ``max_persist_delay`` a Ready that writes completes some ticks later (a slow fsync in
+        a thread): its ``messages_now`` are out already, inputs keep arriving meanwhile, and
+        a crash in between loses the write."""
+        executor = node.executor
         while node.core is not None:
             if node.writing is not None:
                 ready, done_at = node.writing
@@ -228,9 +286,7 @@ class SimCluster:
                 self.observer.on_ready(node, ready)
             if ready.soft_state is not None:
                 self.trace.add("soft", node.id, ready.soft_state)
-            for out in ready.messages_now:
-                self.transmit(node, out)
-            if self._crash_here(node, "before_persist"):
+            if not executor.begin(ready):
                 return
             if node.persist_delay is not None:
                 delay = node.persist_delay
@@ -245,61 +301,19 @@ class SimCluster:
                 return
 
     def _finish(self, node: SimNode, ready: Ready) -> bool:
-        """Persist, send after persist, apply, advance; False if the node crashed."""
-        core = node.core
-        assert core is not None
-        if ready.hard_state is not None:
-            saved = ready.hard_state
-            last_applied = max(saved.last_applied, node.sm.index)
-            node.hard_state.save(replace(saved, last_applied=last_applied))
-            if self._crash_here(node, "after_hard_state"):
-                return False
+        """Persist, send after persist, apply, react, advance; False if the node crashed."""
+        if ready.append is not None and ready.append.first_index <= node.log.last_index:
+            self.counters["truncation"] += 1
+        return node.executor.finish(ready)
+
+    def _react(self, node: SimNode, ready: Ready) -> None:
         for op in ready.snapshot_ops:
-            if isinstance(op, SnapshotChunkWrite):
-                node.snapshots.begin(op.index, op.term, op.total_size)
-                node.snapshots.write_chunk(op.offset, op.data)
-            elif not self._install(node, op):
-                return False
-        if ready.append is not None:
-            if ready.append.first_index <= node.log.last_index:
-                self.counters["truncation"] += 1
-            node.log.append(ready.append.first_index, ready.append.entries)
-        if self._crash_here(node, "after_persist"):
-            return False
-        for out in ready.messages_after_persist:
-            self.transmit(node, out)
-        if ready.committed is not None:
-            first = ready.committed.first_index
-            for offset, entry in enumerate(ready.committed.entries):
-                node.sm.apply(first + offset, entry)
-            self._save_applied(node)
-            core.applied(node.sm.index)
+            if isinstance(op, SnapshotInstall):
+                self.trace.add("install", node.id, op.index, op.term)
+                self.counters["snapshot_install"] += 1
         for event in ready.events:
             self.trace.add("event", node.id, event)
             self.counters[type(event).__name__] += 1
-        core.advance(ready)
-        return True
-
-    def _install(self, node: SimNode, op: SnapshotInstall) -> bool:
-        """Returns False when the node crashed half way (after the snapshot is durable)."""
-        if op.finish_receive:
-            node.snapshots.finish()
-        node.log.compact(op.index, op.term)
-        self.trace.add("install", node.id, op.index, op.term)
-        self.counters["snapshot_install"] += 1
-        if self._crash_here(node, "before_restore"):
-            return False
-        meta = node.snapshots.meta()
-        assert meta is not None and meta.index == op.index
-        node.sm.restore(node.snapshots.read(0, meta.size))
-        self._save_applied(node)
-        assert node.core is not None
-        node.core.applied(op.index)
-        return True
-
-    def _save_applied(self, node: SimNode) -> None:
-        node.hard_state.save(replace(node.hard_state.load(), last_applied=node.sm.index))
-        node.log.set_commit_floor(node.sm.index)
 
     # -- faults and maintenance -------------------------------------------------------------
     def crash(self, peer_id: str, why: str = "crash") -> None:
@@ -308,7 +322,7 @@ class SimCluster:
             return
         self.trace.add("crash", peer_id, why)
         self.counters["crash_" + why] += 1
-        node.core = None
+        node.core = node.executor.core = None
         node.log.crash()
         node.hard_state.crash()
         node.snapshots.crash()
@@ -330,7 +344,7 @@ class SimCluster:
                 self.now_ms // 1000, machine, 0x7000 + node.incarnation, node.rid_counter
             )
 
-        node.core = RaftCore(
+        node.core = node.executor.core = RaftCore(
             node.config,
             node.log,
             node.snapshots,

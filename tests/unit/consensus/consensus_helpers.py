@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from itertools import count
 from random import Random
@@ -14,8 +15,6 @@ from raftlog.consensus import (
     Role,
     SendReply,
     SendRequest,
-    SnapshotChunkWrite,
-    SnapshotInstall,
 )
 from raftlog.entry import EntryType, LogEntry
 from raftlog.ids import make_request_id
@@ -30,8 +29,10 @@ from raftlog.rpc.messages import (
     RequestVote,
     RequestVoteResponse,
 )
+from raftlog.server.ready_executor import ReadyExecutor
 from raftlog.storage.base import HardState
 from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore, MemorySnapshotStore
+from raftlog.storage.ready_store import MemoryReadyStore
 
 NOW_MS = 1_700_000_000_000
 _counter = count(1)
@@ -60,50 +61,74 @@ def config_entry(term: int, payload: ConfigPayload) -> LogEntry:
     return LogEntry(rid(), EntryType.CONFIG, term, encode_config_payload(payload))
 
 
+class RecordingMachine:
+    """The executor's state machine here: remembers every applied entry, in order."""
+
+    def __init__(self) -> None:
+        self.applied: list[tuple[int, LogEntry]] = []
+        self.last_applied = 0
+
+    def apply(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
+        for offset, raw in enumerate(entries):
+            self.applied.append((first_index + offset, LogEntry.from_bytes(raw)))
+        self.last_applied = first_index + len(entries) - 1
+
+    def restore(self, index: int, term: int, data: bytes) -> None:
+        self.last_applied = index
+
+
+class RecordingOutbox:
+    """The executor's outbox here: keeps what was sent (tests read it from the Readies)."""
+
+    def __init__(self) -> None:
+        self.sent: list[object] = []
+
+    def connect(self, peers: Sequence[Peer]) -> None:
+        self.sent.append(("connect", tuple(peers)))
+
+    def send_request(self, to: str, message: PeerRequest) -> None:
+        self.sent.append((to, message))
+
+    def send_reply(self, token: object, message: PeerResponse) -> None:
+        self.sent.append((token, message))
+
+
 @dataclass
 class Node:
-    """One core and its stores; ``run()`` carries out Readies like a driver would."""
+    """One core and its stores; ``run()`` carries out Readies with the production
+    ``ReadyExecutor``."""
 
     core: RaftCore
     log: MemoryLogStore
     hard_state: MemoryHardStateStore
     snapshots: MemorySnapshotStore
-    applied: list[tuple[int, LogEntry]] = field(default_factory=list)
+    machine: RecordingMachine = field(default_factory=RecordingMachine)
     readies: list[Ready] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.executor = ReadyExecutor(
+            log=self.log,
+            hard_state=self.hard_state,
+            snapshots=self.snapshots,
+            ready_store=MemoryReadyStore(self.log, self.hard_state),
+            machine=self.machine,
+            outbox=RecordingOutbox(),
+        )
+        self.executor.core = self.core
+
+    @property
+    def applied(self) -> list[tuple[int, LogEntry]]:
+        return self.machine.applied
 
     def run(self) -> Ready:
         """Carry out every pending Ready; returns them merged (messages, events, ...)."""
         merged: list[Ready] = []
         while self.core.has_ready():
             ready = self.core.ready()
-            self.persist(ready)
-            self.apply(ready)
-            self.core.advance(ready)
+            self.executor.execute(ready)
             merged.append(ready)
         self.readies.extend(merged)
         return merge(merged)
-
-    def persist(self, ready: Ready) -> None:
-        if ready.hard_state is not None:
-            self.hard_state.save(ready.hard_state)
-        for op in ready.snapshot_ops:
-            if isinstance(op, SnapshotChunkWrite):
-                self.snapshots.begin(op.index, op.term, op.total_size)
-                self.snapshots.write_chunk(op.offset, op.data)
-            elif isinstance(op, SnapshotInstall):
-                if op.finish_receive:
-                    self.snapshots.finish()
-                self.log.compact(op.index, op.term)
-                self.core.applied(op.index)
-        if ready.append is not None:
-            self.log.append(ready.append.first_index, ready.append.entries)
-
-    def apply(self, ready: Ready) -> None:
-        if ready.committed is not None:
-            first = ready.committed.first_index
-            for offset, item in enumerate(ready.committed.entries):
-                self.applied.append((first + offset, item))
-            self.core.applied(ready.committed.last_index)
 
     # -- driving ----------------------------------------------------------------------------
     def tick(self, times: int = 1) -> Ready:

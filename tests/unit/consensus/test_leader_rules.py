@@ -67,8 +67,7 @@ def test_leader_sends_append_entries_before_its_own_persist() -> None:
     assert ready.append is not None and ready.append.entries[0].data == b"data"
     assert {m.to for m in _aes(ready)} == {"n2", "n3"}
     assert all(m in ready.messages_now for m in _aes(ready))
-    node.persist(ready)
-    node.core.advance(ready)
+    node.executor.execute(ready)  # persist, send, apply, advance
 
 
 def test_leader_counts_its_own_entry_only_after_persist() -> None:
@@ -80,8 +79,7 @@ def test_leader_counts_its_own_entry_only_after_persist() -> None:
     to_n2 = _aes(ready, "n2")[0]
     node.core.step_response("n2", to_n2.message, AppendEntriesResponse(node.core.term, True))
     assert node.core.commit_index == commit  # n2 alone is not a majority of three
-    node.persist(ready)
-    node.core.advance(ready)
+    node.executor.execute(ready)  # persist, send, apply, advance
     assert node.core.commit_index == commit + 1
 
 

@@ -34,8 +34,7 @@ def test_inputs_between_ready_and_advance_go_into_the_next_ready() -> None:
     node.core.step_request("first", RequestVote("n2", 1, 0, 0))
     ready = node.core.ready()
     node.core.step_request("second", RequestVote("n2", 1, 0, 0))
-    node.persist(ready)
-    node.core.advance(ready)
+    node.executor.execute(ready)  # persist, send, apply, advance
     assert node.core.has_ready()
     later = node.core.ready()
     assert [m.token for m in later.messages_after_persist] == ["second"]
