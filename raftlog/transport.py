@@ -31,6 +31,15 @@ def send_frames(socket: zmq.Socket[bytes], frames: Sequence[bytes]) -> None:
         _send(socket, frames[n], _MORE_NOBLOCK if n < last else NOBLOCK)
 
 
+def send_routed(socket: zmq.Socket[bytes], routing: bytes, frames: Sequence[bytes]) -> None:
+    """``send_frames`` on a ROUTER: ``routing`` (the peer's identity) first, then ``frames``
+    (an encoded message from ``raftlog.rpc``); raises ``zmq.Again`` like ``send_frames``."""
+    _send(socket, routing, _MORE_NOBLOCK)
+    last = len(frames) - 1
+    for n in range(last + 1):
+        _send(socket, frames[n], _MORE_NOBLOCK if n < last else NOBLOCK)
+
+
 def recv_frames(socket: zmq.Socket[bytes]) -> list[bytes]:
     """Receive one whole multipart message without blocking (``zmq.Again`` if none).
 

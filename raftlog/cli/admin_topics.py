@@ -14,8 +14,8 @@ from raftlog.cli.admin_io import EXIT_OK, EXIT_UNAVAILABLE, UsageError, publish_
 from raftlog.client import RaftClient, SyncRaftClient
 from raftlog.client.topics import TopicClient, make_record
 from raftlog.records import LoggedRecord, RecordId
-from raftlog.rpc.frames import decode_uint
-from raftlog.server.dispatch import TYPE_COMPACT
+from raftlog.rpc.admin import CompactStatus, compact_request, decode_compact_response
+from raftlog.rpc.codec import encode_request
 
 NOTHING = (
     "nothing to compact (entries whose request ids are still remembered stay in the log so "
@@ -168,11 +168,11 @@ def cmd_compact(args: argparse.Namespace, urls: list[str], ident: str) -> int:
     for url in targets:
         sock: zmq.Socket[bytes] = sockets.client_dealer(context, url, immediate=False)
         try:
-            sock.send_multipart([b"\x01", TYPE_COMPACT, ident.encode()])
+            sock.send_multipart(encode_request(compact_request(), ident=ident.encode(), id=b"\x01"))
             if sock.poll(int(args.timeout * 1000)):
-                frames = sock.recv_multipart()
-                index = decode_uint(frames[1], 1)
-                print(f"{url}\t" + (f"compacted to {index}" if index else NOTHING))
+                answer = decode_compact_response(sock.recv_multipart()[1:])
+                done = answer.status is CompactStatus.COMPACTED
+                print(f"{url}\t" + (f"compacted to {answer.index}" if done else NOTHING))
             else:
                 print(f"{url}\tno answer", file=sys.stderr)
                 failed += 1

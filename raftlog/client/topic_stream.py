@@ -10,14 +10,27 @@ or after that index has an append time >= T, and none before it does.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
+from raftlog.client.client import RaftClient
 from raftlog.client.models import IndexedEntry
 from raftlog.client.subscriber import Subscriber
 from raftlog.records import LoggedRecord, RecordBatch, RecordFormatError, RecordId, decode_entry
+from raftlog.rpc.topics import ReadResult
 
-if TYPE_CHECKING:
-    from raftlog.client.topics import TopicClient
+
+class TopicClient(Protocol):
+    """What ``subscribe`` needs of ``raftlog.client.topics.TopicClient`` (a Protocol, so this
+    module and that one do not import each other)."""
+
+    @property
+    def raft_client(self) -> RaftClient:
+        """The client whose connection the subscriber shares."""
+        ...
+
+    async def read(self, topic: str, *, from_time_ms: int | None = None, limit: int) -> ReadResult:
+        """A ``TR`` read of ``topic`` from an append time."""
+        ...
 
 
 async def subscribe(

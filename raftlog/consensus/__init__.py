@@ -33,7 +33,8 @@ Inputs
   (only a term's leader can; see ``follower``).
 * ``step_response(peer_id, request, response)``: an answer the transport matched by msgid to
   ``request`` -- the very object the core emitted in ``SendRequest(peer_id, request)``.
-* ``propose(request_id, data, now_ms) -> NotLeader | Expired | Appended | Duplicate`` and
+* ``propose(request_id, data, now_ms, prepare=None) -> NotLeader | Expired | Appended |
+  Duplicate | Refused`` and
   ``propose_config(request_id, peers, now_ms) -> ConfigNotLeader | ConfigAccepted |
   ConfigDone | ConfigRejected | ConfigBusy | ConfigExpired`` (RequestUpdate / ConfigUpdate,
   §10.3-§10.4; every result carries what the reply needs). ``now_ms`` is the wall clock, used
@@ -126,6 +127,7 @@ from raftlog.consensus.results import (
     Expired,
     NotLeader,
     ProposeResult,
+    Refused,
 )
 from raftlog.consensus.settings import Bug, CoreConfig
 
@@ -151,6 +153,7 @@ __all__ = [
     "NotLeader",
     "Outbound",
     "ProposeResult",
+    "Refused",
     "RaftCore",
     "Ready",
     "Role",

@@ -120,10 +120,18 @@ class RaftCore:
                 f"response {type(response).__name__} does not answer {type(request).__name__}"
             )
 
-    def propose(self, request_id: bytes, data: bytes, now_ms: int) -> ProposeResult:
+    def propose(
+        self,
+        request_id: bytes,
+        data: bytes,
+        now_ms: int,
+        prepare: Callable[[bytes], bytes | Exception] | None = None,
+    ) -> ProposeResult:
         """RequestUpdate (§10.3): append a STATE entry unless the request id is known.
-        ``now_ms`` is the leader's wall clock, used only for the freshness check (§3.1)."""
-        return proposals.propose(self._s, request_id, data, now_ms)
+        ``now_ms`` is the leader's wall clock, used only for the freshness check (§3.1).
+        ``prepare(data)``, for new requests only: the data to append, or an exception saying
+        why not (the result is then ``Refused``)."""
+        return proposals.propose(self._s, request_id, data, now_ms, prepare)
 
     def propose_config(self, request_id: bytes, peers: object, now_ms: int) -> ConfigProposeResult:
         """ConfigUpdate (§10.4). ``peers`` is the decoded JSON peer list as received (it is

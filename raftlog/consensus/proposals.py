@@ -7,6 +7,8 @@ again. Freshness (§3.1) is checked only for request ids the log does not know.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from raftlog.consensus import leader
 from raftlog.consensus.ready import Role
 from raftlog.consensus.results import (
@@ -23,6 +25,7 @@ from raftlog.consensus.results import (
     Expired,
     NotLeader,
     ProposeResult,
+    Refused,
 )
 from raftlog.consensus.state import CoreState
 from raftlog.entry import EntryType, LogEntry
@@ -35,13 +38,26 @@ def _fresh(s: CoreState, request_id: bytes, now_ms: int) -> bool:
     return is_fresh(request_id, now_ms, s.cfg.request_id_ttl_ms, s.cfg.request_id_accept_margin_ms)
 
 
-def propose(s: CoreState, request_id: bytes, data: bytes, now_ms: int) -> ProposeResult:
-    """§10.3 leader algorithm, steps 1-3 (the driver keeps the pending-reply bookkeeping)."""
+def propose(
+    s: CoreState,
+    request_id: bytes,
+    data: bytes,
+    now_ms: int,
+    prepare: Callable[[bytes], bytes | Exception] | None = None,
+) -> ProposeResult:
+    """§10.3 leader algorithm, steps 1-3 (the driver keeps the pending-reply bookkeeping).
+    ``prepare`` sees the data of a request that is new (not a retry) at the leader only, and
+    returns the data to append or why not -- so the one request-id lookup decides both."""
     if s.role is not Role.LEADER:
         return NotLeader(s.leader_id)
     index = s.log.index_of_request(request_id)
     if index is not None:
         return Duplicate(index)
+    if prepare is not None:
+        prepared = prepare(data)
+        if isinstance(prepared, Exception):
+            return Refused(prepared)
+        data = prepared
     if not _fresh(s, request_id, now_ms):
         return Expired()
     index = s.log.append((LogEntry(request_id, EntryType.STATE, s.term, data),))

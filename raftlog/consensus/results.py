@@ -42,7 +42,16 @@ class Duplicate:
     index: int
 
 
-ProposeResult: TypeAlias = NotLeader | Expired | Appended | Duplicate
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """The driver's ``prepare`` refused the data of a new request (e.g. a topic entry for a
+    topic that does not exist); nothing was appended. ``reason`` is what ``prepare``
+    returned, for the driver to answer with."""
+
+    reason: Exception
+
+
+ProposeResult: TypeAlias = NotLeader | Expired | Appended | Duplicate | Refused
 
 
 # --- ConfigUpdate (§10.4) ------------------------------------------------------------------

@@ -328,8 +328,20 @@ def _check_local_id(msg_type: bytes, msg_id: bytes) -> None:
 
 
 def encode_broadcast(msg: StateBroadcast, *, ident: bytes) -> list[bytes]:
-    frames = [ident, encode_uint(msg.term), encode_uint(msg.last_index)]
-    frames.extend(entry.to_bytes() for entry in msg.entries)
+    """``[ident, term, lastIndex, entries...]`` of a typed broadcast."""
+    return encode_broadcast_raw(
+        ident, msg.term, msg.last_index, [entry.to_bytes() for entry in msg.entries]
+    )
+
+
+def encode_broadcast_raw(
+    ident: bytes, term: int, last_index: int, raw_entries: Sequence[bytes] = ()
+) -> list[bytes]:
+    """The same frames from entries already serialized (the publishing state machine's fast
+    path: committed entries are applied as stored bytes, never re-encoded); no entries: a
+    heartbeat carrying ``last_index`` = lastApplied."""
+    frames = [ident, encode_uint(term), encode_uint(last_index)]
+    frames.extend(raw_entries)
     return frames
 
 

@@ -11,6 +11,7 @@ This is a leaf module shared by the consensus core, the codec and the transports
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Final, TypeAlias
@@ -240,6 +241,10 @@ class RequestEntriesResponse:
     last_index: int | None = None
     entries: tuple[LogEntry, ...] = ()
     snapshot: SnapshotChunk | None = None
+    raw_entries: Sequence[bytes] = ()
+    """The server's fast path: entries as stored (serialized, checksum-verified), sent
+    without decoding and re-encoding each one; encoded after ``entries``. Never decoded
+    into (decoders fill ``entries``)."""
 
 
 @dataclass(frozen=True, slots=True)

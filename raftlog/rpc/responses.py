@@ -11,10 +11,11 @@ Like the request decoders, :func:`decode_response` raises only
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Any, Final, TypeAlias
 
 from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.errors import LocalProtocolError, RemoteProtocolError
+from raftlog.rpc.admin import CompactResponse, encode_compact_response
 from raftlog.rpc.codec import CORE_TYPES, decode_entries
 from raftlog.rpc.config import PeerListError, peers_from_json, peers_to_json
 from raftlog.rpc.frames import (
@@ -60,6 +61,7 @@ from raftlog.rpc.messages import (
     SnapshotChunk,
     UpdateStatus,
 )
+from raftlog.rpc.topics import PublishReply, encode_publish_reply
 
 # --- encoders ---------------------------------------------------------------------------------
 
@@ -105,53 +107,89 @@ def _encode_entries(msg: RequestEntriesResponse) -> list[bytes]:
         raise LocalProtocolError("RequestEntries LAST/MORE needs last_index")
     frames = [encode_uint(status), JSON_NULL, encode_uint(msg.last_index)]
     frames.extend(entry.to_bytes() for entry in msg.entries)
+    frames.extend(msg.raw_entries)
     return frames
 
 
-def _response_frames(msg: Response) -> list[bytes]:
-    if isinstance(msg, AppendEntriesResponse):
-        frames = [encode_uint(msg.term), encode_bool(msg.success)]
-        if msg.next_index_hint is not None:
-            frames.append(encode_uint(msg.next_index_hint))
-        return frames
-    if isinstance(msg, RequestVoteResponse):
-        return [encode_uint(msg.term), encode_bool(msg.vote_granted)]
-    if isinstance(msg, InstallSnapshotResponse):
-        if msg.next_offset is None:
-            return [encode_uint(msg.term)]
-        return [encode_uint(msg.term), encode_uint(msg.next_offset)]
-    if isinstance(msg, RequestUpdateResponse):
-        return _encode_update(msg)
-    if isinstance(msg, RequestEntriesResponse):
-        return _encode_entries(msg)
-    if isinstance(msg, ConfigUpdateResponse):
-        return _encode_config_update(msg)
-    if isinstance(msg, RequestConfigResponse):
-        return [
-            encode_bool(msg.is_leader),
-            pack_json(msg.leader_id),
-            pack_json(peers_to_json(msg.peers)),
-        ]
-    if isinstance(msg, RequestLogInfoResponse):
-        return [
-            encode_bool(msg.is_leader),
-            pack_json(msg.leader_id),
-            encode_uint(msg.term),
-            encode_uint(msg.first_index),
-            encode_uint(msg.last_applied),
-            encode_uint(msg.commit_index),
-            encode_uint(msg.last_index),
-            encode_uint(msg.snapshot_size),
-            encode_uint(msg.prune_index),
-        ]
-    if isinstance(msg, RequestBroadcastStateUrlResponse):
-        return [encode_string(msg.url)]
-    if isinstance(msg, ClientDispatchResponse):
-        return list(msg.frames)
-    raise LocalProtocolError(f"not a response: {type(msg).__name__}")
+def _encode_append(msg: AppendEntriesResponse) -> list[bytes]:
+    frames = [encode_uint(msg.term), encode_bool(msg.success)]
+    if msg.next_index_hint is not None:
+        frames.append(encode_uint(msg.next_index_hint))
+    return frames
 
 
-def encode_response(msg: Response, *, id: bytes | None = None) -> list[bytes]:
+def _encode_vote(msg: RequestVoteResponse) -> list[bytes]:
+    return [encode_uint(msg.term), encode_bool(msg.vote_granted)]
+
+
+def _encode_snapshot(msg: InstallSnapshotResponse) -> list[bytes]:
+    if msg.next_offset is None:
+        return [encode_uint(msg.term)]
+    return [encode_uint(msg.term), encode_uint(msg.next_offset)]
+
+
+def _encode_config(msg: RequestConfigResponse) -> list[bytes]:
+    return [
+        encode_bool(msg.is_leader),
+        pack_json(msg.leader_id),
+        pack_json(peers_to_json(msg.peers)),
+    ]
+
+
+def _encode_log_info(msg: RequestLogInfoResponse) -> list[bytes]:
+    return [
+        encode_bool(msg.is_leader),
+        pack_json(msg.leader_id),
+        encode_uint(msg.term),
+        encode_uint(msg.first_index),
+        encode_uint(msg.last_applied),
+        encode_uint(msg.commit_index),
+        encode_uint(msg.last_index),
+        encode_uint(msg.snapshot_size),
+        encode_uint(msg.prune_index),
+    ]
+
+
+def _encode_broadcast_url(msg: RequestBroadcastStateUrlResponse) -> list[bytes]:
+    return [encode_string(msg.url)]
+
+
+def _encode_dispatch(msg: ClientDispatchResponse) -> list[bytes]:
+    return list(msg.frames)
+
+
+ServerReply: TypeAlias = Response | PublishReply | CompactResponse
+"""Everything a peer answers: the core responses and raftlog's extensions."""
+
+_ENCODERS: Final[dict[type, Callable[[Any], list[bytes]]]] = {
+    AppendEntriesResponse: _encode_append,
+    RequestVoteResponse: _encode_vote,
+    InstallSnapshotResponse: _encode_snapshot,
+    RequestUpdateResponse: _encode_update,
+    RequestEntriesResponse: _encode_entries,
+    ConfigUpdateResponse: _encode_config_update,
+    RequestConfigResponse: _encode_config,
+    RequestLogInfoResponse: _encode_log_info,
+    RequestBroadcastStateUrlResponse: _encode_broadcast_url,
+    ClientDispatchResponse: _encode_dispatch,
+    PublishReply: encode_publish_reply,
+    CompactResponse: encode_compact_response,
+}
+"""One lookup by exact type (the reply hot path: no chain of isinstance checks)."""
+
+
+def encode_reply(msg_id: bytes, msg: ServerReply) -> list[bytes]:
+    """``[id, frames...]`` of any answer a peer sends; ``msg_id`` is the request's id frame,
+    echoed byte for byte."""
+    encoder = _ENCODERS.get(type(msg))
+    if encoder is None:
+        raise LocalProtocolError(f"not a response: {type(msg).__name__}")
+    frames = encoder(msg)
+    frames.insert(0, msg_id)
+    return frames
+
+
+def encode_response(msg: ServerReply, *, id: bytes | None = None) -> list[bytes]:
     """``[id, frames...]``. ``id`` is the request's frame 1, echoed; it may be omitted only
     for RequestUpdate/ConfigUpdate responses, whose id is their ``request_id``."""
     if isinstance(msg, RequestUpdateResponse | ConfigUpdateResponse):
@@ -159,7 +197,7 @@ def encode_response(msg: Response, *, id: bytes | None = None) -> list[bytes]:
             id = msg.request_id
     elif id is None:
         raise LocalProtocolError(f"{type(msg).__name__} needs the request's id frame")
-    return [id, *_response_frames(msg)]
+    return encode_reply(id, msg)
 
 
 # --- decoders (frames exclude the id; numbering: this frame list's index + 1) ----------------

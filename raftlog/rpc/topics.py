@@ -49,11 +49,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from enum import StrEnum
+from typing import Any, Final
 
 import msgpack
 
-from raftlog.errors import RemoteProtocolError
+from raftlog.errors import LocalProtocolError, RemoteProtocolError
 from raftlog.records import (
     MAX_POSITION,
     MAX_UINT,
@@ -141,18 +142,30 @@ class TopicInfo:
     last_append_time_ms: int | None = None
 
 
+class PublishStatus(StrEnum):
+    """Outcome of ``TP`` (a ``StrEnum``: compares equal to the strings it replaced)."""
+
+    ACCEPTED = "accepted"
+    DONE = "done"
+    NOT_LEADER = "not_leader"
+    EXPIRED = "expired"
+    REJECTED = "rejected"
+
+
 @dataclass(frozen=True, slots=True)
 class PublishReply:
-    """One answer to ``TP``; ``final`` unless "accepted"."""
+    """One answer to ``TP``; ``final`` unless ACCEPTED. DONE carries ``index``, NOT_LEADER
+    ``leader_id`` (None when unknown), REJECTED ``error``."""
 
-    status: Literal["accepted", "done", "not_leader", "expired", "rejected"]
+    status: PublishStatus
     index: int | None = None
     leader_id: str | None = None
     error: TopicError | None = None
 
     @property
     def final(self) -> bool:
-        return self.status != "accepted"
+        """Whether no further answer follows."""
+        return self.status is not PublishStatus.ACCEPTED
 
 
 # --- shared pieces -------------------------------------------------------------------------
@@ -211,24 +224,44 @@ def encode_publish_rejection(error: TopicError) -> list[bytes]:
     return [FALSE_FRAME, JSON_NULL, pack_json({"name": error.name, "message": error.message})]
 
 
+def encode_publish_reply(reply: PublishReply) -> list[bytes]:
+    """The frames after the reqid of a ``TP`` answer (RequestUpdate's, plus REJECTED)."""
+    status = reply.status
+    if status is PublishStatus.ACCEPTED:
+        return [TRUE_FRAME]
+    if status is PublishStatus.DONE:
+        if reply.index is None:
+            raise LocalProtocolError("a DONE publish answer needs the index")
+        return [TRUE_FRAME, pack_json(reply.index)]
+    if status is PublishStatus.NOT_LEADER:
+        return [FALSE_FRAME, pack_json(reply.leader_id)]
+    if status is PublishStatus.EXPIRED:
+        return [FALSE_FRAME]
+    if reply.error is None:
+        raise LocalProtocolError("a REJECTED publish answer needs the error")
+    return encode_publish_rejection(reply.error)
+
+
 def decode_publish_reply(frames: Sequence[bytes]) -> PublishReply:
     """The frames after the reqid of a ``TP`` answer."""
     if not frames or len(frames) > 3:
         raise RemoteProtocolError(f"a publish answer has 1-3 frames, got {len(frames)}")
     if decode_bool(frames[0]):
         if len(frames) == 1:
-            return PublishReply("accepted")
+            return PublishReply(PublishStatus.ACCEPTED)
         if len(frames) == 2:
-            return PublishReply("done", json_to_uint(decode_json(frames[1], 1), 1, "index"))
+            index = json_to_uint(decode_json(frames[1], 1), 1, "index")
+            return PublishReply(PublishStatus.DONE, index)
         raise RemoteProtocolError("a positive publish answer has at most two frames")
     if len(frames) == 1:
-        return PublishReply("expired")
+        return PublishReply(PublishStatus.EXPIRED)
     leader = decode_json(frames[1], 1)
     if len(frames) == 3:
-        return PublishReply("rejected", error=_error_from(decode_json(frames[2], 2), 2))
+        error = _error_from(decode_json(frames[2], 2), 2)
+        return PublishReply(PublishStatus.REJECTED, error=error)
     if leader is not None and not isinstance(leader, str):
         raise RemoteProtocolError("leader id must be a string or nil", 1)
-    return PublishReply("not_leader", leader_id=leader)
+    return PublishReply(PublishStatus.NOT_LEADER, leader_id=leader)
 
 
 # --- TR read -------------------------------------------------------------------------------

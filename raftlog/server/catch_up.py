@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Final
 
-from raftlog.client import SyncRaftClient
+from raftlog.client import StreamItem, SyncRaftClient
 from raftlog.consensus import (
     CommittedEntries,
     LogAppend,
@@ -84,21 +84,25 @@ class CatchUp:
         """Download until the stream ends; returns the last index now stored."""
         start = self.hard_state.load().last_applied
         with SyncRaftClient(list(seeds), ident, timeout=timeout) as client:
-            pending: list[LogEntry] = []
-            first = start + 1
-            for item in client.request_entries(start):
-                if isinstance(item, SnapshotChunk):
-                    first = self._snapshot_chunk(item)
-                    continue
-                if not pending:
-                    first = item.index
-                pending.append(item.entry)
-                if len(pending) >= BATCH:
-                    self._store(first, pending)
-                    pending = []
-            if pending:
-                self._store(first, pending)
+            self.store_stream(start, client.request_entries(start))
         return self.store.last_index
+
+    def store_stream(self, start: int, items: Iterable[StreamItem]) -> None:
+        """Store what a RequestEntries stream after ``start`` yields, batch by batch."""
+        pending: list[LogEntry] = []
+        first = start + 1
+        for item in items:
+            if isinstance(item, SnapshotChunk):
+                first = self._snapshot_chunk(item)
+                continue
+            if not pending:
+                first = item.index
+            pending.append(item.entry)
+            if len(pending) >= BATCH:
+                self._store(first, pending)
+                pending = []
+        if pending:
+            self._store(first, pending)
 
     def _snapshot_chunk(self, chunk: SnapshotChunk) -> int:
         """One chunk as a Ready; the last one installs the snapshot and restores from it."""

@@ -1,18 +1,25 @@
-"""Leader-side client RPCs: RequestUpdate, ConfigUpdate and the pending-answer bookkeeping.
+"""Leader-side client updates: RequestUpdate, the topic publish ``TP``, ConfigUpdate, and
+the bookkeeping of answers still pending.
+
+One path for every update: ``=`` RequestUpdate and ``TP`` both end in :meth:`_update`, which
+proposes with the topic gate as the core's ``prepare`` -- so the request id is looked up
+once (by the core), a retry is never re-validated, and a topic entry is stamped only when it
+is really appended (``raftlog.server.topics_hook``).
 
 RequestUpdate (docs/protocol.md §10.3) is answered ``[true]`` at once and ``[true, index]``
 only once the state machine has applied ``index``; ConfigUpdate (§10.4) ``[1]`` at once and
 ``[1, joint_index]`` when the core reports the change completed. When the peer stops leading,
 everything still pending is answered "not leader" with the new leader, if known (§10.3 (5)).
+``TP`` answers like RequestUpdate, plus "refused" (``PublishStatus.REJECTED``) -- at once when
+the gate refuses, or instead of "done" when the state machine refused the batch at apply.
+A refused ``=`` update is ignored without an answer (RequestUpdate has no error answer a
+client would understand) and counted.
 
 The interim ``[true]`` is sent only to updates still waiting after ``ACCEPTED_DELAY`` (100 ms),
 not at once as the reference does: on a healthy cluster the final answer arrives first, and
 skipping the interim reply halves the replies a busy leader sends. The wire allows it (the
 interim reply "may be sent", any number of times, §10.3), and 100 ms is well inside the 500 ms
 after which clients give up on a silent peer.
-
-The core decides everything about idempotency and freshness (``RaftCore.propose``); this
-module only remembers *who* to answer and *when*.
 """
 
 from __future__ import annotations
@@ -21,147 +28,243 @@ import heapq
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Protocol
 
 from raftlog.consensus import (
     Appended,
     ConfigAccepted,
-    ConfigBusy,
     ConfigDone,
-    ConfigExpired,
     ConfigNotLeader,
     ConfigRejected,
     Duplicate,
     Expired,
     NotLeader,
-    RaftCore,
+    Refused,
 )
-from raftlog.rpc.frames import JSON_NULL, encode_uint, pack_json
-from raftlog.rpc.messages import ConfigUpdate, RequestUpdate
+from raftlog.metrics import PeerMetrics
+from raftlog.records import TopicError
+from raftlog.rpc.messages import (
+    ClientDispatch,
+    ConfigUpdate,
+    ConfigUpdateResponse,
+    ConfigUpdateStatus,
+    RequestUpdate,
+    RequestUpdateResponse,
+    UpdateStatus,
+)
+from raftlog.rpc.responses import ServerReply
+from raftlog.rpc.topics import PublishReply, PublishStatus
+from raftlog.server.interfaces import AppliedView, EventLog, Proposer, Replies
 
 ACCEPTED_DELAY: Final = 0.1
 """Seconds an update waits before its interim ``[true]`` is sent (see the module doc)."""
-TRUE: Final = b"\x01"
-FALSE: Final = b""
+LOG_SAMPLE: Final = 100
+"""Log one in this many refusals and drops (the counters keep them all)."""
 
-Reply = Callable[[bytes, list[bytes]], None]
-Refusal = Callable[[int], list[bytes] | None]
-"""``refusal(index)``: the answer frames (after the id) when the applied entry was refused."""
-"""``reply(routing_id, frames)``: send ``frames`` (starting with the echoed id) to a client."""
+
+class UpdateGate(Protocol):
+    """What the update path asks before proposing (``TopicGate``)."""
+
+    def prepare(self, data: bytes) -> bytes | TopicError:
+        """The data to append for a new request at the leader, or why not."""
+        ...
+
+    def check_publish(self, msg_id: bytes, args: tuple[bytes, ...]) -> TopicError | None:
+        """Why a ``TP`` request's frames are unacceptable, or None."""
+        ...
+
+    def refusal_at(self, index: int) -> TopicError | None:
+        """Why the state machine refused the entry applied at ``index``, or None."""
+        ...
+
+
+_Waiter = tuple[bytes, bytes, bool]
+"""(routing id, request id, is a ``TP`` publish)."""
 
 
 class ClientService:
-    """Pending RequestUpdate/ConfigUpdate answers, keyed by the index they wait for."""
+    """Proposes client updates and answers them when their entries are applied."""
 
     def __init__(
         self,
-        core: RaftCore,
-        reply: Reply,
-        now_ms: Callable[[], int],
+        proposer: Proposer,
+        replies: Replies,
         *,
+        machine: AppliedView,
+        gate: UpdateGate,
+        metrics: PeerMetrics,
+        log: EventLog,
+        max_data: int,
+        now_ms: Callable[[], int],
         clock: Callable[[], float] = time.monotonic,
         accepted_delay: float = ACCEPTED_DELAY,
     ) -> None:
-        self._core = core
-        self._reply = reply
+        self._proposer = proposer
+        self._replies = replies
+        self._machine = machine
+        self._gate = gate
+        self._prepare = gate.prepare
+        self._log = log
+        self._max_data = max_data
         self._now_ms = now_ms
         self._clock = clock
         self._accepted_delay = accepted_delay
-        self._accept_later: deque[tuple[float, int, bytes, bytes]] = deque()
-        self._waiting: dict[int, list[tuple[bytes, bytes, Refusal | None]]] = {}
+        self._oversized = metrics.messages_dropped.labels(reason="oversized_update")
+        self._refused = metrics.topic_publishes_refused
+        self._accept_later: deque[tuple[float, int, bytes, bytes, bool]] = deque()
+        self._waiting: dict[int, list[_Waiter]] = {}
         self._waiting_heap: list[int] = []
         self._config_waiting: dict[int, list[tuple[bytes, bytes]]] = {}
-        self.ignored_updates = 0
 
     @property
     def pending_updates(self) -> int:
+        """Updates waiting for their entry to be applied."""
         return sum(len(v) for v in self._waiting.values())
 
-    # -- RequestUpdate ---------------------------------------------------------------------
-    def request_update(
-        self,
-        routing: bytes,
-        msg: RequestUpdate,
-        applied: int,
-        *,
-        refusal: Refusal | None = None,
-    ) -> None:
-        """Propose ``msg``; answer now or once applied. ``refusal(index)``: for updates whose
-        entry a state machine may refuse when it applies it (a topic publish racing a topic
-        deletion), the answer to send instead of "done", or None."""
-        result = self._core.propose(msg.request_id, msg.data, self._now_ms())
-        rid = msg.request_id
+    # -- the two ways in -------------------------------------------------------------------
+    def request_update(self, routing: bytes, msg_id: bytes, msg: RequestUpdate) -> None:
+        """``=`` (§10.3). Oversized data is dropped without an answer, like the reference."""
+        if len(msg.data) > self._max_data:
+            count = self._oversized.inc()
+            if count % LOG_SAMPLE == 1:
+                self._log.warning("oversized_update_ignored", size=len(msg.data), count=count)
+            return
+        self._update(routing, msg.request_id, msg.data, publish=False)
+
+    def publish(self, routing: bytes, msg_id: bytes, msg: ClientDispatch) -> None:
+        """``TP``: the frames checked and answered, then the same path as ``=``."""
+        error = self._gate.check_publish(msg_id, msg.args)
+        if error is not None:
+            self._refuse(routing, msg_id, error, publish=True)
+            return
+        self._update(routing, msg_id, msg.args[0], publish=True)
+
+    # -- the one path ----------------------------------------------------------------------
+    def _update(self, routing: bytes, rid: bytes, data: bytes, *, publish: bool) -> None:
+        result = self._proposer.propose(rid, data, self._now_ms(), self._prepare)
         if isinstance(result, Appended | Duplicate):
             index = result.index
-            if index <= applied:
-                self._answer_done(routing, rid, index, refusal)
+            if index <= self._machine.last_applied:
+                self._answer_done((routing, rid, publish), index)
                 return
-            self._accept_later.append((self._clock() + self._accepted_delay, index, routing, rid))
+            due = self._clock() + self._accepted_delay
+            self._accept_later.append((due, index, routing, rid, publish))
             waiters = self._waiting.get(index)
             if waiters is None:
-                self._waiting[index] = [(routing, rid, refusal)]
+                self._waiting[index] = [(routing, rid, publish)]
                 heapq.heappush(self._waiting_heap, index)
             elif all(w[:2] != (routing, rid) for w in waiters):
-                waiters.append((routing, rid, refusal))
+                waiters.append((routing, rid, publish))
         elif isinstance(result, NotLeader):
-            self._reply(routing, [rid, FALSE, pack_json(result.leader_id)])
+            self._answer(routing, rid, publish, UpdateStatus.NOT_LEADER, leader_id=result.leader_id)
         elif isinstance(result, Expired):
-            self._reply(routing, [rid, FALSE])
+            self._answer(routing, rid, publish, UpdateStatus.EXPIRED)
+        elif isinstance(result, Refused):
+            reason = result.reason
+            error = reason if isinstance(reason, TopicError) else TopicError("Refused", str(reason))
+            self._refuse(routing, rid, error, publish=publish)
 
-    def send_overdue_accepts(self, now: float, applied: int) -> None:
+    def _answer(
+        self,
+        routing: bytes,
+        rid: bytes,
+        publish: bool,
+        status: UpdateStatus,
+        *,
+        index: int | None = None,
+        leader_id: str | None = None,
+    ) -> None:
+        reply: ServerReply
+        if publish:
+            reply = PublishReply(_PUBLISH_STATUS[status], index=index, leader_id=leader_id)
+        else:
+            reply = RequestUpdateResponse(rid, status, index=index, leader_id=leader_id)
+        self._replies.reply(routing, rid, reply)
+
+    def _answer_done(self, waiter: _Waiter, index: int) -> None:
+        routing, rid, publish = waiter
+        refused = self._gate.refusal_at(index) if publish else None
+        if refused is None:
+            self._answer(routing, rid, publish, UpdateStatus.DONE, index=index)
+        else:
+            self._replies.reply(routing, rid, PublishReply(PublishStatus.REJECTED, error=refused))
+
+    def _refuse(self, routing: bytes, rid: bytes, error: TopicError, *, publish: bool) -> None:
+        via = "publish" if publish else "update"
+        count = self._refused.labels(via=via).inc()
+        if count % LOG_SAMPLE == 1:
+            self._log.info(
+                "topic_publish_refused",
+                via=via,
+                request_id=rid.hex(),
+                error=error.name,
+                reason=error.message,
+                count=count,
+            )
+        if publish:
+            self._replies.reply(routing, rid, PublishReply(PublishStatus.REJECTED, error=error))
+
+    # -- timers and progress ---------------------------------------------------------------
+    def send_overdue_accepts(self, now: float) -> None:
         """Send the interim ``[true]`` to every update still waiting after the delay."""
         queue = self._accept_later
+        applied = self._machine.last_applied
         while queue and queue[0][0] <= now:
-            _, index, routing, rid = queue.popleft()
+            _, index, routing, rid, publish = queue.popleft()
             if index > applied:
-                self._reply(routing, [rid, TRUE])
+                self._answer(routing, rid, publish, UpdateStatus.ACCEPTED)
 
     def on_applied(self, applied: int) -> None:
         """Answer every update whose entry the state machine has now applied."""
         heap = self._waiting_heap
         while heap and heap[0] <= applied:
             index = heapq.heappop(heap)
-            for routing, rid, refusal in self._waiting.pop(index, ()):
-                self._answer_done(routing, rid, index, refusal)
-
-    def _answer_done(self, routing: bytes, rid: bytes, index: int, refusal: Refusal | None) -> None:
-        refused = None if refusal is None else refusal(index)
-        self._reply(routing, [rid, TRUE, pack_json(index)] if refused is None else [rid, *refused])
+            for waiter in self._waiting.pop(index, ()):
+                self._answer_done(waiter, index)
 
     # -- ConfigUpdate ----------------------------------------------------------------------
-    def config_update(self, routing: bytes, msg: ConfigUpdate) -> None:
-        result = self._core.propose_config(msg.request_id, msg.peers, self._now_ms())
+    def config_update(self, routing: bytes, msg_id: bytes, msg: ConfigUpdate) -> None:
+        """§10.4: propose the change; answer now, and again once it completed."""
+        result = self._proposer.propose_config(msg.request_id, msg.peers, self._now_ms())
         rid = msg.request_id
-        status = encode_uint(result.status)
+        reply = ConfigUpdateResponse(rid, result.status)
         if isinstance(result, ConfigAccepted):
             self._config_waiting.setdefault(result.joint_index, []).append((routing, rid))
-            self._reply(routing, [rid, status])
         elif isinstance(result, ConfigDone):
-            self._reply(routing, [rid, status, pack_json(result.index)])
+            reply = ConfigUpdateResponse(rid, result.status, index=result.index)
         elif isinstance(result, ConfigNotLeader):
-            self._reply(routing, [rid, status, pack_json(result.leader_id)])
+            reply = ConfigUpdateResponse(rid, result.status, leader_id=result.leader_id)
         elif isinstance(result, ConfigRejected):
-            error = {"name": result.error.name, "message": result.error.message}
-            self._reply(routing, [rid, status, pack_json(error)])
-        elif isinstance(result, ConfigBusy | ConfigExpired):
-            self._reply(routing, [rid, status])
+            reply = ConfigUpdateResponse(rid, result.status, error=result.error)
+        self._replies.reply(routing, rid, reply)  # ConfigBusy, ConfigExpired: the status alone
 
     def on_config_completed(self, joint_index: int) -> None:
-        done = pack_json(joint_index)
+        """The change started at ``joint_index`` completed: answer its requesters."""
         for routing, rid in self._config_waiting.pop(joint_index, ()):
-            self._reply(routing, [rid, encode_uint(1), done])
+            done = ConfigUpdateResponse(rid, ConfigUpdateStatus.OK, index=joint_index)
+            self._replies.reply(routing, rid, done)
 
     # -- leadership lost -------------------------------------------------------------------
     def fail_all(self, leader_id: str | None) -> None:
         """§10.3 (5) / §10.4 (8): answer everything pending with "not leader"."""
-        leader = pack_json(leader_id) if leader_id is not None else JSON_NULL
         for update_waiters in self._waiting.values():
-            for routing, rid, _ in update_waiters:
-                self._reply(routing, [rid, FALSE, leader])
+            for routing, rid, publish in update_waiters:
+                self._answer(routing, rid, publish, UpdateStatus.NOT_LEADER, leader_id=leader_id)
         self._waiting.clear()
         self._waiting_heap.clear()
         for waiters in self._config_waiting.values():
             for routing, rid in waiters:
-                self._reply(routing, [rid, encode_uint(0), leader])
+                status = ConfigUpdateStatus.NOT_LEADER
+                self._replies.reply(
+                    routing, rid, ConfigUpdateResponse(rid, status, leader_id=leader_id)
+                )
         self._config_waiting.clear()
         self._accept_later.clear()
+
+
+_PUBLISH_STATUS: Final = {
+    UpdateStatus.ACCEPTED: PublishStatus.ACCEPTED,
+    UpdateStatus.DONE: PublishStatus.DONE,
+    UpdateStatus.NOT_LEADER: PublishStatus.NOT_LEADER,
+    UpdateStatus.EXPIRED: PublishStatus.EXPIRED,
+}

@@ -14,12 +14,16 @@ Entries are read as stored bytes (``raw_entries``) and sent without re-encoding.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from raftlog.rpc.frames import JSON_NULL, encode_uint, pack_json
-from raftlog.rpc.messages import EntriesStatus, RequestEntries
+from raftlog.rpc.messages import (
+    EntriesStatus,
+    RequestEntries,
+    RequestEntriesResponse,
+    SnapshotChunk,
+)
+from raftlog.server.interfaces import Replies
 from raftlog.storage.base import SnapshotMeta
 
 MAX_BATCH_ENTRIES: Final = 4096
@@ -27,26 +31,30 @@ MAX_BATCH_BYTES: Final = 65536
 SNAPSHOT_CHUNK: Final = 65536
 SWEEP_INTERVAL: Final = 2.0
 
-_LAST: Final = encode_uint(EntriesStatus.LAST)
-_MORE: Final = encode_uint(EntriesStatus.MORE)
-_SNAPSHOT: Final = encode_uint(EntriesStatus.SNAPSHOT)
-_NOT_LEADER: Final = encode_uint(EntriesStatus.NOT_LEADER)
-
 
 class RawLog(Protocol):
-    @property
-    def first_index(self) -> int: ...
+    """The log as the streams read it: stored bytes, no decoding."""
 
-    def raw_entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[bytes]: ...
+    @property
+    def first_index(self) -> int:
+        """The first index readable as an entry (below it: the snapshot)."""
+        ...
+
+    def raw_entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[bytes]:
+        """Serialized entries ``[lo, hi)``, at most ``max_bytes`` (at least one)."""
+        ...
 
 
 class SnapshotReader(Protocol):
-    def meta(self) -> SnapshotMeta | None: ...
+    """The installed snapshot, read in chunks."""
 
-    def read(self, offset: int, size: int) -> bytes: ...
+    def meta(self) -> SnapshotMeta | None:
+        """The installed snapshot's metadata, or None."""
+        ...
 
-
-Reply = Callable[[bytes, list[bytes]], None]
+    def read(self, offset: int, size: int) -> bytes:
+        """Up to ``size`` bytes of its data from ``offset``."""
+        ...
 
 
 @dataclass(slots=True)
@@ -66,6 +74,8 @@ class _Pipeline:
 
 @dataclass(frozen=True, slots=True)
 class EntriesLimits:
+    """Stream limits, from the peer's options (``request_entries_*``)."""
+
     pipelines: int = 5
     snapshot_pipelines: int = 2
     entry_size_limit_pipeline: int = 65536
@@ -74,18 +84,21 @@ class EntriesLimits:
 
 
 class EntriesService:
+    """The RequestEntries streams this leader serves (see the module docstring)."""
+
     def __init__(
-        self, log: RawLog, snapshots: SnapshotReader, reply: Reply, limits: EntriesLimits
+        self, log: RawLog, snapshots: SnapshotReader, replies: Replies, limits: EntriesLimits
     ) -> None:
         self._log = log
         self._snapshots = snapshots
-        self._reply = reply
+        self._replies = replies
         self._limits = limits
         self._pipes: dict[tuple[bytes, bytes], _Pipeline] = {}
         self._next_sweep = 0.0
 
     @property
     def open_pipelines(self) -> int:
+        """Streams open now."""
         return len(self._pipes)
 
     def handle(
@@ -99,8 +112,10 @@ class EntriesService:
         applied: int,
         now: float,
     ) -> None:
+        """One RequestEntries: start, acknowledge, restart or stop a stream (§10.5)."""
         if not leader:
-            self._reply(routing, [req_id, _NOT_LEADER, pack_json(leader_id)])
+            answer = RequestEntriesResponse(EntriesStatus.NOT_LEADER, leader_id=leader_id)
+            self._replies.reply(routing, req_id, answer)
             return
         key = (routing, req_id)
         pipe = self._pipes.get(key)
@@ -148,7 +163,8 @@ class EntriesService:
             self._fill(key, pipe)
             return
         if msg.prev_index >= applied:
-            self._reply(routing, [req_id, _LAST, JSON_NULL, encode_uint(applied)])
+            answer = RequestEntriesResponse(EntriesStatus.LAST, last_index=applied)
+            self._replies.reply(routing, req_id, answer)
             return
         last = applied if msg.count is None else min(msg.prev_index + msg.count, applied)
         pipe = _Pipeline(routing, req_id, msg.prev_index, msg.prev_index + 1, last, expires)
@@ -171,10 +187,9 @@ class EntriesService:
                 return
             batch_last = pipe.next_index + len(raw) - 1
             final = batch_last >= pipe.last
-            self._reply(
-                pipe.routing,
-                [pipe.req_id, _LAST if final else _MORE, JSON_NULL, encode_uint(batch_last), *raw],
-            )
+            status = EntriesStatus.LAST if final else EntriesStatus.MORE
+            answer = RequestEntriesResponse(status, last_index=batch_last, raw_entries=raw)
+            self._replies.reply(pipe.routing, pipe.req_id, answer)
             pipe.next_index = batch_last + 1
             if not final:
                 pipe.unacked.append(batch_last)
@@ -187,12 +202,12 @@ class EntriesService:
         if self._snapshots.meta() != meta:
             del self._pipes[key]  # replaced under the stream: the client restarts
             return
-        header_tail = encode_uint(meta.index)
         while not pipe.final_sent and len(pipe.unacked) < self._limits.snapshot_pipelines:
             offset = pipe.next_offset
             chunk = self._snapshots.read(offset, SNAPSHOT_CHUNK) if offset < meta.size else b""
-            triple = pack_json([offset, meta.size, meta.term])
-            self._reply(pipe.routing, [pipe.req_id, _SNAPSHOT, triple, header_tail, chunk])
+            piece = SnapshotChunk(offset, meta.size, meta.term, meta.index, chunk)
+            answer = RequestEntriesResponse(EntriesStatus.SNAPSHOT, snapshot=piece)
+            self._replies.reply(pipe.routing, pipe.req_id, answer)
             pipe.next_offset = offset + len(chunk)
             if pipe.next_offset >= meta.size:
                 pipe.final_sent = True
@@ -213,4 +228,5 @@ class EntriesService:
             del self._pipes[key]
 
     def drop_all(self) -> None:
+        """Leadership lost: every stream ends (clients restart at the new leader)."""
         self._pipes.clear()

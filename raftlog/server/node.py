@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections import Counter
-from collections.abc import Sequence
 from typing import Any, Final
 
 import zmq
@@ -35,7 +33,6 @@ from raftlog.consensus import (
     BadConfigEntry,
     ConfigChangeCompleted,
     ConfigChanged,
-    CoreConfig,
     RaftCore,
     Ready,
     Role,
@@ -46,20 +43,19 @@ from raftlog.consensus import (
 from raftlog.errors import ClusterUnavailableError
 from raftlog.ids import RequestIdGenerator
 from raftlog.log import get_logger
-from raftlog.rpc.messages import ConfigPayload, Peer, PeerRequest, PeerResponse
+from raftlog.metrics import PeerMetrics
+from raftlog.rpc.messages import ConfigPayload
 from raftlog.server.catch_up import CatchUp
-from raftlog.server.client_service import ClientService
-from raftlog.server.dispatch import Dispatcher
-from raftlog.server.entries_service import EntriesLimits, EntriesService
-from raftlog.server.peers import PeerChannels
+from raftlog.server.peers import PeerChannels, PeerOutbox
 from raftlog.server.ready_executor import ReadyExecutor
+from raftlog.server.services import build_services, core_config, now_ms
 from raftlog.statemachine.broadcast import BroadcastStateMachine
 from raftlog.statemachine.composite import CompositeStateMachine
 from raftlog.statemachine.topics import TOPICS_DIR, open_topic_machine
 from raftlog.storage.base import HardState
 from raftlog.storage.ready_store import RocksReadyStore
 from raftlog.storage.rocks import open_storage
-from raftlog.transport import recv_frames, send_frames
+from raftlog.transport import recv_frames
 
 DRAIN_LIMIT: Final = 4096
 """Messages taken from one socket per pass, so one busy socket cannot starve the others."""
@@ -70,16 +66,12 @@ MAX_TICK_BACKLOG: Final = 100
 """Ticks replayed at most after a stall (e.g. a very slow fsync); the rest are skipped."""
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 class PeerNode:
     """A running peer. ``run()`` blocks until ``stop()`` (e.g. from a signal handler)."""
 
     def __init__(self, settings: PeerSettings) -> None:
         self.settings = settings
-        self.stats: Counter[str] = Counter()
+        self.metrics = PeerMetrics()
         opts = settings.options
         self.log = get_logger(peer_id=settings.id)
         self._ident = settings.ident.encode()
@@ -128,22 +120,7 @@ class PeerNode:
         )
         self._poller.register(self.router, zmq.POLLIN)
         self.core = RaftCore(
-            CoreConfig.from_millis(
-                settings.id,
-                tick_ms=opts.tick_ms,
-                election_timeout_min=opts.election_timeout_min,
-                election_timeout_max=opts.election_timeout_max,
-                first_election_extra=opts.first_election_extra,
-                rpc_timeout=opts.rpc_timeout,
-                heartbeat_interval=opts.append_entries_heartbeat_interval,
-                append_entries_rpc_timeout_min=opts.append_entries_rpc_timeout_min,
-                append_entries_rpc_timeout_max=opts.append_entries_rpc_timeout_max,
-                peer_msg_data_size=opts.peer_msg_data_size,
-                request_id_ttl=opts.request_id_ttl,
-                request_id_ttl_accept_margin=opts.request_id_ttl_accept_margin,
-                prevent_spiral_elections=opts.prevent_spiral_elections,
-                replication_pipeline=opts.replication_pipeline,
-            ),
+            core_config(settings),
             self.store,
             self.snapshots,
             saved,
@@ -155,24 +132,31 @@ class PeerNode:
             self._context, settings.id, self._ident, opts.rpc_timeout, self._poller
         )
         self.channels.reconcile(self.core.config.all_peers())
-        self.clients = ClientService(self.core, self.reply, _now_ms)
-        limits = EntriesLimits(
-            pipelines=opts.request_entries_pipelines,
-            snapshot_pipelines=opts.request_entries_snapshot_pipelines,
-            entry_size_limit_pipeline=opts.request_entries_entry_size_limit_pipeline,
-            high_watermark=opts.request_entries_high_watermark,
-            ttl_ms=opts.request_entries_ttl,
+        services = build_services(
+            ident=self._ident,
+            pub_url=settings.pub_url,
+            options=opts,
+            router=self.router,
+            core=self.core,
+            store=self.store,
+            snapshots=self.snapshots,
+            machine=self.machine,
+            topics=self.topics,
+            metrics=self.metrics,
+            log=self.log,
         )
-        self.entries = EntriesService(self.store, self.snapshots, self.reply, limits)
-        self.dispatcher = Dispatcher(self)
+        self.clients = services.clients
+        self.entries = services.entries
+        self.compaction = services.compaction
+        self.dispatcher = services.dispatcher
         self.executor = ReadyExecutor(
             log=self.store,
             hard_state=self.hard_state,
             snapshots=self.snapshots,
             ready_store=RocksReadyStore(self.store, self.hard_state),
             machine=self.machine,
-            outbox=self,
-            on_applied=self._applied,
+            outbox=PeerOutbox(self.channels, services.peers.send_reply),
+            on_applied=self.clients.on_applied,
             react=self._react,
         )
         self.executor.core = self.core
@@ -211,14 +195,6 @@ class PeerNode:
         self.store.set_commit_floor(saved.last_applied)
         return saved
 
-    # -- I/O helpers -----------------------------------------------------------------------
-    def reply(self, routing: bytes, frames: list[bytes]) -> None:
-        """Send ``frames`` to the ROUTER peer ``routing`` (dropped if it is gone)."""
-        try:
-            send_frames(self.router, [routing, *frames])
-        except zmq.Again:
-            self.stats["reply_dropped"] += 1
-
     # -- main loop -------------------------------------------------------------------------
     def stop(self) -> None:
         """Ask ``run`` to return after the current pass (safe from a signal handler)."""
@@ -244,7 +220,7 @@ class PeerNode:
                 next_tick += behind * self._tick_s
                 self._timers(now)
             self._handle_ready()
-        self.log.info("peer_stopping", **dict(self.stats))
+        self.log.info("peer_stopping", **self.metrics.registry.totals())
 
     def _drain_router(self, until: float) -> None:
         """Handle queued ROUTER messages until the queue is empty or ``until`` passes, so a
@@ -272,7 +248,7 @@ class PeerNode:
             try:
                 matched = channel.receive(frames)
             except Exception as exc:  # RemoteProtocolError and friends: never fatal
-                self.stats["bad_peer_response"] += 1
+                self.metrics.bad_peer_responses.inc()
                 self.log.warning("bad_peer_response", peer=channel.peer.id, reason=str(exc))
                 continue
             if matched is not None:
@@ -280,56 +256,16 @@ class PeerNode:
 
     def _timers(self, now: float) -> None:
         self.machine.on_timer(now)
-        self.clients.send_overdue_accepts(now, self.machine.last_applied)
+        self.clients.send_overdue_accepts(now)
         self.entries.sweep(now)
         if now >= self._next_housekeeping:
             self._next_housekeeping = now + HOUSEKEEPING_INTERVAL
-            self._housekeeping()
-
-    def _housekeeping(self) -> None:
-        """Forget expired request ids (§12.7) and compact the log if the policy says so."""
-        opts = self.settings.options
-        if opts.request_id_ttl is not None:
-            self.store.prune_expired_request_ids(_now_ms(), opts.request_id_ttl)
-        if opts.request_id_cache_max is not None:
-            self.store.prune_request_ids(self.store.last_index - opts.request_id_cache_max + 1)
-        threshold = opts.log_compaction_threshold
-        if threshold and self.machine.last_applied - self.store.snapshot_index >= threshold:
-            self.compact()
-
-    def compact(self) -> int | None:
-        """Snapshot the state machine and drop the log prefix up to ``min(applied, prune
-        index)``; returns the snapshot index, or None when nothing can be compacted."""
-        oldest = self.store.oldest_request_index()
-        applied = self.machine.last_applied
-        index = applied if oldest is None else min(applied, oldest - 1)
-        term = self.core.term_at(index) if index > self.store.snapshot_index else None
-        if term is None:
-            return None
-        self.snapshots.install(index, term, self.machine.snapshot(index))
-        self.store.compact(index, term)
-        self.log.info("log_compacted", index=index, term=term, first_index=self.store.first_index)
-        return index
+            self.compaction.housekeeping(now_ms())
 
     # -- the Ready contract: carried out by ReadyExecutor ---------------------------------
     def _handle_ready(self) -> None:
         """Carry out every pending Ready (``ReadyExecutor`` holds the order)."""
         self.executor.drain()
-
-    def connect(self, peers: Sequence[Peer]) -> None:
-        """``Outbox``: reach exactly ``peers`` (a configuration change)."""
-        self.channels.reconcile(peers)
-
-    def send_request(self, to: str, message: PeerRequest) -> None:
-        """``Outbox``: a new peer request."""
-        self.channels.send(to, message)
-
-    def send_reply(self, token: object, message: PeerResponse) -> None:
-        """``Outbox``: answer an inbound peer request."""
-        self.dispatcher.send_peer_reply(token, message)
-
-    def _applied(self, index: int) -> None:
-        self.clients.on_applied(index)
 
     def _react(self, ready: Ready) -> None:
         soft = ready.soft_state
@@ -364,7 +300,7 @@ class PeerNode:
             elif isinstance(event, SteppedDown):
                 self.log.info("stepped_down", term=event.term, reason=event.reason)
             elif isinstance(event, TruncationRefused):
-                self.stats["truncation_refused"] += 1
+                self.metrics.truncations_refused.inc()
                 self.log.error("truncation_refused", **_fields(event))
             elif isinstance(event, BadConfigEntry):
                 self.log.error("bad_config_entry", index=event.index, reason=event.reason)

@@ -19,7 +19,7 @@ Memory stays bounded: at most ``MAX_OUTSTANDING`` unanswered msgids are remember
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 import zmq
@@ -157,3 +157,26 @@ class PeerChannels:
     def close(self) -> None:
         for channel in list(self.by_id.values()):
             self._drop(channel)
+
+
+class PeerOutbox:
+    """The Ready executor's ``Outbox`` on a real peer: requests go out through the DEALER
+    channels, answers to inbound peer requests through the ROUTER (``reply``)."""
+
+    def __init__(
+        self, channels: PeerChannels, reply: Callable[[object, PeerResponse], None]
+    ) -> None:
+        self._channels = channels
+        self._reply = reply
+
+    def connect(self, peers: Sequence[Peer]) -> None:
+        """Reach exactly ``peers`` (a configuration change)."""
+        self._channels.reconcile(peers)
+
+    def send_request(self, to: str, message: PeerRequest) -> None:
+        """A new peer request (dropped if ``to`` has no channel: the core retries)."""
+        self._channels.send(to, message)
+
+    def send_reply(self, token: object, message: PeerResponse) -> None:
+        """Answer an inbound peer request."""
+        self._reply(token, message)

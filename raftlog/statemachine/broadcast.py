@@ -23,7 +23,7 @@ import msgpack
 import zmq
 
 from raftlog import sockets
-from raftlog.rpc.frames import encode_uint
+from raftlog.rpc.codec import encode_broadcast_raw
 from raftlog.rpc.messages import TYPE_REQUEST_BROADCAST_STATE_URL
 from raftlog.transport import send_frames
 
@@ -77,7 +77,6 @@ class BroadcastStateMachine:
         self._last_applied = last
 
     def _publish(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
-        term_frame = encode_uint(term)
         start = 0
         while start < len(entries):
             end = start
@@ -86,7 +85,7 @@ class BroadcastStateMachine:
                 size += len(entries[end])
                 end += 1
             last = first_index + end - 1
-            self._send([self._ident, term_frame, encode_uint(last), *entries[start:end]])
+            self._send(encode_broadcast_raw(self._ident, term, last, entries[start:end]))
             start = end
         self._next_heartbeat = time.monotonic() + self._heartbeat
 
@@ -107,7 +106,7 @@ class BroadcastStateMachine:
         if not self._is_leader:
             return now + self._heartbeat
         if now >= self._next_heartbeat:
-            self._send([self._ident, encode_uint(self._term), encode_uint(self._last_applied)])
+            self._send(encode_broadcast_raw(self._ident, self._term, self._last_applied))
             self._next_heartbeat = now + self._heartbeat
         return self._next_heartbeat
 

@@ -1,78 +1,214 @@
-"""ClientService: when RequestUpdate answers go out, and to whom."""
+"""ClientService: one path for ``=`` and ``TP``, when answers go out, and to whom."""
 
 from __future__ import annotations
 
-from typing import Any
+import pytest
+from server_fakes import EventRecorder, FakeCluster, FakeMachine, RecordingReplies, metrics
 
-from raftlog.consensus import Appended, Duplicate, NotLeader
+from raftlog.consensus import (
+    Appended,
+    ConfigAccepted,
+    ConfigBusy,
+    ConfigDone,
+    ConfigNotLeader,
+    ConfigProposeResult,
+    ConfigRejected,
+    Duplicate,
+    Expired,
+    NotLeader,
+    ProposeResult,
+)
+from raftlog.records import TopicError
 from raftlog.rpc.frames import pack_json
-from raftlog.rpc.messages import RequestUpdate
+from raftlog.rpc.messages import (
+    ClientDispatch,
+    ConfigUpdate,
+    ConfigUpdateErrorInfo,
+    RequestUpdate,
+)
+from raftlog.rpc.topics import TYPE_PUBLISH, PublishStatus, decode_publish_reply
 from raftlog.server.client_service import ClientService
 
 RID = b"r" * 12
 
 
-class FakeCore:
-    def __init__(self, result: Any) -> None:
-        self.result = result
+class FakeGate:
+    """``UpdateGate``: refuses data starting with b"bad", stamps the rest with b"+"."""
 
-    def propose(self, request_id: bytes, data: bytes, now_ms: int) -> Any:
-        return self.result
+    def __init__(self) -> None:
+        self.refused_at: dict[int, TopicError] = {}
+        self.prepared: list[bytes] = []
+
+    def prepare(self, data: bytes) -> bytes | TopicError:
+        self.prepared.append(data)
+        if data.startswith(b"bad"):
+            return TopicError("UnknownTopic", "no such topic")
+        return data + b"+"
+
+    def check_publish(self, msg_id: bytes, args: tuple[bytes, ...]) -> TopicError | None:
+        return None if len(args) == 1 else TopicError("BadRequest", "one frame")
+
+    def refusal_at(self, index: int) -> TopicError | None:
+        return self.refused_at.get(index)
 
 
-def service(result: Any) -> tuple[ClientService, list[tuple[bytes, list[bytes]]], list[float]]:
-    sent: list[tuple[bytes, list[bytes]]] = []
-    clock = [0.0]
-    svc = ClientService(
-        FakeCore(result),  # type: ignore[arg-type]
-        lambda routing, frames: sent.append((routing, frames)),
-        lambda: 0,
-        clock=lambda: clock[0],
-        accepted_delay=0.1,
-    )
-    return svc, sent, clock
+class Setup:
+    def __init__(self, *results: ProposeResult, applied: int = 0) -> None:
+        self.core = FakeCluster(results=list(results))
+        self.replies = RecordingReplies()
+        self.machine = FakeMachine(last_applied=applied)
+        self.gate = FakeGate()
+        self.metrics = metrics()
+        self.events = EventRecorder()
+        self.clock = [0.0]
+        self.svc = ClientService(
+            self.core,
+            self.replies,
+            machine=self.machine,
+            gate=self.gate,
+            metrics=self.metrics,
+            log=self.events,
+            max_data=100,
+            now_ms=lambda: 0,
+            clock=lambda: self.clock[0],
+            accepted_delay=0.1,
+        )
+
+    def wire(self) -> list[tuple[bytes, list[bytes]]]:
+        return self.replies.frames()
+
+    def apply(self, index: int) -> None:
+        self.machine.last_applied = index
+        self.svc.on_applied(index)
 
 
 def test_done_is_sent_once_applied_and_accepted_only_to_slow_updates() -> None:
-    svc, sent, clock = service(Appended(5))
-    svc.request_update(b"a", RequestUpdate(RID, b"x"), applied=4)
-    assert sent == []
-    clock[0] = 0.05
-    svc.send_overdue_accepts(clock[0], applied=4)
-    assert sent == []  # not overdue yet
-    clock[0] = 0.2
-    svc.send_overdue_accepts(clock[0], applied=4)
-    assert sent == [(b"a", [RID, b"\x01"])]
-    svc.on_applied(5)
-    assert sent[-1] == (b"a", [RID, b"\x01", pack_json(5)])
-    svc.on_applied(6)
-    assert len(sent) == 2  # answered once
+    s = Setup(Appended(5), applied=4)
+    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    assert s.wire() == []
+    s.svc.send_overdue_accepts(0.05)
+    assert s.wire() == []  # not overdue yet
+    s.svc.send_overdue_accepts(0.2)
+    assert s.wire() == [(b"a", [RID, b"\x01"])]
+    s.apply(5)
+    assert s.wire()[-1] == (b"a", [RID, b"\x01", pack_json(5)])
+    s.apply(6)
+    assert len(s.wire()) == 2  # answered once
 
 
 def test_a_duplicate_of_an_applied_entry_is_answered_at_once() -> None:
-    svc, sent, _ = service(Duplicate(3))
-    svc.request_update(b"a", RequestUpdate(RID, b"x"), applied=4)
-    assert sent == [(b"a", [RID, b"\x01", pack_json(3)])]
+    s = Setup(Duplicate(3), applied=4)
+    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    assert s.wire() == [(b"a", [RID, b"\x01", pack_json(3)])]
 
 
-def test_a_refused_entry_is_answered_with_the_refusal_instead_of_done() -> None:
-    svc, sent, _ = service(Appended(7))
-    refused = {7: [b"", b"\xc0", b"why"]}
-    svc.request_update(b"a", RequestUpdate(RID, b"x"), applied=6, refusal=refused.get)
-    svc.on_applied(7)
-    assert sent == [(b"a", [RID, b"", b"\xc0", b"why"])]
+def test_the_same_request_waiting_twice_is_answered_once() -> None:
+    s = Setup(Appended(5), Duplicate(5))
+    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    assert s.svc.pending_updates == 1
+    s.apply(5)
+    assert len(s.wire()) == 1
 
 
 def test_stepping_down_answers_every_waiter_not_leader_with_the_new_leader() -> None:
-    svc, sent, _ = service(Appended(9))
-    svc.request_update(b"a", RequestUpdate(RID, b"x"), applied=1)
-    svc.fail_all("2")
-    assert sent == [(b"a", [RID, b"", pack_json("2")])]
-    svc.on_applied(9)
-    assert len(sent) == 1
+    s = Setup(Appended(9), Appended(10))
+    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.svc.publish(b"p", b"t" * 12, ClientDispatch(TYPE_PUBLISH, (b"y",)))
+    s.core.config_results.append(ConfigAccepted(11))
+    s.svc.config_update(b"c", b"c" * 12, ConfigUpdate(b"c" * 12, ()))
+    s.svc.fail_all("2")
+    assert s.wire()[1:] == [
+        (b"a", [RID, b"", pack_json("2")]),
+        (b"p", [b"t" * 12, b"", pack_json("2")]),
+        (b"c", [b"c" * 12, b"\x00", pack_json("2")]),
+    ]
+    s.apply(10)
+    s.svc.send_overdue_accepts(1.0)
+    assert len(s.wire()) == 4  # nothing more after failing
 
 
-def test_not_leader_is_answered_with_the_leader_it_knows() -> None:
-    svc, sent, _ = service(NotLeader("3"))
-    svc.request_update(b"a", RequestUpdate(RID, b"x"), applied=0)
-    assert sent == [(b"a", [RID, b"", pack_json("3")])]
+def test_not_leader_and_expired_are_answered_at_once() -> None:
+    s = Setup(NotLeader("3"), Expired())
+    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    assert s.wire() == [(b"a", [RID, b"", pack_json("3")]), (b"a", [RID, b""])]
+
+
+def test_an_oversized_update_is_dropped_and_counted() -> None:
+    s = Setup(Appended(1))
+    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x" * 101))
+    assert s.wire() == [] and s.core.proposed == []
+    assert s.metrics.messages_dropped.labels(reason="oversized_update").value == 1
+    assert s.events.names() == ["oversized_update_ignored"]
+
+
+def test_both_ways_in_are_prepared_by_the_gate_on_the_same_path() -> None:
+    s = Setup(Appended(1), Appended(2))
+    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.svc.publish(b"p", b"t" * 12, ClientDispatch(TYPE_PUBLISH, (b"y",)))
+    assert s.core.proposed == [(RID, b"x+"), (b"t" * 12, b"y+")]
+
+
+def test_a_retry_is_not_prepared_again() -> None:
+    s = Setup(Duplicate(4))
+    s.svc.publish(b"p", RID, ClientDispatch(TYPE_PUBLISH, (b"bad",)))
+    assert s.gate.prepared == [] and s.wire() == []  # the core knew it: waits for index 4
+
+
+def test_a_refused_publish_is_answered_a_refused_update_is_ignored() -> None:
+    s = Setup(Appended(1), Appended(2))
+    s.svc.publish(b"p", RID, ClientDispatch(TYPE_PUBLISH, (b"bad",)))
+    s.svc.request_update(b"a", b"u" * 12, RequestUpdate(b"u" * 12, b"bad"))
+    ((routing, frames),) = s.wire()
+    reply = decode_publish_reply(frames[1:])
+    assert routing == b"p" and reply.status is PublishStatus.REJECTED
+    assert reply.error is not None and reply.error.name == "UnknownTopic"
+    refused = s.metrics.topic_publishes_refused
+    assert (refused.labels(via="publish").value, refused.labels(via="update").value) == (1, 1)
+
+
+def test_bad_publish_frames_are_refused_before_proposing() -> None:
+    s = Setup(Appended(1))
+    s.svc.publish(b"p", RID, ClientDispatch(TYPE_PUBLISH, ()))
+    assert s.core.proposed == []
+    assert decode_publish_reply(s.wire()[0][1][1:]).status is PublishStatus.REJECTED
+
+
+def test_a_publish_refused_at_apply_gets_the_refusal_instead_of_done() -> None:
+    s = Setup(Appended(7), Appended(8))
+    s.gate.refused_at[7] = TopicError("UnknownTopic", "deleted meanwhile")
+    s.svc.publish(b"p", RID, ClientDispatch(TYPE_PUBLISH, (b"y",)))
+    s.svc.request_update(b"a", b"u" * 12, RequestUpdate(b"u" * 12, b"x"))
+    s.apply(8)
+    publish, update = s.wire()
+    assert decode_publish_reply(publish[1][1:]).status is PublishStatus.REJECTED
+    assert update == (b"a", [b"u" * 12, b"\x01", pack_json(8)])
+
+
+@pytest.mark.parametrize(
+    ("result", "frames"),
+    [
+        (ConfigAccepted(5), [b"\x01"]),
+        (ConfigDone(4), [b"\x01", pack_json(4)]),
+        (ConfigNotLeader("n2"), [b"\x00", pack_json("n2")]),
+        (
+            ConfigRejected(ConfigUpdateErrorInfo("E", "m")),
+            [b"\x02", pack_json({"name": "E", "message": "m"})],
+        ),
+        (ConfigBusy(), [b"\x03"]),
+    ],
+)
+def test_config_update_answers(result: ConfigProposeResult, frames: list[bytes]) -> None:
+    s = Setup()
+    s.core.config_results.append(result)
+    s.svc.config_update(b"c", RID, ConfigUpdate(RID, ()))
+    assert s.wire() == [(b"c", [RID, *frames])]
+
+
+def test_config_completion_answers_the_waiters_with_the_joint_index() -> None:
+    s = Setup()
+    s.core.config_results.append(ConfigAccepted(5))
+    s.svc.config_update(b"c", RID, ConfigUpdate(RID, ()))
+    s.svc.on_config_completed(5)
+    assert s.wire()[-1] == (b"c", [RID, b"\x01", pack_json(5)])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from server_fakes import RecordingReplies
 
 from raftlog.entry import LogEntry
 from raftlog.rpc.frames import decode_uint, unpack_json
@@ -24,10 +25,13 @@ class Harness:
         self.snaps = MemorySnapshotStore()
         if count:
             self.log.append(1, [entry(n, size) for n in range(1, count + 1)])
-        self.sent: list[list[bytes]] = []
-        self.svc = EntriesService(
-            self.log, self.snaps, lambda r, f: self.sent.append(f), EntriesLimits(**limits)
-        )
+        self.replies = RecordingReplies()
+        self.svc = EntriesService(self.log, self.snaps, self.replies, EntriesLimits(**limits))
+
+    @property
+    def sent(self) -> list[list[bytes]]:
+        """The answers as they went on the wire (id first)."""
+        return [frames for _, frames in self.replies.frames()]
 
     def ask(
         self, msg: RequestEntries, applied: int, leader: bool = True, now: float = 0.0

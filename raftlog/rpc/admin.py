@@ -1,0 +1,69 @@
+"""raftlog's administrative RPC extensions (two-byte types, PROTOCOL §10.6): typed messages.
+
+``AC`` compact -- any peer, about its own log:
+
+    request   [id, "AC", ident]
+    response  [id, json-uint index]     the new snapshot index; 0: nothing could be compacted
+
+Nothing to compact happens when the applied index is already covered by the snapshot, or the
+oldest request id still remembered (PROTOCOL §12.7) holds the prefix back. The wire keeps
+"0 means nothing" (what existing clients read); the typed answer names it with
+:class:`CompactStatus` so no caller compares against a magic 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final
+
+from raftlog.errors import LocalProtocolError, RemoteProtocolError
+from raftlog.rpc.frames import decode_uint, encode_uint
+from raftlog.rpc.messages import ClientDispatch
+
+TYPE_COMPACT: Final = b"AC"
+"""Compact the receiving peer's log now (``raftlog-admin compact``)."""
+
+
+class CompactStatus(Enum):
+    """Outcome of ``AC``."""
+
+    COMPACTED = "compacted"
+    NOTHING_TO_COMPACT = "nothing_to_compact"
+
+
+@dataclass(frozen=True, slots=True)
+class CompactResponse:
+    """The answer to ``AC``: ``index`` is the new snapshot index when ``COMPACTED``."""
+
+    status: CompactStatus
+    index: int = 0
+
+    @classmethod
+    def of(cls, index: int | None) -> CompactResponse:
+        """From the compaction policy's result (None: nothing was compacted)."""
+        if index is None or index == 0:
+            return cls(CompactStatus.NOTHING_TO_COMPACT)
+        return cls(CompactStatus.COMPACTED, index)
+
+
+def compact_request() -> ClientDispatch:
+    """The ``AC`` request (encode it with ``codec.encode_request``)."""
+    return ClientDispatch(TYPE_COMPACT)
+
+
+def encode_compact_response(msg: CompactResponse) -> list[bytes]:
+    """The frames after the id."""
+    if msg.status is CompactStatus.COMPACTED:
+        if msg.index <= 0:
+            raise LocalProtocolError("COMPACTED needs the new snapshot index")
+        return [encode_uint(msg.index)]
+    return [encode_uint(0)]
+
+
+def decode_compact_response(frames: Sequence[bytes]) -> CompactResponse:
+    """The frames after the id of an ``AC`` answer."""
+    if len(frames) != 1:
+        raise RemoteProtocolError(f"a compact answer has one frame, got {len(frames)}", 1)
+    return CompactResponse.of(decode_uint(frames[0], 1))

@@ -1,0 +1,150 @@
+"""The log-compaction policy: when to snapshot the state machine, and how far to compact.
+
+How far: never past what the state machine has applied (the snapshot is its state), never
+past the oldest request id still remembered (PROTOCOL §12.7: a peer that installs the
+snapshot must still recognise a retry of any id the snapshot covers), and never past what a
+registered :class:`CompactionLimit` allows -- the seam for state that must outlive the log
+prefix (e.g. topic records whose retention has not expired: their owner registers a limit
+instead of this module learning about topics).
+
+When: on demand (``raftlog-admin compact``), and from the peer's housekeeping once
+``log_compaction_threshold`` entries have been applied past the last snapshot. The same
+housekeeping forgets expired request ids first (``request_id_ttl``) and bounds their number
+(``request_id_cache_max``), which is what lets compaction move forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from raftlog.server.interfaces import EventLog
+from raftlog.storage.base import SnapshotMeta
+
+CompactionLimit = Callable[[], int | None]
+"""The highest index the log may be compacted to right now, or None for no limit."""
+
+
+class CompactableLog(Protocol):
+    """The log operations the policy uses."""
+
+    @property
+    def snapshot_index(self) -> int:
+        """Last index covered by the installed snapshot."""
+        ...
+
+    @property
+    def first_index(self) -> int:
+        """The first readable index."""
+        ...
+
+    @property
+    def last_index(self) -> int:
+        """The last index in the log."""
+        ...
+
+    def oldest_request_index(self) -> int | None:
+        """Lowest index still in the request-id index."""
+        ...
+
+    def compact(self, snapshot_index: int, snapshot_term: int) -> None:
+        """Drop the prefix up to ``snapshot_index`` (durable on return)."""
+        ...
+
+    def prune_request_ids(self, before_index: int) -> int:
+        """Forget the request ids of entries below ``before_index``."""
+        ...
+
+    def prune_expired_request_ids(self, now_ms: int, ttl_ms: int | None) -> int:
+        """Forget expired ids from the oldest on."""
+        ...
+
+
+class SnapshotWriter(Protocol):
+    """Where the state machine's snapshot goes."""
+
+    def install(self, index: int, term: int, data: bytes) -> SnapshotMeta:
+        """Make ``data`` the installed snapshot (durable on return)."""
+        ...
+
+
+class SnapshotSource(Protocol):
+    """The state machine, as the policy sees it."""
+
+    @property
+    def last_applied(self) -> int:
+        """Index of the last entry applied."""
+        ...
+
+    def snapshot(self, index: int) -> bytes:
+        """The state as of ``index`` (at most ``last_applied``)."""
+        ...
+
+
+class CompactionPolicy:
+    """Decides and performs compactions of one peer's log."""
+
+    def __init__(
+        self,
+        log: CompactableLog,
+        snapshots: SnapshotWriter,
+        machine: SnapshotSource,
+        term_at: Callable[[int], int | None],
+        events: EventLog,
+        *,
+        threshold: int | None,
+        request_id_ttl: int | None,
+        request_id_cache_max: int | None,
+    ) -> None:
+        self._log = log
+        self._snapshots = snapshots
+        self._machine = machine
+        self._term_at = term_at
+        self._events = events
+        self._threshold = threshold
+        self._request_id_ttl = request_id_ttl
+        self._request_id_cache_max = request_id_cache_max
+        self._limits: list[CompactionLimit] = []
+
+    def add_limit(self, limit: CompactionLimit) -> None:
+        """Register state that must not be compacted away (see the module docstring)."""
+        self._limits.append(limit)
+
+    def target(self) -> int:
+        """The index a compaction now would snapshot at (the minimum of every bound)."""
+        index = self._machine.last_applied
+        oldest = self._log.oldest_request_index()
+        if oldest is not None:
+            index = min(index, oldest - 1)
+        for limit in self._limits:
+            bound = limit()
+            if bound is not None:
+                index = min(index, bound)
+        return index
+
+    def compact(self) -> int | None:
+        """Snapshot the state machine at ``target()`` and drop the log prefix up to it;
+        returns the snapshot index, or None when nothing can be compacted."""
+        index = self.target()
+        term = self._term_at(index) if index > self._log.snapshot_index else None
+        if term is None:
+            return None
+        self._snapshots.install(index, term, self._machine.snapshot(index))
+        self._log.compact(index, term)
+        self._events.info(
+            "log_compacted", index=index, term=term, first_index=self._log.first_index
+        )
+        return index
+
+    def housekeeping(self, now_ms: int) -> int | None:
+        """Forget expired request ids (§12.7), then compact if the threshold is reached;
+        returns the snapshot index when it compacted."""
+        log = self._log
+        if self._request_id_ttl is not None:
+            log.prune_expired_request_ids(now_ms, self._request_id_ttl)
+        if self._request_id_cache_max is not None:
+            log.prune_request_ids(log.last_index - self._request_id_cache_max + 1)
+        threshold = self._threshold
+        if threshold and self._machine.last_applied - log.snapshot_index >= threshold:
+            return self.compact()
+        return None

@@ -1,0 +1,114 @@
+"""Read-only queries any peer answers, and the on-demand compaction of its own log.
+
+RequestConfig (§10.1), RequestLogInfo (§10.2), RequestBroadcastStateUrl (§11.1), ``AC``
+compact (``raftlog.rpc.admin``), and every other message type the state machine handles
+itself (§10.6). Nothing here changes consensus state; the answers come from the narrow
+views the peer hands in.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from raftlog.metrics import PeerMetrics
+from raftlog.rpc.admin import CompactResponse
+from raftlog.rpc.messages import (
+    ClientDispatch,
+    ClientDispatchResponse,
+    RequestBroadcastStateUrl,
+    RequestBroadcastStateUrlResponse,
+    RequestConfig,
+    RequestConfigResponse,
+    RequestLogInfo,
+    RequestLogInfoResponse,
+)
+from raftlog.server.interfaces import (
+    AppliedView,
+    ClusterView,
+    Compactor,
+    EventLog,
+    LogBounds,
+    Replies,
+    RequestHandler,
+    SnapshotView,
+)
+
+LOG_SAMPLE: Final = 100
+"""Log one in this many unhandled message types (the counter keeps them all)."""
+
+
+class InfoService:
+    """Answers queries from read-only views; forwards unknown types to the state machine."""
+
+    def __init__(
+        self,
+        *,
+        cluster: ClusterView,
+        log_bounds: LogBounds,
+        snapshots: SnapshotView,
+        machine: AppliedView,
+        handler: RequestHandler,
+        compactor: Compactor,
+        replies: Replies,
+        metrics: PeerMetrics,
+        log: EventLog,
+        pub_url: str,
+    ) -> None:
+        self._cluster = cluster
+        self._log_bounds = log_bounds
+        self._snapshots = snapshots
+        self._machine = machine
+        self._handler = handler
+        self._compactor = compactor
+        self._replies = replies
+        self._log = log
+        self._pub_url = pub_url
+        self._unhandled = metrics.messages_dropped.labels(reason="unhandled_type")
+
+    def request_config(self, routing: bytes, msg_id: bytes, message: RequestConfig) -> None:
+        """§10.1: leadership and the peers of the configuration in effect."""
+        cluster = self._cluster
+        answer = RequestConfigResponse(
+            cluster.is_leader, cluster.leader_id, cluster.config.all_peers()
+        )
+        self._replies.reply(routing, msg_id, answer)
+
+    def request_log_info(self, routing: bytes, msg_id: bytes, message: RequestLogInfo) -> None:
+        """§10.2: this peer's view of the log (the prune index is §12.7's)."""
+        cluster, bounds = self._cluster, self._log_bounds
+        meta = self._snapshots.meta()
+        oldest = bounds.oldest_request_index()
+        answer = RequestLogInfoResponse(
+            is_leader=cluster.is_leader,
+            leader_id=cluster.leader_id,
+            term=cluster.term,
+            first_index=bounds.first_index,
+            last_applied=self._machine.last_applied,
+            commit_index=cluster.commit_index,
+            last_index=bounds.last_index,
+            snapshot_size=meta.size if meta is not None else 0,
+            prune_index=bounds.last_index if oldest is None else oldest - 1,
+        )
+        self._replies.reply(routing, msg_id, answer)
+
+    def broadcast_url(
+        self, routing: bytes, msg_id: bytes, message: RequestBroadcastStateUrl
+    ) -> None:
+        """§11.1: every peer answers with its own PUB URL."""
+        self._replies.reply(routing, msg_id, RequestBroadcastStateUrlResponse(self._pub_url))
+
+    def compact(self, routing: bytes, msg_id: bytes, message: ClientDispatch) -> None:
+        """``AC``: compact this peer's log now; the new snapshot index or "nothing"."""
+        self._replies.reply(routing, msg_id, CompactResponse.of(self._compactor.compact()))
+
+    def state_machine_request(self, routing: bytes, msg_id: bytes, message: ClientDispatch) -> None:
+        """§10.6: any other type goes to the state machine; no answer from it -> dropped."""
+        answer = self._handler.handle_request(message.type, message.args)
+        if answer is None:
+            count = self._unhandled.inc()
+            if count % LOG_SAMPLE == 1:
+                self._log.warning(
+                    "unhandled_type_dropped", count=count, msg_type=message.type[:8].hex()
+                )
+            return
+        self._replies.reply(routing, msg_id, ClientDispatchResponse(tuple(answer)))

@@ -1,0 +1,153 @@
+"""The narrow interfaces the server's services need, and nothing more.
+
+Why: a service that receives the whole peer can reach anything, so nobody can tell what it
+depends on, and its test needs a stub of the whole peer. Each service here takes only the
+Protocols it uses; ``RaftCore``, the stores and ``ReplySender`` satisfy them structurally,
+and the unit tests pass small plain fakes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from raftlog.consensus import ConfigProposeResult, ProposeResult
+from raftlog.rpc.messages import ConfigPayload, PeerRequest
+from raftlog.rpc.responses import ServerReply
+from raftlog.storage.base import SnapshotMeta
+
+
+class EventLog(Protocol):
+    """Structured logging as the services use it (a structlog bound logger)."""
+
+    def info(self, event: str, **fields: object) -> object:
+        """An event worth an operator's attention in normal operation."""
+        ...
+
+    def warning(self, event: str, **fields: object) -> object:
+        """Something went wrong from outside (bad input, a gone client)."""
+        ...
+
+
+class Replies(Protocol):
+    """The one way out for every answer to a ROUTER request (``ReplySender``)."""
+
+    def reply(self, routing: bytes, msg_id: bytes, message: ServerReply) -> None:
+        """Encode ``message`` (``raftlog.rpc``) and send it to ``routing`` with the request's
+        id frame ``msg_id`` echoed; dropped (and counted) if the client is gone."""
+        ...
+
+
+class LeaderView(Protocol):
+    """Who leads, as this peer knows it."""
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this peer leads now."""
+        ...
+
+    @property
+    def leader_id(self) -> str | None:
+        """The leader this peer follows, if known."""
+        ...
+
+
+class ClusterView(LeaderView, Protocol):
+    """Read-only consensus state for queries (RequestConfig, RequestLogInfo, sender checks)."""
+
+    @property
+    def term(self) -> int:
+        """The current term."""
+        ...
+
+    @property
+    def commit_index(self) -> int:
+        """The highest index known committed."""
+        ...
+
+    @property
+    def config(self) -> ConfigPayload:
+        """The configuration in effect."""
+        ...
+
+    @property
+    def config_known(self) -> bool:
+        """False right after a snapshot install, until a CONFIG entry arrives."""
+        ...
+
+
+class Proposer(Protocol):
+    """The leader's proposals (``RaftCore.propose`` / ``propose_config``)."""
+
+    def propose(
+        self,
+        request_id: bytes,
+        data: bytes,
+        now_ms: int,
+        prepare: Callable[[bytes], bytes | Exception] | None = None,
+    ) -> ProposeResult:
+        """Append a STATE entry unless the request id is known (§10.3)."""
+        ...
+
+    def propose_config(self, request_id: bytes, peers: object, now_ms: int) -> ConfigProposeResult:
+        """Start a configuration change (§10.4)."""
+        ...
+
+
+class PeerRequestSink(Protocol):
+    """Where inbound peer RPCs go (``RaftCore.step_request``)."""
+
+    def step_request(self, token: object, message: PeerRequest) -> None:
+        """Step ``message``; its answer comes back as ``SendReply(token, ...)``."""
+        ...
+
+
+class AppliedView(Protocol):
+    """The state machine's progress."""
+
+    @property
+    def last_applied(self) -> int:
+        """Index of the last entry applied."""
+        ...
+
+
+class LogBounds(Protocol):
+    """The log's extent, for RequestLogInfo."""
+
+    @property
+    def first_index(self) -> int:
+        """The first index readable as an entry."""
+        ...
+
+    @property
+    def last_index(self) -> int:
+        """The last index in the log."""
+        ...
+
+    def oldest_request_index(self) -> int | None:
+        """Lowest index still in the request-id index (prune index + 1)."""
+        ...
+
+
+class SnapshotView(Protocol):
+    """The installed snapshot's metadata."""
+
+    def meta(self) -> SnapshotMeta | None:
+        """None when no snapshot is installed."""
+        ...
+
+
+class Compactor(Protocol):
+    """The compaction policy's on-demand entry point (``raftlog-admin compact``)."""
+
+    def compact(self) -> int | None:
+        """Compact now; the new snapshot index, or None when nothing could be compacted."""
+        ...
+
+
+class RequestHandler(Protocol):
+    """The state machine's own request types (PROTOCOL §10.6)."""
+
+    def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
+        """The answer frames after the id, or None for no answer."""
+        ...

@@ -1,0 +1,102 @@
+"""Inbound peer RPCs: RequestVote, AppendEntries, InstallSnapshot (PROTOCOL §6-§9).
+
+Two rules live here, in front of the core:
+
+* §6: peer RPCs from ids outside the configuration are dropped without an answer --
+  otherwise anyone who knows the ident could depose the leader with a huge term
+  (RELIABILITY B5). While the configuration is unknown (right after a snapshot install)
+  every sender is heard, or the peer could never learn it.
+* Debounce: AppendEntries/InstallSnapshot with the same (routing id, msgid) as the last one
+  processed from that leader is answered from the cached reply (or dropped while the first
+  copy is still being processed), because a reference leader retransmits the identical
+  message until it hears back.
+
+The core's answer (``SendReply``) comes back through :meth:`PeerService.send_reply` (the
+executor's ``Outbox``) and leaves through ``Replies`` like every other answer.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from raftlog.metrics import PeerMetrics
+from raftlog.rpc.messages import AppendEntries, InstallSnapshot, PeerResponse, RequestVote
+from raftlog.server.interfaces import ClusterView, EventLog, PeerRequestSink, Replies
+
+MAX_DEBOUNCED_LEADERS: Final = 64
+LOG_SAMPLE: Final = 100
+"""Log one in this many drops of unknown senders (the counter keeps them all)."""
+
+
+class PeerToken:
+    """Identifies an inbound peer request so its reply can find the way back."""
+
+    __slots__ = ("leader_id", "msg_id", "routing")
+
+    def __init__(self, routing: bytes, msg_id: bytes, leader_id: str | None) -> None:
+        self.routing = routing
+        self.msg_id = msg_id
+        self.leader_id = leader_id
+
+
+class PeerService:
+    """Checks senders, debounces retransmissions, steps the core, routes its answers."""
+
+    def __init__(
+        self,
+        cluster: ClusterView,
+        core: PeerRequestSink,
+        replies: Replies,
+        metrics: PeerMetrics,
+        log: EventLog,
+    ) -> None:
+        self._cluster = cluster
+        self._core = core
+        self._replies = replies
+        self._log = log
+        self._unknown = metrics.messages_dropped.labels(reason="unknown_sender")
+        self._resends = metrics.debounced_resends
+        self._debounce: dict[str, tuple[bytes, bytes, PeerResponse | None]] = {}
+
+    def request_vote(self, routing: bytes, msg_id: bytes, message: RequestVote) -> None:
+        """§7: step a vote request from a known candidate."""
+        if self._known_sender(message.candidate_id):
+            self._core.step_request(PeerToken(routing, msg_id, None), message)
+
+    def from_leader(
+        self, routing: bytes, msg_id: bytes, message: AppendEntries | InstallSnapshot
+    ) -> None:
+        """§8/§9: step AppendEntries/InstallSnapshot once per (routing, msgid) per leader."""
+        leader = message.leader_id
+        if not self._known_sender(leader):
+            return
+        last = self._debounce.get(leader)
+        if last is not None and last[0] == routing and last[1] == msg_id:
+            if last[2] is not None:
+                self._resends.inc()
+                self._replies.reply(routing, msg_id, last[2])
+            return
+        if last is None and len(self._debounce) >= MAX_DEBOUNCED_LEADERS:
+            self._debounce.clear()  # bound memory against made-up leader ids
+        self._debounce[leader] = (routing, msg_id, None)
+        self._core.step_request(PeerToken(routing, msg_id, leader), message)
+
+    def send_reply(self, token: object, message: PeerResponse) -> None:
+        """Answer an inbound peer request (the core's ``SendReply``); remembered for a
+        retransmission of the same message."""
+        if not isinstance(token, PeerToken):
+            raise TypeError(f"foreign reply token {token!r}")
+        if token.leader_id is not None:
+            last = self._debounce.get(token.leader_id)
+            if last is not None and last[0] == token.routing and last[1] == token.msg_id:
+                self._debounce[token.leader_id] = (token.routing, token.msg_id, message)
+        self._replies.reply(token.routing, token.msg_id, message)
+
+    def _known_sender(self, sender: str) -> bool:
+        cluster = self._cluster
+        if not cluster.config_known or any(p.id == sender for p in cluster.config.all_peers()):
+            return True
+        count = self._unknown.inc()
+        if count % LOG_SAMPLE == 1:
+            self._log.warning("unknown_sender_dropped", count=count, sender=sender[:64])
+        return False

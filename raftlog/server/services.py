@@ -1,0 +1,196 @@
+"""Wiring: the peer's services, each given only the narrow interfaces it needs, and the
+handler table that routes every message type to one of them.
+
+Why a module of its own: ``PeerNode`` owns sockets, stores and the loop; which service
+answers which message type, and what each may touch, is read here in one place -- the table
+below is the whole of the server's RPC surface.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import zmq
+
+from raftlog.config import PeerSettings
+from raftlog.consensus import CoreConfig, RaftCore
+from raftlog.metrics import PeerMetrics
+from raftlog.options import RaftOptions
+from raftlog.rpc.admin import TYPE_COMPACT
+from raftlog.rpc.messages import (
+    TYPE_APPEND_ENTRIES,
+    TYPE_CONFIG_UPDATE,
+    TYPE_INSTALL_SNAPSHOT,
+    TYPE_REQUEST_BROADCAST_STATE_URL,
+    TYPE_REQUEST_CONFIG,
+    TYPE_REQUEST_ENTRIES,
+    TYPE_REQUEST_LOG_INFO,
+    TYPE_REQUEST_UPDATE,
+    TYPE_REQUEST_VOTE,
+    AppendEntries,
+    ClientDispatch,
+    ConfigUpdate,
+    InstallSnapshot,
+    RequestBroadcastStateUrl,
+    RequestConfig,
+    RequestEntries,
+    RequestLogInfo,
+    RequestUpdate,
+    RequestVote,
+)
+from raftlog.rpc.topics import TYPE_PUBLISH
+from raftlog.server.client_service import ClientService
+from raftlog.server.compaction import CompactionPolicy
+from raftlog.server.dispatch import Dispatcher, HandlerTable, route
+from raftlog.server.entries_service import EntriesLimits, EntriesService
+from raftlog.server.info_service import InfoService
+from raftlog.server.interfaces import EventLog, LeaderView
+from raftlog.server.peer_service import PeerService
+from raftlog.server.replies import ReplySender
+from raftlog.server.topics_hook import TopicGate
+from raftlog.statemachine.composite import CompositeStateMachine
+from raftlog.statemachine.topics import TopicStateMachine
+from raftlog.storage.rocks import RocksLogStore
+from raftlog.storage.snapshot import FileSnapshotStore
+
+
+def core_config(settings: PeerSettings) -> CoreConfig:
+    """The core's settings from the peer's options (milliseconds -> ticks)."""
+    opts = settings.options
+    return CoreConfig.from_millis(
+        settings.id,
+        tick_ms=opts.tick_ms,
+        election_timeout_min=opts.election_timeout_min,
+        election_timeout_max=opts.election_timeout_max,
+        first_election_extra=opts.first_election_extra,
+        rpc_timeout=opts.rpc_timeout,
+        heartbeat_interval=opts.append_entries_heartbeat_interval,
+        append_entries_rpc_timeout_min=opts.append_entries_rpc_timeout_min,
+        append_entries_rpc_timeout_max=opts.append_entries_rpc_timeout_max,
+        peer_msg_data_size=opts.peer_msg_data_size,
+        request_id_ttl=opts.request_id_ttl,
+        request_id_ttl_accept_margin=opts.request_id_ttl_accept_margin,
+        prevent_spiral_elections=opts.prevent_spiral_elections,
+        replication_pipeline=opts.replication_pipeline,
+    )
+
+
+def now_ms() -> int:
+    """The wall clock in milliseconds (request-id freshness, topic append times)."""
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """Everything that answers the ROUTER, built once per peer."""
+
+    replies: ReplySender
+    peers: PeerService
+    clients: ClientService
+    entries: EntriesService
+    info: InfoService
+    compaction: CompactionPolicy
+    dispatcher: Dispatcher
+
+
+def entries_handler(
+    entries: EntriesService, leader: LeaderView, machine: CompositeStateMachine
+) -> Callable[[bytes, bytes, RequestEntries], None]:
+    """RequestEntries with what the stream service needs to know at that moment."""
+
+    def handle(routing: bytes, msg_id: bytes, message: RequestEntries) -> None:
+        entries.handle(
+            routing,
+            msg_id,
+            message,
+            leader=leader.is_leader,
+            leader_id=leader.leader_id,
+            applied=machine.last_applied,
+            now=time.monotonic(),
+        )
+
+    return handle
+
+
+def build_services(
+    *,
+    ident: bytes,
+    pub_url: str,
+    options: RaftOptions,
+    router: zmq.Socket[bytes],
+    core: RaftCore,
+    store: RocksLogStore,
+    snapshots: FileSnapshotStore,
+    machine: CompositeStateMachine,
+    topics: TopicStateMachine,
+    metrics: PeerMetrics,
+    log: EventLog,
+) -> Services:
+    """Build the services over the peer's core, stores and ROUTER."""
+    replies = ReplySender(router, metrics)
+    peers = PeerService(core, core, replies, metrics, log)
+    gate = TopicGate(
+        topics, auto_create=options.topic_auto_create, max_data=options.max_log_entry_data_size
+    )
+    clients = ClientService(
+        core,
+        replies,
+        machine=machine,
+        gate=gate,
+        metrics=metrics,
+        log=log,
+        max_data=options.max_log_entry_data_size,
+        now_ms=now_ms,
+    )
+    entries = EntriesService(
+        store,
+        snapshots,
+        replies,
+        EntriesLimits(
+            pipelines=options.request_entries_pipelines,
+            snapshot_pipelines=options.request_entries_snapshot_pipelines,
+            entry_size_limit_pipeline=options.request_entries_entry_size_limit_pipeline,
+            high_watermark=options.request_entries_high_watermark,
+            ttl_ms=options.request_entries_ttl,
+        ),
+    )
+    compaction = CompactionPolicy(
+        store,
+        snapshots,
+        machine,
+        core.term_at,
+        log,
+        threshold=options.log_compaction_threshold,
+        request_id_ttl=options.request_id_ttl,
+        request_id_cache_max=options.request_id_cache_max,
+    )
+    info = InfoService(
+        cluster=core,
+        log_bounds=store,
+        snapshots=snapshots,
+        machine=machine,
+        handler=machine,
+        compactor=compaction,
+        replies=replies,
+        metrics=metrics,
+        log=log,
+        pub_url=pub_url,
+    )
+    handlers: HandlerTable = {
+        TYPE_REQUEST_VOTE: route(RequestVote, peers.request_vote),
+        TYPE_APPEND_ENTRIES: route(AppendEntries, peers.from_leader),
+        TYPE_INSTALL_SNAPSHOT: route(InstallSnapshot, peers.from_leader),
+        TYPE_REQUEST_UPDATE: route(RequestUpdate, clients.request_update),
+        TYPE_CONFIG_UPDATE: route(ConfigUpdate, clients.config_update),
+        TYPE_REQUEST_ENTRIES: route(RequestEntries, entries_handler(entries, core, machine)),
+        TYPE_REQUEST_CONFIG: route(RequestConfig, info.request_config),
+        TYPE_REQUEST_LOG_INFO: route(RequestLogInfo, info.request_log_info),
+        TYPE_REQUEST_BROADCAST_STATE_URL: route(RequestBroadcastStateUrl, info.broadcast_url),
+        TYPE_PUBLISH: route(ClientDispatch, clients.publish),
+        TYPE_COMPACT: route(ClientDispatch, info.compact),
+    }
+    fallback = route(ClientDispatch, info.state_machine_request)
+    dispatcher = Dispatcher(ident, handlers, fallback, metrics, log)
+    return Services(replies, peers, clients, entries, info, compaction, dispatcher)

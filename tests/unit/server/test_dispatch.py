@@ -1,0 +1,100 @@
+"""The dispatcher: header checks, decoding, and the handler table (plain handlers)."""
+
+from __future__ import annotations
+
+import pytest
+from server_fakes import EventRecorder, metrics
+
+from raftlog.errors import LocalProtocolError
+from raftlog.metrics import PeerMetrics
+from raftlog.rpc.codec import encode_request
+from raftlog.rpc.messages import (
+    TYPE_REQUEST_LOG_INFO,
+    TYPE_REQUEST_UPDATE,
+    ClientDispatch,
+    Request,
+    RequestLogInfo,
+    RequestUpdate,
+)
+from raftlog.server.dispatch import Dispatcher, Handler, route
+
+IDENT = b"cluster"
+RID = b"r" * 12
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, bytes, bytes, Request]] = []
+        self.metrics: PeerMetrics = metrics()
+        self.events = EventRecorder()
+        self.dispatcher = Dispatcher(
+            IDENT,
+            {
+                TYPE_REQUEST_UPDATE: route(RequestUpdate, self.handler("update")),
+                TYPE_REQUEST_LOG_INFO: route(RequestLogInfo, self.handler("info")),
+            },
+            route(ClientDispatch, self.handler("fallback")),
+            self.metrics,
+            self.events,
+        )
+
+    def handler(self, name: str) -> Handler:
+        def handle(routing: bytes, msg_id: bytes, message: Request) -> None:
+            self.calls.append((name, routing, msg_id, message))
+
+        return handle
+
+    def send(self, frames: list[bytes]) -> None:
+        self.dispatcher.on_message([b"route", *frames])
+
+    def dropped(self, reason: str) -> int:
+        return self.metrics.messages_dropped.labels(reason=reason).value
+
+
+def test_each_type_goes_to_its_handler_with_routing_and_id() -> None:
+    h = Harness()
+    h.send(encode_request(RequestUpdate(RID, b"data"), ident=IDENT))
+    h.send(encode_request(RequestLogInfo(), ident=IDENT, id=b"\x09"))
+    assert h.calls == [
+        ("update", b"route", RID, RequestUpdate(RID, b"data")),
+        ("info", b"route", b"\x09", RequestLogInfo()),
+    ]
+
+
+def test_types_without_an_entry_go_to_the_fallback() -> None:
+    h = Harness()
+    h.send(encode_request(ClientDispatch(b"ZZ", (b"a",)), ident=IDENT, id=b"\x01"))
+    assert h.calls == [("fallback", b"route", b"\x01", ClientDispatch(b"ZZ", (b"a",)))]
+
+
+@pytest.mark.parametrize(
+    ("frames", "reason", "event"),
+    [
+        ([b"\x01", b"="], "short_message", "short_message_dropped"),
+        ([b"\x01", b"=", b"other"], "wrong_ident", "wrong_ident_dropped"),
+        ([b"\x01", b"", IDENT], "empty_type", "empty_type_dropped"),
+        ([b"\x01", b"=", IDENT, b"data"], "malformed_message", "malformed_message_dropped"),
+    ],
+)
+def test_bad_messages_are_dropped_counted_and_logged(
+    frames: list[bytes], reason: str, event: str
+) -> None:
+    h = Harness()
+    h.send(frames[:-1] if reason == "short_message" else frames)
+    assert h.calls == [] and h.dropped(reason) == 1
+    assert h.events.names() == [event]
+
+
+def test_repeated_drops_are_logged_sampled_but_all_counted() -> None:
+    h = Harness()
+    for _ in range(150):
+        h.send([b"\x01", b"=", b"other"])
+    assert h.dropped("wrong_ident") == 150
+    assert h.events.names() == ["wrong_ident_dropped"] * 2  # the 1st and the 101st
+
+
+def test_a_wiring_mistake_is_loud() -> None:
+    h = Harness()
+    wrong = route(RequestLogInfo, h.handler("info"))
+    with pytest.raises(LocalProtocolError):
+        wrong(b"route", RID, RequestUpdate(RID, b"x"))

@@ -1,0 +1,112 @@
+"""InfoService: read-only answers from narrow views, compaction on demand, §10.6 types."""
+
+from __future__ import annotations
+
+from server_fakes import (
+    EventRecorder,
+    FakeCluster,
+    FakeLogBounds,
+    FakeMachine,
+    FakeSnapshots,
+    RecordingReplies,
+    metrics,
+)
+
+from raftlog.rpc.admin import CompactStatus, decode_compact_response
+from raftlog.rpc.messages import (
+    TYPE_REQUEST_CONFIG,
+    TYPE_REQUEST_LOG_INFO,
+    ClientDispatch,
+    RequestBroadcastStateUrl,
+    RequestConfig,
+    RequestConfigResponse,
+    RequestLogInfo,
+    RequestLogInfoResponse,
+)
+from raftlog.rpc.responses import decode_response
+from raftlog.server.info_service import InfoService
+from raftlog.storage.base import SnapshotMeta
+
+
+class FakeCompactor:
+    def __init__(self, result: int | None) -> None:
+        self.result = result
+        self.calls = 0
+
+    def compact(self) -> int | None:
+        self.calls += 1
+        return self.result
+
+
+class Setup:
+    def __init__(self, compacted: int | None = None) -> None:
+        self.cluster = FakeCluster()
+        self.bounds = FakeLogBounds()
+        self.snapshots = FakeSnapshots()
+        self.machine = FakeMachine(last_applied=9)
+        self.compactor = FakeCompactor(compacted)
+        self.replies = RecordingReplies()
+        self.metrics = metrics()
+        self.events = EventRecorder()
+        self.svc = InfoService(
+            cluster=self.cluster,
+            log_bounds=self.bounds,
+            snapshots=self.snapshots,
+            machine=self.machine,
+            handler=self.machine,
+            compactor=self.compactor,
+            replies=self.replies,
+            metrics=self.metrics,
+            log=self.events,
+            pub_url="tcp://127.0.0.1:9000",
+        )
+
+    def last_frames(self) -> list[bytes]:
+        return self.replies.frames()[-1][1]
+
+
+def test_request_config_answers_leadership_and_peers() -> None:
+    s = Setup()
+    s.svc.request_config(b"r", b"\x01", RequestConfig())
+    _, answer = decode_response(TYPE_REQUEST_CONFIG, s.last_frames())
+    assert isinstance(answer, RequestConfigResponse)
+    assert answer == RequestConfigResponse(True, "n1", s.cluster.config.all_peers())
+
+
+def test_log_info_reports_the_prune_index_and_snapshot_size() -> None:
+    s = Setup()
+    s.snapshots.installed = SnapshotMeta(3, 1, 777)
+    s.bounds.oldest = 6
+    s.svc.request_log_info(b"r", b"\x01", RequestLogInfo())
+    _, info = decode_response(TYPE_REQUEST_LOG_INFO, s.last_frames())
+    assert isinstance(info, RequestLogInfoResponse)
+    assert info == RequestLogInfoResponse(True, "n1", 3, 1, 9, 10, 12, 777, 5)
+    s.bounds.oldest = None  # no request id remembered: everything may be pruned
+    s.svc.request_log_info(b"r", b"\x02", RequestLogInfo())
+    _, info = decode_response(TYPE_REQUEST_LOG_INFO, s.last_frames())
+    assert isinstance(info, RequestLogInfoResponse) and info.prune_index == 12
+
+
+def test_broadcast_url_is_this_peers_own() -> None:
+    s = Setup()
+    s.svc.broadcast_url(b"r", b"\x01", RequestBroadcastStateUrl())
+    assert s.last_frames() == [b"\x01", b"tcp://127.0.0.1:9000"]
+
+
+def test_compact_answers_the_new_snapshot_index_or_nothing() -> None:
+    for result, status, frame in ((42, CompactStatus.COMPACTED, b"\x2a"), (None, None, b"\x00")):
+        s = Setup(result)
+        s.svc.compact(b"r", b"\x01", ClientDispatch(b"AC"))
+        assert s.last_frames() == [b"\x01", frame] and s.compactor.calls == 1
+        answer = decode_compact_response(s.last_frames()[1:])
+        assert answer.status is (status or CompactStatus.NOTHING_TO_COMPACT)
+
+
+def test_other_types_go_to_the_state_machine_or_are_dropped() -> None:
+    s = Setup()
+    s.machine.answers[b"ZZ"] = [b"a", b"b"]
+    s.svc.state_machine_request(b"r", b"\x01", ClientDispatch(b"ZZ"))
+    assert s.last_frames() == [b"\x01", b"a", b"b"]
+    s.svc.state_machine_request(b"r", b"\x02", ClientDispatch(b"QQ"))
+    assert len(s.replies.sent) == 1
+    assert s.metrics.messages_dropped.labels(reason="unhandled_type").value == 1

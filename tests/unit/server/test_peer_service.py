@@ -1,0 +1,80 @@
+"""PeerService: known senders only, debounced retransmissions, answers routed back."""
+
+from __future__ import annotations
+
+import pytest
+from server_fakes import EventRecorder, FakeCluster, RecordingReplies, metrics
+
+from raftlog.rpc.messages import (
+    AppendEntries,
+    AppendEntriesResponse,
+    InstallSnapshot,
+    RequestVote,
+    RequestVoteResponse,
+)
+from raftlog.server.peer_service import PeerService, PeerToken
+
+
+class Setup:
+    def __init__(self) -> None:
+        self.core = FakeCluster()
+        self.replies = RecordingReplies()
+        self.metrics = metrics()
+        self.events = EventRecorder()
+        self.svc = PeerService(self.core, self.core, self.replies, self.metrics, self.events)
+
+    def token(self, n: int = -1) -> PeerToken:
+        token = self.core.stepped[n][0]
+        assert isinstance(token, PeerToken)
+        return token
+
+
+def append(leader: str = "n2") -> AppendEntries:
+    return AppendEntries(leader, 3, 0, 0, 0, ())
+
+
+def test_a_vote_request_is_stepped_and_its_answer_goes_back_to_the_candidate() -> None:
+    s = Setup()
+    s.svc.request_vote(b"cand", b"\x07", RequestVote("n2", 4, 0, 0))
+    token = s.token()
+    s.svc.send_reply(token, RequestVoteResponse(4, True))
+    assert s.replies.frames() == [(b"cand", [b"\x07", b"\x04", b"\x01"])]
+
+
+def test_unknown_senders_are_dropped_unless_the_configuration_is_unknown() -> None:
+    s = Setup()
+    s.svc.request_vote(b"x", b"\x01", RequestVote("intruder", 99, 0, 0))
+    s.svc.from_leader(b"x", b"\x02", append("intruder"))
+    assert s.core.stepped == []
+    assert s.metrics.messages_dropped.labels(reason="unknown_sender").value == 2
+    assert s.events.names() == ["unknown_sender_dropped"]
+    s.core.config_known = False  # right after a snapshot install: hear everyone
+    s.svc.from_leader(b"x", b"\x03", append("intruder"))
+    assert len(s.core.stepped) == 1
+
+
+def test_a_retransmission_is_answered_from_the_cached_reply() -> None:
+    s = Setup()
+    s.svc.from_leader(b"lead", b"\x05", append())
+    s.svc.from_leader(b"lead", b"\x05", append())  # still being processed: dropped
+    assert len(s.core.stepped) == 1 and s.replies.sent == []
+    s.svc.send_reply(s.token(), AppendEntriesResponse(3, True))
+    s.svc.from_leader(b"lead", b"\x05", append())
+    assert len(s.core.stepped) == 1
+    assert [f for _, f in s.replies.frames()] == [[b"\x05", b"\x03", b"\x01"]] * 2
+    assert s.metrics.debounced_resends.value == 1
+    s.svc.from_leader(b"lead", b"\x06", append())  # a new msgid: a new request
+    assert len(s.core.stepped) == 2
+
+
+def test_install_snapshot_is_debounced_like_append_entries() -> None:
+    s = Setup()
+    msg = InstallSnapshot("n2", 3, 10, 2, 0, 5, b"abcde")
+    s.svc.from_leader(b"lead", b"\x05", msg)
+    s.svc.from_leader(b"lead", b"\x05", msg)
+    assert len(s.core.stepped) == 1
+
+
+def test_a_foreign_token_is_refused() -> None:
+    with pytest.raises(TypeError):
+        Setup().svc.send_reply(("not", "ours"), RequestVoteResponse(1, False))

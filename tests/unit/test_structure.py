@@ -1,0 +1,144 @@
+"""Structural rules of the code base, checked from the source (ast), not by convention:
+
+* no import cycle anywhere in ``raftlog/`` -- ``TYPE_CHECKING`` imports count too (a cycle
+  hidden from the interpreter is still one a reader must untangle);
+* no module of ``raftlog/server`` imports ``PeerNode`` (services get narrow interfaces),
+  except ``main.py``, the process entry point that builds and runs it;
+* no hand-built frame list is sent outside ``raftlog/rpc`` and ``raftlog/transport.py``:
+  every message is encoded by the wire package.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "raftlog"
+
+
+def modules() -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
+    """Every raftlog module ``name`` imports, wherever the import statement is."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in known:
+                    yield alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                if submodule in known:
+                    yield submodule
+                elif base in known:
+                    yield base
+
+
+def import_graph() -> dict[str, set[str]]:
+    known = modules()
+    return {
+        name: {target for target in imports_of(name, path, known) if target != name}
+        for name, path in known.items()
+    }
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_checker_sees_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles_in_raftlog_counting_type_checking_imports() -> None:
+    graph = import_graph()
+    assert "raftlog.server.node" in graph["raftlog.server.main"]  # the walk sees imports
+    assert cycles(graph) == []
+
+
+def test_no_server_module_imports_the_peer_node() -> None:
+    graph = import_graph()
+    importers = sorted(
+        name
+        for name, targets in graph.items()
+        if name.startswith("raftlog.server.") and "raftlog.server.node" in targets
+    )
+    assert importers == ["raftlog.server.main"]
+
+
+SEND_NAMES = ("send", "send_multipart", "send_frames", "send_routed", "_send")
+
+
+def hand_built_sends(path: Path) -> Iterator[int]:
+    """Lines sending a list literal (``[a, b, ...]``) through any send-like call."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in SEND_NAMES and any(isinstance(arg, ast.List) for arg in node.args):
+            yield node.lineno
+
+
+def test_the_send_checker_sees_a_hand_built_list(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text("sock.send_multipart([b'1', TYPE, ident])\nsock.send(frames)\n")
+    assert list(hand_built_sends(sample)) == [1]
+
+
+def test_frames_are_built_only_by_the_wire_package() -> None:
+    allowed = {PACKAGE / "transport.py"}
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path not in allowed and PACKAGE / "rpc" not in path.parents
+        for line in hand_built_sends(path)
+    ]
+    assert offenders == []
