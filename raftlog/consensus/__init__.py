@@ -1,7 +1,8 @@
 """Raft as a pure, deterministic state machine: no I/O, no clock, no threads.
 
-Everything a driver (the asyncio peer service, or the simulator in ``tests/sim``) needs to know
-is in this docstring; the modules repeat the details where they are implemented.
+Everything a driver (``raftlog.server.ready_executor``, used by the peer, the catch-up and the
+simulator in ``tests/sim``) needs to know is in this docstring; the modules repeat the details
+where they are implemented.
 
 Construction (from durable state only)
 --------------------------------------

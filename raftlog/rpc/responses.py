@@ -177,6 +177,9 @@ _ENCODERS: Final[dict[type, Callable[[Any], list[bytes]]]] = {
 }
 """One lookup by exact type (the reply hot path: no chain of isinstance checks)."""
 
+REPLY_TYPES: Final = frozenset(_ENCODERS)
+"""Every reply type a peer can send (its byte vectors are pinned in the tests)."""
+
 
 def encode_reply(msg_id: bytes, msg: ServerReply) -> list[bytes]:
     """``[id, frames...]`` of any answer a peer sends; ``msg_id`` is the request's id frame,

@@ -19,14 +19,11 @@ left by a crash; a bad snapshot raises ``StorageCorruptionError`` and is never s
 
 from __future__ import annotations
 
-import asyncio
 import os
 import struct
 import zlib
 from pathlib import Path
 from typing import Final
-
-import aiofiles
 
 from raftlog.errors import StorageCorruptionError, StorageError
 from raftlog.storage import failpoints
@@ -85,7 +82,6 @@ class FileSnapshotStore:
         self._receive_fd: int | None = None
         self._received = 0
         self._received_crc = 0
-        self._lock: asyncio.Lock | None = None
         if not read_only:
             self.directory.mkdir(parents=True, exist_ok=True)
             for leftover in (_INSTALL_TMP, _RECEIVE_TMP):
@@ -156,27 +152,6 @@ class FileSnapshotStore:
         size = max(0, min(size, self._meta.size - offset))
         return os.pread(self._fd, size, HEADER_SIZE + offset) if size else b""
 
-    async def read_async(self, offset: int, size: int) -> bytes:
-        """``read`` without blocking the event loop (aiofiles runs the I/O in a thread).
-
-        Opens the file by name, so it checks the header it finds against the installed
-        metadata: a snapshot replaced in between raises ``StorageError`` rather than handing
-        out bytes of another snapshot (the caller restarts from ``meta()``, as a leader does)."""
-        meta = self._meta
-        if meta is None:
-            raise StorageError("no snapshot installed")
-        if offset < 0 or size < 0:
-            raise ValueError("offset and size must be non-negative")
-        size = max(0, min(size, meta.size - offset))
-        async with aiofiles.open(self.path, "rb") as f:
-            found, _crc = _parse_header(await f.read(HEADER_SIZE), self.path)
-            if found != meta:
-                raise StorageError(f"{self.path}: snapshot replaced during read ({found})")
-            if not size:
-                return b""
-            await f.seek(HEADER_SIZE + offset)
-            return await f.read(size)
-
     # -- writes --------------------------------------------------------------------------
     def install(self, index: int, term: int, data: bytes) -> SnapshotMeta:
         """Make ``data`` the installed snapshot; durable on return (see module docstring)."""
@@ -196,10 +171,6 @@ class FileSnapshotStore:
             return self._commit(fd, tmp, SnapshotMeta(index, term, len(data)))
         except OSError as exc:
             raise StorageError(f"installing snapshot {index}: {exc.strerror or exc}") from None
-
-    async def install_async(self, index: int, term: int, data: bytes) -> SnapshotMeta:
-        """``install`` in a worker thread (it fsyncs twice)."""
-        return await asyncio.to_thread(self.install, index, term, data)
 
     def _commit(self, fd: int, tmp: Path, meta: SnapshotMeta) -> SnapshotMeta:
         """fsync ``fd`` and close it, rename ``tmp`` into place, fsync the directory. A failure
@@ -268,21 +239,6 @@ class FileSnapshotStore:
             raise StorageError(f"writing snapshot chunk: {exc.strerror or exc}") from None
         return self._account(data)
 
-    async def write_chunk_async(self, offset: int, data: bytes) -> int:
-        """``write_chunk`` with the write done by aiofiles; chunks are serialized by a lock."""
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            if not self._accepts(offset, data):
-                return self._received
-            try:
-                async with aiofiles.open(self.directory / _RECEIVE_TMP, "r+b") as f:
-                    await f.seek(HEADER_SIZE + offset)
-                    await f.write(data)
-            except OSError as exc:
-                raise StorageError(f"writing snapshot chunk: {exc.strerror or exc}") from None
-            return self._account(data)
-
     def finish(self) -> SnapshotMeta:
         """Install the fully received snapshot; durable on return (see module docstring)."""
         if self._receiving is None or self._receive_fd is None:
@@ -297,9 +253,6 @@ class FileSnapshotStore:
             return self._commit(fd, tmp, SnapshotMeta(index, term, total))
         except OSError as exc:
             raise StorageError(f"installing snapshot {index}: {exc.strerror or exc}") from None
-
-    async def finish_async(self) -> SnapshotMeta:
-        return await asyncio.to_thread(self.finish)
 
     def _abort_receive(self) -> None:
         if self._receive_fd is not None:

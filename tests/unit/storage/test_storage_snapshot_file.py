@@ -1,8 +1,7 @@
-"""FileSnapshotStore specifics: the async API, leftovers after a crash, failed installs."""
+"""FileSnapshotStore specifics: chunked receive, leftovers after a crash, failed installs."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,27 +21,26 @@ def store(tmp_path: Path) -> Iterator[FileSnapshotStore]:
     failpoints.configure(None)
 
 
-async def test_async_receive_and_read(store: FileSnapshotStore, tmp_path: Path) -> None:
+def test_chunked_receive_and_read(store: FileSnapshotStore, tmp_path: Path) -> None:
     data = bytes(range(256)) * 1000
     chunks = [data[i : i + 65536] for i in range(0, len(data), 65536)]
     assert store.begin(7, 3, len(data)) == 0
     offset = 0
     for chunk in chunks:
-        # a duplicate of the previous chunk, sent concurrently, must not be written twice
-        first, duplicate = await asyncio.gather(
-            store.write_chunk_async(offset, chunk), store.write_chunk_async(offset, chunk)
-        )
+        # a retransmitted chunk (InstallSnapshot debounce lost) must not be written twice
+        first, duplicate = store.write_chunk(offset, chunk), store.write_chunk(offset, chunk)
         offset += len(chunk)
         assert (first, duplicate) == (offset, offset)
-    assert await store.finish_async() == SnapshotMeta(7, 3, len(data))
-    assert await store.read_async(1000, 5000) == data[1000:6000]
-    assert await store.read_async(len(data) - 1, 100) == data[-1:]
+    assert store.begin(7, 3, len(data)) == len(data)  # continuing: nothing restarts
+    assert store.finish() == SnapshotMeta(7, 3, len(data))
+    assert store.read(1000, 5000) == data[1000:6000]
+    assert store.read(len(data) - 1, 100) == data[-1:]
     reopened = FileSnapshotStore(tmp_path / "snaps")
     assert reopened.read(0, len(data)) == data
     assert reopened.verify() == SnapshotMeta(7, 3, len(data))
     reopened.close()
-    assert await store.install_async(9, 3, b"xyz") == SnapshotMeta(9, 3, 3)
-    assert await store.read_async(0, 10) == b"xyz"
+    assert store.install(9, 3, b"xyz") == SnapshotMeta(9, 3, 3)
+    assert store.read(0, 10) == b"xyz"
 
 
 def test_leftover_temp_files_are_removed(tmp_path: Path) -> None:
@@ -81,13 +79,11 @@ def test_read_arguments(store: FileSnapshotStore) -> None:
         store.write_chunk(0, b"x")
 
 
-async def test_async_read_refuses_bytes_of_a_replacing_snapshot(
+def test_an_open_handle_keeps_serving_the_snapshot_it_opened(
     store: FileSnapshotStore, tmp_path: Path
 ) -> None:
     store.install(3, 1, b"first snapshot")
-    other = FileSnapshotStore(tmp_path / "snaps")  # e.g. a second handle in another task
+    other = FileSnapshotStore(tmp_path / "snaps")  # e.g. a tool's second handle
     other.install(4, 1, b"second snapshot")
     other.close()
-    with pytest.raises(StorageError, match="replaced during read"):
-        await store.read_async(0, 5)
-    assert store.read(0, 5) == b"first"  # the open handle keeps serving the old file whole
+    assert store.read(0, 5) == b"first"  # never bytes of another snapshot
