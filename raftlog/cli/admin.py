@@ -74,6 +74,8 @@ def _cluster(args: argparse.Namespace) -> tuple[list[str], str]:
 
 # -- commands --------------------------------------------------------------------------------
 def cmd_status(args: argparse.Namespace, urls: list[str], ident: str) -> int:
+    """``status``: every peer's role, term and progress in one table, from each peer's own
+    RequestLogInfo (a down peer is shown, not hidden)."""
     with SyncRaftClient(urls, ident, timeout=args.timeout) as client:
         try:
             info = client.request_config()
@@ -90,6 +92,7 @@ def cmd_status(args: argparse.Namespace, urls: list[str], ident: str) -> int:
 
 
 def cmd_config_show(args: argparse.Namespace, urls: list[str], ident: str) -> int:
+    """``config show``: the configuration in effect, as the leader reports it."""
     with SyncRaftClient(urls, ident, timeout=args.timeout) as client:
         info = client.request_config()
     for peer in info.peers:
@@ -99,6 +102,8 @@ def cmd_config_show(args: argparse.Namespace, urls: list[str], ident: str) -> in
 
 
 def cmd_config_change(args: argparse.Namespace, urls: list[str], ident: str) -> int:
+    """``config add/remove/replace``: one ConfigUpdate computed from the current configuration;
+    refusals are reported with the cluster's reason."""
     with SyncRaftClient(urls, ident, timeout=args.timeout) as client:
         current = list(client.request_config().peers)
         if args.action == "remove":
@@ -203,6 +208,7 @@ async def _read(args: argparse.Namespace, urls: list[str], ident: str) -> int:
 
 # -- argument parsing --------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
+    """The ``raftlog-admin`` command line (exit codes in the epilog)."""
     parser = argparse.ArgumentParser(
         prog="raftlog-admin",
         description="Inspect and administer a raftlog (or zmq-raft) cluster.",
@@ -246,6 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``raftlog-admin``: run one command, map failures to the documented exit
+    codes with one clear error line."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -57,15 +57,20 @@ def parse_peer_args(items: Sequence[str]) -> list[Peer]:
 
 @dataclass(frozen=True, slots=True)
 class PeerRow:
+    """One line of the ``status`` table: a peer and its RequestLogInfo answer (None when it did
+    not answer)."""
+
     peer: Peer
     info: RequestLogInfoResponse | None
 
     @property
     def is_leader(self) -> bool:
+        """Whether this peer says it leads."""
         return self.info is not None and self.info.is_leader
 
     @property
     def last_index(self) -> int:
+        """The peer's last log index (0 when it did not answer)."""
         return self.info.last_index if self.info is not None else 0
 
 
@@ -88,6 +93,7 @@ def peer_status(peer: Peer, ident: str, timeout: float) -> PeerRow:
 
 
 def render_table(rows: Sequence[PeerRow], leader_last: int | None) -> str:
+    """The ``status`` table as text; LAG is how far each peer's log trails the leader's."""
     header = ("ID", "URL", "ROLE", "TERM", "COMMIT", "APPLIED", "LAST", "LAG")
     lines: list[tuple[str, ...]] = [header]
     for row in rows:
@@ -145,6 +151,7 @@ def entry_line(item: IndexedEntry | SnapshotChunk, as_json: bool) -> str:
 
 
 def progress(done: int, total: int) -> None:
+    """A one-line progress bar on stderr (stdout stays clean for pipes)."""
     width = 30
     filled = width * done // max(1, total)
     bar = "#" * filled + "." * (width - filled)

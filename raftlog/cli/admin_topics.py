@@ -26,6 +26,7 @@ READ_PAGE = 1000
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``topics`` and ``compact`` sub-commands to ``raftlog-admin``."""
     topics = sub.add_parser("topics", help="create, list, describe or delete topics")
     tsub = topics.add_subparsers(dest="action", required=True)
     create = tsub.add_parser("create", help="create a topic")
@@ -56,6 +57,7 @@ def parse_time(text: str) -> int:
 
 
 def record_line(item: LoggedRecord, as_json: bool) -> str:
+    """One topic record as a line of text (or JSON) for ``topics read``."""
     rec = item.record
     when = dt.datetime.fromtimestamp(item.append_time_ms / 1000, dt.UTC).isoformat()
     value = rec.value.decode("utf-8", "backslashreplace")
@@ -76,6 +78,7 @@ def record_line(item: LoggedRecord, as_json: bool) -> str:
 
 
 async def cmd_topics(args: argparse.Namespace, urls: list[str], ident: str) -> int:
+    """``topics create/list/describe/delete``."""
     async with RaftClient(urls, ident, timeout=args.timeout) as client, TopicClient(client) as tc:
         if args.action == "create":
             index = await tc.create_topic(
@@ -103,6 +106,8 @@ async def cmd_topics(args: argparse.Namespace, urls: list[str], ident: str) -> i
 async def publish_to_topic(
     args: argparse.Namespace, urls: list[str], ident: str, records: list[bytes]
 ) -> int:
+    """``publish --topic``: each input record as a topic record, published with bounded
+    concurrency."""
     key = None if args.key is None else args.key.encode()
     async with RaftClient(urls, ident, timeout=args.timeout) as client, TopicClient(client) as tc:
 
@@ -118,6 +123,7 @@ async def publish_to_topic(
 
 
 async def read_topic(args: argparse.Namespace, urls: list[str], ident: str) -> int:
+    """``topics read``: records of one topic from an index or a time, optionally following live."""
     async with RaftClient(urls, ident, timeout=args.timeout) as client, TopicClient(client) as tc:
         from_time = None if args.from_time is None else parse_time(args.from_time)
         if args.follow:
@@ -159,6 +165,8 @@ async def read_topic(args: argparse.Namespace, urls: list[str], ident: str) -> i
 
 
 def cmd_compact(args: argparse.Namespace, urls: list[str], ident: str) -> int:
+    """``compact``: ask each peer (or the named ones) to compact its own log now; reports the new
+    snapshot index or why nothing was compacted."""
     targets = args.peer
     if not targets:
         with SyncRaftClient(urls, ident, timeout=args.timeout) as client:

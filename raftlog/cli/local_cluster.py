@@ -105,6 +105,8 @@ def cli_hint(config: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``raftlog-local-cluster`` (``make run``): every peer of a cluster file in
+    the foreground; Ctrl-C stops them all."""
     parser = argparse.ArgumentParser(
         prog="raftlog-local-cluster",
         description="Run every peer of a cluster file locally, in the foreground.",

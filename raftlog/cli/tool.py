@@ -89,6 +89,7 @@ def _open_log(path: Path) -> tuple[RocksDatabase, RocksLogStore, RocksHardStateS
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    """``inspect``: a data directory's hard state, log bounds and snapshot, read-only."""
     path: Path = args.data_dir
     database, log, hard_state = _open_log(path)
     try:
@@ -147,6 +148,7 @@ def _entries(log: RocksLogStore, lo: int, hi: int) -> Iterator[tuple[int, LogEnt
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
+    """``dump``: log entries of a range, one per line, read-only."""
     database, log, hard_state = _open_log(args.data_dir)
     try:
         lo = log.first_index if args.from_index is None else args.from_index
@@ -183,6 +185,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    """``verify``: check every checksum of the log and the snapshot; exit 1 on corruption."""
     report = verify_data_dir(args.data_dir)
     for problem in report.problems:
         print(f"CORRUPT: {problem}")
@@ -198,6 +201,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``raftlog-tool`` command line (exit codes in the epilog)."""
     parser = argparse.ArgumentParser(
         prog="raftlog-tool",
         description="Inspect, dump, verify and back up a raftlog peer's data directory "
@@ -229,6 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``raftlog-tool``: run one read-only command with one clear error line on
+    failure."""
     args = build_parser().parse_args(argv)
     try:
         _check_data_dir(args.data_dir)

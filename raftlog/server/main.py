@@ -42,6 +42,7 @@ def _parse_set(values: list[str]) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``raftlog-peer`` command line."""
     parser = argparse.ArgumentParser(
         prog="raftlog-peer",
         description="Run one peer of a raftlog cluster (ØMQ RAFT protocol, zmq-raft compatible).",
@@ -72,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``raftlog-peer``: load the configuration, run the peer until a signal, and
+    exit with the code the module docstring lists."""
     args = build_parser().parse_args(argv)
     try:
         configure_logging(

@@ -201,6 +201,8 @@ class PeerNode:
         self._stopping = True
 
     def run(self) -> None:
+        """The loop (see the module docstring) until ``stop()``; logs the metric totals when it
+        ends."""
         core = self.core
         next_tick = time.monotonic() + self._tick_s
         self._handle_ready()

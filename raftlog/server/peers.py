@@ -66,6 +66,9 @@ class PeerChannel:
         self.socket = sockets.peer_dealer(context, peer.url, reconnect_ivl_ms=rpc_timeout_ms)
 
     def send(self, request: PeerRequest) -> None:
+        """Send ``request``: a new object gets the next msgid; the same object again is a
+        retransmission with its original msgid and frames (a reference follower recognises
+        it)."""
         last = self._last
         if last is not None and last[0] is request:  # a retransmission: same msgid and frames
             msg_id, frames = last[1], last[2]
@@ -100,6 +103,7 @@ class PeerChannel:
         self._last = None
 
     def close(self) -> None:
+        """Close the DEALER without lingering (queued requests are stale anyway)."""
         self.socket.close(linger=0)
 
 
@@ -144,6 +148,8 @@ class PeerChannels:
         channel.close()
 
     def send(self, peer_id: str, request: PeerRequest) -> bool:
+        """Send ``request`` to ``peer_id``; False when no channel exists (not in the
+        configuration)."""
         channel = self.by_id.get(peer_id)
         if channel is None:
             return False
@@ -151,10 +157,12 @@ class PeerChannels:
         return True
 
     def cancel_all(self) -> None:
+        """Forget every outstanding request on every channel (the core stepped down)."""
         for channel in self.by_id.values():
             channel.cancel_all()
 
     def close(self) -> None:
+        """Close every channel."""
         for channel in list(self.by_id.values()):
             self._drop(channel)
 

@@ -15,6 +15,9 @@ from raftlog.entry import LogEntry
 
 
 class StateMachine(Protocol):
+    """What the peer applies committed entries to (see the module docstring); the broadcast and
+    topic machines implement it, the composite combines them."""
+
     @property
     def last_applied(self) -> int:
         """Index of the last entry applied (0 when none)."""
@@ -46,7 +49,9 @@ class StateMachine(Protocol):
         """Periodic work (heartbeats); returns the monotonic time it wants to run next."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release sockets and files (the peer is stopping)."""
+        ...
 
 
 def decode_entries(raw: Sequence[bytes]) -> list[LogEntry]:

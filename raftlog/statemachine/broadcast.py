@@ -59,13 +59,17 @@ class BroadcastStateMachine:
 
     @property
     def last_applied(self) -> int:
+        """Index of the last entry applied (published, when leading)."""
         return self._last_applied
 
     @property
     def pub_url(self) -> str:
+        """The advertised URL of the PUB socket (answered to RequestBroadcastStateUrl)."""
         return self._pub_url
 
     def apply(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
+        """Publish newly applied entries when leading (a replayed prefix is skipped: it was
+        published before the restart), in batches bounded in entries and bytes."""
         if not entries:
             return
         last = first_index + len(entries) - 1
@@ -97,12 +101,16 @@ class BroadcastStateMachine:
             pass
 
     def set_leader(self, is_leader: bool, term: int) -> None:
+        """Only the leader publishes (§11); a new leader announces itself with a heartbeat at
+        once."""
         self._is_leader = is_leader
         self._term = term
         if is_leader:
             self._next_heartbeat = 0.0  # announce at once
 
     def on_timer(self, now: float) -> float:
+        """Send the heartbeat (term, lastApplied) when leading, so subscribers notice gaps and a
+        silent leader; returns when to run next."""
         if not self._is_leader:
             return now + self._heartbeat
         if now >= self._next_heartbeat:
@@ -120,9 +128,12 @@ class BroadcastStateMachine:
         return packed
 
     def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
+        """RequestBroadcastStateUrl: every peer answers with its own URL (§11.1); nothing else is
+        for this machine."""
         if msg_type == TYPE_REQUEST_BROADCAST_STATE_URL:
             return [self._pub_url.encode()]  # every peer answers with its own URL (§11.1)
         return None
 
     def close(self) -> None:
+        """Close the PUB socket without lingering (subscribers resubscribe elsewhere)."""
         self._socket.close(linger=0)

@@ -21,6 +21,9 @@ from raftlog.statemachine.base import StateMachine
 
 
 class NamedStateMachine(StateMachine, Protocol):
+    """A state machine that can be part of a composite: its name keys its part of the composite
+    snapshot."""
+
     @property
     def name(self) -> str:
         """Key of this machine's part of a composite snapshot."""
@@ -28,6 +31,9 @@ class NamedStateMachine(StateMachine, Protocol):
 
 
 class CompositeStateMachine:
+    """Several state machines applied in step as one, so the peer's driver, snapshots and
+    compaction see a single state machine."""
+
     def __init__(self, machines: Sequence[NamedStateMachine]) -> None:
         if not machines:
             raise ValueError("a composite needs at least one state machine")
@@ -35,26 +41,34 @@ class CompositeStateMachine:
 
     @property
     def last_applied(self) -> int:
+        """The lowest applied index of the parts: what is applied everywhere (commit restarts
+        from here)."""
         return min(m.last_applied for m in self.machines)
 
     def apply(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
+        """Apply the same entries to every part, in order."""
         for machine in self.machines:
             machine.apply(first_index, entries, term)
 
     def set_leader(self, is_leader: bool, term: int) -> None:
+        """Tell every part about the role change."""
         for machine in self.machines:
             machine.set_leader(is_leader, term)
 
     def restore(self, index: int, term: int, data: bytes) -> None:
+        """Restore every part from its named piece of the snapshot (a part missing from an older
+        snapshot restores from empty data)."""
         parts = _unpack(data)
         for machine in self.machines:
             machine.restore(index, term, parts.get(machine.name, b""))
 
     def snapshot(self, index: int) -> bytes:
+        """One snapshot holding every part's, keyed by name (MessagePack map)."""
         packed: bytes = msgpack.packb({m.name: m.snapshot(index) for m in self.machines})
         return packed
 
     def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
+        """The first part that handles ``msg_type`` answers; None when none does."""
         for machine in self.machines:
             answer = machine.handle_request(msg_type, args)
             if answer is not None:
@@ -62,9 +76,11 @@ class CompositeStateMachine:
         return None
 
     def on_timer(self, now: float) -> float:
+        """Run every part's timer; the earliest time any wants to run next."""
         return min(machine.on_timer(now) for machine in self.machines)
 
     def close(self) -> None:
+        """Close every part."""
         for machine in self.machines:
             machine.close()
 

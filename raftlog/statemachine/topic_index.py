@@ -48,11 +48,15 @@ _END: Final = b"\x01"
 
 @dataclass(frozen=True, slots=True)
 class TopicState:
+    """One topic as applied at some index: its properties and the index of the command that
+    created it (kept per version so reads as of an index are exact)."""
+
     properties: TopicProperties
     created_index: int
 
 
 def u64(n: int) -> bytes:
+    """Big-endian 8-byte key part, so RocksDB's byte order is numeric order."""
     return _U64.pack(n)
 
 
@@ -65,6 +69,8 @@ def _topic_prefix(kind: bytes, topic: str) -> bytes:
 
 
 def entry_key(topic: str, index: int) -> bytes:
+    """Key of one topic's positions inside one log entry (topic prefix + index): a range scan
+    walks a topic in log order."""
     return _topic_prefix(b"r", topic) + u64(index)
 
 
@@ -114,10 +120,12 @@ class TopicIndex:
         self._db = RocksDatabase(path)
 
     def close(self) -> None:
+        """Release this index's hold on its database."""
         self._db.release()
 
     @staticmethod
     def batch() -> WriteBatch:
+        """A new write batch: everything one apply changes is written together."""
         return WriteBatch(raw_mode=True)
 
     def write(self, batch: WriteBatch, what: str) -> None:
@@ -135,12 +143,15 @@ class TopicIndex:
 
     @staticmethod
     def put_position(batch: WriteBatch, applied: int, last_time: int) -> None:
+        """Record the applied index and last append time in ``batch`` (the index resumes from
+        here after a restart)."""
         batch.put(APPLIED_KEY, u64(applied))
         batch.put(TIME_KEY, u64(last_time))
 
     # -- topic metadata (versioned) --------------------------------------------------------
     @staticmethod
     def put_version(batch: WriteBatch, topic: str, index: int, state: TopicState | None) -> None:
+        """Record the state of ``topic`` as of ``index`` (None: deleted) in ``batch``."""
         batch.put(_topic_prefix(b"v", topic) + u64(index), _pack_state(state))
 
     def topics_as_of(self, index: int | None = None) -> dict[str, TopicState]:
@@ -204,6 +215,7 @@ class TopicIndex:
         return first[0], RecordId(_key_index(last_key), last_position)
 
     def record_time(self, topic: str, rid: RecordId) -> int:
+        """The append time of the entry holding record ``rid`` (0 when the index has none)."""
         value = self._db.get(entry_key(topic, rid.index), "record time")
         return 0 if value is None else _unpack_positions(value)[0]
 
@@ -235,8 +247,11 @@ class TopicIndex:
 
     @staticmethod
     def clear(batch: WriteBatch) -> None:
+        """Queue the removal of everything (a snapshot restore rebuilds the index)."""
         batch.delete_range(b"\x00", b"\xff")
 
     @staticmethod
     def put_base_time(batch: WriteBatch, time_ms: int) -> None:
+        """Record the append time a restored snapshot starts from, so times stay monotonic across
+        it."""
         batch.put(BASE_TIME_KEY, u64(time_ms))

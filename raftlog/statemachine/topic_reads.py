@@ -27,22 +27,34 @@ class EntrySource(Protocol):
     """The part of the peer's LogStore the machine reads records from."""
 
     @property
-    def first_index(self) -> int: ...
+    def first_index(self) -> int:
+        """The first index readable as an entry."""
+        ...
 
     @property
-    def snapshot_index(self) -> int: ...
+    def snapshot_index(self) -> int:
+        """Last index covered by the installed snapshot."""
+        ...
 
     @property
-    def snapshot_term(self) -> int: ...
+    def snapshot_term(self) -> int:
+        """Term of ``snapshot_index``."""
+        ...
 
-    def raw_entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[bytes]: ...
+    def raw_entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[bytes]:
+        """Serialized entries ``[lo, hi)``, at most ``max_bytes`` (at least one)."""
+        ...
 
 
 def wall_ms() -> int:
+    """The wall clock in milliseconds (append-time stamps and retention use wall time)."""
     return int(time.time() * 1000)
 
 
 class TopicReader:
+    """Answers ``TR``/``TD`` from the topic index and the log: records are read from the entries
+    that hold them, so the index stays small."""
+
     def __init__(self, index: TopicIndex, entries: EntrySource, clock: Callable[[], int]) -> None:
         self._index = index
         self._entries = entries
@@ -76,6 +88,8 @@ class TopicReader:
     def read(
         self, state: TopicState, req: rpc.ReadRequest, applied: int, is_leader: bool
     ) -> rpc.ReadResult:
+        """Records of one topic from the requested start, bounded by the limit and the response
+        budget; retention's floor applies."""
         floor = self.floor(state, self._clock())
         start = self._start(req)
         out: list[LoggedRecord] = []
@@ -106,6 +120,7 @@ class TopicReader:
         return entry if isinstance(entry, RecordBatch) else None
 
     def describe(self, name: str, state: TopicState) -> rpc.TopicInfo:
+        """The topic's properties and the ids of its oldest and newest retained records."""
         floor = self.floor(state, self._clock())
         bounds = None if floor is None else self._index.record_bounds(name, floor)
         first, last = (None, None) if bounds is None else bounds

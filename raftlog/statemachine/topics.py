@@ -95,6 +95,9 @@ def check_entry(
 
 
 class TopicStateMachine:
+    """Topics over the replicated log: applies topic commands and record batches into a topic
+    index, and answers topic reads (``TR``, ``TD``, ``TL``) from it."""
+
     name = NAME
 
     def __init__(
@@ -123,6 +126,7 @@ class TopicStateMachine:
     # -- state -----------------------------------------------------------------------------
     @property
     def last_applied(self) -> int:
+        """Index of the last entry applied to the topic index."""
         return self._applied
 
     @property
@@ -132,6 +136,7 @@ class TopicStateMachine:
 
     @property
     def topics(self) -> Mapping[str, TopicState]:
+        """The topics as of the applied index (the leader's gate checks publishes against it)."""
         return self._topics
 
     def _note(self, event: str, **fields: object) -> None:
@@ -145,6 +150,8 @@ class TopicStateMachine:
         return self._recent_refusals.get(index)
 
     def apply(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
+        """Apply committed entries: topic commands change topics, record batches are indexed (or
+        refused, deterministically); a replayed prefix is skipped."""
         last = first_index + len(entries) - 1
         if not entries or last <= self._applied:
             return  # a replay of what this machine already applied
@@ -214,6 +221,7 @@ class TopicStateMachine:
         self._index.put_version(batch, name, index, state)
 
     def set_leader(self, is_leader: bool, term: int) -> None:
+        """Remember the role: reads tell clients whether they came from the leader."""
         self._is_leader = is_leader
 
     def snapshot(self, index: int) -> bytes:
@@ -248,6 +256,8 @@ class TopicStateMachine:
         self._gc_floor = index + 1
 
     def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
+        """The topic read RPCs (``TR``, ``TD``, ``TL``); bad requests are answered with a typed
+        error, never dropped."""
         try:
             if msg_type == rpc.TYPE_READ:
                 return rpc.encode_read_response(self.read(rpc.decode_read_request(args)))
@@ -262,12 +272,14 @@ class TopicStateMachine:
         return None
 
     def on_timer(self, now: float) -> float:
+        """Collect records past their retention now and then; returns when to run next."""
         if now >= self._next_gc:
             self._next_gc = now + GC_INTERVAL
             self._collect()
         return self._next_gc
 
     def close(self) -> None:
+        """Close the topic index."""
         self._index.close()
 
     # -- start-up --------------------------------------------------------------------------
@@ -293,9 +305,11 @@ class TopicStateMachine:
         return state
 
     def read(self, req: rpc.ReadRequest) -> rpc.ReadResult:
+        """``TR``: records of a topic from a record id or an append time."""
         return self._reader.read(self._state(req.topic), req, self._applied, self._is_leader)
 
     def describe(self, name: str) -> rpc.TopicInfo:
+        """``TD``: a topic's properties and retained range."""
         return self._reader.describe(name, self._state(name))
 
     # -- housekeeping ----------------------------------------------------------------------

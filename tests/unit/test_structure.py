@@ -142,3 +142,15 @@ def test_frames_are_built_only_by_the_wire_package() -> None:
         for line in hand_built_sends(path)
     ]
     assert offenders == []
+
+
+MAX_MODULE_LINES = 450
+"""~400 lines is the house rule; this is the hard stop a module may not grow past."""
+
+
+def test_modules_stay_small() -> None:
+    sizes = {
+        str(path.relative_to(ROOT)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in PACKAGE.rglob("*.py")
+    }
+    assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}
