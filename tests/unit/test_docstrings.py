@@ -36,7 +36,9 @@ def public_names_without_docstring(path: Path) -> Iterator[str]:
 
 def test_the_checker_sees_a_missing_docstring(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
-    sample.write_text('"""Doc."""\nclass A:\n    """Doc."""\n    def f(self): pass\ndef _g(): pass\n')
+    sample.write_text(
+        '"""Doc."""\nclass A:\n    """Doc."""\n    def f(self): pass\ndef _g(): pass\n'
+    )
     assert list(public_names_without_docstring(sample)) == ["A.f"]
 
 
