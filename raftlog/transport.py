@@ -31,13 +31,16 @@ def send_frames(socket: zmq.Socket[bytes], frames: Sequence[bytes]) -> None:
         _send(socket, frames[n], _MORE_NOBLOCK if n < last else NOBLOCK)
 
 
-def send_routed(socket: zmq.Socket[bytes], routing: bytes, frames: Sequence[bytes]) -> None:
-    """``send_frames`` on a ROUTER: ``routing`` (the peer's identity) first, then ``frames``
-    (an encoded message from ``raftlog.rpc``); raises ``zmq.Again`` like ``send_frames``."""
+def send_routed(
+    socket: zmq.Socket[bytes], routing: bytes, msg_id: bytes, body: Sequence[bytes]
+) -> None:
+    """A reply on a ROUTER: ``routing`` (the client's identity), the echoed ``msg_id``, then
+    ``body`` (encoded by ``raftlog.rpc``); raises ``zmq.Again`` like ``send_frames``."""
     _send(socket, routing, _MORE_NOBLOCK)
-    last = len(frames) - 1
+    last = len(body) - 1
+    _send(socket, msg_id, _MORE_NOBLOCK if last >= 0 else NOBLOCK)
     for n in range(last + 1):
-        _send(socket, frames[n], _MORE_NOBLOCK if n < last else NOBLOCK)
+        _send(socket, body[n], _MORE_NOBLOCK if n < last else NOBLOCK)
 
 
 def recv_frames(socket: zmq.Socket[bytes]) -> list[bytes]:

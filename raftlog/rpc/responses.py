@@ -181,15 +181,19 @@ REPLY_TYPES: Final = frozenset(_ENCODERS)
 """Every reply type a peer can send (its byte vectors are pinned in the tests)."""
 
 
-def encode_reply(msg_id: bytes, msg: ServerReply) -> list[bytes]:
-    """``[id, frames...]`` of any answer a peer sends; ``msg_id`` is the request's id frame,
-    echoed byte for byte."""
+def encode_reply_body(msg: ServerReply) -> list[bytes]:
+    """The frames after the id of any answer a peer sends (the sender puts the routing id
+    and the echoed id in front without copying this list)."""
     encoder = _ENCODERS.get(type(msg))
     if encoder is None:
         raise LocalProtocolError(f"not a response: {type(msg).__name__}")
-    frames = encoder(msg)
-    frames.insert(0, msg_id)
-    return frames
+    return encoder(msg)
+
+
+def encode_reply(msg_id: bytes, msg: ServerReply) -> list[bytes]:
+    """``[id, frames...]`` of any answer a peer sends; ``msg_id`` is the request's id frame,
+    echoed byte for byte."""
+    return [msg_id, *encode_reply_body(msg)]
 
 
 def encode_response(msg: ServerReply, *, id: bytes | None = None) -> list[bytes]:

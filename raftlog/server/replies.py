@@ -1,7 +1,7 @@
 """``ReplySender``: the one place answers to ROUTER requests leave a peer.
 
 Every service hands it a typed message (``raftlog.rpc``); it encodes it with
-``rpc.responses.encode_reply`` and sends it with the routing id in front
+``rpc.responses.encode_reply_body`` and sends it behind the routing id and the echoed id
 (``transport.send_routed``). A client that is gone (the ROUTER cannot route, or its queue is
 full) loses the answer, which is counted: a peer never blocks on one slow client.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import zmq
 
 from raftlog.metrics import PeerMetrics
-from raftlog.rpc.responses import ServerReply, encode_reply
+from raftlog.rpc.responses import ServerReply, encode_reply_body
 from raftlog.transport import send_routed
 
 
@@ -25,6 +25,6 @@ class ReplySender:
     def reply(self, routing: bytes, msg_id: bytes, message: ServerReply) -> None:
         """Encode and send; dropped (counted) when the ROUTER cannot deliver it now."""
         try:
-            send_routed(self._router, routing, encode_reply(msg_id, message))
+            send_routed(self._router, routing, msg_id, encode_reply_body(message))
         except zmq.Again:
             self._dropped.inc()
