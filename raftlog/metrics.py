@@ -284,7 +284,7 @@ class PeerMetrics:
         self.truncations_refused = self._add(
             Counter(
                 "raftlog_truncations_refused",
-                "Leader requests to overwrite committed entries, refused (PROTOCOL §12).",
+                "Leader requests to overwrite committed entries, refused (docs/protocol.md §12).",
             )
         )
         self.topic_publishes_refused = self._add(

@@ -1,4 +1,5 @@
-"""raftlog's administrative RPC extensions (two-byte types, PROTOCOL §10.6): typed messages.
+"""raftlog's administrative RPC extensions: typed messages (two-byte types, docs/protocol.md
+§10.6).
 
 ``AC`` compact -- any peer, about its own log:
 
@@ -6,7 +7,7 @@
     response  [id, json-uint index]     the new snapshot index; 0: nothing could be compacted
 
 Nothing to compact happens when the applied index is already covered by the snapshot, or the
-oldest request id still remembered (PROTOCOL §12.7) holds the prefix back. The wire keeps
+oldest request id still remembered (docs/protocol.md §12.7) holds the prefix back. The wire keeps
 "0 means nothing" (what existing clients read); the typed answer names it with
 :class:`CompactStatus` so no caller compares against a magic 0.
 """

@@ -1,7 +1,7 @@
 """The log-compaction policy: when to snapshot the state machine, and how far to compact.
 
 How far: never past what the state machine has applied (the snapshot is its state), never
-past the oldest request id still remembered (PROTOCOL §12.7: a peer that installs the
+past the oldest request id still remembered (docs/protocol.md §12.7: a peer that installs the
 snapshot must still recognise a retry of any id the snapshot covers), and never past what a
 registered :class:`CompactionLimit` allows -- the seam for state that must outlive the log
 prefix (e.g. topic records whose retention has not expired: their owner registers a limit

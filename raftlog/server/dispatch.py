@@ -1,4 +1,4 @@
-"""The ROUTER dispatcher: one inbound message -> the handler its type maps to (docs/protocol.md §5.3).
+"""The ROUTER dispatcher: one inbound message -> the handler of its type (docs/protocol.md §5.3).
 
 Order of checks, as the reference: too few frames -> dropped; wrong cluster ident -> dropped
 silently (a client with the wrong ident sees a timeout, §15.2); then the codec decodes the

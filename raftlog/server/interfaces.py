@@ -146,7 +146,7 @@ class Compactor(Protocol):
 
 
 class RequestHandler(Protocol):
-    """The state machine's own request types (PROTOCOL §10.6)."""
+    """The state machine's own request types (docs/protocol.md §10.6)."""
 
     def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
         """The answer frames after the id, or None for no answer."""

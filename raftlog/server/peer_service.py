@@ -1,4 +1,4 @@
-"""Inbound peer RPCs: RequestVote, AppendEntries, InstallSnapshot (PROTOCOL §6-§9).
+"""Inbound peer RPCs: RequestVote, AppendEntries, InstallSnapshot (docs/protocol.md §6-§9).
 
 Two rules live here, in front of the core:
 

@@ -25,8 +25,8 @@ then renamed to its destination, so a directory at ``DEST`` is always a complete
 data directory. Where it syncs: the copied snapshot file (fsync), the database's last batch
 (synced write), the manifest (fsync), and the destination's parent directory after the rename.
 
-No asyncio here: the backup is one sequential pass driven by a CLI, so ``aiofiles`` (used by
-the peer's snapshot streaming) would add an event loop without overlapping anything.
+No asyncio here: the backup is one sequential pass driven by a CLI, so ``aiofiles`` would add
+an event loop without overlapping anything.
 """
 
 from __future__ import annotations

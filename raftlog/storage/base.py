@@ -87,7 +87,7 @@ class LogStore(Protocol):
         ...
 
     def oldest_request_index(self) -> int | None:
-        """Lowest index still in the request-id index (PROTOCOL §12.7 prune index + 1), or
+        """Lowest index still in the request-id index (docs/protocol.md §12.7 prune index + 1), or
         None when the index is empty: compaction must not pass it."""
         ...
 

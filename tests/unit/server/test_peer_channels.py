@@ -1,5 +1,5 @@
 """PeerChannels over real in-process sockets: reconciliation, msgids, retransmissions and
-response matching (PROTOCOL §6)."""
+response matching (docs/protocol.md §6)."""
 
 from __future__ import annotations
 
