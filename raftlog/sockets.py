@@ -97,6 +97,29 @@ def client_dealer(context: zmq.Context[S], url: str, *, immediate: bool = True) 
     return sock
 
 
+#: The connection events a client watches on its DEALERs: enough to tell "connected", "lost"
+#: and "refused" (ZeroMQ reports a refused TCP connect only as CLOSED + CONNECT_RETRIED).
+CLIENT_MONITOR_EVENTS: Final = (
+    zmq.EVENT_CONNECTED
+    | zmq.EVENT_CONNECT_DELAYED
+    | zmq.EVENT_CONNECT_RETRIED
+    | zmq.EVENT_DISCONNECTED
+    | zmq.EVENT_CLOSED
+)
+
+
+def connection_monitor(sock: S, events: int = CLIENT_MONITOR_EVENTS) -> S:
+    """A PAIR socket receiving ``sock``'s connection events (``zmq.utils.monitor`` frames).
+
+    Why: ZeroMQ hides connection failures -- a DEALER to a port nobody listens on just
+    retries forever -- so a client that must fail fast when every peer refuses has to watch
+    these events. Call ``sock.disable_monitor()`` and close the returned socket before
+    closing ``sock``."""
+    monitor: S = sock.get_monitor_socket(events)
+    monitor.setsockopt(zmq.LINGER, 0)
+    return monitor
+
+
 def client_sub(context: zmq.Context[S], url: str, prefix: bytes) -> S:
     """A SUB socket following a peer's broadcast at ``url``, filtered to ``prefix`` (the
     cluster ident frame, so one PUB port can serve one cluster only)."""

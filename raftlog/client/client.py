@@ -10,15 +10,22 @@ Usage::
 The client is lazy: nothing is sent before the first call, which discovers the cluster (its
 peer list and leader) with RequestConfig. Retries, leader following and timeouts are
 described in :mod:`raftlog.client.routing`; every call takes an optional ``timeout`` (seconds,
-all retries included) and raises ``ClusterUnavailableError`` when it runs out.
+all retries included) and raises ``ClusterUnavailableError`` when it runs out -- or sooner,
+after ``refused_timeout`` seconds, when every peer refuses the connection.
+
+Besides the core RPCs the client offers its transport to the layers above it:
+:meth:`RaftClient.leader_request` (any request type, routed to the leader with the same
+retries) and :meth:`RaftClient.peer_request` (one given peer). ``TopicClient``, the
+``Subscriber`` and ``raftlog-admin`` are built on these; none opens a request socket itself.
 """
 
 from __future__ import annotations
 
 import contextlib
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
+from typing import TypeVar
 
 import zmq.asyncio
 
@@ -26,16 +33,28 @@ from raftlog.client.entries import EntryStream
 from raftlog.client.models import (
     DEFAULT_TIMEOUT,
     ELECTION_GRACE,
+    MAX_ENTRY_DATA_SIZE,
+    REFUSED_TIMEOUT,
     RESPONSE_TIMEOUT,
     ClusterInfo,
     to_peers,
 )
-from raftlog.client.routing import WAIT, ClusterLink, Done, Outcome, Redirect
+from raftlog.client.routing import WAIT, ClusterLink, Done, Interpreter, Outcome, Redirect
 from raftlog.entry import REQUEST_ID_SIZE
-from raftlog.errors import ConfigUpdateError, RemoteProtocolError, RequestExpiredError
+from raftlog.errors import (
+    ConfigUpdateError,
+    EntryTooLargeError,
+    RemoteProtocolError,
+    RequestExpiredError,
+)
 from raftlog.ids import RequestIdGenerator
-from raftlog.rpc import encode_request
+from raftlog.rpc import decode_response, encode_request
 from raftlog.rpc.messages import (
+    TYPE_CONFIG_UPDATE,
+    TYPE_REQUEST_BROADCAST_STATE_URL,
+    TYPE_REQUEST_CONFIG,
+    TYPE_REQUEST_LOG_INFO,
+    TYPE_REQUEST_UPDATE,
     ConfigUpdate,
     ConfigUpdateResponse,
     ConfigUpdateStatus,
@@ -52,9 +71,20 @@ from raftlog.rpc.messages import (
     UpdateStatus,
 )
 
+T = TypeVar("T")
+
 
 def _unexpected(resp: Response) -> RemoteProtocolError:
     return RemoteProtocolError(f"unexpected response {type(resp).__name__}")
+
+
+def _typed(msg_type: bytes, interpret: Callable[[Response, str], Outcome[T]]) -> Interpreter[T]:
+    """An interpreter of raw answer frames that decodes them as ``msg_type``'s response."""
+
+    def raw(frames: list[bytes], url: str) -> Outcome[T]:
+        return interpret(decode_response(msg_type, frames)[1], url)
+
+    return raw
 
 
 class RaftClient:
@@ -64,6 +94,12 @@ class RaftClient:
     (a wrong ident makes every peer silent, so calls end in ``ClusterUnavailableError``);
     ``timeout``: default overall deadline of a call; ``response_timeout``: silence after which
     the next peer is tried; ``election_grace``: pause when no peer knows a leader;
+    ``refused_timeout``: once every peer has refused connections this long, calls fail
+    with ``ClusterUnavailableError`` at once instead of waiting for ``timeout``;
+    ``max_entry_size``: the cluster's ``max_log_entry_data_size`` -- larger updates raise
+    ``EntryTooLargeError`` before anything is sent (the protocol has no way to ask a peer for
+    it, and a peer silently ignores an oversized update, so the default is the peers' own
+    default, 10 MiB; set it when the cluster configures another limit);
     ``context``: a ``zmq.asyncio.Context`` to share (default: a private one).
     Update retries always reuse the request id, so an update is applied at most once.
     """
@@ -76,18 +112,25 @@ class RaftClient:
         timeout: float = DEFAULT_TIMEOUT,
         response_timeout: float = RESPONSE_TIMEOUT,
         election_grace: float = ELECTION_GRACE,
+        refused_timeout: float = REFUSED_TIMEOUT,
+        max_entry_size: int = MAX_ENTRY_DATA_SIZE,
         context: zmq.asyncio.Context | None = None,
     ) -> None:
         if isinstance(peers, str):
             peers = [peers]
-        if timeout <= 0 or response_timeout <= 0 or election_grace < 0:
+        if timeout <= 0 or response_timeout <= 0 or election_grace < 0 or refused_timeout <= 0:
             raise ValueError("timeouts must be positive")
+        if max_entry_size < 1:
+            raise ValueError("max_entry_size must be at least 1 byte")
         self.timeout = timeout
+        self.max_entry_size = max_entry_size
+        """Largest update data sent (the cluster's ``max_log_entry_data_size``)."""
         self._link = ClusterLink(
             list(peers),
             ident.encode() if isinstance(ident, str) else bytes(ident),
             response_timeout=response_timeout,
             election_grace=election_grace,
+            refused_timeout=refused_timeout,
             context=context,
         )
         self._ids = RequestIdGenerator()
@@ -147,6 +190,11 @@ class RaftClient:
         """Forget the leader, so the next call rediscovers it (used on broadcast silence)."""
         self._link.forget_leader()
 
+    def check_entry_size(self, data: bytes) -> None:
+        """Raise ``EntryTooLargeError`` if ``data`` exceeds :attr:`max_entry_size`."""
+        if len(data) > self.max_entry_size:
+            raise EntryTooLargeError(len(data), self.max_entry_size)
+
     def new_request_id(self) -> bytes:
         """A fresh 12-byte update request id (§3); pass it to retry an update idempotently."""
         return self._ids.next()
@@ -171,22 +219,39 @@ class RaftClient:
             return Done(ClusterInfo(resp.leader_id, resp.peers, resp.is_leader))
 
         frames = encode_request(RequestConfig(), ident=link.ident, id=link.new_id())
-        return await link.leader_call(frames, interpret, deadline=deadline, started=started)
+        return await link.leader_call(
+            frames, _typed(TYPE_REQUEST_CONFIG, interpret), deadline=deadline, started=started
+        )
 
     async def request_log_info(
-        self, *, any_peer: bool = False, timeout: float | None = None
+        self,
+        *,
+        any_peer: bool = False,
+        peer_url: str | None = None,
+        timeout: float | None = None,
     ) -> RequestLogInfoResponse:
-        """RequestLogInfo (§10.2) from the leader, or from whichever peer answers first when
-        ``any_peer`` is true (its ``is_leader`` / ``leader_id`` say who answered)."""
+        """RequestLogInfo (§10.2) from the leader, from whichever peer answers first when
+        ``any_peer`` is true (its ``is_leader`` / ``leader_id`` say who answered), or from
+        the peer at ``peer_url`` (its own view: status pages, "is this peer caught up")."""
         started, deadline = self._window(timeout)
         link = self._link
+        if peer_url is not None:
+            frames = encode_request(RequestLogInfo(), ident=link.ident, id=link.new_id())
+            answer = await link.peer_call(peer_url, frames, deadline=deadline, started=started)
+            info = decode_response(TYPE_REQUEST_LOG_INFO, answer)[1]
+            if not isinstance(info, RequestLogInfoResponse):
+                raise RemoteProtocolError("RequestLogInfo answered with another message")
+            return info
         if any_peer:
+            link.connect_all()
             while (wait := min(link.response_timeout, deadline - link.now())) > 0:
                 url = link.next_url()
-                resp = await link.ask(url, RequestLogInfo(), wait)
-                if isinstance(resp, RequestLogInfoResponse):
-                    return resp
-            raise link.unavailable(started, "no peer answered")
+                got = await link.ask(url, RequestLogInfo(), wait)
+                if isinstance(got, RequestLogInfoResponse):
+                    return got
+                if link.refusing():
+                    break
+            raise link.unavailable(started, "no answer")
 
         def interpret(resp: Response, url: str) -> Outcome[RequestLogInfoResponse]:
             if not isinstance(resp, RequestLogInfoResponse):
@@ -194,7 +259,9 @@ class RaftClient:
             return Done(resp) if resp.is_leader else Redirect(resp.leader_id)
 
         frames = encode_request(RequestLogInfo(), ident=link.ident, id=link.new_id())
-        return await link.leader_call(frames, interpret, deadline=deadline, started=started)
+        return await link.leader_call(
+            frames, _typed(TYPE_REQUEST_LOG_INFO, interpret), deadline=deadline, started=started
+        )
 
     async def request_update(
         self, data: bytes, request_id: bytes | None = None, *, timeout: float | None = None
@@ -204,12 +271,14 @@ class RaftClient:
         ``request_id`` (12 bytes, default: fresh) makes the call idempotent: resending the
         same id, here or after a crash, never appends twice while the id is remembered
         (8 h by default). Raises ``ValueError`` for empty data (the protocol would silently
-        ignore it), ``RequestExpiredError`` if the leader finds the id's timestamp outside
+        ignore it), ``EntryTooLargeError`` above :attr:`max_entry_size` (a peer would silently
+        ignore that too), ``RequestExpiredError`` if the leader finds the id's timestamp outside
         its acceptance window (§3.1), ``ClusterUnavailableError`` after ``timeout``.
         """
         data = bytes(data)
         if not data:
             raise ValueError("update data must hold at least one byte")
+        self.check_entry_size(data)
         rid = self._ids.next() if request_id is None else bytes(request_id)
         if len(rid) != REQUEST_ID_SIZE:
             raise ValueError(f"request_id must be {REQUEST_ID_SIZE} bytes, got {len(rid)}")
@@ -228,7 +297,11 @@ class RaftClient:
 
         frames = encode_request(RequestUpdate(rid, data), ident=self.ident)
         return await self._link.leader_call(
-            frames, interpret, deadline=deadline, started=started, final_from_any=True
+            frames,
+            _typed(TYPE_REQUEST_UPDATE, interpret),
+            deadline=deadline,
+            started=started,
+            final_from_any=True,
         )
 
     async def config_update(
@@ -275,7 +348,11 @@ class RaftClient:
 
         frames = encode_request(ConfigUpdate(rid, new_peers), ident=self.ident)
         return await self._link.leader_call(
-            frames, interpret, deadline=deadline, started=started, final_from_any=True
+            frames,
+            _typed(TYPE_CONFIG_UPDATE, interpret),
+            deadline=deadline,
+            started=started,
+            final_from_any=True,
         )
 
     async def request_broadcast_url(self, *, timeout: float | None = None) -> str:
@@ -290,7 +367,69 @@ class RaftClient:
             return Done(resp.url)
 
         frames = encode_request(RequestBroadcastStateUrl(), ident=link.ident, id=link.new_id())
-        return await link.leader_call(frames, interpret, deadline=deadline, started=started)
+        return await link.leader_call(
+            frames,
+            _typed(TYPE_REQUEST_BROADCAST_STATE_URL, interpret),
+            deadline=deadline,
+            started=started,
+        )
+
+    # -- the transport, for requests of other layers ---------------------------------------
+    async def leader_request(
+        self,
+        msg_type: bytes,
+        args: Sequence[bytes],
+        interpret: Callable[[list[bytes], str], Outcome[T]],
+        *,
+        request_id: bytes | None = None,
+        final_from_any: bool = False,
+        timeout: float | None = None,
+    ) -> T:
+        """Send ``[id, msg_type, ident, *args]`` to the leader, with the retries of the core
+        RPCs, until ``interpret`` gives a final answer.
+
+        ``interpret(frames, url)`` gets the answer's frames after the id and returns
+        ``Done(value)``, ``Redirect(leader_id)`` ("not leader": follow it), ``WAIT`` (an
+        interim answer) -- or raises a final error (``RemoteProtocolError`` marks the answer
+        malformed and waits on). ``request_id``: the id frame, resent unchanged on retries
+        (an update's 12-byte request id; default: a fresh counter id). ``final_from_any``:
+        accept a final answer from a peer asked earlier (true for updates: a late "done"
+        about the same request id is still true)."""
+        started, deadline = self._window(timeout)
+        link = self._link
+        frames = [link.new_id() if request_id is None else bytes(request_id), msg_type]
+        frames += [link.ident, *args]
+
+        def raw(answer: list[bytes], url: str) -> Outcome[T]:
+            return interpret(answer[1:], url)
+
+        return await link.leader_call(
+            frames, raw, deadline=deadline, started=started, final_from_any=final_from_any
+        )
+
+    async def peer_request(
+        self, url: str, msg_type: bytes, args: Sequence[bytes], *, timeout: float | None = None
+    ) -> list[bytes]:
+        """Send ``[id, msg_type, ident, *args]`` to the peer at ``url`` (leader or not) and
+        return the frames after the id of its answer. Silence longer than
+        ``response_timeout`` resends the same frames, so use it for idempotent requests;
+        ``ClusterUnavailableError`` after ``timeout`` or once the peer refused connections
+        for ``refused_timeout``."""
+        started, deadline = self._window(timeout)
+        link = self._link
+        frames = [link.new_id(), msg_type, link.ident, *args]
+        answer = await link.peer_call(url, frames, deadline=deadline, started=started)
+        return answer[1:]
+
+    def open_broadcast_socket(self, url: str, prefix: bytes | None = None) -> zmq.asyncio.Socket:
+        """A SUB socket on the broadcast at ``url`` filtered to ``prefix`` (default: this
+        cluster's ident); the client closes it at the latest on :meth:`aclose` (see also
+        :meth:`close_broadcast_socket`)."""
+        return self._link.open_subscription(url, self.ident if prefix is None else prefix)
+
+    def close_broadcast_socket(self, sock: zmq.asyncio.Socket) -> None:
+        """Close a socket from :meth:`open_broadcast_socket`."""
+        self._link.close_subscription(sock)
 
     def request_entries(
         self, prev_index: int = 0, count: int | None = None, *, timeout: float | None = None

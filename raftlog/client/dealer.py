@@ -14,26 +14,28 @@ Socket options: ``LINGER=0`` (a closed client never blocks on undeliverable requ
 ``IMMEDIATE=1``, so a message is queued only on a *completed* connection: a send to a dead
 peer waits (and the caller times out and tries the next peer) instead of piling up requests
 that a restarted peer would replay much later.
+
+ZeroMQ never tells a sender that a connection was refused: it retries in the background. So
+each channel also reads its socket's monitor events (:func:`raftlog.sockets.connection_monitor`)
+into a :class:`ConnectionState` -- connected, or refusing since when -- which lets the client
+fail within a second or two when every peer refuses, and say so, instead of waiting out its
+whole deadline (issue #13).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
 import zmq
 import zmq.asyncio
+from zmq.utils.monitor import parse_monitor_message
 
 from raftlog import sockets
-
-"""Outgoing messages queued per connection. The reference client uses 2, but it sends one
-request at a time; this client multiplexes many concurrent calls over one connection."""
-
-log = logging.getLogger(__name__)
+from raftlog.client.logs import client_log
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +118,42 @@ class Waiters:
                 inbox.put_nowait(CLOSED)
 
 
+class ConnectionState:
+    """What the socket monitor said about one connection, in loop-clock seconds.
+
+    ``refused_since`` is the time of the first failed connection attempt since the last
+    successful one (None while connected, and before the first attempt ended): a peer that
+    is down, or a port nobody listens on, keeps it set while ZeroMQ keeps retrying.
+    """
+
+    __slots__ = ("connected", "ever_connected", "refusals", "refused_since")
+
+    def __init__(self) -> None:
+        self.connected = False
+        self.ever_connected = False
+        self.refused_since: float | None = None
+        self.refusals = 0
+
+    def on_event(self, event: int, now: float) -> None:
+        """Fold one monitor event in."""
+        if event == zmq.EVENT_CONNECTED:
+            self.connected = self.ever_connected = True
+            self.refused_since = None
+        elif event == zmq.EVENT_DISCONNECTED:
+            self.connected = False
+        elif event == zmq.EVENT_CONNECT_RETRIED and not self.connected:
+            self.refusals += 1
+            if self.refused_since is None:
+                self.refused_since = now
+
+    def refusing_for(self, now: float) -> float | None:
+        """Seconds this connection has been refused without a success, or None."""
+        return None if self.refused_since is None else now - self.refused_since
+
+
 class DealerChannel:
-    """A DEALER connected to one peer URL, with its reader task. Create inside a running loop."""
+    """A DEALER connected to one peer URL, with its reader task and its connection watch.
+    Create inside a running loop."""
 
     def __init__(self, context: zmq.asyncio.Context, url: str, waiters: Waiters) -> None:
         self.url = url
@@ -125,10 +161,13 @@ class DealerChannel:
         sock = sockets.client_dealer(context, url)
         self._socket = sock
         self._sync_socket: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)
+        self._monitor = sockets.connection_monitor(sock)
+        self.state = ConnectionState()
+        """Connection state from the socket monitor (see :class:`ConnectionState`)."""
         self._closed = False
-        self._reader = asyncio.get_running_loop().create_task(
-            self._read(), name=f"raftlog-client-reader {url}"
-        )
+        loop = asyncio.get_running_loop()
+        self._reader = loop.create_task(self._read(), name=f"raftlog-client-reader {url}")
+        self._watcher = loop.create_task(self._watch(), name=f"raftlog-client-monitor {url}")
 
     @property
     def closed(self) -> bool:
@@ -166,10 +205,21 @@ class DealerChannel:
                 frames = await sock.recv_multipart()
             except zmq.ZMQError as exc:
                 if not self._closed:
-                    log.debug("client_reader_stopped url=%s error=%s", url, exc)
+                    client_log().debug("client_reader_stopped", url=url, error=str(exc))
                 return
             if not waiters.deliver(url, frames):
-                log.debug("client_response_dropped url=%s id=%s", url, frames[0][:12].hex())
+                client_log().debug("client_response_dropped", url=url, id=frames[0][:12].hex())
+
+    async def _watch(self) -> None:
+        monitor = self._monitor
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                frames = await monitor.recv_multipart()
+                event = parse_monitor_message(frames)["event"]
+            except (zmq.ZMQError, ValueError, KeyError):
+                return
+            self.state.on_event(int(event), loop.time())
 
     async def aclose(self, linger_ms: int = 0) -> None:
         """Stop the reader and close the socket. ``linger_ms`` > 0 gives messages already
@@ -179,5 +229,9 @@ class DealerChannel:
         self._closed = True
         try:
             await cancel_and_wait(self._reader)
+            await cancel_and_wait(self._watcher)
         finally:
+            with contextlib.suppress(zmq.ZMQError):
+                self._socket.disable_monitor()
+            self._monitor.close(linger=0)
             self._socket.close(linger=linger_ms)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Final, TypeAlias
 
 from raftlog.entry import LogEntry
+from raftlog.options import RaftOptions
 from raftlog.rpc.messages import Peer, SnapshotChunk
 
 DEFAULT_TIMEOUT: Final = 10.0
@@ -14,6 +15,11 @@ RESPONSE_TIMEOUT: Final = 0.5
 """Seconds of silence from one peer before the next peer is tried (reference: 500 ms)."""
 ELECTION_GRACE: Final = 0.3
 """Seconds to wait before retrying when no peer knows a leader (reference: 300 ms)."""
+REFUSED_TIMEOUT: Final = 1.0
+"""Seconds every peer may refuse connections before a call gives up (issue #13: a cluster
+that is down must be reported within 2 s, not after the whole ``DEFAULT_TIMEOUT``)."""
+MAX_ENTRY_DATA_SIZE: Final = RaftOptions().max_log_entry_data_size
+"""The peers' default ``max_log_entry_data_size``: larger updates are refused client-side."""
 BROADCAST_TIMEOUT: Final = 1.0
 """Seconds without any StateBroadcast before a subscriber declares the leader lost (§11.2)."""
 MIN_BROADCAST_TIMEOUT: Final = 0.1

@@ -14,7 +14,16 @@ the leader discovery, and implements the reference client's recovery procedure:
   the *same* frames (same reqid for updates) through a new discovery, which starts at the
   peer after the silent one;
 * every call has an overall deadline; running past it raises ``ClusterUnavailableError``
-  listing what each peer answered during the call.
+  listing what each peer answered during the call, and the likely cause
+  (:mod:`raftlog.client.report`);
+* fail fast: when every peer has refused connections for ``refused_timeout`` seconds (the
+  socket monitor tells, see :class:`~raftlog.client.dealer.ConnectionState`), a call stops
+  at once with ``ClusterUnavailableError`` instead of waiting out its deadline.
+
+The same machinery serves any request, not only the core RPCs: :meth:`ClusterLink.leader_call`
+takes the encoded frames and an interpreter of the raw answer frames (topic publishes and
+reads use it), :meth:`ClusterLink.peer_call` asks one given peer (per-peer status,
+compaction). Nothing else in the client opens a request socket.
 
 Design note: the reference uses a single round-robin DEALER connected to all peers. One
 DEALER per peer gives the same wire behaviour but lets the client know which peer got which
@@ -25,14 +34,13 @@ other requests in flight. Idle connections to non-leaders stay open until ``aclo
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Generic, TypeAlias, TypeVar
 
 import zmq.asyncio
 
+from raftlog import sockets
 from raftlog.client.dealer import (
     CLOSED,
     DealerChannel,
@@ -42,6 +50,7 @@ from raftlog.client.dealer import (
     next_delivery,
 )
 from raftlog.client.models import MAX_CLIENT_REQUEST_ID
+from raftlog.client.report import AttemptLog
 from raftlog.errors import ClientClosedError, ClusterUnavailableError, RemoteProtocolError
 from raftlog.rpc import decode_response, encode_request
 from raftlog.rpc.frames import encode_uint
@@ -54,9 +63,9 @@ from raftlog.rpc.messages import (
 )
 
 T = TypeVar("T")
-log = logging.getLogger("raftlog.client")
 
-ATTEMPT_LOG_SIZE: Final = 512
+REFUSAL_POLL: Final = 0.05
+"""Seconds between checks of the connection states while a call waits (cheap: a dict scan)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +88,9 @@ class Wait:
 
 WAIT: Final = Wait()
 Outcome: TypeAlias = Done[T] | Redirect | Wait
-Interpreter: TypeAlias = Callable[[Response, str], "Outcome[T]"]
-"""Turns a response (and the URL it came from) into an outcome, or raises a final error."""
+Interpreter: TypeAlias = Callable[[list[bytes], str], "Outcome[T]"]
+"""Turns the frames of an answer (id frame first) and the URL it came from into an outcome,
+or raises a final error; ``RemoteProtocolError`` marks the answer malformed (skipped)."""
 
 
 class ClusterLink:
@@ -93,6 +103,7 @@ class ClusterLink:
         *,
         response_timeout: float,
         election_grace: float,
+        refused_timeout: float,
         context: zmq.asyncio.Context | None = None,
     ) -> None:
         urls = list(dict.fromkeys(seeds))
@@ -101,6 +112,7 @@ class ClusterLink:
         self.ident = ident
         self.response_timeout = response_timeout
         self.election_grace = election_grace
+        self.refused_timeout = refused_timeout
         self._own_context = context is None
         self.context: zmq.asyncio.Context = context or zmq.asyncio.Context()
         self.waiters = Waiters()
@@ -111,7 +123,8 @@ class ClusterLink:
         self._channels: dict[str, DealerChannel] = {}
         self._stream_channels: set[tuple[DealerChannel, Waiters]] = set()
         self._counter = 0
-        self._attempts: deque[tuple[float, str, str]] = deque(maxlen=ATTEMPT_LOG_SIZE)
+        self._subs: set[zmq.asyncio.Socket] = set()
+        self._attempts = AttemptLog()
         self._discovery: asyncio.Task[None] | None = None
         self.closed = False
 
@@ -164,20 +177,51 @@ class ClusterLink:
         self._stream_channels.discard(pair)
         await pair[0].aclose(linger_ms)
 
+    def open_subscription(self, url: str, prefix: bytes) -> zmq.asyncio.Socket:
+        """A SUB socket following the broadcast at ``url`` (closed by :meth:`aclose` at the
+        latest; close it earlier with :meth:`close_subscription`)."""
+        self.check_open()
+        sock = sockets.client_sub(self.context, url, prefix)
+        self._subs.add(sock)
+        return sock
+
+    def close_subscription(self, sock: zmq.asyncio.Socket) -> None:
+        """Close a socket from :meth:`open_subscription`."""
+        self._subs.discard(sock)
+        sock.close(linger=0)
+
     def note(self, url: str, what: str) -> None:
         """Remember what a peer did (for the ``ClusterUnavailableError`` report)."""
-        self._attempts.append((self.now(), url, what))
-        log.debug("client_attempt url=%s outcome=%s", url, what)
+        self._attempts.note(self.now(), url, what)
 
-    def unavailable(self, started: float, what: str) -> ClusterUnavailableError:
-        """The error for a call that started at ``started`` and ran out of time."""
-        counts = Counter((url, did) for t, url, did in self._attempts if t >= started)
-        tried = "; ".join(f"{url}: {did} x{n}" for (url, did), n in counts.items())
-        elapsed = self.now() - started
-        return ClusterUnavailableError(
-            f"{what} after {elapsed:.1f}s (peers {', '.join(self._urls)}); "
-            f"tried: {tried or 'nothing answered'}"
+    def unavailable(
+        self, started: float, what: str, urls: Sequence[str] | None = None
+    ) -> ClusterUnavailableError:
+        """The error for a call that started at ``started`` and could not finish, saying
+        what each peer of ``urls`` (default: all) did and the likely cause."""
+        targets = list(self._urls if urls is None else urls)
+        states = {u: c.state for u, c in self._channels.items()}
+        return self._attempts.unavailable(
+            started=started, now=self.now(), what=what, urls=targets, states=states
         )
+
+    # -- fail fast -------------------------------------------------------------------------
+    def connect_all(self) -> None:
+        """Open a connection to every known peer, so that their refusals (if any) are all
+        noticed within one ``refused_timeout`` rather than one peer after the other."""
+        for url in self._urls:
+            self.channel(url)
+
+    def refusing(self, urls: Sequence[str] | None = None) -> bool:
+        """True when every peer of ``urls`` (default: all) has refused connections, without
+        one success, for at least ``refused_timeout`` seconds."""
+        now = self.now()
+        for url in self._urls if urls is None else urls:
+            channel = self._channels.get(url)
+            refused = None if channel is None else channel.state.refusing_for(now)
+            if refused is None or refused < self.refused_timeout:
+                return False
+        return True
 
     # -- peers and leader ------------------------------------------------------------------
     def apply_config(self, resp: RequestConfigResponse, url: str) -> None:
@@ -229,23 +273,24 @@ class ClusterLink:
             self.check_open()
             if self.leader is not None:
                 return self.leader.url
+            self.connect_all()
             task = self._discovery
             if task is None or task.done():
                 task = self._discovery = asyncio.get_running_loop().create_task(
                     self._discover(deadline), name="raftlog-client-discovery"
                 )
                 task.add_done_callback(_retrieve)
-            remaining = deadline - self.now()
-            if remaining <= 0:
+            while not task.done():
+                remaining = deadline - self.now()
+                if remaining <= 0:
+                    raise self.unavailable(started, "no leader found")
+                if self.refusing():
+                    await cancel_and_wait(task)  # nobody to discover: stop knocking
+                    raise self.unavailable(started, "no leader found")
+                await asyncio.wait({task}, timeout=min(REFUSAL_POLL, remaining))
+            failed = not task.cancelled() and task.exception() is not None
+            if failed and self.now() >= deadline:
                 raise self.unavailable(started, "no leader found")
-            try:
-                async with asyncio.timeout(remaining):
-                    await asyncio.shield(task)
-            except TimeoutError:
-                raise self.unavailable(started, "no leader found") from None
-            except ClusterUnavailableError:
-                if self.now() >= deadline:
-                    raise self.unavailable(started, "no leader found") from None
 
     async def _discover(self, deadline: float) -> None:
         while self.leader is None:
@@ -273,8 +318,7 @@ class ClusterLink:
         frames = encode_request(msg, ident=self.ident, id=req_id)
         deadline = self.now() + timeout
         with self.waiters.register(req_id) as inbox:
-            if not await self.channel(url).send(frames, timeout):
-                self.note(url, "unreachable")
+            if not await self.send(url, frames, timeout):
                 return None
             while True:
                 delivery = await next_delivery(inbox, deadline - self.now())
@@ -287,6 +331,47 @@ class ClusterLink:
                     return decode_response(frames[1], delivery.frames)[1]
                 except RemoteProtocolError as exc:
                     self.note(delivery.url, f"malformed response ({exc})")
+
+    async def send(self, url: str, frames: list[bytes], timeout: float) -> bool:
+        """Queue ``frames`` for the peer at ``url``; False (noted as "refused" or
+        "unreachable") if it cannot be written within ``timeout`` seconds, or sooner once
+        that peer has refused connections for ``refused_timeout``."""
+        channel = self.channel(url)
+        deadline = self.now() + timeout
+        while True:
+            remaining = deadline - self.now()
+            if await channel.send(frames, min(REFUSAL_POLL, remaining)):
+                return True
+            if channel.state.refusing_for(self.now()) is not None and self.refusing([url]):
+                self.note(url, "refused")
+                return False
+            if self.now() >= deadline or channel.closed:
+                self.note(url, "refused" if channel.state.refused_since else "unreachable")
+                return False
+
+    async def peer_call(
+        self, url: str, frames: list[bytes], *, deadline: float, started: float
+    ) -> list[bytes]:
+        """Send ``frames`` to the peer at ``url`` (no leader involved); the frames of its
+        first answer (id frame first). Silence longer than ``response_timeout`` resends the
+        same frames, so use it for idempotent requests; ``ClusterUnavailableError`` once
+        ``deadline`` passes or the peer refused connections for ``refused_timeout``."""
+        with self.waiters.register(frames[0]) as inbox:
+            while True:
+                remaining = deadline - self.now()
+                if remaining <= 0:
+                    raise self.unavailable(started, "no answer", [url])
+                wait = min(self.response_timeout, remaining)
+                if not await self.send(url, frames, wait):
+                    if self.refusing([url]):
+                        raise self.unavailable(started, "no answer", [url])
+                    continue
+                delivery = await next_delivery(inbox, min(wait, deadline - self.now()))
+                if delivery is CLOSED:
+                    raise ClientClosedError("the raftlog client is closed")
+                if delivery is not None:
+                    return delivery.frames
+                self.note(url, "no response")
 
     async def leader_call(
         self,
@@ -303,21 +388,19 @@ class ClusterLink:
         leader" answers count only from the peer last asked; with ``final_from_any`` a final
         answer is taken from any peer (a late answer about the same reqid is still true).
         """
-        req_id, msg_type = frames[0], frames[1]
+        req_id = frames[0]
         with self.waiters.register(req_id) as inbox:
             while True:
                 url = await self.leader_url(deadline, started)
                 remaining = deadline - self.now()
                 if remaining <= 0:
                     raise self.unavailable(started, "no final answer")
-                if not await self.channel(url).send(frames, min(self.response_timeout, remaining)):
-                    self.note(url, "unreachable")
+                if not await self.send(url, frames, min(self.response_timeout, remaining)):
                     self.forget_leader(url)
                     continue
                 outcome = await self._await_outcome(
                     inbox,
                     url,
-                    msg_type=msg_type,
                     interpret=interpret,
                     deadline=deadline,
                     started=started,
@@ -331,7 +414,6 @@ class ClusterLink:
         inbox: Inbox,
         url: str,
         *,
-        msg_type: bytes,
         interpret: Interpreter[T],
         deadline: float,
         started: float,
@@ -349,15 +431,14 @@ class ClusterLink:
                 return None
             if delivery is CLOSED:
                 raise ClientClosedError("the raftlog client is closed")
-            try:
-                resp = decode_response(msg_type, delivery.frames)[1]
-            except RemoteProtocolError as exc:
-                self.note(delivery.url, f"malformed response ({exc})")
-                continue
             from_target = delivery.url == url
             if not (from_target or final_from_any):
                 continue
-            outcome = interpret(resp, delivery.url)
+            try:
+                outcome = interpret(delivery.frames, delivery.url)
+            except RemoteProtocolError as exc:
+                self.note(delivery.url, f"malformed response ({exc})")
+                continue
             if isinstance(outcome, Done):
                 return outcome
             if not from_target or isinstance(outcome, Wait):
@@ -382,6 +463,8 @@ class ClusterLink:
         self._stream_channels.clear()
         for channel in self._channels.values():
             await channel.aclose()
+        for sock in list(self._subs):
+            self.close_subscription(sock)
         if self._own_context:
             self.context.destroy(linger=0)
 

@@ -30,16 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncGenerator, Sequence
 from types import TracebackType
 from typing import Literal
 
-import zmq
 import zmq.asyncio
 
-from raftlog import sockets
 from raftlog.client.client import RaftClient
+from raftlog.client.logs import client_log
 from raftlog.client.models import (
     BROADCAST_TIMEOUT,
     MIN_BROADCAST_TIMEOUT,
@@ -50,8 +48,6 @@ from raftlog.entry import EntryType
 from raftlog.errors import RemoteProtocolError
 from raftlog.rpc import decode_broadcast
 from raftlog.rpc.messages import SnapshotChunk, StateBroadcast
-
-log = logging.getLogger("raftlog.client")
 
 _CONTROL_TYPES = frozenset({EntryType.CONFIG, EntryType.CHECKPOINT})
 
@@ -146,15 +142,18 @@ class Subscriber:
     # -- internals -------------------------------------------------------------------------
     def _close_sub(self) -> None:
         if self._sub is not None:
-            self._sub.close(linger=0)
+            if self._client is not None:
+                self._client.close_broadcast_socket(self._sub)
+            else:
+                self._sub.close(linger=0)
             self._sub = None
         self._caught_up = False
 
     async def _subscribe(self, client: RaftClient) -> zmq.asyncio.Socket:
         url = await client.request_broadcast_url(timeout=self._timeout)
-        sub = sockets.client_sub(client.context, url, self._ident)
+        sub = client.open_broadcast_socket(url, self._ident)
         self._sub = sub
-        log.debug("subscriber_subscribed url=%s last_index=%s", url, self._last)
+        client_log().debug("subscriber_subscribed", url=url, last_index=self._last)
         return sub
 
     def _wanted(self, item: StreamItem) -> bool:
@@ -191,7 +190,7 @@ class Subscriber:
             try:
                 ident, broadcast = decode_broadcast(frames)
             except RemoteProtocolError as exc:
-                log.debug("subscriber_bad_broadcast reason=%s", exc)
+                client_log().debug("subscriber_bad_broadcast", reason=str(exc))
                 continue
             if ident == self._ident:
                 return broadcast
@@ -215,7 +214,7 @@ class Subscriber:
                     async with contextlib.aclosing(self._apply(client, broadcast)) as news:
                         async for item in news:
                             yield item
-                log.debug("subscriber_leader_lost last_index=%s", self._last)
+                client_log().debug("subscriber_leader_lost", last_index=self._last)
                 self.resubscriptions += 1
                 client.invalidate_leader()
             finally:

@@ -21,6 +21,8 @@ from raftlog.client.entries import EntryStream
 from raftlog.client.models import (
     DEFAULT_TIMEOUT,
     ELECTION_GRACE,
+    MAX_ENTRY_DATA_SIZE,
+    REFUSED_TIMEOUT,
     RESPONSE_TIMEOUT,
     ClusterInfo,
     StreamItem,
@@ -53,31 +55,29 @@ class SyncRaftClient:
         timeout: float = DEFAULT_TIMEOUT,
         response_timeout: float = RESPONSE_TIMEOUT,
         election_grace: float = ELECTION_GRACE,
+        refused_timeout: float = REFUSED_TIMEOUT,
+        max_entry_size: int = MAX_ENTRY_DATA_SIZE,
     ) -> None:
         self._closed = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="raftlog-sync-client", daemon=True)
         self._thread.start()
+        options: dict[str, Any] = {
+            "timeout": timeout,
+            "response_timeout": response_timeout,
+            "election_grace": election_grace,
+            "refused_timeout": refused_timeout,
+            "max_entry_size": max_entry_size,
+        }
         try:
-            self._client = self._call(
-                self._create(peers, ident, (timeout, response_timeout, election_grace))
-            )
+            self._client = self._call(self._create(peers, ident, options))
         except BaseException:
             self._stop_loop()
             raise
 
     @staticmethod
-    async def _create(
-        peers: Sequence[str], ident: str | bytes, timeouts: tuple[float, float, float]
-    ) -> RaftClient:
-        timeout, response_timeout, election_grace = timeouts
-        return RaftClient(
-            peers,
-            ident,
-            timeout=timeout,
-            response_timeout=response_timeout,
-            election_grace=election_grace,
-        )
+    async def _create(peers: Sequence[str], ident: str | bytes, options: Any) -> RaftClient:
+        return RaftClient(peers, ident, **options)
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -155,10 +155,22 @@ class SyncRaftClient:
         return self._call(self._client.request_config(timeout=timeout))
 
     def request_log_info(
-        self, *, any_peer: bool = False, timeout: float | None = None
+        self,
+        *,
+        any_peer: bool = False,
+        peer_url: str | None = None,
+        timeout: float | None = None,
     ) -> RequestLogInfoResponse:
         """See :meth:`RaftClient.request_log_info`."""
-        return self._call(self._client.request_log_info(any_peer=any_peer, timeout=timeout))
+        return self._call(
+            self._client.request_log_info(any_peer=any_peer, peer_url=peer_url, timeout=timeout)
+        )
+
+    def peer_request(
+        self, url: str, msg_type: bytes, args: Sequence[bytes], *, timeout: float | None = None
+    ) -> list[bytes]:
+        """See :meth:`RaftClient.peer_request`."""
+        return self._call(self._client.peer_request(url, msg_type, args, timeout=timeout))
 
     def request_update(
         self, data: bytes, request_id: bytes | None = None, *, timeout: float | None = None
