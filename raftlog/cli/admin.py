@@ -1,13 +1,17 @@
 """``raftlog-admin``: status, membership changes, publishing and reading, from a terminal.
 
-The cluster to talk to comes from ``--config FILE`` (a cluster TOML: seed URLs and ident),
-or ``--peers URL[,URL...]`` with ``--ident``; ``$RAFTLOG_CONFIG``, ``$RAFTLOG_PEERS`` and
-``$RAFTLOG_IDENT`` stand in for the flags, and ``cluster-configs/local-3.toml`` is the default
-when it exists (the cluster ``make run`` starts).
+The cluster to talk to comes from ``--config FILE`` (a cluster TOML: seed URLs, ident and
+the peers' ``max_log_entry_data_size``), or ``--peers URL[,URL...]`` with ``--ident``;
+``$RAFTLOG_CONFIG``, ``$RAFTLOG_PEERS`` and ``$RAFTLOG_IDENT`` stand in for the flags, and
+``cluster-configs/local-3.toml`` is the default when it exists (the cluster ``make run``
+starts).
 
-Exit codes scripts can rely on: 0 done; 1 the cluster refused (configuration error, busy,
-expired request id); 2 bad usage or input; 3 the cluster is unreachable (no leader within
-``--timeout``); 130 interrupted.
+Errors are one line on stderr (``raftlog-admin: <kind>: <why>``), never a traceback, with
+exit codes scripts can rely on: 0 done; 1 refused (by the cluster: configuration error,
+busy, expired request id, topic error -- or by a safety check of this tool, which says
+how to override it); 2 bad usage or input (unknown option, missing file, an entry above
+the size limit); 3 the cluster is unavailable (every peer refuses connections -- reported
+within ``--refused-timeout`` -- or no leader within ``--timeout``); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -16,51 +20,59 @@ import argparse
 import asyncio
 import os
 import sys
-import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from raftlog.cli import admin_topics
+from raftlog.cli import admin_cluster, admin_topics
+from raftlog.cli.admin_cluster import DEFAULT_MAX_LAG
 from raftlog.cli.admin_io import (
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
     UsageError,
     entry_line,
-    parse_peer_args,
-    peer_status,
-    publish_all,
-    render_table,
 )
-from raftlog.client import Peer, RaftClient, Subscriber, SyncRaftClient
-from raftlog.client.models import IndexedEntry
+from raftlog.cli.admin_publish import PublishReport, check_inputs, publish_stream
+from raftlog.cli.common import add_version_argument
+from raftlog.client import RaftClient, Subscriber
+from raftlog.client.models import MAX_ENTRY_DATA_SIZE, REFUSED_TIMEOUT, IndexedEntry
 from raftlog.config import load_cluster_file
 from raftlog.entry import EntryType
-from raftlog.errors import (
-    ClusterUnavailableError,
-    ConfigError,
-    ConfigUpdateError,
-    RequestExpiredError,
-)
-from raftlog.records import TopicError
-from raftlog.rpc.config import decode_config_payload
+from raftlog.errors import ClusterUnavailableError, ConfigError, RaftlogError
 
 DEFAULT_CONFIG: Final = Path("cluster-configs/local-3.toml")
 PUBLISH_IN_FLIGHT: Final = 64
+PROG: Final = "raftlog-admin"
 
 
-def _cluster(args: argparse.Namespace) -> tuple[list[str], str]:
+@dataclass(frozen=True, slots=True)
+class Target:
+    """The cluster a command talks to."""
+
+    urls: list[str]
+    ident: str
+    max_entry_size: int
+
+
+def resolve_target(args: argparse.Namespace) -> Target:
+    """Seeds, ident and entry size limit from the flags, the environment or a config file."""
     peers = args.peers or os.environ.get("RAFTLOG_PEERS")
     ident = args.ident or os.environ.get("RAFTLOG_IDENT")
     config = args.config or os.environ.get("RAFTLOG_CONFIG")
     if config is None and not peers and DEFAULT_CONFIG.is_file():
         config = str(DEFAULT_CONFIG)
+    limit = MAX_ENTRY_DATA_SIZE
     if config is not None:
         doc = load_cluster_file(config)
         urls = [str(p["url"]) for p in doc.get("peers", []) if isinstance(p, dict) and "url" in p]
         ident = ident or doc.get("cluster", {}).get("ident")
+        configured = doc.get("raft", {}).get("max_log_entry_data_size")
+        if isinstance(configured, int) and configured > 0:
+            limit = configured
         if peers:
             urls = peers.split(",")
     else:
@@ -69,228 +81,268 @@ def _cluster(args: argparse.Namespace) -> tuple[list[str], str]:
         raise UsageError("no peers: give --config FILE or --peers URL[,URL...]")
     if not isinstance(ident, str):
         raise UsageError("no cluster ident: give --ident or a --config file with one")
-    return urls, ident
+    if args.max_entry_size is not None:
+        limit = args.max_entry_size
+    return Target(urls, ident, limit)
 
 
-# -- commands --------------------------------------------------------------------------------
-def cmd_status(args: argparse.Namespace, urls: list[str], ident: str) -> int:
-    """``status``: every peer's role, term and progress in one table, from each peer's own
-    RequestLogInfo (a down peer is shown, not hidden)."""
-    with SyncRaftClient(urls, ident, timeout=args.timeout) as client:
-        try:
-            info = client.request_config()
-            members = list(info.peers)
-        except ClusterUnavailableError:
-            info, members = None, [Peer("?", u) for u in urls]
-    rows = [peer_status(p, ident, args.timeout) for p in members]
-    leader_last = max((r.last_index for r in rows if r.is_leader), default=None)
-    print(render_table(rows, leader_last))
-    if info is None:
-        print("no leader: the cluster is unavailable", file=sys.stderr)
-        return EXIT_UNAVAILABLE
-    return EXIT_OK
+def make_client(args: argparse.Namespace, target: Target) -> RaftClient:
+    """The one client every command of this run uses."""
+    return RaftClient(
+        target.urls,
+        target.ident,
+        timeout=args.timeout,
+        refused_timeout=args.refused_timeout,
+        max_entry_size=target.max_entry_size,
+    )
 
 
-def cmd_config_show(args: argparse.Namespace, urls: list[str], ident: str) -> int:
-    """``config show``: the configuration in effect, as the leader reports it."""
-    with SyncRaftClient(urls, ident, timeout=args.timeout) as client:
-        info = client.request_config()
-    for peer in info.peers:
-        mark = "  (leader)" if peer.id == info.leader_id else ""
-        print(f"{peer.id}\t{peer.url}{mark}")
-    return EXIT_OK
-
-
-def cmd_config_change(args: argparse.Namespace, urls: list[str], ident: str) -> int:
-    """``config add/remove/replace``: one ConfigUpdate computed from the current configuration;
-    refusals are reported with the cluster's reason."""
-    with SyncRaftClient(urls, ident, timeout=args.timeout) as client:
-        current = list(client.request_config().peers)
-        if args.action == "remove":
-            unknown = set(args.items) - {p.id for p in current}
-            if unknown:
-                raise UsageError(f"not in the configuration: {', '.join(sorted(unknown))}")
-            new = [p for p in current if p.id not in set(args.items)]
-        else:
-            given = parse_peer_args(args.items)
-            if args.action == "add":
-                clash = {p.id for p in given} & {p.id for p in current}
-                if clash:
-                    raise UsageError(f"already in the configuration: {', '.join(sorted(clash))}")
-                new = current + given
-            else:
-                new = given
-        print("current: " + " ".join(f"{p.id}={p.url}" for p in current))
-        print("new:     " + " ".join(f"{p.id}={p.url}" for p in new))
-        if args.dry_run:
-            print("dry run: nothing sent")
-            return EXIT_OK
-        joint = client.config_update(new, timeout=args.timeout)
-        print(f"joint configuration C(old,new) committed at index {joint}")
-        final = _final_config_index(client, joint, args.timeout)
-        print(f"final configuration C(new) committed at index {final}")
-    return EXIT_OK
-
-
-def _final_config_index(client: SyncRaftClient, joint: int, timeout: float) -> int:
-    """The first final CONFIG entry after ``joint``, once committed (the leader serves only
-    applied entries), found as the reference's ``zr-config`` does: by reading on."""
-    deadline = time.monotonic() + timeout
-    prev = joint
-    while time.monotonic() < deadline:
-        for item in client.request_entries(prev, timeout=timeout):
-            if not isinstance(item, IndexedEntry):
-                continue
-            prev = item.index
-            if item.entry.entry_type == EntryType.CONFIG and _is_final(item.entry.data):
-                return item.index
-        time.sleep(0.05)
-    raise ClusterUnavailableError(f"C(new) after index {joint} not committed within {timeout}s")
-
-
-def _is_final(data: bytes) -> bool:
+# -- publish -----------------------------------------------------------------------------------
+async def cmd_publish(args: argparse.Namespace, client: RaftClient, names: list[str]) -> int:
+    """Stream records to the log (or to a topic with ``--topic``); see ``admin_publish``."""
+    unit = "file" if args.whole else "line"
+    if args.topic is not None:
+        return await admin_topics.publish_to_topic(args, client, names, unit)
+    report: PublishReport[int] = PublishReport()
     try:
-        return not decode_config_payload(data).is_joint
-    except ConfigError:
-        return False
-
-
-async def _publish(args: argparse.Namespace, urls: list[str], ident: str) -> int:
-    records = _input_records(args)
-    async with RaftClient(urls, ident, timeout=args.timeout) as client:
-        indexes = await publish_all(
-            records,
+        await publish_stream(
+            names,
             client.request_update,
+            report,
+            whole=args.whole,
             in_flight=PUBLISH_IN_FLIGHT,
-            show_progress=args.progress,
+            show_progress=not args.no_progress,
+            check=client.check_entry_size,
         )
-    print(f"published {len(indexes)} record(s); last index {max(indexes, default=0)}")
+    except BaseException:
+        if report.confirmed or report.sent_unconfirmed:
+            print(f"{PROG}: {report.interrupted_summary(unit)}", file=sys.stderr)
+        raise
+    last = report.last_result()
+    print(f"published {len(report.confirmed)} record(s); last index {last or 0}")
     return EXIT_OK
 
 
-def _input_records(args: argparse.Namespace) -> list[bytes]:
-    chunks: list[bytes] = []
-    sources = args.files or ["-"]
-    for name in sources:
-        raw = sys.stdin.buffer.read() if name == "-" else Path(name).read_bytes()
-        if args.whole:
-            chunks.append(raw)
-        else:
-            chunks.extend(line for line in raw.splitlines() if line)
-    if any(not c for c in chunks):
-        raise UsageError("empty records cannot be published")
-    return chunks
-
-
-async def _read(args: argparse.Namespace, urls: list[str], ident: str) -> int:
-    async with RaftClient(urls, ident, timeout=args.timeout) as client:
-        start = args.start
-        if start is None or start < 0:
-            info = await client.request_log_info()
-            back = args.lines if start is None else -start
-            start = max(1, info.last_applied - back + 1)
-        if args.follow:
-            sub = Subscriber(client, from_index=start - 1, skip_control=not args.all)
-            try:
-                async for item in sub:
-                    print(entry_line(item, args.json), flush=True)
-            finally:
-                await sub.aclose()
-            return EXIT_OK
-        stream = client.request_entries(start - 1, args.count)
-        async for item in stream:
-            if isinstance(item, IndexedEntry):
-                if not args.all and item.entry.entry_type != EntryType.STATE:
-                    continue
-                print(entry_line(item, args.json))
+# -- read / tail -------------------------------------------------------------------------------
+async def cmd_read(args: argparse.Namespace, client: RaftClient) -> int:
+    """Print committed entries from ``--from`` (or the last ``-n``), optionally following."""
+    start = args.start
+    if start is None or start < 0:
+        info = await client.request_log_info()
+        back = args.lines if start is None else -start
+        start = max(1, info.last_applied - back + 1)
+    if args.follow:
+        async with Subscriber(client, from_index=start - 1, skip_control=not args.all) as sub:
+            async for item in sub:
+                print(entry_line(item, args.json), flush=True)
+        return EXIT_OK
+    async for item in client.request_entries(start - 1, args.count):
+        if isinstance(item, IndexedEntry):
+            if not args.all and item.entry.entry_type != EntryType.STATE:
+                continue
+            print(entry_line(item, args.json))
     return EXIT_OK
 
 
 # -- argument parsing --------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    """The ``raftlog-admin`` command line (exit codes in the epilog)."""
-    parser = argparse.ArgumentParser(
-        prog="raftlog-admin",
-        description="Inspect and administer a raftlog (or zmq-raft) cluster.",
-        epilog="Exit codes: 0 ok, 1 refused by the cluster, 2 usage, 3 cluster unavailable.",
+def _command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    examples: str,
+) -> argparse.ArgumentParser:
+    """A subcommand with its own description and examples in ``--help``."""
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=summary[0].upper() + summary[1:] + ".",
+        epilog="examples:\n" + examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole ``raftlog-admin`` command line."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Inspect and administer a raftlog (or zmq-raft) cluster.",
+        epilog="exit codes: 0 done, 1 refused (by the cluster or a safety check), "
+        "2 bad usage or input, 3 cluster unavailable, 130 interrupted.\n"
+        "Each command has its own --help with examples.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_version_argument(parser)
     parser.add_argument("--config", "-c", help="cluster TOML file (seed URLs and ident)")
     parser.add_argument("--peers", help="comma-separated seed ROUTER URLs")
     parser.add_argument("--ident", help="cluster ident")
-    parser.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("status", help="every peer's role, term, indexes and lag")
-    config = sub.add_parser("config", help="show or change the membership (joint consensus)")
-    csub = config.add_subparsers(dest="action", required=True)
-    csub.add_parser("show", help="the current configuration, from the leader")
-    for action, what in (
-        ("add", "add peers, given as ID=URL (or URL/ID)"),
-        ("remove", "remove peers by id"),
-        ("replace", "replace the whole configuration with ID=URL peers"),
-    ):
-        p = csub.add_parser(action, help=what)
-        p.add_argument("items", nargs="+", metavar="PEER")
-        p.add_argument("--dry-run", action="store_true", help="print the change, send nothing")
-    pub = sub.add_parser("publish", help="publish lines (or whole files) as updates")
-    pub.add_argument("files", nargs="*", help="input files (default: stdin)")
-    pub.add_argument("--whole", action="store_true", help="each file is one record")
-    pub.add_argument("--progress", action="store_true", help="progress line on stderr")
-    pub.add_argument("--topic", help="publish topic records to this topic")
-    pub.add_argument("--key", help="with --topic: the records' key")
-    for name, help_text in (("read", "print committed entries"), ("tail", "the last entries")):
-        r = sub.add_parser(name, help=help_text)
-        r.add_argument("--from", dest="start", type=int, help="first index (negative: from end)")
-        r.add_argument("--count", type=int, help="at most this many entries")
-        r.add_argument("-n", "--lines", type=int, default=10, help="tail: how many (default 10)")
-        r.add_argument("--follow", "-f", action="store_true", help="keep following live")
-        r.add_argument("--json", action="store_true", help="one JSON object per entry")
-        r.add_argument("--all", action="store_true", help="include CONFIG/CHECKPOINT entries")
-        r.add_argument("--topic", help="read this topic's records (from the topic index)")
-        r.add_argument("--from-time", help="with --topic: ISO 8601 time or ms since the epoch")
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds a command may take (default 10)"
+    )
+    parser.add_argument(
+        "--refused-timeout",
+        type=float,
+        default=REFUSED_TIMEOUT,
+        help="give up after every peer refused connections this long "
+        f"(seconds, default {REFUSED_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--max-entry-size",
+        type=int,
+        help="the cluster's max_log_entry_data_size in bytes (default: from --config, "
+        f"else the peers' default {MAX_ENTRY_DATA_SIZE})",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _command(sub, "status", "every peer's role, term, indexes and lag", "  raftlog-admin status\n")
+    _add_config_parsers(sub)
+    _add_publish_parser(sub)
+    _add_read_parsers(sub)
     admin_topics.add_parsers(sub)
+    compact = _command(
+        sub,
+        "compact",
+        "snapshot and drop the log prefix on every peer now",
+        "  raftlog-admin compact\n  raftlog-admin compact --peer tcp://10.0.0.2:8047\n",
+    )
+    compact.add_argument("--peer", action="append", help="only these peer URLs (repeatable)")
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``raftlog-admin``: run one command, map failures to the documented exit
-    codes with one clear error line."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        urls, ident = _cluster(args)
+def _add_config_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    config = _command(
+        sub,
+        "config",
+        "show or change the membership (joint consensus)",
+        "  raftlog-admin config show\n  raftlog-admin config add 4=tcp://10.0.0.4:8047\n",
+    )
+    csub = config.add_subparsers(dest="action", required=True, metavar="ACTION")
+    _command(csub, "show", "the current configuration, from the leader", "  config show\n")
+    for action, what, example in (
+        ("add", "add voters, given as ID=URL (or URL/ID)", "add 4=tcp://10.0.0.4:8047"),
+        ("remove", "remove voters by id", "remove 3"),
+        ("replace", "replace the whole configuration with ID=URL peers", "replace 1=URL 2=URL"),
+    ):
+        p = _command(
+            csub,
+            action,
+            what,
+            f"  raftlog-admin config {example}\n  raftlog-admin config {example} --dry-run\n"
+            "\nchecks (also run by --dry-run): the leader's own validation of the new list; "
+            "each added voter\nanswers at its URL and is at most --max-lag entries behind "
+            "(skipped by --force);\na warning for an even number of voters.\n",
+        )
+        p.add_argument("items", nargs="+", metavar="PEER")
+        p.add_argument("--dry-run", action="store_true", help="run every check, send nothing")
+        p.add_argument(
+            "--force", action="store_true", help="add voters that do not answer or lag behind"
+        )
+        p.add_argument(
+            "--max-lag",
+            type=int,
+            default=DEFAULT_MAX_LAG,
+            help=f"entries a new voter may be behind the leader (default {DEFAULT_MAX_LAG})",
+        )
+
+
+def _add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    pub = _command(
+        sub,
+        "publish",
+        "publish lines (or whole files) as updates, as they arrive",
+        "  seq 1 100000 | raftlog-admin publish\n"
+        "  tail -f app.log | raftlog-admin publish          # each line when it is written\n"
+        "  raftlog-admin publish --whole report.pdf\n"
+        "  raftlog-admin publish --topic orders --key c-1 orders.txt\n"
+        "\nCtrl-C stops and reports how far the input is certainly in the log.\n",
+    )
+    pub.add_argument("files", nargs="*", help="input files (default: stdin; - is stdin)")
+    pub.add_argument("--whole", action="store_true", help="each file is one record")
+    pub.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (shown on a terminal only)"
+    )
+    pub.add_argument("--topic", help="publish topic records to this topic")
+    pub.add_argument("--key", help="with --topic: the records' key")
+
+
+def _add_read_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    read = _command(
+        sub,
+        "read",
+        "print committed entries from an index on",
+        "  raftlog-admin read                       # the whole log\n"
+        "  raftlog-admin read --from 1000 --count 10\n"
+        "  raftlog-admin read --from -5 --json      # the last five, as JSON\n"
+        "  raftlog-admin read --topic orders --from-time 2026-01-01T00:00\n",
+    )
+    read.add_argument(
+        "--from", dest="start", type=int, default=1, help="first index (negative: from the end)"
+    )
+    read.add_argument("--count", type=int, help="at most this many entries")
+    read.add_argument("--topic", help="read this topic's records (from the topic index)")
+    read.add_argument("--from-time", help="with --topic: ISO 8601 time or ms since the epoch")
+    read.set_defaults(lines=10)
+    tail = _command(
+        sub,
+        "tail",
+        "print the last entries, and with -f follow new ones",
+        "  raftlog-admin tail               # the last 10\n"
+        "  raftlog-admin tail -n 100 -f     # the last 100, then live\n",
+    )
+    tail.add_argument("-n", "--lines", type=int, default=10, help="how many (default 10)")
+    tail.set_defaults(start=None, count=None, topic=None, from_time=None)
+    for parser in (read, tail):
+        parser.add_argument("--follow", "-f", action="store_true", help="keep following live")
+        parser.add_argument("--json", action="store_true", help="one JSON object per entry")
+        parser.add_argument("--all", action="store_true", help="include CONFIG/CHECKPOINT entries")
+
+
+# -- main --------------------------------------------------------------------------------------
+async def run(args: argparse.Namespace) -> int:
+    """Resolve the cluster, check local input, then run the command on one client."""
+    target = resolve_target(args)
+    names = check_inputs(args.files) if args.command == "publish" else []
+    if args.command == "read" and args.topic is None and args.from_time is not None:
+        raise UsageError("--from-time needs --topic")
+    async with make_client(args, target) as client:
         if args.command == "status":
-            return cmd_status(args, urls, ident)
+            return await admin_cluster.cmd_status(args, client)
         if args.command == "config":
             if args.action == "show":
-                return cmd_config_show(args, urls, ident)
-            return cmd_config_change(args, urls, ident)
-        if args.command == "publish":
-            if args.topic is not None:
-                records = _input_records(args)
-                return asyncio.run(admin_topics.publish_to_topic(args, urls, ident, records))
-            return asyncio.run(_publish(args, urls, ident))
-        if args.command == "topics":
-            return asyncio.run(admin_topics.cmd_topics(args, urls, ident))
+                return await admin_cluster.cmd_config_show(args, client)
+            return await admin_cluster.cmd_config_change(args, client)
         if args.command == "compact":
-            return admin_topics.cmd_compact(args, urls, ident)
+            return await admin_cluster.cmd_compact(args, client)
+        if args.command == "publish":
+            return await cmd_publish(args, client, names)
+        if args.command == "topics":
+            return await admin_topics.cmd_topics(args, client)
         if args.topic is not None:
-            return asyncio.run(admin_topics.read_topic(args, urls, ident))
-        if args.from_time is not None:
-            raise UsageError("--from-time needs --topic")
-        if args.command == "read":
-            args.start = 1 if args.start is None else args.start
-        return asyncio.run(_read(args, urls, ident))
-    except (UsageError, ConfigError, ValueError) as exc:
-        print(f"raftlog-admin: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (ConfigUpdateError, RequestExpiredError, TopicError) as exc:
-        print(f"raftlog-admin: refused: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
-    except ClusterUnavailableError as exc:
-        print(f"raftlog-admin: unavailable: {exc}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
+            return await admin_topics.read_topic(args, client)
+        return await cmd_read(args, client)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: one line on stderr for every error, and the documented exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return asyncio.run(run(args))
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except (UsageError, ConfigError, ValueError) as exc:  # EntryTooLargeError is a ValueError
+        return _fail("error", exc, EXIT_USAGE)
+    except OSError as exc:
+        return _fail("error", exc, EXIT_USAGE)
+    except ClusterUnavailableError as exc:
+        return _fail("unavailable", exc, EXIT_UNAVAILABLE)
+    except RaftlogError as exc:  # refused by the cluster, or by a safety check
+        return _fail("refused", exc, EXIT_REFUSED)
+    except Exception as exc:  # a bug: still one line, but say what it was
+        return _fail("internal error", f"{type(exc).__name__}: {exc}", EXIT_REFUSED)
+
+
+def _fail(kind: str, exc: object, code: int) -> int:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    print(f"{PROG}: {kind}: {text}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -1,4 +1,8 @@
-"""Helpers of ``raftlog-admin``: argument parsing, per-peer probes, and output formatting."""
+"""Helpers of ``raftlog-admin``: exit codes, argument parsing, per-peer probes, output.
+
+Tables are drawn with ``rich`` on a terminal; anything else (a pipe, a script) gets plain
+columns separated by two spaces, which stay stable for ``awk`` and tests.
+"""
 
 from __future__ import annotations
 
@@ -6,30 +10,38 @@ import asyncio
 import base64
 import json
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Final, TextIO
 
-import zmq
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
-from raftlog import sockets
+from raftlog.client import RaftClient
 from raftlog.client.models import IndexedEntry
 from raftlog.entry import EntryType
-from raftlog.errors import RaftlogError
-from raftlog.rpc.codec import encode_request
+from raftlog.errors import ClusterUnavailableError, RaftlogError
 from raftlog.rpc.config import validate_peer_url
-from raftlog.rpc.messages import Peer, RequestLogInfo, RequestLogInfoResponse, SnapshotChunk
-from raftlog.rpc.responses import decode_response
+from raftlog.rpc.messages import Peer, RequestLogInfoResponse, SnapshotChunk
 
-T = TypeVar("T")
 EXIT_OK: Final = 0
 EXIT_REFUSED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_UNAVAILABLE: Final = 3
+EXIT_INTERRUPTED: Final = 130
+
+PEER_PROBE_TIMEOUT: Final = 1.0
+"""Seconds one peer may take to answer a status probe before it is shown as down."""
 
 
 class UsageError(Exception):
     """Bad command-line input (exit code 2)."""
+
+
+class SafetyCheckError(RaftlogError):
+    """A safety check of the CLI refused the command (exit code 1, like a refusal by the
+    cluster); the message says what failed and how to override it, if it can be."""
 
 
 def parse_peer_args(items: Sequence[str]) -> list[Peer]:
@@ -57,15 +69,14 @@ def parse_peer_args(items: Sequence[str]) -> list[Peer]:
 
 @dataclass(frozen=True, slots=True)
 class PeerRow:
-    """One line of the ``status`` table: a peer and its RequestLogInfo answer (None when it did
-    not answer)."""
+    """One peer's own view of the log (None: it did not answer)."""
 
     peer: Peer
     info: RequestLogInfoResponse | None
 
     @property
     def is_leader(self) -> bool:
-        """Whether this peer says it leads."""
+        """Whether this peer says it is the leader."""
         return self.info is not None and self.info.is_leader
 
     @property
@@ -74,36 +85,38 @@ class PeerRow:
         return self.info.last_index if self.info is not None else 0
 
 
-def peer_status(peer: Peer, ident: str, timeout: float) -> PeerRow:
-    """RequestLogInfo asked of this one peer (not the leader): its own view."""
-    sock: zmq.Socket[bytes] = sockets.client_dealer(
-        zmq.Context.instance(), peer.url, immediate=False
-    )
+async def peer_status(client: RaftClient, peer: Peer, timeout: float) -> PeerRow:
+    """RequestLogInfo asked of this one peer (not the leader), over the client's transport:
+    its own view, or ``info=None`` when it refuses or stays silent."""
     try:
-        sock.send_multipart(encode_request(RequestLogInfo(), ident=ident.encode(), id=b"\x01"))
-        if sock.poll(int(min(timeout, 1.0) * 1000)):
-            _, resp = decode_response(b"%", sock.recv_multipart())
-            if isinstance(resp, RequestLogInfoResponse):
-                return PeerRow(peer, resp)
-    except (zmq.ZMQError, RaftlogError):
-        pass
-    finally:
-        sock.close(linger=0)
-    return PeerRow(peer, None)
+        info = await client.request_log_info(
+            peer_url=peer.url, timeout=min(timeout, PEER_PROBE_TIMEOUT)
+        )
+    except (ClusterUnavailableError, RaftlogError):
+        return PeerRow(peer, None)
+    return PeerRow(peer, info)
 
 
-def render_table(rows: Sequence[PeerRow], leader_last: int | None) -> str:
-    """The ``status`` table as text; LAG is how far each peer's log trails the leader's."""
-    header = ("ID", "URL", "ROLE", "TERM", "COMMIT", "APPLIED", "LAST", "LAG")
-    lines: list[tuple[str, ...]] = [header]
+async def peer_statuses(client: RaftClient, peers: Sequence[Peer], timeout: float) -> list[PeerRow]:
+    """:func:`peer_status` of every peer, asked concurrently."""
+    return list(await asyncio.gather(*(peer_status(client, p, timeout) for p in peers)))
+
+
+STATUS_HEADER: Final = ("ID", "URL", "ROLE", "TERM", "COMMIT", "APPLIED", "LAST", "LAG")
+
+
+def status_cells(rows: Sequence[PeerRow], leader_last: int | None) -> list[tuple[str, ...]]:
+    """The status table's cells, one tuple per peer (lag is measured against the leader's
+    last index: how many entries the peer still has to apply)."""
+    cells: list[tuple[str, ...]] = []
     for row in rows:
         info = row.info
         if info is None:
-            lines.append((row.peer.id, row.peer.url, "down", "-", "-", "-", "-", "-"))
+            cells.append((row.peer.id, row.peer.url, "down", "-", "-", "-", "-", "-"))
             continue
         role = "leader" if info.is_leader else "follower"
         lag = "-" if leader_last is None else str(max(0, leader_last - info.last_applied))
-        lines.append(
+        cells.append(
             (
                 row.peer.id,
                 row.peer.url,
@@ -115,10 +128,36 @@ def render_table(rows: Sequence[PeerRow], leader_last: int | None) -> str:
                 lag,
             )
         )
+    return cells
+
+
+def render_table(rows: Sequence[PeerRow], leader_last: int | None) -> str:
+    """The status table as plain text columns (the form scripts and pipes get)."""
+    return plain_table(STATUS_HEADER, status_cells(rows, leader_last))
+
+
+def plain_table(header: Sequence[str], cells: Sequence[Sequence[str]]) -> str:
+    """Columns separated by two spaces, padded to the widest cell."""
+    lines = [tuple(header), *(tuple(c) for c in cells)]
     widths = [max(len(line[c]) for line in lines) for c in range(len(header))]
     return "\n".join(
         "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in lines
     )
+
+
+def print_table(
+    header: Sequence[str], cells: Sequence[Sequence[str]], out: TextIO | None = None
+) -> None:
+    """Print a table: drawn by rich on a terminal, :func:`plain_table` otherwise."""
+    stream = sys.stdout if out is None else out
+    if not stream.isatty():
+        print(plain_table(header, cells), file=stream)
+        return
+    table = Table(*header, box=None, header_style="bold", pad_edge=False)
+    styles = {"leader": "green", "down": "red"}
+    for row in cells:
+        table.add_row(*(Text(v, style=styles.get(v, "")) for v in row))
+    Console(file=stream).print(table)
 
 
 def entry_line(item: IndexedEntry | SnapshotChunk, as_json: bool) -> str:
@@ -148,36 +187,3 @@ def entry_line(item: IndexedEntry | SnapshotChunk, as_json: bool) -> str:
         data_text if data_text is not None else "base64:" + base64.b64encode(entry.data).decode()
     )
     return f"{item.index}\t{kind}\t{entry.term}\t{shown}"
-
-
-def progress(done: int, total: int) -> None:
-    """A one-line progress bar on stderr (stdout stays clean for pipes)."""
-    width = 30
-    filled = width * done // max(1, total)
-    bar = "#" * filled + "." * (width - filled)
-    print(f"\r[{bar}] {done}/{total}", end="", file=sys.stderr, flush=True)
-
-
-async def publish_all(
-    records: Sequence[bytes],
-    publish: Callable[[bytes], Awaitable[T]],
-    *,
-    in_flight: int,
-    show_progress: bool,
-) -> list[T]:
-    """``publish(record)`` for every record, ``in_flight`` at a time; the results."""
-    queue: asyncio.Queue[bytes] = asyncio.Queue()
-    for record in records:
-        queue.put_nowait(record)
-    results: list[T] = []
-
-    async def worker() -> None:
-        while not queue.empty():
-            results.append(await publish(queue.get_nowait()))
-            if show_progress:
-                progress(len(results), len(records))
-
-    await asyncio.gather(*(worker() for _ in range(min(in_flight, max(1, len(records))))))
-    if show_progress:
-        print(file=sys.stderr)
-    return results

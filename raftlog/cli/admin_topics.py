@@ -1,45 +1,66 @@
-"""``raftlog-admin`` commands for topics and compaction (issue #7)."""
+"""``raftlog-admin`` commands for topics (issue #7)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import json
 import sys
 
-import zmq
-
-from raftlog import sockets
-from raftlog.cli.admin_io import EXIT_OK, EXIT_UNAVAILABLE, UsageError, publish_all
-from raftlog.client import RaftClient, SyncRaftClient
+from raftlog.cli.admin_io import EXIT_OK, UsageError
+from raftlog.cli.admin_publish import PublishReport, publish_stream
+from raftlog.client import RaftClient
 from raftlog.client.topics import TopicClient, make_record
 from raftlog.records import LoggedRecord, RecordId
-from raftlog.rpc.admin import CompactStatus, compact_request, decode_compact_response
-from raftlog.rpc.codec import encode_request
 
-NOTHING = (
-    "nothing to compact (entries whose request ids are still remembered stay in the log so "
-    "retries remain idempotent: docs/protocol.md §12.7, option request_id_ttl)"
-)
 PUBLISH_IN_FLIGHT = 64
 READ_PAGE = 1000
 
 
+def _command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, example: str
+) -> argparse.ArgumentParser:
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=summary[0].upper() + summary[1:] + ".",
+        epilog=f"example:\n  raftlog-admin {example}\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add the ``topics`` and ``compact`` sub-commands to ``raftlog-admin``."""
-    topics = sub.add_parser("topics", help="create, list, describe or delete topics")
-    tsub = topics.add_subparsers(dest="action", required=True)
-    create = tsub.add_parser("create", help="create a topic")
+    """The ``topics`` command and its actions, each with its own help and example."""
+    topics = _command(sub, "topics", "create, list, describe or delete topics", "topics list")
+    tsub = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = _command(
+        tsub, "create", "create a topic", "topics create orders --retention-ms 86400000"
+    )
     create.add_argument("name")
     create.add_argument("--retention-ms", type=int, help="records expire this long after append")
     create.add_argument("--max-bytes", type=int, help="largest record accepted")
-    tsub.add_parser("list", help="every topic")
-    describe = tsub.add_parser("describe", help="a topic's properties and extent")
+    _command(tsub, "list", "every topic", "topics list")
+    describe = _command(
+        tsub, "describe", "a topic's properties and extent", "topics describe orders"
+    )
     describe.add_argument("name")
-    delete = tsub.add_parser("delete", help="delete a topic (its records are no longer served)")
+    delete = _command(
+        tsub, "delete", "delete a topic (its records are no longer served)", "topics delete orders"
+    )
     delete.add_argument("name")
-    compact = sub.add_parser("compact", help="snapshot and drop the log prefix on every peer now")
-    compact.add_argument("--peer", action="append", help="only these peer URLs (repeatable)")
+
+
+def property_lines(properties: object) -> list[tuple[str, str]]:
+    """``(name, shown value)`` of every topic property; an unset one (None) is a limit that
+    does not apply, shown as ``unlimited`` rather than ``None``."""
+    if not dataclasses.is_dataclass(properties):
+        return []
+    shown: list[tuple[str, str]] = []
+    for item in dataclasses.fields(properties):
+        value = getattr(properties, item.name)
+        shown.append((item.name, "unlimited" if value is None else str(value)))
+    return shown
 
 
 def parse_time(text: str) -> int:
@@ -57,7 +78,6 @@ def parse_time(text: str) -> int:
 
 
 def record_line(item: LoggedRecord, as_json: bool) -> str:
-    """One topic record as a line of text (or JSON) for ``topics read``."""
     rec = item.record
     when = dt.datetime.fromtimestamp(item.append_time_ms / 1000, dt.UTC).isoformat()
     value = rec.value.decode("utf-8", "backslashreplace")
@@ -77,9 +97,9 @@ def record_line(item: LoggedRecord, as_json: bool) -> str:
     return f"{item.id}\t{when}\t{rec.topic}\t{value}"
 
 
-async def cmd_topics(args: argparse.Namespace, urls: list[str], ident: str) -> int:
-    """``topics create/list/describe/delete``."""
-    async with RaftClient(urls, ident, timeout=args.timeout) as client, TopicClient(client) as tc:
+async def cmd_topics(args: argparse.Namespace, client: RaftClient) -> int:
+    """``topics create|list|describe|delete``."""
+    async with TopicClient(client) as tc:
         if args.action == "create":
             index = await tc.create_topic(
                 args.name, retention_ms=args.retention_ms, max_bytes=args.max_bytes
@@ -90,13 +110,13 @@ async def cmd_topics(args: argparse.Namespace, urls: list[str], ident: str) -> i
                 print(name)
         elif args.action == "describe":
             info = await tc.describe(args.name)
-            props = info.properties
-            print(f"topic        {info.name}")
-            print(f"created at   index {info.created_index}")
-            print(f"retention_ms {props.retention_ms}")
-            print(f"max_bytes    {props.max_bytes}")
-            print(f"first record {info.first}")
-            print(f"last record  {info.last}")
+            rows = [("topic", info.name), ("created at", f"index {info.created_index}")]
+            rows += property_lines(info.properties)
+            rows.append(("first record", "none" if info.first is None else str(info.first)))
+            rows.append(("last record", "none" if info.last is None else str(info.last)))
+            width = max(len(name) for name, _ in rows)
+            for name, value in rows:
+                print(f"{name.ljust(width)} {value}")
         else:
             index = await tc.delete_topic(args.name)
             print(f"deleted topic {args.name} at index {index}")
@@ -104,27 +124,37 @@ async def cmd_topics(args: argparse.Namespace, urls: list[str], ident: str) -> i
 
 
 async def publish_to_topic(
-    args: argparse.Namespace, urls: list[str], ident: str, records: list[bytes]
+    args: argparse.Namespace, client: RaftClient, names: list[str], unit: str
 ) -> int:
-    """``publish --topic``: each input record as a topic record, published with bounded
-    concurrency."""
+    """``publish --topic``: each input record becomes one topic record, streamed."""
     key = None if args.key is None else args.key.encode()
-    async with RaftClient(urls, ident, timeout=args.timeout) as client, TopicClient(client) as tc:
+    report: PublishReport[RecordId] = PublishReport()
+    async with TopicClient(client) as tc:
 
         async def publish(value: bytes) -> RecordId:
             return (await tc.publish_batch([make_record(args.topic, value, key=key)]))[0]
 
-        ids = await publish_all(
-            records, publish, in_flight=PUBLISH_IN_FLIGHT, show_progress=args.progress
-        )
-    last = max(ids, default=None)
-    print(f"published {len(ids)} record(s) to {args.topic}; last id {last}")
+        try:
+            await publish_stream(
+                names,
+                publish,
+                report,
+                whole=args.whole,
+                in_flight=PUBLISH_IN_FLIGHT,
+                show_progress=not args.no_progress,
+            )
+        except BaseException:
+            if report.confirmed or report.sent_unconfirmed:
+                print(f"raftlog-admin: {report.interrupted_summary(unit)}", file=sys.stderr)
+            raise
+    last = max(report.confirmed.values(), default=None)
+    print(f"published {len(report.confirmed)} record(s) to {args.topic}; last id {last}")
     return EXIT_OK
 
 
-async def read_topic(args: argparse.Namespace, urls: list[str], ident: str) -> int:
-    """``topics read``: records of one topic from an index or a time, optionally following live."""
-    async with RaftClient(urls, ident, timeout=args.timeout) as client, TopicClient(client) as tc:
+async def read_topic(args: argparse.Namespace, client: RaftClient) -> int:
+    """``read --topic``: a topic's records from an index or a time, or followed live."""
+    async with TopicClient(client) as tc:
         from_time = None if args.from_time is None else parse_time(args.from_time)
         if args.follow:
             stream = tc.subscribe(
@@ -162,28 +192,3 @@ async def read_topic(args: argparse.Namespace, urls: list[str], ident: str) -> i
                 False,
             )
     return EXIT_OK
-
-
-def cmd_compact(args: argparse.Namespace, urls: list[str], ident: str) -> int:
-    """``compact``: ask each peer (or the named ones) to compact its own log now; reports the new
-    snapshot index or why nothing was compacted."""
-    targets = args.peer
-    if not targets:
-        with SyncRaftClient(urls, ident, timeout=args.timeout) as client:
-            targets = [p.url for p in client.request_config().peers]
-    failed = 0
-    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
-    for url in targets:
-        sock: zmq.Socket[bytes] = sockets.client_dealer(context, url, immediate=False)
-        try:
-            sock.send_multipart(encode_request(compact_request(), ident=ident.encode(), id=b"\x01"))
-            if sock.poll(int(args.timeout * 1000)):
-                answer = decode_compact_response(sock.recv_multipart()[1:])
-                done = answer.status is CompactStatus.COMPACTED
-                print(f"{url}\t" + (f"compacted to {answer.index}" if done else NOTHING))
-            else:
-                print(f"{url}\tno answer", file=sys.stderr)
-                failed += 1
-        finally:
-            sock.close(linger=0)
-    return EXIT_UNAVAILABLE if failed == len(targets) else EXIT_OK

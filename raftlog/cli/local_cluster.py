@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from raftlog.cli.common import add_version_argument
 from raftlog.config import load_cluster_file, load_peer_config
 from raftlog.errors import ConfigError
 from raftlog.log import render_console
@@ -111,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="raftlog-local-cluster",
         description="Run every peer of a cluster file locally, in the foreground.",
     )
+    add_version_argument(parser)
     parser.add_argument("config", help="cluster TOML file, e.g. cluster-configs/local-3.toml")
     args = parser.parse_args(argv)
     try:

@@ -20,6 +20,7 @@ from typing import Any
 import msgpack
 
 from raftlog.cli import tool_backup
+from raftlog.cli.common import add_version_argument
 from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import StorageCorruptionError, StorageError
 from raftlog.storage._rocksdb import RocksDatabase
@@ -209,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 success, 1 corruption found (or no consistent backup), "
         "2 usage error.",
     )
+    add_version_argument(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     inspect = commands.add_parser(

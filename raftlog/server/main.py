@@ -18,6 +18,7 @@ from typing import Any
 
 import zmq
 
+from raftlog.cli.common import add_version_argument
 from raftlog.config import PeerSettings, check_data_dir, load_peer_config
 from raftlog.errors import ConfigError, StorageError
 from raftlog.log import configure_logging, get_logger
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="raftlog-peer",
         description="Run one peer of a raftlog cluster (ØMQ RAFT protocol, zmq-raft compatible).",
     )
+    add_version_argument(parser)
     parser.add_argument("--config", "-c", required=True, help="cluster TOML file")
     parser.add_argument("--id", required=True, help="this peer's id")
     parser.add_argument(
