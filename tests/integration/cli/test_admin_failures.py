@@ -1,0 +1,184 @@
+"""raftlog-admin as an operator meets it when things go wrong (issue #13 items 4, 5, 7):
+fast and clear failures, one-line errors with the documented exit codes, checked
+membership changes whose dry run fails like the real command, streaming publish and its
+Ctrl-C report. Real peer processes on loopback; timing bounds are generous on purpose."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from integration.cluster import PeerCluster, free_ports, wait_for
+
+BIN = Path(sys.executable).parent
+ADMIN = BIN / "raftlog-admin"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
+    directory = tmp_path_factory.mktemp("cli")
+    with PeerCluster(
+        directory, raft={"log_compaction_threshold": 0, "max_log_entry_data_size": 4096}
+    ) as c:
+        c.start()
+        c.wait_stable_leader()
+        yield c
+
+
+def run(*args: str, stdin: str = "", timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(ADMIN), *args], input=stdin, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def admin(cluster: PeerCluster, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return run("--config", str(cluster.config_path), "--timeout", "20", *args, stdin=stdin)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+# -- fail fast, say why ------------------------------------------------------------------------
+def test_a_down_cluster_is_reported_within_seconds_not_the_timeout() -> None:
+    """Done-when of issue #13: exit 3 in <= 3 s -- here with a 30 s --timeout, so only the
+    refused connections can end it early (bound kept generous for a loaded CI host)."""
+    ports = free_ports(3)
+    peers = ",".join(f"tcp://127.0.0.1:{p}" for p in ports)
+    started = time.monotonic()
+    result = run("--peers", peers, "--ident", "x", "--timeout", "30", "status")
+    elapsed = time.monotonic() - started
+    assert result.returncode == 3, result.stderr
+    assert elapsed < 6.0, f"took {elapsed:.1f}s"
+    assert "refused the connection" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_wrong_ident_says_so(cluster: PeerCluster) -> None:
+    result = run("--peers", ",".join(cluster.urls), "--ident", "nope", "--timeout", "2", "status")
+    assert result.returncode == 3
+    assert "no peer answered: is the cluster ident right?" in result.stderr
+
+
+def test_oversized_entry_is_refused_before_sending(cluster: PeerCluster) -> None:
+    """The limit comes from the cluster file's [raft] max_log_entry_data_size (4096 here)."""
+    before = cluster.log_info("1")
+    result = admin(cluster, "publish", stdin="x" * 5000 + "\n")
+    assert result.returncode == 2
+    assert "exceeds the limit of 4096 bytes" in one_line_error(result)
+    flag = run("--peers", cluster.urls[0], "--ident", cluster.ident, "--max-entry-size", "10",
+               "publish", stdin="more than ten bytes\n")
+    assert flag.returncode == 2 and "limit of 10 bytes" in flag.stderr
+    after = cluster.log_info("1")
+    assert before is not None and after is not None and after.last_index == before.last_index
+
+
+def test_missing_input_file_is_bad_usage(cluster: PeerCluster, tmp_path: Path) -> None:
+    result = admin(cluster, "publish", str(tmp_path / "missing.txt"))
+    assert result.returncode == 2
+    assert one_line_error(result).endswith("missing.txt: no such file")
+
+
+# -- safe membership ---------------------------------------------------------------------------
+def test_dry_run_fails_exactly_like_the_real_command(cluster: PeerCluster) -> None:
+    for args in (("remove", "1", "2", "3"), ("remove", "1", "2", "3", "4")):
+        dry = admin(cluster, "config", *args, "--dry-run")
+        real = admin(cluster, "config", *args)
+        assert dry.returncode == real.returncode != 0, (dry.stderr, real.stderr)
+        assert one_line_error(dry) == one_line_error(real)
+    assert "at least one peer" in admin(cluster, "config", "remove", "1", "2", "3").stderr
+
+
+def test_config_add_refuses_a_voter_that_does_not_answer(cluster: PeerCluster) -> None:
+    nobody = f"9=tcp://127.0.0.1:{free_ports(1)[0]}"
+    for extra in ((), ("--dry-run",)):
+        refused = admin(cluster, "config", "add", nobody, *extra)
+        assert refused.returncode == 1
+        assert "does not answer" in one_line_error(refused) and "--force" in refused.stderr
+    forced = admin(cluster, "config", "add", nobody, "--force", "--dry-run")
+    assert forced.returncode == 0, forced.stderr
+    assert "dry run" in forced.stdout
+    assert "4 voters tolerate 1 failure(s)" in forced.stderr  # the even-size warning
+    shown = admin(cluster, "config", "show").stdout
+    assert "9\t" not in shown  # nothing was sent
+
+
+def test_config_add_refuses_a_voter_far_behind(cluster: PeerCluster) -> None:
+    outsider = cluster.add_outsider("5")
+    cluster.start("5")
+    try:
+        wait_for("the outsider answering", lambda: cluster.log_info("5"))
+        assert admin(cluster, "publish", stdin="a\nb\nc\n").returncode == 0
+        behind = admin(cluster, "config", "add", f"5={outsider.url}", "--max-lag", "1", "--dry-run")
+        assert behind.returncode == 1
+        assert "entries behind the leader" in one_line_error(behind)
+        fine = admin(cluster, "config", "add", f"5={outsider.url}", "--dry-run")
+        assert fine.returncode == 0, fine.stderr
+    finally:
+        cluster.kill("5")
+
+
+# -- a CLI people like -------------------------------------------------------------------------
+def test_publish_streams_lines_and_reports_how_far_it_got_on_ctrl_c(cluster: PeerCluster) -> None:
+    proc = subprocess.Popen(
+        [str(ADMIN), "--config", str(cluster.config_path), "publish"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdin is not None
+        marker = f"streamed-{time.monotonic_ns()}"
+        for n in range(3):
+            proc.stdin.write(f"{marker}-{n}\n")
+        proc.stdin.flush()  # stdin stays open: the lines must be published before EOF
+
+        def published() -> bool:
+            leader = cluster.leader()
+            data = [d for _, d in cluster.read_all(leader)] if leader else []
+            return sum(1 for d in data if marker.encode() in d) == 3  # raw entries
+
+        wait_for("the streamed lines in the log", published, timeout=30)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 130, err
+    assert "interrupted: 3 record(s) confirmed; every line up to 3 is in the log" in err
+    assert "Traceback" not in err
+
+
+def test_every_cli_has_a_version() -> None:
+    for name in ("raftlog-admin", "raftlog-peer", "raftlog-tool", "raftlog-local-cluster"):
+        result = subprocess.run(
+            [str(BIN / name), "--version"], capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith(f"{name} ") and result.stdout.strip()[-1].isdigit()
+
+
+def test_each_subcommand_has_its_own_help_with_an_example() -> None:
+    helps = {cmd: run(cmd, "--help").stdout for cmd in ("read", "tail", "publish", "status")}
+    assert helps["read"] != helps["tail"]
+    for cmd, text in helps.items():
+        assert "example" in text and f"raftlog-admin {cmd}" in text, cmd
+
+
+def test_topics_describe_shows_unset_limits_sensibly(cluster: PeerCluster) -> None:
+    assert admin(cluster, "topics", "create", "plain").returncode == 0
+    described = admin(cluster, "topics", "describe", "plain")
+    assert described.returncode == 0, described.stderr
+    assert "None" not in described.stdout
+    assert "unlimited" in described.stdout
