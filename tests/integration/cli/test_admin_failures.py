@@ -33,7 +33,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
 
 def run(*args: str, stdin: str = "", timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(ADMIN), *args], input=stdin, capture_output=True, text=True, timeout=timeout
+        [str(ADMIN), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
@@ -75,8 +80,16 @@ def test_oversized_entry_is_refused_before_sending(cluster: PeerCluster) -> None
     result = admin(cluster, "publish", stdin="x" * 5000 + "\n")
     assert result.returncode == 2
     assert "exceeds the limit of 4096 bytes" in one_line_error(result)
-    flag = run("--peers", cluster.urls[0], "--ident", cluster.ident, "--max-entry-size", "10",
-               "publish", stdin="more than ten bytes\n")
+    flag = run(
+        "--peers",
+        cluster.urls[0],
+        "--ident",
+        cluster.ident,
+        "--max-entry-size",
+        "10",
+        "publish",
+        stdin="more than ten bytes\n",
+    )
     assert flag.returncode == 2 and "limit of 10 bytes" in flag.stderr
     after = cluster.log_info("1")
     assert before is not None and after is not None and after.last_index == before.last_index
@@ -163,7 +176,7 @@ def test_publish_streams_lines_and_reports_how_far_it_got_on_ctrl_c(cluster: Pee
 def test_every_cli_has_a_version() -> None:
     for name in ("raftlog-admin", "raftlog-peer", "raftlog-tool", "raftlog-local-cluster"):
         result = subprocess.run(
-            [str(BIN / name), "--version"], capture_output=True, text=True, timeout=60
+            [str(BIN / name), "--version"], capture_output=True, text=True, timeout=60, check=False
         )
         assert result.returncode == 0, result.stderr
         assert result.stdout.startswith(f"{name} ") and result.stdout.strip()[-1].isdigit()
