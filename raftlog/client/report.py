@@ -71,8 +71,8 @@ def diagnose(outcomes: Sequence[str], states: Sequence[ConnectionState | None]) 
     if any(did not in SILENT for did in outcomes):
         return None
     known = [s for s in states if s is not None]
+    if known and len(known) == len(states) and all(s.refused_since is not None for s in known):
+        return ALL_REFUSED  # even if they answered before: they are down now
     if any(s.connected or s.ever_connected for s in known):
         return NO_ANSWER
-    if known and len(known) == len(states) and all(s.refused_since is not None for s in known):
-        return ALL_REFUSED
     return NO_CONNECTION

@@ -195,3 +195,16 @@ def test_topics_describe_shows_unset_limits_sensibly(cluster: PeerCluster) -> No
     assert described.returncode == 0, described.stderr
     assert "None" not in described.stdout
     assert "unlimited" in described.stdout
+
+
+def test_compact_asks_every_peer_over_the_client_transport(cluster: PeerCluster) -> None:
+    result = admin(cluster, "compact")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert sorted(line.split("\t")[0] for line in lines) == sorted(cluster.urls)
+    assert all("compacted to" in line or "nothing to compact" in line for line in lines)
+    nobody = f"tcp://127.0.0.1:{free_ports(1)[0]}"
+    started = time.monotonic()
+    down = admin(cluster, "compact", "--peer", nobody)
+    assert down.returncode == 3 and "refused the connection" in down.stderr
+    assert time.monotonic() - started < 10.0  # not the 20 s --timeout
