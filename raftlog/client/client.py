@@ -22,6 +22,7 @@ retries) and :meth:`RaftClient.peer_request` (one given peer). ``TopicClient``, 
 from __future__ import annotations
 
 import contextlib
+import functools
 import weakref
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -29,6 +30,7 @@ from typing import TypeVar
 
 import zmq.asyncio
 
+from raftlog.client.answers import config_update_outcome, unexpected, update_outcome
 from raftlog.client.entries import EntryStream
 from raftlog.client.models import (
     DEFAULT_TIMEOUT,
@@ -39,13 +41,11 @@ from raftlog.client.models import (
     ClusterInfo,
     to_peers,
 )
-from raftlog.client.routing import WAIT, ClusterLink, Done, Interpreter, Outcome, Redirect
+from raftlog.client.routing import ClusterLink, Done, Interpreter, Outcome, Redirect
 from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.errors import (
-    ConfigUpdateError,
     EntryTooLargeError,
     RemoteProtocolError,
-    RequestExpiredError,
 )
 from raftlog.ids import RequestIdGenerator
 from raftlog.rpc import decode_response, encode_request
@@ -56,8 +56,6 @@ from raftlog.rpc.messages import (
     TYPE_REQUEST_LOG_INFO,
     TYPE_REQUEST_UPDATE,
     ConfigUpdate,
-    ConfigUpdateResponse,
-    ConfigUpdateStatus,
     Peer,
     RequestBroadcastStateUrl,
     RequestBroadcastStateUrlResponse,
@@ -66,16 +64,10 @@ from raftlog.rpc.messages import (
     RequestLogInfo,
     RequestLogInfoResponse,
     RequestUpdate,
-    RequestUpdateResponse,
     Response,
-    UpdateStatus,
 )
 
 T = TypeVar("T")
-
-
-def _unexpected(resp: Response) -> RemoteProtocolError:
-    return RemoteProtocolError(f"unexpected response {type(resp).__name__}")
 
 
 def _typed(msg_type: bytes, interpret: Callable[[Response, str], Outcome[T]]) -> Interpreter[T]:
@@ -212,7 +204,7 @@ class RaftClient:
 
         def interpret(resp: Response, url: str) -> Outcome[ClusterInfo]:
             if not isinstance(resp, RequestConfigResponse):
-                raise _unexpected(resp)
+                raise unexpected(resp)
             if not resp.is_leader:
                 return Redirect(resp.leader_id)
             link.apply_config(resp, url)
@@ -255,7 +247,7 @@ class RaftClient:
 
         def interpret(resp: Response, url: str) -> Outcome[RequestLogInfoResponse]:
             if not isinstance(resp, RequestLogInfoResponse):
-                raise _unexpected(resp)
+                raise unexpected(resp)
             return Done(resp) if resp.is_leader else Redirect(resp.leader_id)
 
         frames = encode_request(RequestLogInfo(), ident=link.ident, id=link.new_id())
@@ -284,21 +276,10 @@ class RaftClient:
             raise ValueError(f"request_id must be {REQUEST_ID_SIZE} bytes, got {len(rid)}")
         started, deadline = self._window(timeout)
 
-        def interpret(resp: Response, url: str) -> Outcome[int]:
-            if not isinstance(resp, RequestUpdateResponse):
-                raise _unexpected(resp)
-            if resp.status is UpdateStatus.DONE and resp.index is not None:
-                return Done(resp.index)
-            if resp.status is UpdateStatus.ACCEPTED:
-                return WAIT
-            if resp.status is UpdateStatus.NOT_LEADER:
-                return Redirect(resp.leader_id)
-            raise RequestExpiredError(f"request id {rid.hex()} rejected as expired by the leader")
-
         frames = encode_request(RequestUpdate(rid, data), ident=self.ident)
         return await self._link.leader_call(
             frames,
-            _typed(TYPE_REQUEST_UPDATE, interpret),
+            _typed(TYPE_REQUEST_UPDATE, functools.partial(update_outcome, rid)),
             deadline=deadline,
             started=started,
             final_from_any=True,
@@ -328,28 +309,10 @@ class RaftClient:
             raise ValueError(f"request_id must be {REQUEST_ID_SIZE} bytes, got {len(rid)}")
         started, deadline = self._window(timeout)
 
-        def interpret(resp: Response, url: str) -> Outcome[int]:
-            if not isinstance(resp, ConfigUpdateResponse):
-                raise _unexpected(resp)
-            status = resp.status
-            if status is ConfigUpdateStatus.OK:
-                return WAIT if resp.index is None else Done(resp.index)
-            if status is ConfigUpdateStatus.NOT_LEADER:
-                return Redirect(resp.leader_id)
-            if status is ConfigUpdateStatus.CONFIG_ERROR:
-                err = resp.error
-                name, message = (err.name, err.message) if err else ("Error", "rejected")
-                raise ConfigUpdateError(int(status), name, message)
-            if status is ConfigUpdateStatus.BUSY:
-                raise ConfigUpdateError(
-                    int(status), "Busy", "another configuration change is in progress"
-                )
-            raise RequestExpiredError(f"request id {rid.hex()} rejected as expired by the leader")
-
         frames = encode_request(ConfigUpdate(rid, new_peers), ident=self.ident)
         return await self._link.leader_call(
             frames,
-            _typed(TYPE_CONFIG_UPDATE, interpret),
+            _typed(TYPE_CONFIG_UPDATE, functools.partial(config_update_outcome, rid)),
             deadline=deadline,
             started=started,
             final_from_any=True,
@@ -363,7 +326,7 @@ class RaftClient:
 
         def interpret(resp: Response, url: str) -> Outcome[str]:
             if not isinstance(resp, RequestBroadcastStateUrlResponse):
-                raise _unexpected(resp)
+                raise unexpected(resp)
             return Done(resp.url)
 
         frames = encode_request(RequestBroadcastStateUrl(), ident=link.ident, id=link.new_id())
