@@ -120,8 +120,9 @@ async def check_new_voters(
         if lag > max_lag:
             raise SafetyCheckError(
                 f"peer {peer.id} at {peer.url} is {lag} entries behind the leader (more than "
-                f"--max-lag {max_lag}); seed its data dir from a backup of a current peer, "
-                "or pass --force to let replication catch it up while it already votes"
+                f"--max-lag {max_lag}); wait until it has downloaded the log (a started peer "
+                "outside the configuration does), or pass --force to make it vote while "
+                "replication catches it up"
             )
 
 

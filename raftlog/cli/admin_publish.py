@@ -141,9 +141,17 @@ def start_reader(
     ``readline`` on a terminal cannot be interrupted: the process exits without it."""
 
     def put(item: InputRecord | None) -> bool:
+        if loop.is_closed():
+            return False
+        pending = queue.put(item)
         try:
-            asyncio.run_coroutine_threadsafe(queue.put(item), loop).result()
-        except BaseException:  # the loop is gone or the publish was cancelled: stop reading
+            future = asyncio.run_coroutine_threadsafe(pending, loop)
+        except RuntimeError:  # the loop is gone: stop reading
+            pending.close()
+            return False
+        try:
+            future.result()
+        except BaseException:  # the publish was cancelled or failed: stop reading
             return False
         return True
 
