@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, NoReturn
 
 from raftlog.cli import admin_cluster, admin_topics
 from raftlog.cli.admin_cluster import DEFAULT_MAX_LAG
@@ -47,6 +47,14 @@ from raftlog.errors import ClusterUnavailableError, ConfigError, RaftlogError
 DEFAULT_CONFIG: Final = Path("cluster-configs/local-3.toml")
 PUBLISH_IN_FLIGHT: Final = 64
 PROG: Final = "raftlog-admin"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: MESSAGE (see PROG --help)`` and exit 2."""
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +171,7 @@ def _command(
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole ``raftlog-admin`` command line."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=PROG,
         description="Inspect and administer a raftlog (or zmq-raft) cluster.",
         epilog="exit codes: 0 done, 1 refused (by the cluster or a safety check), "
@@ -259,6 +267,7 @@ def _add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     pub.add_argument(
         "--no-progress", action="store_true", help="no progress bar (shown on a terminal only)"
     )
+    pub.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)  # older scripts
     pub.add_argument("--topic", help="publish topic records to this topic")
     pub.add_argument("--key", help="with --topic: the records' key")
 

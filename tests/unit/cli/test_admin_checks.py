@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from raftlog.cli.admin import main
 from raftlog.cli.admin_cluster import (
     behind,
     check_with_leader_rule,
@@ -75,3 +78,20 @@ def test_unset_topic_limits_read_unlimited() -> None:
 
 def test_plain_tables_align_columns() -> None:
     assert plain_table(("A", "BB"), [("xyz", "1")]).splitlines() == ["A    BB", "xyz  1"]
+
+
+def test_usage_errors_are_one_line_with_exit_code_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["bogus"], ["config", "add"], ["read", "--count", "many"]):
+        with pytest.raises(SystemExit) as exited:
+            main(argv)
+        assert exited.value.code == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "--help" in err, err
+
+
+def test_missing_publish_file_is_one_line_exit_2(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    code = main(["--peers", "tcp://127.0.0.1:1", "--ident", "x", "publish", str(tmp_path / "no")])
+    assert code == 2
+    assert capsys.readouterr().err.strip().endswith("no: no such file")
