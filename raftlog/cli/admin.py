@@ -171,7 +171,7 @@ def _command(
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole ``raftlog-admin`` command line."""
-    parser = OneLineParser(
+    parser: argparse.ArgumentParser = OneLineParser(
         prog=PROG,
         description="Inspect and administer a raftlog (or zmq-raft) cluster.",
         epilog="exit codes: 0 done, 1 refused (by the cluster or a safety check), "
