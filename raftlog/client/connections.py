@@ -150,20 +150,22 @@ class Connections:
         return True
 
     async def send(self, url: str, frames: list[bytes], timeout: float) -> bool:
-        """Queue ``frames`` for the peer at ``url``; False (noted as "refused" or
-        "unreachable") if it cannot be written within ``timeout`` seconds, or sooner once
-        that peer has refused connections for ``refused_timeout``."""
+        """Queue ``frames`` for the peer at ``url``; False (noted as "unreachable") if it
+        cannot be written within ``timeout`` seconds, or at once (noted as "refused") while
+        the peer refuses connections: with ``IMMEDIATE`` nothing can be queued for it until
+        a reconnection succeeds, so the caller had better try another peer."""
         channel = self.channel(url)
         deadline = self.now() + timeout
         while True:
-            remaining = deadline - self.now()
+            remaining = max(0.0, deadline - self.now())
             if await channel.send(frames, min(REFUSAL_POLL, remaining)):
                 return True
-            if channel.state.refusing_for(self.now()) is not None and self.refusing([url]):
+            state = channel.state
+            if state.refused_since is not None and not state.connected:
                 self.note(url, "refused")
                 return False
             if self.now() >= deadline or channel.closed:
-                self.note(url, "refused" if channel.state.refused_since else "unreachable")
+                self.note(url, "unreachable")
                 return False
 
     async def peer_call(
