@@ -29,6 +29,7 @@ SILENT: Final = frozenset({"unreachable", "no response", "refused"})
 
 NO_ANSWER: Final = "no peer answered: is the cluster ident right?"
 ALL_REFUSED: Final = "every peer refused the connection: is the cluster running at these URLs?"
+ONE_REFUSED: Final = "the peer refused the connection: is it running at this URL?"
 NO_CONNECTION: Final = "no connection to any peer could be made"
 
 
@@ -61,8 +62,10 @@ class AttemptLog:
         counts = Counter(attempts)
         tried = "; ".join(f"{url}: {did} x{n}" for (url, did), n in counts.items())
         detail = f"{what} after {now - started:.1f}s (peers {', '.join(urls)}); "
-        detail += f"tried: {tried or 'nothing answered'}"
+        detail += f"tried: {tried or 'nothing (already known)'}"
         why = diagnose([did for _, did in attempts], [states.get(u) for u in urls])
+        if why == ALL_REFUSED and len(urls) == 1:
+            why = ONE_REFUSED
         return ClusterUnavailableError(f"{why} ({detail})" if why else detail)
 
 
