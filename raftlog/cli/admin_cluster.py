@@ -110,7 +110,7 @@ async def check_new_voters(
     leader = await client.request_log_info(timeout=timeout)
     for peer in added:
         try:
-            info = await client.request_log_info(peer_url=peer.url, timeout=timeout)
+            info = await client.request_log_info(peer_url=peer.url, fail_fast=True, timeout=timeout)
         except ClusterUnavailableError as exc:
             raise SafetyCheckError(
                 f"peer {peer.id} at {peer.url} does not answer ({exc}); start it first "
@@ -199,7 +199,9 @@ async def cmd_compact(args: argparse.Namespace, client: RaftClient) -> int:
     failed = 0
     for url in targets:
         try:
-            frames = await client.peer_request(url, TYPE_COMPACT, [], timeout=args.timeout)
+            frames = await client.peer_request(
+                url, TYPE_COMPACT, [], fail_fast=True, timeout=args.timeout
+            )
         except ClusterUnavailableError as exc:
             print(f"{url}\tno answer: {exc}", file=sys.stderr)
             failed += 1

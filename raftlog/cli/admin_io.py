@@ -90,7 +90,7 @@ async def peer_status(client: RaftClient, peer: Peer, timeout: float) -> PeerRow
     its own view, or ``info=None`` when it refuses or stays silent."""
     try:
         info = await client.request_log_info(
-            peer_url=peer.url, timeout=min(timeout, PEER_PROBE_TIMEOUT)
+            peer_url=peer.url, fail_fast=True, timeout=min(timeout, PEER_PROBE_TIMEOUT)
         )
     except (ClusterUnavailableError, RaftlogError):
         return PeerRow(peer, None)

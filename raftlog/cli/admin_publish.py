@@ -24,10 +24,10 @@ import os
 import stat
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Final, Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 from rich.progress import (
     BarColumn,
@@ -122,10 +122,41 @@ def input_size(names: Sequence[str]) -> int | None:
     return total
 
 
-def _open(name: str) -> BinaryIO:
-    if name == "-":
-        return sys.stdin.buffer
-    return open(name, "rb")
+READ_CHUNK: Final = 64 * 1024
+
+
+def _chunks(fd: int) -> Iterator[bytes]:
+    """What ``fd`` yields, chunk by chunk, as soon as it is there.
+
+    ``os.read`` on the raw descriptor rather than ``sys.stdin.buffer.readline``: a daemon
+    thread blocked inside a buffered object's ``readline`` holds that object's lock, and an
+    interpreter shutting down (Ctrl-C while waiting for input on a terminal) then aborts
+    with "could not acquire lock for <stdin>"; a raw read holds no Python lock."""
+    while chunk := os.read(fd, READ_CHUNK):
+        yield chunk
+
+
+def _records(fd: int, whole: bool) -> Iterator[tuple[bytes, int]]:
+    """``(record, input bytes it used)``: one per line (newline and a trailing CR dropped,
+    empty lines skipped), or the whole input as one record."""
+    if whole:
+        data = b"".join(_chunks(fd))
+        yield data, len(data)
+        return
+    parts: list[bytes] = []  # the line being read, chunk by chunk (no quadratic copies)
+    for chunk in _chunks(fd):
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            parts.append(chunk[start:end])
+            line = b"".join(parts)
+            parts = []
+            start = end + 1
+            if data := line.rstrip(b"\r"):
+                yield data, len(line) + 1
+        parts.append(chunk[start:])
+    line = b"".join(parts)
+    if data := line.rstrip(b"\r"):
+        yield data, len(line)
 
 
 def start_reader(
@@ -137,8 +168,8 @@ def start_reader(
     """A daemon thread putting every record of ``names`` into ``queue``, then None.
 
     Lines are split on ``\\n`` (the newline is not part of the record); empty lines are
-    skipped. With ``whole``, each input is one record. A daemon, because a thread blocked in
-    ``readline`` on a terminal cannot be interrupted: the process exits without it."""
+    skipped. With ``whole``, each input is one record. A daemon, because a thread blocked
+    reading a terminal cannot be interrupted: the process exits without it."""
 
     def put(item: InputRecord | None) -> bool:
         if loop.is_closed():
@@ -158,24 +189,15 @@ def start_reader(
     def run() -> None:
         number = 0
         for name in names:
-            stream = _open(name)
+            fd = sys.stdin.fileno() if name == "-" else os.open(name, os.O_RDONLY)
             try:
-                if whole:
-                    data = stream.read()
+                for data, used in _records(fd, whole):
                     number += 1
-                    if not put(InputRecord(number, data, len(data))):
-                        return
-                    continue
-                while line := stream.readline():
-                    data = line.rstrip(b"\r\n")
-                    if not data:
-                        continue
-                    number += 1
-                    if not put(InputRecord(number, data, len(line))):
+                    if not put(InputRecord(number, data, used)):
                         return
             finally:
-                if stream is not sys.stdin.buffer:
-                    stream.close()
+                if name != "-":
+                    os.close(fd)
         put(None)
 
     thread = threading.Thread(target=run, name="raftlog-admin-input", daemon=True)

@@ -220,16 +220,20 @@ class RaftClient:
         *,
         any_peer: bool = False,
         peer_url: str | None = None,
+        fail_fast: bool = False,
         timeout: float | None = None,
     ) -> RequestLogInfoResponse:
         """RequestLogInfo (§10.2) from the leader, from whichever peer answers first when
         ``any_peer`` is true (its ``is_leader`` / ``leader_id`` say who answered), or from
-        the peer at ``peer_url`` (its own view: status pages, "is this peer caught up")."""
+        the peer at ``peer_url`` (its own view: status pages, "is this peer caught up";
+        ``fail_fast`` as in :meth:`peer_request`)."""
         started, deadline = self._window(timeout)
         link = self._link
         if peer_url is not None:
             frames = encode_request(RequestLogInfo(), ident=link.ident, id=link.new_id())
-            answer = await link.peer_call(peer_url, frames, deadline=deadline, started=started)
+            answer = await link.peer_call(
+                peer_url, frames, deadline=deadline, started=started, fail_fast=fail_fast
+            )
             info = decode_response(TYPE_REQUEST_LOG_INFO, answer)[1]
             if not isinstance(info, RequestLogInfoResponse):
                 raise RemoteProtocolError("RequestLogInfo answered with another message")
@@ -371,17 +375,27 @@ class RaftClient:
         )
 
     async def peer_request(
-        self, url: str, msg_type: bytes, args: Sequence[bytes], *, timeout: float | None = None
+        self,
+        url: str,
+        msg_type: bytes,
+        args: Sequence[bytes],
+        *,
+        fail_fast: bool = False,
+        timeout: float | None = None,
     ) -> list[bytes]:
         """Send ``[id, msg_type, ident, *args]`` to the peer at ``url`` (leader or not) and
         return the frames after the id of its answer. Silence longer than
         ``response_timeout`` resends the same frames, so use it for idempotent requests;
-        ``ClusterUnavailableError`` after ``timeout`` or once the peer refused connections
-        for ``refused_timeout``."""
+        ``ClusterUnavailableError`` after ``timeout``. A refusing peer is waited for (it
+        may be restarting) unless ``fail_fast``: then the call gives up once the peer has
+        refused connections for ``refused_timeout`` (an operator asking one peer that is
+        down wants to hear it at once)."""
         started, deadline = self._window(timeout)
         link = self._link
         frames = [link.new_id(), msg_type, link.ident, *args]
-        answer = await link.peer_call(url, frames, deadline=deadline, started=started)
+        answer = await link.peer_call(
+            url, frames, deadline=deadline, started=started, fail_fast=fail_fast
+        )
         return answer[1:]
 
     def open_broadcast_socket(self, url: str, prefix: bytes | None = None) -> zmq.asyncio.Socket:

@@ -169,12 +169,20 @@ class Connections:
                 return False
 
     async def peer_call(
-        self, url: str, frames: list[bytes], *, deadline: float, started: float
+        self,
+        url: str,
+        frames: list[bytes],
+        *,
+        deadline: float,
+        started: float,
+        fail_fast: bool = False,
     ) -> list[bytes]:
         """Send ``frames`` to the peer at ``url`` (no leader involved); the frames of its
         first answer (id frame first). Silence longer than ``response_timeout`` resends the
         same frames, so use it for idempotent requests; ``ClusterUnavailableError`` once
-        ``deadline`` passes or the peer refused connections for ``refused_timeout``."""
+        ``deadline`` passes -- or, with ``fail_fast``, once the peer has refused connections
+        for ``refused_timeout`` (a peer that is down, rather than one that is restarting:
+        one peer is not the cluster, so waiting for it is the default)."""
         with self.waiters.register(frames[0]) as inbox:
             while True:
                 remaining = deadline - self.now()
@@ -182,7 +190,7 @@ class Connections:
                     raise self.unavailable(started, "no answer", [url])
                 wait = min(self.response_timeout, remaining)
                 if not await self.send(url, frames, wait):
-                    if self.refusing([url]):
+                    if fail_fast and self.refusing([url]):
                         raise self.unavailable(started, "no answer", [url])
                     continue
                 delivery = await next_delivery(inbox, min(wait, deadline - self.now()))

@@ -159,18 +159,29 @@ class SyncRaftClient:
         *,
         any_peer: bool = False,
         peer_url: str | None = None,
+        fail_fast: bool = False,
         timeout: float | None = None,
     ) -> RequestLogInfoResponse:
         """See :meth:`RaftClient.request_log_info`."""
         return self._call(
-            self._client.request_log_info(any_peer=any_peer, peer_url=peer_url, timeout=timeout)
+            self._client.request_log_info(
+                any_peer=any_peer, peer_url=peer_url, fail_fast=fail_fast, timeout=timeout
+            )
         )
 
     def peer_request(
-        self, url: str, msg_type: bytes, args: Sequence[bytes], *, timeout: float | None = None
+        self,
+        url: str,
+        msg_type: bytes,
+        args: Sequence[bytes],
+        *,
+        fail_fast: bool = False,
+        timeout: float | None = None,
     ) -> list[bytes]:
         """See :meth:`RaftClient.peer_request`."""
-        return self._call(self._client.peer_request(url, msg_type, args, timeout=timeout))
+        return self._call(
+            self._client.peer_request(url, msg_type, args, fail_fast=fail_fast, timeout=timeout)
+        )
 
     def request_update(
         self, data: bytes, request_id: bytes | None = None, *, timeout: float | None = None

@@ -92,3 +92,32 @@ async def test_leader_request_carries_topic_publishes(shared_cluster: PeerCluste
             p.url for p in shared_cluster.peers.values() if p.id != shared_cluster.leader()
         )
         assert "transport" in await topics.list_topics(url=follower)
+
+
+async def test_one_refusing_peer_is_waited_for_unless_fail_fast() -> None:
+    """A peer may be restarting: per-peer requests wait for it until their timeout by
+    default; ``fail_fast`` gives up once it has refused for ``refused_timeout``."""
+    url = f"tcp://127.0.0.1:{free_ports(1)[0]}"
+    async with RaftClient([url], "x", refused_timeout=0.5) as client:
+        started = time.monotonic()
+        with pytest.raises(ClusterUnavailableError):
+            await client.request_log_info(peer_url=url, timeout=2.5)
+        assert time.monotonic() - started >= 2.4
+        started = time.monotonic()
+        with pytest.raises(ClusterUnavailableError, match="the peer refused the connection"):
+            await client.request_log_info(peer_url=url, fail_fast=True, timeout=30)
+        assert time.monotonic() - started < 5.0
+
+
+async def test_a_restarting_peer_is_answered_once_it_is_back(cluster: PeerCluster) -> None:
+    async with RaftClient(cluster.urls, cluster.ident, timeout=30.0) as client:
+        await client.request_config()
+        leader = cluster.wait_stable_leader()
+        follower = next(p for p in cluster.peers if p != leader)
+        cluster.kill(follower)
+        url = cluster.peers[follower].url
+        with pytest.raises(ClusterUnavailableError):
+            await client.request_log_info(peer_url=url, fail_fast=True)
+        cluster.start(follower)
+        info = await client.request_log_info(peer_url=url)  # waits while it starts up
+        assert not info.is_leader

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from raftlog.cli import admin_publish
 from raftlog.cli.admin_io import UsageError
-from raftlog.cli.admin_publish import PublishReport, check_inputs, publish_stream
+from raftlog.cli.admin_publish import PublishReport, _records, check_inputs, publish_stream
 from raftlog.errors import EntryTooLargeError
 
 
@@ -117,3 +118,17 @@ def test_missing_inputs_are_bad_usage(tmp_path: Path) -> None:
     assert check_inputs([]) == ["-"]
     with pytest.raises(UsageError, match="no such file"):
         check_inputs([str(tmp_path / "missing.txt")])
+
+
+def test_lines_split_across_reads_are_joined(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(admin_publish, "READ_CHUNK", 3)  # every line spans several reads
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"al")
+    os.write(write_fd, b"pha\r\n\nbe")
+    os.write(write_fd, b"ta\ngamma")
+    os.close(write_fd)
+    try:
+        records = list(_records(read_fd, whole=False))
+    finally:
+        os.close(read_fd)
+    assert records == [(b"alpha", 7), (b"beta", 5), (b"gamma", 5)]
