@@ -223,7 +223,9 @@ def _add_config_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         "  raftlog-admin config show\n  raftlog-admin config add 4=tcp://10.0.0.4:8047\n",
     )
     csub = config.add_subparsers(dest="action", required=True, metavar="ACTION")
-    _command(csub, "show", "the current configuration, from the leader", "  config show\n")
+    _command(
+        csub, "show", "the current configuration, from the leader", "  raftlog-admin config show\n"
+    )
     for action, what, example in (
         ("add", "add voters, given as ID=URL (or URL/ID)", "add 4=tcp://10.0.0.4:8047"),
         ("remove", "remove voters by id", "remove 3"),

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 
-from raftlog.cli.admin import main
+from raftlog.cli.admin import build_parser, main
 from raftlog.cli.admin_cluster import (
     behind,
     check_with_leader_rule,
@@ -95,3 +96,20 @@ def test_missing_publish_file_is_one_line_exit_2(
     code = main(["--peers", "tcp://127.0.0.1:1", "--ident", "x", "publish", str(tmp_path / "no")])
     assert code == 2
     assert capsys.readouterr().err.strip().endswith("no: no such file")
+
+
+def test_every_subcommand_has_its_own_help_with_an_example() -> None:
+    def leaves(parser: argparse.ArgumentParser, path: str) -> list[tuple[str, str]]:
+        found = [(path, parser.format_help())]
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    found += leaves(child, f"{path} {name}")
+        return found
+
+    helps = leaves(build_parser(), "raftlog-admin")
+    assert len(helps) >= 15
+    for path, text in helps[1:]:
+        assert "example" in text and "raftlog-admin " in text.split("example", 1)[1], path
+    texts = [text for _, text in helps]
+    assert len(set(texts)) == len(texts)  # no two commands share a help text
