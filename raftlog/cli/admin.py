@@ -109,6 +109,9 @@ def make_client(args: argparse.Namespace, target: Target) -> RaftClient:
 async def cmd_publish(args: argparse.Namespace, client: RaftClient, names: list[str]) -> int:
     """Stream records to the log (or to a topic with ``--topic``); see ``admin_publish``."""
     unit = "file" if args.whole else "line"
+    # find the leader first: the pipelined updates then leave in input order (and a cluster
+    # that is down is reported before any input is read)
+    await client.request_config()
     if args.topic is not None:
         return await admin_topics.publish_to_topic(args, client, names, unit)
     report: PublishReport[int] = PublishReport()
@@ -338,6 +341,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(run(args))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `raftlog-admin read | head`: the reader had enough
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return EXIT_OK
     except (UsageError, ConfigError, ValueError) as exc:  # EntryTooLargeError is a ValueError
         return _fail("error", exc, EXIT_USAGE)
     except OSError as exc:

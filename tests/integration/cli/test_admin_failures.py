@@ -5,6 +5,7 @@ Ctrl-C report. Real peer processes on loopback; timing bounds are generous on pu
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -209,3 +210,13 @@ def test_compact_asks_every_peer_over_the_client_transport(cluster: PeerCluster)
     down = admin(cluster, "compact", "--peer", nobody)
     assert down.returncode == 3 and "refused the connection" in down.stderr
     assert time.monotonic() - started < 10.0  # not the 20 s --timeout
+
+
+def test_pipelined_publish_keeps_the_input_order(cluster: PeerCluster) -> None:
+    tag = f"order-{time.monotonic_ns()}"
+    lines = [f"{tag}-{n}" for n in range(300)]
+    published = admin(cluster, "publish", stdin="\n".join(lines) + "\n")
+    assert published.returncode == 0, published.stderr
+    read = admin(cluster, "read", "--json")
+    values = [json.loads(line).get("data", "") for line in read.stdout.splitlines()]
+    assert [v for v in values if v.startswith(tag)] == lines
