@@ -38,13 +38,13 @@ from raftlog.client import Peer, RaftClient
 from raftlog.client.models import IndexedEntry
 from raftlog.entry import EntryType
 from raftlog.errors import ClusterUnavailableError, ConfigError, ConfigUpdateError
-from raftlog.rpc.compact import TYPE_COMPACT, decode_compact_response
+from raftlog.rpc.admin import TYPE_COMPACT, CompactStatus, decode_compact_response
 from raftlog.rpc.config import check_config_update, decode_config_payload, peers_to_json
 from raftlog.rpc.messages import ConfigPayload, RequestLogInfoResponse
 
 NOTHING: Final = (
     "nothing to compact (entries whose request ids are still remembered stay in the log so "
-    "retries remain idempotent: option request_id_ttl, docs/protocol.md)"
+    "retries remain idempotent: docs/protocol.md §12.7, option request_id_ttl)"
 )
 DEFAULT_MAX_LAG: Final = 1000
 """Entries a new voter may be behind the leader before ``config add`` refuses it."""
@@ -206,6 +206,7 @@ async def cmd_compact(args: argparse.Namespace, client: RaftClient) -> int:
             print(f"{url}\tno answer: {exc}", file=sys.stderr)
             failed += 1
             continue
-        index = decode_compact_response(frames)
-        print(f"{url}\t" + (f"compacted to {index}" if index else NOTHING))
+        answer = decode_compact_response(frames)
+        done = answer.status is CompactStatus.COMPACTED
+        print(f"{url}\t" + (f"compacted to {answer.index}" if done else NOTHING))
     return EXIT_UNAVAILABLE if failed == len(targets) else EXIT_OK
