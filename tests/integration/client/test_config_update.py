@@ -9,6 +9,7 @@ import pytest
 from integration.cluster import PeerCluster, wait_for
 from raftlog.client import Peer
 from raftlog.entry import EntryType
+from raftlog.errors import ConfigUpdateError
 
 from .conftest import client_for, read_log
 
@@ -39,7 +40,15 @@ async def test_config_update_adds_and_removes_a_peer(cluster: PeerCluster) -> No
         assert outsider.url in client.peer_urls  # the client follows the configuration
 
         # Retrying the same request id is answered with the same index, not a new change.
-        removed = await client.config_update(before, request_id=(rid := client.new_request_id()))
+        # The leader answers "busy" until C(new) is committed (it is visible once appended).
+        rid = client.new_request_id()
+        for _ in range(200):
+            try:
+                removed = await client.config_update(before, request_id=rid)
+                break
+            except ConfigUpdateError as busy:
+                assert busy.status == 3, busy
+                await asyncio.sleep(0.05)
         assert await client.config_update(before, request_id=rid) == removed
         assert removed > joint
         index = await client.request_update(b"after membership changes")
