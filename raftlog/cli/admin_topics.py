@@ -78,6 +78,7 @@ def parse_time(text: str) -> int:
 
 
 def record_line(item: LoggedRecord, as_json: bool) -> str:
+    """One topic record as a line of text (or JSON) for ``read --topic``."""
     rec = item.record
     when = dt.datetime.fromtimestamp(item.append_time_ms / 1000, dt.UTC).isoformat()
     value = rec.value.decode("utf-8", "backslashreplace")
