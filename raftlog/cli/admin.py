@@ -138,6 +138,8 @@ async def cmd_publish(args: argparse.Namespace, client: RaftClient, names: list[
 async def cmd_read(args: argparse.Namespace, client: RaftClient) -> int:
     """Print committed entries from ``--from`` (or the last ``-n``), optionally following."""
     start = args.start
+    if start is None and args.command == "read":  # the whole log
+        start = 1
     if start is None or start < 0:
         info = await client.request_log_info()
         back = args.lines if start is None else -start
@@ -288,7 +290,7 @@ def _add_read_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "  raftlog-admin read --topic orders --from-time 2026-01-01T00:00\n",
     )
     read.add_argument(
-        "--from", dest="start", type=int, default=1, help="first index (negative: from the end)"
+        "--from", dest="start", type=int, help="first index (default 1; negative: from the end)"
     )
     read.add_argument("--count", type=int, help="at most this many entries")
     read.add_argument("--topic", help="read this topic's records (from the topic index)")
