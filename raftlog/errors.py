@@ -87,3 +87,10 @@ class ConfigUpdateError(RaftlogError):
 
 class ClientClosedError(RaftlogError):
     """The client (or the stream or subscriber built on it) was closed while a call waited."""
+
+
+class DurableStateOutOfRangeError(RaftlogError):
+    """The data directory holds a term or index above the ceiling of ``raftlog.bounds``
+    (written by a version without the ceiling, e.g. after a forged RequestVote). The peer
+    refuses to start (exit code 4) instead of crash-looping; ``raftlog-tool reset-term``
+    repairs it offline (docs/peer-service.md)."""

@@ -19,7 +19,7 @@ import bisect
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, TypeVar
 
 MetricType = Literal["counter", "gauge", "histogram"]
 
@@ -212,6 +212,7 @@ class Histogram(_Family):
 
 
 Family = Counter | Gauge | Histogram
+_F = TypeVar("_F", Counter, Gauge, Histogram)
 
 
 class Registry:
@@ -295,6 +296,34 @@ class PeerMetrics:
             )
         )
 
-    def _add(self, family: Counter) -> Counter:
+        # issue #12: how long the consensus loop is held up, and the guard events
+        self.loop_pass_seconds = self._add(
+            Histogram(
+                "raftlog_loop_pass_seconds",
+                "Duration of one pass of the peer's loop (drain, ticks, Readies, streaming): "
+                "a pass near the election timeout starves heartbeats and elections.",
+            )
+        )
+        self.max_loop_stall_seconds = self._add(
+            Gauge(
+                "raftlog_max_loop_stall_seconds",
+                "Longest single pass of the peer's loop since it started.",
+            )
+        )
+        self.loop_stalls = self._add(
+            Counter(
+                "raftlog_loop_stalls",
+                "Loop passes longer than a quarter of election_timeout_min.",
+            )
+        )
+        self.campaigns_refused = self._add(
+            Counter(
+                "raftlog_campaigns_refused",
+                "Elections not started because the term is at the ceiling (raftlog.bounds); "
+                "repair with raftlog-tool reset-term.",
+            )
+        )
+
+    def _add(self, family: _F) -> _F:
         self.registry.register(family)
         return family

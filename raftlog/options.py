@@ -51,6 +51,10 @@ class RaftOptions:
     """raftlog extension (topics, issue #7): a publish to a topic that does not exist creates
     it with default properties instead of being refused. Decided by the leader, which marks
     the entry, so every peer applies it the same way whatever its own setting."""
+    exit_when_removed: bool = True
+    """raftlog extension (issue #13): a peer that learns that a committed configuration removed
+    it logs ``removed_from_cluster`` once and exits 0. False keeps it running as a non-voting
+    follower (it never campaigns; it still answers clients and RequestEntries)."""
 
     def validate(self) -> RaftOptions:
         """Check the reference's valid ranges (§13); raise ``ConfigError`` naming the option."""

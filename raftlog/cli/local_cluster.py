@@ -99,10 +99,7 @@ def render_peer_line(peer_id: str, line: bytes, *, colors: bool = False) -> str:
 def cli_hint(config: str) -> str:
     """How to reach the CLIs installed next to this interpreter (they are not on PATH)."""
     bin_dir = Path(sys.executable).parent
-    return (
-        f'CLIs: export PATH="{bin_dir}:$PATH"   '
-        f"then e.g.: raftlog-admin -c {config} status"
-    )
+    return f'CLIs: export PATH="{bin_dir}:$PATH"   then e.g.: raftlog-admin -c {config} status'
 
 
 def main(argv: list[str] | None = None) -> int:

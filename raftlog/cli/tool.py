@@ -1,9 +1,13 @@
-"""``raftlog-tool``: look inside a peer's data directory without changing it, back it up.
+"""``raftlog-tool``: look inside a peer's data directory, back it up, repair an out-of-range
+term.
 
-Every command opens the stores read-only (no lock taken, nothing created), so it is safe to run
-next to a live peer; ``backup``/``restore`` (``raftlog.cli.tool_backup``) only create their
-destination. Exit codes: 0 success, 1 corruption found (or no consistent backup), 2 usage
-error (bad arguments, missing or foreign directory).
+``inspect``, ``dump`` and ``verify`` open the stores read-only (no lock taken, nothing
+created), so they are safe to run next to a live peer; ``backup``/``restore``
+(``raftlog.cli.tool_backup``) only create their destination. ``reset-term`` is the one command
+that changes a data directory: it takes the database lock, so it refuses to run while the peer
+is up (see :func:`cmd_reset_term` and docs/peer-service.md for when it is safe). Exit codes:
+0 success, 1 corruption found (or no consistent backup), 2 usage error (bad arguments, missing
+or foreign directory, peer running, refused reset).
 """
 
 from __future__ import annotations
@@ -14,11 +18,13 @@ import json
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import msgpack
 
+from raftlog.bounds import MAX_TERM
 from raftlog.cli import tool_backup
 from raftlog.cli.common import add_version_argument
 from raftlog.entry import EntryType, LogEntry
@@ -201,12 +207,65 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_CORRUPT
 
 
+def cmd_reset_term(args: argparse.Namespace) -> int:
+    """Set a *stopped* peer's current term to ``--term`` and clear its vote (issue #12).
+
+    For data written before raftlog had a term ceiling: a forged RequestVote could leave a
+    term above ``MAX_TERM`` on disk, and the peer then refuses to start (exit code 4). Refused
+    unless the stored term is out of range (or ``--term`` raises it), ``--term`` is at most
+    ``MAX_TERM`` and above every term in this peer's log. Lowering a term is safe only under
+    the cluster-wide rule of docs/peer-service.md (``--term`` above every term any peer's log
+    holds and every in-range term any running peer holds); the tool checks what it can see
+    locally and the operator the rest."""
+    path: Path = args.data_dir
+    term: int = args.term
+    if not 1 <= term <= MAX_TERM:
+        raise UsageError(f"--term must be within 1..{MAX_TERM}")
+    try:
+        database = RocksDatabase(path / LOG_DIR, create=False)
+    except StorageError as exc:
+        raise UsageError(
+            f"cannot open {path} for writing (is the peer still running?): {exc}"
+        ) from None
+    try:
+        log, hard_state = RocksLogStore(database), RocksHardStateStore(database)
+    except BaseException:
+        database.release()
+        raise
+    try:
+        state = hard_state.load()
+        last_term = log.term_at(log.last_index) or 0
+        if last_term > MAX_TERM:
+            raise UsageError(
+                f"the log itself holds entries of term {last_term} (above {MAX_TERM}); a term "
+                "reset cannot repair that: rebuild this peer from the others (docs/peer-service.md)"
+            )
+        if term <= last_term:
+            raise UsageError(f"--term {term} must be above the log's last term {last_term}")
+        if state.current_term <= MAX_TERM and term < state.current_term:
+            raise UsageError(
+                f"current term {state.current_term} is in range; lowering it is never needed "
+                "and could let this peer vote twice in one term"
+            )
+        hard_state.save(replace(state, current_term=term, voted_for=None))  # synced
+    finally:
+        log.close()
+        hard_state.close()
+        database.release()
+    print(
+        f"{path}: current term {state.current_term} -> {term}, vote "
+        f"{state.voted_for!r} -> None (synced)"
+    )
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``raftlog-tool`` command line (exit codes in the epilog)."""
     parser = argparse.ArgumentParser(
         prog="raftlog-tool",
         description="Inspect, dump, verify and back up a raftlog peer's data directory "
-        "(read-only; safe next to a running peer).",
+        "(read-only; safe next to a running peer); reset-term repairs a stopped peer's "
+        "out-of-range term.",
         epilog="Exit codes: 0 success, 1 corruption found (or no consistent backup), "
         "2 usage error.",
     )
@@ -220,13 +279,25 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser(
         "verify", help="check every checksum and index; exit 1 on corruption"
     )
-    for sub in (inspect, dump, verify):
+    reset_term = commands.add_parser(
+        "reset-term",
+        help="set a STOPPED peer's out-of-range term (exit code 4 at start) to --term",
+        description="Repair a data directory whose current term is above 2^48-1 (the peer "
+        "exits 4 at start). Stop the peer first. Safe only when --term is above every log term "
+        "of every peer and every in-range term of any peer still running; see "
+        "docs/peer-service.md, 'Recovering from an out-of-range term'.",
+    )
+    for sub in (inspect, dump, verify, reset_term):
         sub.add_argument("data_dir", metavar="DATA_DIR", type=Path, help="the peer's data dir")
     inspect.add_argument("--json", action="store_true", help="one JSON object")
     dump.add_argument("--from", dest="from_index", type=int, metavar="I", help="first index")
     dump.add_argument("--to", dest="to_index", type=int, metavar="J", help="last index (incl.)")
     dump.add_argument("--json", action="store_true", help="one JSON object per entry and line")
     dump.add_argument("--data", action="store_true", help="with --json: add the data as hex")
+    reset_term.add_argument(
+        "--term", type=int, required=True, metavar="T", help="the new current term"
+    )
+    reset_term.set_defaults(handler=cmd_reset_term)
     inspect.set_defaults(handler=cmd_inspect)
     dump.set_defaults(handler=cmd_dump)
     verify.set_defaults(handler=cmd_verify)

@@ -24,8 +24,7 @@ def _run(args: argparse.Namespace, *, manifest: bool) -> int:
     dest: Path = args.dest
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         print(
-            f"raftlog-tool: error: {dest}: already exists and is not empty; "
-            "choose a new directory",
+            f"raftlog-tool: error: {dest}: already exists and is not empty; choose a new directory",
             file=sys.stderr,
         )
         return EXIT_USAGE

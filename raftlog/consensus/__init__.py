@@ -42,6 +42,16 @@ Inputs
   only for request-id freshness.
 * ``applied(index)``: the state machine has durably applied up to ``index``.
 * ``campaign()``: start an election now, as if the election timer had fired.
+* ``heard_from_leader(leader_id, term)``: the driver received a *retransmission* of a request
+  from ``leader_id`` that it answers from its debounce cache without stepping it (§6). The
+  leader is alive: a follower of that leader in that term resets its election timer, exactly
+  as a processed AppendEntries would. Without it a follower whose replies are lost (a one-way
+  link) campaigns although it hears its leader (issue #12, finding 3).
+
+Terms and indexes are bounded (``raftlog.bounds``): a message carrying a term above
+``MAX_TERM`` or an index above ``MAX_INDEX`` is ignored (event ``MessageDropped``), and a peer
+at ``MAX_TERM`` refuses to campaign (event ``CampaignRefused``) rather than create a term
+nobody can encode.
 
 Output: ``has_ready()`` / ``ready()`` / ``advance(ready)``
 ---------------------------------------------------------
@@ -69,7 +79,10 @@ order (it is the only safe one):
    requests with "not leader" (naming ``soft_state.leader_id``), cancel outstanding peer RPCs,
    drop RequestEntries pipelines. ``ConfigChangeCompleted(joint_index, final_index)``: answer
    pending ConfigUpdates for ``joint_index`` with ``[1, joint_index]``. ``ConfigChanged``:
-   connect/disconnect peers. ``TruncationRefused`` / ``BadConfigEntry`` / ``SteppedDown``: log.
+   connect/disconnect peers (to ``RaftCore.connect_to``: the configuration's peers plus the
+   ones being told of their removal). ``TruncationRefused`` / ``BadConfigEntry`` /
+   ``SteppedDown`` / ``MessageDropped`` / ``CampaignRefused``: log. ``RemovedFromCluster``:
+   log once; the peer service then stops (exit 0) unless configured to stay.
 7. ``advance(ready)``.
 
 Transport contract
@@ -98,13 +111,16 @@ stores live and streams the current snapshot to followers that need it.
 from raftlog.consensus.core import RaftCore
 from raftlog.consensus.ready import (
     BadConfigEntry,
+    CampaignRefused,
     CommittedEntries,
     ConfigChangeCompleted,
     ConfigChanged,
     Event,
     LogAppend,
+    MessageDropped,
     Outbound,
     Ready,
+    RemovedFromCluster,
     Role,
     SendReply,
     SendRequest,
@@ -136,6 +152,7 @@ __all__ = [
     "Appended",
     "BadConfigEntry",
     "Bug",
+    "CampaignRefused",
     "CommittedEntries",
     "ConfigAccepted",
     "ConfigBusy",
@@ -151,12 +168,14 @@ __all__ = [
     "Event",
     "Expired",
     "LogAppend",
+    "MessageDropped",
     "NotLeader",
     "Outbound",
     "ProposeResult",
     "Refused",
     "RaftCore",
     "Ready",
+    "RemovedFromCluster",
     "Role",
     "SendReply",
     "SendRequest",

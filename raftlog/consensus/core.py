@@ -10,6 +10,7 @@ from raftlog.consensus import election, follower, proposals, replication
 from raftlog.consensus.leader import maybe_commit
 from raftlog.consensus.ready import (
     CommittedEntries,
+    MessageDropped,
     Ready,
     Role,
     SnapshotInstall,
@@ -26,11 +27,13 @@ from raftlog.rpc.messages import (
     ConfigPayload,
     InstallSnapshot,
     InstallSnapshotResponse,
+    Peer,
     PeerRequest,
     PeerResponse,
     RequestVote,
     RequestVoteResponse,
 )
+from raftlog.rpc.ranges import peer_message_out_of_range
 from raftlog.storage.base import HardState, LogStore, SnapshotStore
 
 
@@ -93,22 +96,41 @@ class RaftCore:
 
     def step_request(self, token: object, message: PeerRequest) -> None:
         """An inbound peer request; its reply (if any) comes out as ``SendReply(token, ...)``.
-        RequestVotes from outside the configuration get no reply at all (§6)."""
+        RequestVotes from outside the configuration get no reply at all (§6). A request whose
+        term or index is above the ceiling (``raftlog.bounds``) gets none either: it is
+        dropped with a ``MessageDropped`` event before anything is adopted."""
         s = self._s
+        if not isinstance(message, AppendEntries | RequestVote | InstallSnapshot):
+            raise LocalProtocolError(f"not a peer request: {type(message).__name__}")
+        reason = peer_message_out_of_range(message)
+        if reason is not None:
+            sender = message.candidate_id if isinstance(message, RequestVote) else message.leader_id
+            s.events.append(MessageDropped(reason, sender, type(message).__name__))
+            return
         if isinstance(message, AppendEntries):
             follower.handle_append_entries(s, token, message)
         elif isinstance(message, RequestVote):
             election.handle_request_vote(s, token, message)
-        elif isinstance(message, InstallSnapshot):
-            follower.handle_install_snapshot(s, token, message)
         else:
-            raise LocalProtocolError(f"not a peer request: {type(message).__name__}")
+            follower.handle_install_snapshot(s, token, message)
+
+    def heard_from_leader(self, leader_id: str, term: int) -> None:
+        """The driver answered a retransmission from ``leader_id`` (term ``term``) out of its
+        debounce cache instead of stepping it: the leader is alive. A follower of exactly
+        that leader and term resets its election timer; anything else is ignored (a stale or
+        unknown leader must not keep this peer from campaigning)."""
+        follower.heard_from_leader(self._s, leader_id, term)
 
     def step_response(self, peer_id: str, request: PeerRequest, response: PeerResponse) -> None:
         """A response the transport matched (by msgid) to ``request``, the very object this
         core emitted in ``SendRequest(peer_id, request)``. Late, duplicated and abandoned
-        answers are fine: the core ignores what no longer applies."""
+        answers are fine: the core ignores what no longer applies. A response carrying a term
+        or index above the ceiling is dropped (``MessageDropped``)."""
         s = self._s
+        reason = peer_message_out_of_range(response)
+        if reason is not None:
+            s.events.append(MessageDropped(reason, peer_id, type(response).__name__))
+            return
         if isinstance(request, AppendEntries) and isinstance(response, AppendEntriesResponse):
             replication.handle_append_response(s, peer_id, request, response)
         elif isinstance(request, RequestVote) and isinstance(response, RequestVoteResponse):
@@ -282,6 +304,19 @@ class RaftCore:
         """The configuration in effect (best guess when ``config_known`` is False); what
         RequestConfig answers with."""
         return self._s.membership.payload
+
+    def connect_to(self) -> tuple[Peer, ...]:
+        """Every peer the driver must keep a connection to: the configuration in effect plus
+        the peers this leader is still telling about their removal (see ``leader``)."""
+        peers = self._s.membership.payload.all_peers()
+        known = {peer.id for peer in peers}
+        departing = tuple(p for p in self._s.departing.values() if p.id not in known)
+        return peers + departing
+
+    @property
+    def removed(self) -> bool:
+        """Has a committed configuration removed this former voter (``RemovedFromCluster``)?"""
+        return self._s.removed_reported
 
     @property
     def config_index(self) -> int:

@@ -20,9 +20,10 @@ depose a working leader through a member that has not yet learnt of its removal.
 
 from __future__ import annotations
 
+from raftlog.bounds import MAX_TERM
 from raftlog.consensus import leader
 from raftlog.consensus.quorum import VoteResult, has_quorum, vote_result
-from raftlog.consensus.ready import Role
+from raftlog.consensus.ready import CampaignRefused, Role
 from raftlog.consensus.state import CoreState
 from raftlog.rpc.messages import RequestVote, RequestVoteResponse
 
@@ -61,6 +62,11 @@ def on_election_timeout(s: CoreState) -> None:
 def campaign(s: CoreState) -> None:
     """Start an election for ``term + 1`` (a sole voter wins it at once, §12.1)."""
     if not s.can_campaign():
+        s.reset_election_timer()
+        return
+    if s.term >= MAX_TERM:
+        # term + 1 could not be adopted by anyone (raftlog.bounds): keep following instead
+        s.events.append(CampaignRefused(s.term, "term_exhausted"))
         s.reset_election_timer()
         return
     s.term += 1

@@ -46,6 +46,13 @@ def _accept_leader(s: CoreState, leader_id: str, term: int) -> bool:
     return True
 
 
+def heard_from_leader(s: CoreState, leader_id: str, term: int) -> None:
+    """A retransmission the driver answered from its debounce cache (``RaftCore``)."""
+    if s.role is Role.FOLLOWER and s.leader_id == leader_id and s.term == term:
+        s.reset_election_timer()
+        s.leader_contact = s.now
+
+
 def handle_append_entries(s: CoreState, token: object, m: AppendEntries) -> None:
     if m.term < s.term or not _accept_leader(s, m.leader_id, m.term):
         s.reply(token, AppendEntriesResponse(s.term, False))

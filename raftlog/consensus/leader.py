@@ -20,7 +20,7 @@ from raftlog.consensus.settings import Bug
 from raftlog.consensus.state import CoreState
 from raftlog.entry import EntryType, LogEntry
 from raftlog.rpc.config import encode_config_payload
-from raftlog.rpc.messages import ConfigPayload
+from raftlog.rpc.messages import AppendEntries, ConfigPayload
 
 
 def become_leader(s: CoreState) -> None:
@@ -39,16 +39,45 @@ def become_leader(s: CoreState) -> None:
 
 
 def sync_progress(s: CoreState) -> None:
-    """Track exactly the other members of the configuration in effect (a new peer starts
-    probing at the end of the log like everyone else)."""
-    wanted = s.membership.members - {s.id}
+    """Track the other members of the configuration in effect (a new peer starts probing at
+    the end of the log like everyone else), plus the *departing* peers.
+
+    Departing: when a final C(new) leaves out voters of the joint configuration before it,
+    this leader keeps replicating to them until one acknowledges an AppendEntries that
+    carries a commit index at or above C(new) (``release_departed``). Without that a removed
+    peer never learns of its removal -- its last configuration is the joint one, which still
+    has it -- and campaigns forever against peers that drop its requests (issue #13 item 5).
+    Departing peers never count towards a quorum (quorums are computed over the
+    configuration's groups only)."""
+    current = s.membership
+    wanted = current.members - {s.id}
+    if current.is_joint:
+        s.departing = {}
+    else:
+        previous = s.history.previous_payload()
+        leaving = () if previous is None or previous.old is None else previous.all_peers()
+        s.departing = {
+            p.id: p
+            for p in leaving
+            if p.id not in wanted and p.id != s.id and (p.id in s.progress or p.id in s.departing)
+        }
     for peer in list(s.progress):
-        if peer not in wanted:
+        if peer not in wanted and peer not in s.departing:
             del s.progress[peer]
     next_index = s.log.last_index + 1
     for peer in sorted(wanted):
         if peer not in s.progress:
             s.progress[peer] = Progress(peer, next_index, s.now)
+
+
+def release_departed(s: CoreState, peer: str, request: AppendEntries) -> None:
+    """A departing peer acknowledged ``request``: once the commit index it let the peer
+    reach covers the configuration that removed it, it knows; stop replicating to it."""
+    current = s.membership
+    learnt = min(request.commit_index, request.prev_log_index + len(request.entries))
+    if peer in s.departing and current.index <= min(learnt, s.commit):
+        del s.departing[peer]
+        s.progress.pop(peer, None)
 
 
 def own_match(s: CoreState) -> int:
@@ -103,6 +132,7 @@ def step_down(s: CoreState, role: Role, reason: str) -> None:
     s.role = role if role is Role.CLIENT else s.member_role()
     s.leader_id = None
     s.progress = {}
+    s.departing = {}
     s.pending_change = None
     s.reset_election_timer()
 

@@ -68,6 +68,11 @@ class ConfigHistory:
     def current(self) -> Membership:
         return self._entries[-1]
 
+    def previous_payload(self) -> ConfigPayload | None:
+        """The configuration before the one in effect, while it is still remembered."""
+        entries = self._entries
+        return entries[-2].payload if len(entries) > 1 else None
+
     def involves(self, peer_id: str) -> bool:
         """Is ``peer_id`` a voter of the committed base or of any uncommitted configuration?
 

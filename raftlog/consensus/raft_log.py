@@ -254,6 +254,7 @@ class RaftLog:
         if keep < len(self._recent):
             self._recent_bytes -= sum(entry.size for entry in self._recent[keep:])
             del self._recent[keep:]
+
     def _extend(self, entries: Sequence[LogEntry]) -> None:
         index = self.last_index + 1
         ids = self._unstable_ids

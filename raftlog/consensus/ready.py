@@ -182,8 +182,46 @@ class BadConfigEntry:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class MessageDropped:
+    """A peer message carried a term or index above the ceiling of ``raftlog.bounds``
+    (``reason``: ``term_out_of_range`` / ``index_out_of_range``); it was ignored without a
+    reply and nothing was adopted. ``sender`` is the peer id it named (requests) or the peer
+    it answered for (responses)."""
+
+    reason: str
+    sender: str
+    message_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class CampaignRefused:
+    """This peer's term is ``MAX_TERM``: it cannot start another election without a term it
+    could not encode. It keeps following (and voting in) its current term; the operator
+    recovers with ``raftlog-tool reset-term`` (docs/peer-service.md)."""
+
+    term: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RemovedFromCluster:
+    """A committed configuration (the entry at ``index``) no longer has this peer, which was a
+    voter before: it stops campaigning (it is a CLIENT now); the peer service exits 0
+    unless told to stay as a non-voting follower. Emitted once per core."""
+
+    index: int
+
+
 Event: TypeAlias = (
-    ConfigChanged | ConfigChangeCompleted | SteppedDown | TruncationRefused | BadConfigEntry
+    ConfigChanged
+    | ConfigChangeCompleted
+    | SteppedDown
+    | TruncationRefused
+    | BadConfigEntry
+    | MessageDropped
+    | CampaignRefused
+    | RemovedFromCluster
 )
 
 

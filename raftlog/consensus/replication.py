@@ -5,12 +5,14 @@ All retransmission is decided here on ticks. Two modes, chosen by ``max_inflight
 **Stop-and-wait (1, the default), as the reference leader.** One AppendEntries/InstallSnapshot
 in flight per follower; no heartbeat while it is outstanding (it is the heartbeat); on a
 timeout the *identical* request object is sent again, which the transport sends under the
-*same* msgid. This is what a reference follower needs (docs/protocol.md §6, §8): it
-truncates its log after prevLogIndex on every AppendEntries it processes and exits if
-prevLogIndex is below its commit index, so a retransmission must be recognised as a
-duplicate (its debounce key is the msgid) and never reprocessed after a later message moved
-its commit index. Throughput does not suffer much: each request carries everything pending,
-up to ``max_append_bytes``.
+*same* msgid. The backoff never stretches that interval beyond half the minimum election
+timeout (the request is the follower's heartbeat), and the follower's driver tells its core
+about every retransmission it answers from its debounce cache (``heard_from_leader``).
+This is what a reference follower needs (docs/protocol.md §6, §8): it truncates its log
+after prevLogIndex on every AppendEntries it processes and exits if prevLogIndex is below its
+commit index, so a retransmission must be recognised as a duplicate (its debounce key is the
+msgid) and never reprocessed after a later message moved its commit index. Throughput does
+not suffer much: each request carries everything pending, up to ``max_append_bytes``.
 
 **Pipelined (> 1), only for clusters of raftlog peers** (whose followers never truncate a
 matching suffix nor exit). Rules that keep such followers consistent:
@@ -173,13 +175,22 @@ def _on_timeout(s: CoreState, pr: Progress) -> None:
             else s.cfg.append_timeout_ticks
         )
         sent.sent_at = s.now
-        sent.timeout = base * pr.backoff
+        sent.timeout = min(base * pr.backoff, max(base, _max_retransmit_interval(s)))
         pr.last_sent_at = s.now
         s.send(pr.peer_id, oldest)
         return
     assert isinstance(oldest, AppendEntries)
     pr.become_probe(oldest.prev_log_index + 1, one_entry=False)
     pump(s, pr)
+
+
+def _max_retransmit_interval(s: CoreState) -> int:
+    """Stop-and-wait sends nothing but the outstanding request while it waits, so its
+    retransmissions are the follower's only sign of life from this leader: they must come
+    well within the follower's minimum election timeout, whatever the backoff says. (Before
+    this cap a follower whose replies were lost saw resends 560 ms apart and campaigned:
+    issue #12, finding 3.)"""
+    return max(1, s.cfg.election_ticks[0] // 2)
 
 
 def _current(s: CoreState, peer: str, request_term: int, response_term: int) -> Progress | None:
@@ -199,6 +210,10 @@ def handle_append_response(
     if pr is None:
         return
     pr.recent_active = True
+    if response.success and peer in s.departing:
+        leader.release_departed(s, peer, request)
+        if s.progress.get(peer) is not pr:
+            return  # it knows it was removed: nothing more to send it
     sent = pr.find(request)
     if sent is None:
         # Abandoned generation: a success is still true (and may be the only answer that

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from random import Random
 
+from raftlog.bounds import MAX_TERM
 from raftlog.consensus.membership import ConfigHistory, Membership, recover_history
 from raftlog.consensus.progress import Progress
 from raftlog.consensus.raft_log import RaftLog
@@ -21,6 +22,7 @@ from raftlog.consensus.ready import (
     ConfigChanged,
     Event,
     Outbound,
+    RemovedFromCluster,
     Role,
     SendReply,
     SendRequest,
@@ -30,7 +32,7 @@ from raftlog.consensus.ready import (
     SteppedDown,
 )
 from raftlog.consensus.settings import Bug, CoreConfig
-from raftlog.rpc.messages import ConfigPayload, PeerRequest, PeerResponse
+from raftlog.rpc.messages import ConfigPayload, Peer, PeerRequest, PeerResponse
 from raftlog.storage.base import HardState, LogStore, SnapshotStore
 
 
@@ -75,6 +77,14 @@ class CoreState:
         """Candidate: answers received this term (granted or not), own vote included."""
         self.vote_sent_at: dict[str, int] = {}
         self.progress: dict[str, Progress] = {}
+        self.departing: dict[str, Peer] = {}
+        """Leader: peers a final configuration removed that are still being sent entries
+        until they acknowledge its commit, so they learn of their removal (``leader``)."""
+        self.was_voter = self.history.involves(self.id) or any(
+            peer.id == self.id for peer in seed_config.all_peers()
+        )
+        """This peer was (or was configured as) a voter: losing that is a removal."""
+        self.removed_reported = False
         self.pending_change: tuple[bytes, int] | None = None
         """Leader: (request id, joint index) of the ConfigUpdate this leader started."""
         self.quorum_elapsed = 0
@@ -91,6 +101,7 @@ class CoreState:
         self.replication_dirty = False
         self.reported_soft: SoftState | None = None
         self._recover_snapshot(log, snapshots)
+        self._check_removed()  # a removed peer that restarts says so again
 
     def _recover_snapshot(self, log: LogStore, snapshots: SnapshotStore) -> None:
         """A crash between installing a snapshot and restoring the state machine (or
@@ -165,7 +176,11 @@ class CoreState:
         self.election_timeout = self.random_timeout()
 
     def adopt_term(self, term: int) -> None:
-        """Move to a higher term: the vote is cleared (never on a same-term change)."""
+        """Move to a higher term: the vote is cleared (never on a same-term change). Terms
+        above ``MAX_TERM`` never get here (``RaftCore.step_*`` drop them); adopting one would
+        be a bug that must not reach the disk."""
+        if term > MAX_TERM:
+            raise AssertionError(f"term {term} above MAX_TERM reached adopt_term")
         if term > self.term:
             self.term = term
             self.voted_for = None
@@ -178,6 +193,7 @@ class CoreState:
         if self.role is Role.LEADER:
             self.events.append(SteppedDown(self.term, reason))
             self.progress = {}
+            self.departing = {}
             self.pending_change = None
         self.adopt_term(term)
         self.role = self.member_role()
@@ -200,6 +216,25 @@ class CoreState:
     def commit_to(self, index: int) -> None:
         self.commit = index
         self.history.commit_to(index)
+        self._check_removed()
+
+    def _check_removed(self) -> None:
+        """Once a *committed* configuration leaves this former voter out (and no uncommitted
+        one brings it back), it is removed for good: stop campaigning, say so once."""
+        if self.history.involves(self.id):
+            self.was_voter = True
+            return
+        current = self.history.current
+        if not self.was_voter or self.removed_reported or not current.known:
+            return
+        if current.index > self.commit:
+            return
+        self.removed_reported = True
+        self.events.append(RemovedFromCluster(current.index))
+        if self.role in (Role.FOLLOWER, Role.CANDIDATE):
+            self.role = Role.CLIENT
+            self.votes = {}
+            self.vote_sent_at = {}
 
     def install_snapshot(self, index: int, term: int, *, finish_receive: bool) -> None:
         """Adopt snapshot ``(index, term)`` as the base of the log (§12.6)."""
@@ -214,7 +249,14 @@ class CoreState:
 
 
 def _check_durable_state(log: LogStore, hard_state: HardState) -> None:
-    """The start-up sanity checks of docs/protocol.md §12.3 that matter to the core."""
+    """The start-up sanity checks of docs/protocol.md §12.3 that matter to the core, plus the
+    term ceiling (``raftlog.bounds``; the peer service refuses such a directory earlier, with
+    its own error and exit code 4)."""
+    if hard_state.current_term > MAX_TERM:
+        raise ValueError(
+            f"current term {hard_state.current_term} is above the ceiling {MAX_TERM} "
+            "(repair: raftlog-tool reset-term)"
+        )
     if hard_state.last_applied > log.last_index:
         raise ValueError(
             f"last_applied {hard_state.last_applied} is beyond the log's last index "

@@ -10,7 +10,9 @@ compares the ident (``hmac.compare_digest``) and only then pays for
 :func:`decode_request_args`. :func:`decode_request` does both in one call.
 
 Every decoder raises :class:`~raftlog.errors.RemoteProtocolError` and nothing else on bad
-input; ``frame`` in the error is the 0-based index in ``[id, type, ident, args...]``.
+input (peer RPCs whose term or index is above the ceiling of :mod:`raftlog.bounds` raise its
+subclass :class:`~raftlog.rpc.ranges.OutOfRangeError`); ``frame`` in the error is the
+0-based index in ``[id, type, ident, args...]``.
 Trailing frames beyond a type's definition are ignored (except AppendEntries/StateBroadcast
 entries and ClientDispatch arguments), like the reference.
 """
@@ -58,6 +60,7 @@ from raftlog.rpc.messages import (
     RequestVote,
     StateBroadcast,
 )
+from raftlog.rpc.ranges import check_peer_message
 
 ARGS_FRAME: Final = 3
 """Index of the first argument frame in ``[id, type, ident, args...]``."""
@@ -124,11 +127,13 @@ def _need(args: Sequence[bytes], count: int, name: str) -> None:
 
 def _decode_request_vote(msg_id: bytes, args: Sequence[bytes]) -> RequestVote:
     _need(args, 4, "RequestVote")
-    return RequestVote(
-        decode_string(args[0], 3),
-        decode_uint(args[1], 4),
-        decode_uint(args[2], 5),
-        decode_uint(args[3], 6),
+    return check_peer_message(
+        RequestVote(
+            decode_string(args[0], 3),
+            decode_uint(args[1], 4),
+            decode_uint(args[2], 5),
+            decode_uint(args[3], 6),
+        )
     )
 
 
@@ -144,26 +149,30 @@ def decode_entries(frames: Sequence[bytes], first_frame_no: int) -> tuple[LogEnt
 
 def _decode_append_entries(msg_id: bytes, args: Sequence[bytes]) -> AppendEntries:
     _need(args, 5, "AppendEntries")
-    return AppendEntries(
-        decode_string(args[0], 3),
-        decode_uint(args[1], 4),
-        decode_uint(args[2], 5),
-        decode_uint(args[3], 6),
-        decode_uint(args[4], 7),
-        decode_entries(args[5:], 8) if len(args) > 5 else (),
+    return check_peer_message(
+        AppendEntries(
+            decode_string(args[0], 3),
+            decode_uint(args[1], 4),
+            decode_uint(args[2], 5),
+            decode_uint(args[3], 6),
+            decode_uint(args[4], 7),
+            decode_entries(args[5:], 8) if len(args) > 5 else (),
+        )
     )
 
 
 def _decode_install_snapshot(msg_id: bytes, args: Sequence[bytes]) -> InstallSnapshot:
     _need(args, 7, "InstallSnapshot")
-    return InstallSnapshot(
-        decode_string(args[0], 3),
-        decode_uint(args[1], 4),
-        decode_uint(args[2], 5),
-        decode_uint(args[3], 6),
-        decode_uint(args[4], 7),
-        decode_uint(args[5], 8),
-        bytes(args[6]),
+    return check_peer_message(
+        InstallSnapshot(
+            decode_string(args[0], 3),
+            decode_uint(args[1], 4),
+            decode_uint(args[2], 5),
+            decode_uint(args[3], 6),
+            decode_uint(args[4], 7),
+            decode_uint(args[5], 8),
+            bytes(args[6]),
+        )
     )
 
 

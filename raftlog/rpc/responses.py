@@ -61,6 +61,7 @@ from raftlog.rpc.messages import (
     SnapshotChunk,
     UpdateStatus,
 )
+from raftlog.rpc.ranges import check_peer_message
 from raftlog.rpc.topics import PublishReply, encode_publish_reply
 
 # --- encoders ---------------------------------------------------------------------------------
@@ -220,7 +221,9 @@ def _need(frames: Sequence[bytes], count: int, name: str) -> None:
 
 def _decode_vote(msg_id: bytes, frames: Sequence[bytes]) -> RequestVoteResponse:
     _need(frames, 2, "RequestVote")
-    return RequestVoteResponse(decode_uint(frames[0], 1), decode_bool(frames[1]))
+    return check_peer_message(
+        RequestVoteResponse(decode_uint(frames[0], 1), decode_bool(frames[1]))
+    )
 
 
 def _decode_append(msg_id: bytes, frames: Sequence[bytes]) -> AppendEntriesResponse:
@@ -228,13 +231,15 @@ def _decode_append(msg_id: bytes, frames: Sequence[bytes]) -> AppendEntriesRespo
     # Frame 4 is the next-index hint; an empty one is read as absent. Frame 5 (PROTO.md's
     # "conflict index", never sent by the reference) is ignored.
     hint = decode_nuint(frames[2], 3) if len(frames) > 2 else None
-    return AppendEntriesResponse(decode_uint(frames[0], 1), decode_bool(frames[1]), hint)
+    return check_peer_message(
+        AppendEntriesResponse(decode_uint(frames[0], 1), decode_bool(frames[1]), hint)
+    )
 
 
 def _decode_snapshot(msg_id: bytes, frames: Sequence[bytes]) -> InstallSnapshotResponse:
     _need(frames, 1, "InstallSnapshot")
     offset = decode_nuint(frames[1], 2) if len(frames) > 1 else None
-    return InstallSnapshotResponse(decode_uint(frames[0], 1), offset)
+    return check_peer_message(InstallSnapshotResponse(decode_uint(frames[0], 1), offset))
 
 
 def _request_id(msg_id: bytes) -> bytes:

@@ -4,7 +4,9 @@ Order of checks, as the reference: too few frames -> dropped; wrong cluster iden
 silently (a client with the wrong ident sees a timeout, §15.2); then the codec decodes the
 arguments. Unlike the reference (§5.4) a malformed message never takes the peer down: the
 codec raises ``RemoteProtocolError``, which is counted, logged (sampled) and dropped, leaving
-term and log untouched.
+term and log untouched. A peer RPC whose term or index is above the ceiling of
+``raftlog.bounds`` is dropped the same way, counted and logged as ``term_out_of_range`` /
+``index_out_of_range`` (issue #12).
 
 Which service handles which type is a table (``HandlerTable``) the peer builds from its
 services (``raftlog.server.wiring``); types without an entry go to the fallback (the state
@@ -20,6 +22,7 @@ from raftlog.errors import LocalProtocolError, RemoteProtocolError
 from raftlog.metrics import CounterValue, PeerMetrics
 from raftlog.rpc.codec import decode_request_args
 from raftlog.rpc.messages import Request
+from raftlog.rpc.ranges import OutOfRangeError
 from raftlog.server.interfaces import EventLog
 
 HEADER_FRAMES: Final = 4
@@ -62,7 +65,7 @@ class Dispatcher:
         self._handlers = dict(handlers)
         self._fallback = fallback
         self._log = log
-        dropped = metrics.messages_dropped
+        dropped = self._dropped = metrics.messages_dropped
         self._short = dropped.labels(reason="short_message")
         self._wrong_ident = dropped.labels(reason="wrong_ident")
         self._empty_type = dropped.labels(reason="empty_type")
@@ -87,6 +90,14 @@ class Dispatcher:
             return
         try:
             message = decode_request_args(msg_type, msg_id, frames[HEADER_FRAMES:])
+        except OutOfRangeError as exc:  # a forged or corrupt huge term/index (raftlog.bounds)
+            self._drop(
+                self._dropped.labels(reason=exc.drop_reason),
+                exc.drop_reason,
+                msg_type=msg_type[:8].hex(),
+                reason=str(exc),
+            )
+            return
         except RemoteProtocolError as exc:
             self._drop(
                 self._malformed,

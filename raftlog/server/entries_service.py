@@ -9,11 +9,17 @@ optionally the next expected offset), otherwise the stream restarts from what it
 Idle streams expire after ``ttl_ms``; losing leadership drops them all.
 
 Entries are read as stored bytes (``raw_entries``) and sent without re-encoding.
+
+Sending is sliced (issue #12, finding 4): ``handle`` only registers, acknowledges or answers
+what costs nothing; the batches themselves go out from :meth:`EntriesService.pump`, which the
+peer's loop calls once per pass with a small time budget, one batch per due stream in turn.
+A burst of streams can therefore never hold the consensus loop (and the heartbeats) back.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
@@ -66,6 +72,8 @@ class _Pipeline:
     last: int
     expires: float
     unacked: deque[int] = field(default_factory=deque)
+    unacked_sizes: deque[int] = field(default_factory=deque)
+    """Bytes of each batch in ``unacked`` (counted against ``max_unacked_bytes``)."""
     paused: bool = False
     snapshot: SnapshotMeta | None = None
     next_offset: int = 0
@@ -81,6 +89,12 @@ class EntriesLimits:
     entry_size_limit_pipeline: int = 65536
     high_watermark: int = 8000
     ttl_ms: int = 5000
+    max_unacked_bytes: int = 16 << 20
+    """Entry/snapshot bytes sent and not yet acknowledged, over all streams together. Streams
+    whose clients never read would otherwise each park ``pipelines`` batches in the ROUTER's
+    queues: 1,000 of them pushed ~320 MB through the peer's single ZeroMQ I/O thread, which
+    delayed its heartbeats long enough for an election (issue #12, finding 4). Streams wait
+    for their turn beyond it; idle ones expire after ``ttl_ms`` and release their share."""
 
 
 class EntriesService:
@@ -94,6 +108,9 @@ class EntriesService:
         self._replies = replies
         self._limits = limits
         self._pipes: dict[tuple[bytes, bytes], _Pipeline] = {}
+        self._due: dict[tuple[bytes, bytes], None] = {}
+        """Streams that may send, in turn order (an ordered set)."""
+        self._unacked_bytes = 0
         self._next_sweep = 0.0
 
     @property
@@ -121,19 +138,18 @@ class EntriesService:
         pipe = self._pipes.get(key)
         if pipe is not None:
             if msg.count == 0:
-                del self._pipes[key]  # stop: no response (§10.5)
+                self._close(key)  # stop: no response (§10.5)
                 return
             if self._acknowledge(pipe, msg):
                 pipe.expires = now + self._limits.ttl_ms / 1000.0
-                self._fill(key, pipe)
+                self._schedule(key)
                 return
-            del self._pipes[key]  # out of order: restart from what the client carries
+            self._close(key)  # out of order: restart from what the client carries
         if msg.count == 0 or len(self._pipes) > self._limits.high_watermark:
             return
         self._start(key, msg, applied, now)
 
-    @staticmethod
-    def _acknowledge(pipe: _Pipeline, msg: RequestEntries) -> bool:
+    def _acknowledge(self, pipe: _Pipeline, msg: RequestEntries) -> bool:
         if not pipe.unacked:
             return False
         if pipe.snapshot is not None:
@@ -144,6 +160,7 @@ class EntriesService:
         elif msg.prev_index != pipe.unacked[0]:
             return False
         pipe.unacked.popleft()
+        self._unacked_bytes -= pipe.unacked_sizes.popleft()
         pipe.paused = False
         return True
 
@@ -160,7 +177,7 @@ class EntriesService:
             pipe = _Pipeline(routing, req_id, msg.prev_index, 0, 0, expires, snapshot=meta)
             pipe.next_offset = offset
             self._pipes[key] = pipe
-            self._fill(key, pipe)
+            self._schedule(key)
             return
         if msg.prev_index >= applied:
             answer = RequestEntriesResponse(EntriesStatus.LAST, last_index=applied)
@@ -169,55 +186,122 @@ class EntriesService:
         last = applied if msg.count is None else min(msg.prev_index + msg.count, applied)
         pipe = _Pipeline(routing, req_id, msg.prev_index, msg.prev_index + 1, last, expires)
         self._pipes[key] = pipe
-        self._fill(key, pipe)
+        self._schedule(key)
 
-    def _fill(self, key: tuple[bytes, bytes], pipe: _Pipeline) -> None:
+    # -- sending, sliced (issue #12, finding 4) ---------------------------------------------
+    def _schedule(self, key: tuple[bytes, bytes]) -> None:
+        """The stream may send: queue it for ``pump`` (round-robin, at most once)."""
+        self._due[key] = None
+
+    @property
+    def has_due(self) -> bool:
+        """Can a stream send now? (The loop then polls without sleeping.)"""
+        return bool(self._due) and self._unacked_bytes < self._limits.max_unacked_bytes
+
+    @property
+    def unacked_bytes(self) -> int:
+        """Bytes sent on all streams and not yet acknowledged."""
+        return self._unacked_bytes
+
+    def _track(self, pipe: _Pipeline, size: int) -> None:
+        pipe.unacked_sizes.append(size)
+        self._unacked_bytes += size
+
+    def _close(self, key: tuple[bytes, bytes]) -> None:
+        pipe = self._pipes.pop(key)
+        self._unacked_bytes -= sum(pipe.unacked_sizes)
+        self._due.pop(key, None)
+
+    def pump(self, until: float, clock: Callable[[], float]) -> int:
+        """Send batches of the due streams, one batch per stream in turn, until none is due
+        or ``clock()`` passes ``until``; returns the number of batches sent.
+
+        Why sliced: a burst of new streams used to be served inside the message handler, each
+        reading and sending up to ``pipelines`` 64 KiB batches at once; 200 to 1,000 streams
+        held the consensus loop for 200-340 ms (measured), longer than the election timeout,
+        and followers elected a new leader. Now the handler only registers the stream and the
+        loop gives streaming a bounded slice of each pass."""
+        sent = 0
+        due = self._due
+        cap = self._limits.max_unacked_bytes
+        while due and self._unacked_bytes < cap:
+            key = next(iter(due))
+            del due[key]
+            pipe = self._pipes.get(key)
+            if pipe is None:
+                continue
+            if self._send_one(key, pipe):
+                sent += 1
+                if self._can_send(key, pipe):
+                    due[key] = None  # back of the queue: every stream gets its turn
+            if clock() >= until:
+                break
+        return sent
+
+    def _can_send(self, key: tuple[bytes, bytes], pipe: _Pipeline) -> bool:
+        if self._pipes.get(key) is not pipe:
+            return False
         if pipe.snapshot is not None:
-            self._fill_snapshot(key, pipe, pipe.snapshot)
-            return
-        limits = self._limits
-        while len(pipe.unacked) < limits.pipelines and pipe.next_index <= pipe.last:
-            if pipe.paused:
-                return
+            return not pipe.final_sent and len(pipe.unacked) < self._limits.snapshot_pipelines
+        return (
+            not pipe.paused
+            and len(pipe.unacked) < self._limits.pipelines
+            and pipe.next_index <= pipe.last
+        )
+
+    def _send_one(self, key: tuple[bytes, bytes], pipe: _Pipeline) -> bool:
+        """Send the stream's next batch (or snapshot chunk) if its window allows; False when
+        nothing was sent. Closes the stream when everything is sent and acknowledged."""
+        if pipe.snapshot is not None:
+            return self._send_chunk(key, pipe, pipe.snapshot)
+        sent = False
+        if self._can_send(key, pipe):
             hi = min(pipe.last + 1, pipe.next_index + MAX_BATCH_ENTRIES)
             try:
                 raw = self._log.raw_entries(pipe.next_index, hi, MAX_BATCH_BYTES)
             except IndexError:  # compacted under the stream: the client restarts
-                del self._pipes[key]
-                return
+                self._close(key)
+                return False
             batch_last = pipe.next_index + len(raw) - 1
             final = batch_last >= pipe.last
             status = EntriesStatus.LAST if final else EntriesStatus.MORE
             answer = RequestEntriesResponse(status, last_index=batch_last, raw_entries=raw)
             self._replies.reply(pipe.routing, pipe.req_id, answer)
             pipe.next_index = batch_last + 1
+            sent = True
             if not final:
                 pipe.unacked.append(batch_last)
-                if len(raw) == 1 and len(raw[0]) > limits.entry_size_limit_pipeline:
+                self._track(pipe, sum(map(len, raw)))
+                if len(raw) == 1 and len(raw[0]) > self._limits.entry_size_limit_pipeline:
                     pipe.paused = True
         if pipe.next_index > pipe.last and not pipe.unacked:
-            del self._pipes[key]
+            self._close(key)
+        return sent
 
-    def _fill_snapshot(self, key: tuple[bytes, bytes], pipe: _Pipeline, meta: SnapshotMeta) -> None:
+    def _send_chunk(self, key: tuple[bytes, bytes], pipe: _Pipeline, meta: SnapshotMeta) -> bool:
         if self._snapshots.meta() != meta:
-            del self._pipes[key]  # replaced under the stream: the client restarts
-            return
-        while not pipe.final_sent and len(pipe.unacked) < self._limits.snapshot_pipelines:
+            self._close(key)  # replaced under the stream: the client restarts
+            return False
+        sent = False
+        if not pipe.final_sent and len(pipe.unacked) < self._limits.snapshot_pipelines:
             offset = pipe.next_offset
             chunk = self._snapshots.read(offset, SNAPSHOT_CHUNK) if offset < meta.size else b""
             piece = SnapshotChunk(offset, meta.size, meta.term, meta.index, chunk)
             answer = RequestEntriesResponse(EntriesStatus.SNAPSHOT, snapshot=piece)
             self._replies.reply(pipe.routing, pipe.req_id, answer)
             pipe.next_offset = offset + len(chunk)
+            sent = True
             if pipe.next_offset >= meta.size:
                 pipe.final_sent = True
             else:
                 pipe.unacked.append(pipe.next_offset)
+                self._track(pipe, len(chunk))
         if pipe.final_sent and not pipe.unacked:
             # Closed only once every non-final chunk is acknowledged (as the reference): an
             # ack arriving later would otherwise restart the stream and resend the last chunk.
             # The client then continues with prevIndex = meta.index, a new entries stream.
-            del self._pipes[key]
+            self._close(key)
+        return sent
 
     def sweep(self, now: float) -> None:
         """Drop idle streams (called often; does work every ``SWEEP_INTERVAL``)."""
@@ -225,8 +309,10 @@ class EntriesService:
             return
         self._next_sweep = now + SWEEP_INTERVAL
         for key in [k for k, p in self._pipes.items() if p.expires < now]:
-            del self._pipes[key]
+            self._close(key)
 
     def drop_all(self) -> None:
         """Leadership lost: every stream ends (clients restart at the new leader)."""
         self._pipes.clear()
+        self._due.clear()
+        self._unacked_bytes = 0

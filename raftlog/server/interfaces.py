@@ -97,6 +97,10 @@ class Proposer(Protocol):
 class PeerRequestSink(Protocol):
     """Where inbound peer RPCs go (``RaftCore.step_request``)."""
 
+    def heard_from_leader(self, leader_id: str, term: int) -> None:
+        """A retransmission from ``leader_id`` was answered from the debounce cache."""
+        ...
+
     def step_request(self, token: object, message: PeerRequest) -> None:
         """Step ``message``; its answer comes back as ``SendReply(token, ...)``."""
         ...

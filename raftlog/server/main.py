@@ -4,9 +4,14 @@ Signals: SIGTERM/SIGINT stop the peer cleanly; SIGHUP reopens the ``--log-file``
 re-reads the cluster file to report settings that need a restart (``raftlog.server.hangup``),
 and never stops the peer.
 
-Exit codes: 0 clean shutdown (SIGTERM/SIGINT), 2 bad configuration or command line (one
-error line, nothing touched), 3 storage failure (full disk, I/O error, corruption), 1 any
-other unexpected error.
+Exit codes (``raftlog.server.exit_codes``): 0 clean shutdown (SIGTERM/SIGINT, or this peer was
+removed from the cluster and ``exit_when_removed`` is on), 2 bad configuration or command line
+(one error line, nothing touched), 3 storage failure (full disk, I/O error, corruption), 4 the
+data directory holds a term or index above the ceiling of ``raftlog.bounds`` (one error line
+naming the offline repair, ``raftlog-tool reset-term``), 1 any other unexpected error.
+
+A failure while closing the stores after another failure (a full disk fails the topic index's
+flush again) is logged as ``close_failed`` and never replaces the first failure's exit code.
 """
 
 from __future__ import annotations
@@ -20,8 +25,14 @@ import zmq
 
 from raftlog.cli.common import add_version_argument
 from raftlog.config import PeerSettings, check_data_dir, load_peer_config
-from raftlog.errors import ConfigError, StorageError
+from raftlog.errors import ConfigError, DurableStateOutOfRangeError, StorageError
 from raftlog.log import configure_logging, get_logger
+from raftlog.server.exit_codes import (
+    EXIT_CONFIG,
+    EXIT_OK,
+    EXIT_OUT_OF_RANGE,
+    EXIT_STORAGE,
+)
 from raftlog.server.hangup import HangupHandler
 from raftlog.server.node import PeerNode
 
@@ -102,20 +113,24 @@ def main(argv: list[str] | None = None) -> int:
         check_data_dir(settings.data_dir)
     except (ConfigError, ValueError) as exc:
         print(f"raftlog-peer: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
     log = get_logger(peer_id=settings.id)
     # Before opening anything: start-up (storage checks, a catch-up download) can take a
     # while, and SIGHUP's default action would kill the peer meanwhile.
     signal.signal(signal.SIGHUP, HangupHandler(settings, read_settings, log))
     try:
         node = PeerNode(settings)
+    except DurableStateOutOfRangeError as exc:
+        log.error("durable_state_out_of_range", error=str(exc))
+        print(f"raftlog-peer: error: {exc}", file=sys.stderr)
+        return EXIT_OUT_OF_RANGE
     except StorageError as exc:
         log.error("storage_open_failed", error=str(exc))
         print(f"raftlog-peer: error: {exc}", file=sys.stderr)
-        return 3
+        return EXIT_STORAGE
     except zmq.ZMQError as exc:
         print(f"raftlog-peer: error: cannot bind sockets: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("signal_received", signal=signal.Signals(signum).name)
@@ -123,15 +138,30 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    code = EXIT_OK
     try:
         node.run()
     except StorageError as exc:
         log.error("storage_failed", error=str(exc))
-        return 3
-    finally:
+        code = EXIT_STORAGE
+    except BaseException:
+        _close(node, log)  # the original error (exit 1, traceback) stays the one reported
+        raise
+    if not _close(node, log) and code == EXIT_OK:
+        code = EXIT_STORAGE  # a clean run whose final flush failed did lose its last writes
+    log.info("peer_stopped", exit_code=code)
+    return code
+
+
+def _close(node: PeerNode, log: Any) -> bool:
+    """Close the node; a failure is logged, never raised (it must not mask the failure that
+    ended the run: issue #12, finding 2). False when closing failed."""
+    try:
         node.close()
-    log.info("peer_stopped")
-    return 0
+    except Exception as exc:
+        log.error("close_failed", error=str(exc), error_type=type(exc).__name__)
+        return False
+    return True
 
 
 if __name__ == "__main__":

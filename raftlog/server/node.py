@@ -11,7 +11,13 @@ propose, append, replicate, reply -- is all socket work). Each pass of the loop:
 3. runs the timers (broadcast heartbeat, RequestEntries expiry, request-id pruning,
    compaction);
 4. carries out the core's Readies with ``ReadyExecutor`` -- the one place where the order
-   persist -> send -> apply -> advance lives (the simulator and the catch-up use it too).
+   persist -> send -> apply -> advance lives (the simulator and the catch-up use it too);
+5. gives RequestEntries streaming a slice of at most ``ENTRIES_BUDGET`` (batches are never
+   sent from the message handler: a burst of streams must not hold back heartbeats).
+
+Every pass is timed (``stall``, a ``LoopStallMeter``): ``stall.max_ms`` keeps the longest,
+and a pass longer than a quarter of the minimum election timeout is counted and logged
+sampled, split into its phases (issue #12, finding 4).
 
 Nothing a network sends can stop the loop: malformed messages raise ``RemoteProtocolError``
 in the codec and are counted, logged and dropped. A storage failure (full disk, I/O error)
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from typing import Any, Final
 
 import zmq
@@ -45,7 +52,9 @@ from raftlog.ids import RequestIdGenerator
 from raftlog.log import get_logger
 from raftlog.metrics import PeerMetrics
 from raftlog.rpc.messages import ConfigPayload
+from raftlog.rpc.ranges import OutOfRangeError
 from raftlog.server.catch_up import CatchUp
+from raftlog.server.loop_health import LoopStallMeter, react_to_guard_event
 from raftlog.server.peers import PeerChannels, PeerOutbox
 from raftlog.server.ready_executor import ReadyExecutor
 from raftlog.server.services import build_services, core_config, now_ms
@@ -53,6 +62,7 @@ from raftlog.statemachine.broadcast import BroadcastStateMachine
 from raftlog.statemachine.composite import CompositeStateMachine
 from raftlog.statemachine.topics import TOPICS_DIR, open_topic_machine
 from raftlog.storage.base import HardState
+from raftlog.storage.bounds_check import check_durable_bounds
 from raftlog.storage.ready_store import RocksReadyStore
 from raftlog.storage.rocks import open_storage
 from raftlog.transport import recv_frames
@@ -61,6 +71,8 @@ DRAIN_LIMIT: Final = 4096
 """Messages taken from one socket per pass, so one busy socket cannot starve the others."""
 DRAIN_BUDGET: Final = 0.005
 """Seconds of ROUTER work per pass at least, before ticks and Readies get their turn."""
+ENTRIES_BUDGET: Final = 0.005
+"""Seconds of RequestEntries streaming per pass at most (one batch per due stream in turn)."""
 HOUSEKEEPING_INTERVAL: Final = 1.0
 MAX_TICK_BACKLOG: Final = 100
 """Ticks replayed at most after a stall (e.g. a very slow fsync); the rest are skipped."""
@@ -93,6 +105,7 @@ class PeerNode:
     def _open(self, settings: PeerSettings) -> None:
         opts = settings.options
         saved = self.hard_state.load()
+        check_durable_bounds(settings.data_dir, saved, self.store)  # never a crash loop
         self.store.set_commit_floor(saved.last_applied)
         self.broadcast = BroadcastStateMachine(
             self._context,
@@ -131,7 +144,7 @@ class PeerNode:
         self.channels = PeerChannels(
             self._context, settings.id, self._ident, opts.rpc_timeout, self._poller
         )
-        self.channels.reconcile(self.core.config.all_peers())
+        self.channels.reconcile(self.core.connect_to())
         services = build_services(
             ident=self._ident,
             pub_url=settings.pub_url,
@@ -162,6 +175,10 @@ class PeerNode:
         self.executor.core = self.core
         self._was_leader = False
         self._next_housekeeping = 0.0
+        self.stall = LoopStallMeter(
+            opts.election_timeout_min / 4, self.metrics, self.log, time.monotonic
+        )
+        """``stall.max_ms``: the longest single pass of the loop so far (issue #12)."""
         self.log.info(
             "peer_started",
             url=settings.url,
@@ -208,21 +225,31 @@ class PeerNode:
         self._handle_ready()
         while not self._stopping:
             timeout_ms = max(0, int((next_tick - time.monotonic()) * 1000.0) + 1)
+            if self.entries.has_due:
+                timeout_ms = 0  # RequestEntries batches are waiting for their slice
             ready_sockets = self._poller.poll(timeout_ms)
+            self.stall.start()
             for socket, _ in ready_sockets:  # peer traffic first: it keeps the cluster alive
                 if socket is not self.router:
                     self._drain_peer(socket)
             if ready_sockets:
                 self._drain_router(time.monotonic() + DRAIN_BUDGET)
-            now = time.monotonic()
+            now = drained = time.monotonic()
             if now >= next_tick:
                 behind = int((now - next_tick) / self._tick_s) + 1
                 for _ in range(min(behind, MAX_TICK_BACKLOG)):
                     core.tick()
                 next_tick += behind * self._tick_s
                 self._timers(now)
+            readied = time.monotonic()
             self._handle_ready()
-        self.log.info("peer_stopping", **self.metrics.registry.totals())
+            streamed = time.monotonic()
+            if self.entries.has_due:
+                self.entries.pump(streamed + ENTRIES_BUDGET, time.monotonic)
+            self.stall.finish(drained, readied, streamed)
+        self.log.info(
+            "peer_stopping", max_loop_stall_ms=self.stall.max_ms, **self.metrics.registry.totals()
+        )
 
     def _drain_router(self, until: float) -> None:
         """Handle queued ROUTER messages until the queue is empty or ``until`` passes, so a
@@ -249,6 +276,12 @@ class PeerNode:
                 return
             try:
                 matched = channel.receive(frames)
+            except OutOfRangeError as exc:  # a huge term/index (raftlog.bounds): never adopted
+                count = self.metrics.messages_dropped.labels(reason=exc.drop_reason).inc()
+                self.log.warning(
+                    exc.drop_reason, peer=channel.peer.id, reason=str(exc), count=count
+                )
+                continue
             except Exception as exc:  # RemoteProtocolError and friends: never fatal
                 self.metrics.bad_peer_responses.inc()
                 self.log.warning("bad_peer_response", peer=channel.peer.id, reason=str(exc))
@@ -306,23 +339,43 @@ class PeerNode:
                 self.log.error("truncation_refused", **_fields(event))
             elif isinstance(event, BadConfigEntry):
                 self.log.error("bad_config_entry", index=event.index, reason=event.reason)
+            else:
+                react_to_guard_event(
+                    event,
+                    metrics=self.metrics,
+                    log=self.log,
+                    exit_when_removed=self.settings.options.exit_when_removed,
+                    stop=self.stop,
+                )
 
     def close(self) -> None:
-        """Release sockets and stores (idempotent)."""
+        """Release sockets and stores (idempotent). Every resource is released even when one
+        fails (a full disk fails the topic index's flush): the first error is raised after
+        all of them were tried, so the caller can report it without masking anything."""
+        errors: list[Exception] = []
+
+        def attempt(release: Callable[[], object]) -> None:
+            try:
+                release()
+            except Exception as exc:  # collected; the first one is raised at the end
+                errors.append(exc)
+
         if self._sockets_open:
             self._sockets_open = False
             if hasattr(self, "channels"):
-                self.channels.close()
+                attempt(self.channels.close)
             if hasattr(self, "router"):
-                self.router.close(linger=0)
+                attempt(lambda: self.router.close(linger=0))
             # the composite once built; before that (the topic index failed to open) the
             # broadcast machine alone holds a socket
             machine = getattr(self, "machine", None)
-            (machine if machine is not None else self.broadcast).close()
-        self._context.term()
-        self.store.close()
-        self.hard_state.close()
-        self.snapshots.close()
+            attempt((machine if machine is not None else self.broadcast).close)
+        attempt(lambda: self._context.destroy(linger=0))  # closes what a failure left open
+        attempt(self.store.close)
+        attempt(self.hard_state.close)
+        attempt(self.snapshots.close)
+        if errors:
+            raise errors[0]
 
 
 def _fields(event: Any) -> dict[str, Any]:

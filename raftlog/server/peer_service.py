@@ -9,7 +9,10 @@ Two rules live here, in front of the core:
 * Debounce: AppendEntries/InstallSnapshot with the same (routing id, msgid) as the last one
   processed from that leader is answered from the cached reply (or dropped while the first
   copy is still being processed), because a reference leader retransmits the identical
-  message until it hears back.
+  message until it hears back. A debounced retransmission still tells the core its leader
+  is alive (``heard_from_leader``): it is the only sign of life a follower gets from a
+  stop-and-wait leader whose previous answer was lost (issue #12, finding 3).
+* Unknown senders are counted every time and logged once per sender.
 
 The core's answer (``SendReply``) comes back through :meth:`PeerService.send_reply` (the
 executor's ``Outbox``) and leaves through ``Replies`` like every other answer.
@@ -24,8 +27,6 @@ from raftlog.rpc.messages import AppendEntries, InstallSnapshot, PeerResponse, R
 from raftlog.server.interfaces import ClusterView, EventLog, PeerRequestSink, Replies
 
 MAX_DEBOUNCED_LEADERS: Final = 64
-LOG_SAMPLE: Final = 100
-"""Log one in this many drops of unknown senders (the counter keeps them all)."""
 
 
 class PeerToken:
@@ -57,6 +58,7 @@ class PeerService:
         self._unknown = metrics.messages_dropped.labels(reason="unknown_sender")
         self._resends = metrics.debounced_resends
         self._debounce: dict[str, tuple[bytes, bytes, PeerResponse | None]] = {}
+        self._unknown_logged: set[str] = set()
 
     def request_vote(self, routing: bytes, msg_id: bytes, message: RequestVote) -> None:
         """§7: step a vote request from a known candidate."""
@@ -72,6 +74,9 @@ class PeerService:
             return
         last = self._debounce.get(leader)
         if last is not None and last[0] == routing and last[1] == msg_id:
+            # A retransmission: the leader is alive (it is only waiting for our answer), so
+            # the core must hear of it or its election timer runs out (issue #12, finding 3).
+            self._core.heard_from_leader(leader, message.term)
             if last[2] is not None:
                 self._resends.inc()
                 self._replies.reply(routing, msg_id, last[2])
@@ -96,7 +101,13 @@ class PeerService:
         cluster = self._cluster
         if not cluster.config_known or any(p.id == sender for p in cluster.config.all_peers()):
             return True
+        # Counted every time, logged once per sender: a removed peer that keeps campaigning
+        # would otherwise fill the log every few seconds (issue #13 item 5).
         count = self._unknown.inc()
-        if count % LOG_SAMPLE == 1:
-            self._log.warning("unknown_sender_dropped", count=count, sender=sender[:64])
+        name = sender[:64]
+        if name not in self._unknown_logged and len(self._unknown_logged) < MAX_DEBOUNCED_LEADERS:
+            self._unknown_logged.add(name)
+            self._log.warning(
+                "unknown_sender_dropped", count=count, sender=name, note="logged once per sender"
+            )
         return False

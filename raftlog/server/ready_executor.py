@@ -94,6 +94,10 @@ class ReadyCore(Protocol):
         """``ready`` is carried out."""
         ...
 
+    def connect_to(self) -> tuple[Peer, ...]:
+        """The peers to stay connected to (the configuration plus departing peers)."""
+        ...
+
 
 CrashPoint = Callable[[str], bool]
 """``crash_point(name)``: True when the (simulated) process died there; the Ready stops."""
@@ -147,7 +151,10 @@ class ReadyExecutor:
         """Step 0: connect, send what may leave at once. False: crashed before persisting."""
         for event in ready.events:  # connect new peers before messages go to them
             if isinstance(event, ConfigChanged):
-                self._outbox.connect(event.config.all_peers())
+                # the configuration's peers plus any this leader still tells of their removal
+                self._outbox.connect(
+                    event.config.all_peers() if self.core is None else self.core.connect_to()
+                )
         self._send(ready.messages_now)
         return not self._crash_point("before_persist")
 

@@ -1,9 +1,12 @@
 """Membership changes end to end: CLIENT-state catch-up, joint consensus, leader removal,
-and repeated add/remove under a continuous write load (node-zmq-raft issue #27 hangs here)."""
+repeated add/remove under a continuous write load (node-zmq-raft issue #27 hangs here), and
+what a removed peer does (issue #13 item 5)."""
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 from integration.cluster import PeerCluster, wait_for
 from integration.peer.updates import Writers, assert_acked_exactly_once, update
@@ -84,7 +87,7 @@ def _leader_of(cluster: PeerCluster, ids: list[str]) -> str | None:
 
 def test_adding_and_removing_a_fourth_peer_five_times_under_load(cluster: PeerCluster) -> None:
     cluster.add_outsider("4")
-    cluster.start("4")
+    cluster.start("4", extra_args=["--set", "exit_when_removed=false"])  # re-added each round
     with Writers(cluster, 3, timeout=60) as load:
         _five_rounds(cluster, load)
     assert not load.errors, load.errors
@@ -101,3 +104,88 @@ def _five_rounds(cluster: PeerCluster, load: Writers) -> None:
             _change(client, _peers(cluster, three))
             wait_for("C(new) without 4", lambda: _follows(cluster, "1", three), timeout=60)
             assert not load.errors, load.errors
+
+
+def _events(log_path: Path, name: str) -> list[dict[str, object]]:
+    out = []
+    for line in log_path.read_text().splitlines():
+        if line.startswith("{") and f'"{name}"' in line:
+            event = json.loads(line)
+            if event.get("event") == name:
+                out.append(event)
+    return out
+
+
+def _campaigns(log_path: Path) -> int:
+    return sum(1 for e in _events(log_path, "role_changed") if e.get("role") == "candidate")
+
+
+def test_a_removed_peer_says_so_once_and_exits_0(cluster: PeerCluster) -> None:
+    update(cluster, b"x")
+    leader = cluster.wait_stable_leader()
+    victim = next(p for p in ("1", "2", "3") if p != leader)
+    rest = [p for p in ("1", "2", "3") if p != victim]
+    log_path = cluster.peers[victim].log_path
+    campaigns = _campaigns(log_path)  # it may have campaigned at start-up
+    with SyncRaftClient(cluster.urls, cluster.ident, timeout=30) as client:
+        client.config_update(_peers(cluster, rest))
+    process = cluster.peers[victim].process
+    assert process is not None
+    assert process.wait(30) == 0  # it learnt of its removal and stopped by itself
+    cluster.peers[victim].process = None
+    removed = _events(log_path, "removed_from_cluster")
+    assert len(removed) == 1, log_path.read_text()[-3000:]
+    assert _campaigns(log_path) == campaigns
+    update(cluster, b"without it")
+    for peer_id in rest:
+        assert not _events(cluster.peers[peer_id].log_path, "unknown_sender_dropped")
+
+
+def test_a_removed_peer_can_stay_as_a_non_voting_follower(tmp_path: Path) -> None:
+    with PeerCluster(tmp_path) as cluster:
+        cluster.start(extra_args=["--set", "exit_when_removed=false"])
+        update(cluster, b"x")
+        leader = cluster.wait_stable_leader()
+        victim = next(p for p in ("1", "2", "3") if p != leader)
+        rest = [p for p in ("1", "2", "3") if p != victim]
+        log_path = cluster.peers[victim].log_path
+        campaigns = _campaigns(log_path)  # it may have campaigned at start-up
+        with SyncRaftClient(cluster.urls, cluster.ident, timeout=30) as client:
+            client.config_update(_peers(cluster, rest))
+        wait_for("the removal to be logged", lambda: _events(log_path, "removed_from_cluster"))
+        term = cluster.log_info(leader).term  # type: ignore[union-attr]
+        time.sleep(1.5)  # several election timeouts: a voter that heard nothing would campaign
+        assert cluster.peers[victim].running and _campaigns(log_path) == campaigns
+        assert len(_events(log_path, "removed_from_cluster")) == 1
+        assert cluster.log_info(victim).term == term  # type: ignore[union-attr]
+        assert update(cluster, b"after") > 0
+
+
+def test_a_peer_removed_while_down_is_logged_once_per_sender(tmp_path: Path) -> None:
+    """A peer that was down during its removal, and whose removal the leader that made it no
+    longer tracks (a new leader was elected since), never hears of it and campaigns forever;
+    the remaining peers drop its RequestVotes (counted) and say so once, not every few
+    seconds. (While the same leader is in office it keeps telling the departed peer, which
+    then exits like in the test above.)"""
+    with PeerCluster(tmp_path, raft={"rpc_timeout": 10}) as cluster:  # 100 RequestVotes/s
+        cluster.start()
+        update(cluster, b"x")
+        leader = cluster.wait_stable_leader()
+        victim = next(p for p in ("1", "2", "3") if p != leader)
+        rest = [p for p in ("1", "2", "3") if p != victim]
+        cluster.terminate(victim)
+        with SyncRaftClient([cluster.peers[p].url for p in rest], cluster.ident, timeout=30) as c:
+            c.config_update(_peers(cluster, rest))
+        update(cluster, b"two peers")
+        cluster.terminate(leader)  # the next leader knows nothing of the departed peer
+        cluster.start(leader)
+        leader = wait_for("a new leader", lambda: (lid := _leader_of(cluster, rest)) and lid)
+        cluster.start(victim)
+        log_path = cluster.peers[victim].log_path
+        wait_for("the stale peer to campaign", lambda: _campaigns(log_path) > 0, timeout=20)
+        time.sleep(4)  # ~400 dropped RequestVotes per remaining peer
+        for peer_id in rest:
+            drops = _events(cluster.peers[peer_id].log_path, "unknown_sender_dropped")
+            assert len(drops) == 1, drops
+            assert drops[0]["sender"] == victim
+        assert _leader_of(cluster, rest) == leader  # undisturbed

@@ -76,3 +76,32 @@ def test_full_disk_raises_and_keeps_acknowledged_data(small_disk: Path) -> None:
         for store in (log, hard_state, snapshots):
             store.close()
     assert verify_data_dir(data_dir).ok
+
+
+def test_a_peer_on_a_full_disk_exits_3_without_a_traceback(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    """Issue #12, finding 2: the peer logs ``storage_failed`` and stops; closing its stores on
+    the still-full disk fails again (the topic index's flush) and used to escape as a
+    traceback with exit code 1. The documented exit code is 3, whatever close does."""
+    from integration.cluster import PeerCluster  # noqa: PLC0415 - only this test needs it
+    from integration.peer.updates import update  # noqa: PLC0415
+
+    (tmp_path / "c").mkdir()
+    with PeerCluster(tmp_path / "c", ids=("1",)) as cluster:
+        peer = cluster.peers["1"]
+        peer.data_dir.parent.mkdir(parents=True)
+        peer.data_dir.symlink_to(small_disk)  # only the data dir is on the tiny disk
+        cluster.start()
+        cluster.wait_leader()
+        payload = bytes(range(256)) * 1024  # 256 KiB per entry: the 3 MiB disk fills fast
+        with contextlib.suppress(AssertionError):  # writes stop being acknowledged
+            for n in range(200):
+                update(cluster, payload + n.to_bytes(4, "big"), timeout=5)
+        process = peer.process
+        assert process is not None
+        code = process.wait(30)
+        peer.process = None
+        text = peer.log_path.read_text()
+        assert code == 3, text[-3000:]
+        assert "storage_failed" in text and "Traceback" not in text, text[-3000:]

@@ -29,8 +29,11 @@ from raftlog.consensus import (
 from raftlog.consensus.results import WRONG_ENTRY_TYPE
 from raftlog.rpc.messages import AppendEntries, ConfigUpdateErrorInfo
 
-PEERS_124 = [["n1", "tcp://127.0.0.2:5000"], ["n2", "tcp://127.0.0.3:5000"],
-             ["n4", "tcp://127.0.0.5:5000"]]
+PEERS_124 = [
+    ["n1", "tcp://127.0.0.2:5000"],
+    ["n2", "tcp://127.0.0.3:5000"],
+    ["n4", "tcp://127.0.0.5:5000"],
+]
 
 
 def _settle(node, ready) -> None:  # type: ignore[no-untyped-def]
@@ -78,8 +81,11 @@ def test_config_update_with_an_expired_request_id() -> None:
 
 def test_config_update_with_an_invalid_list_reports_the_reference_error() -> None:
     node = _leader()
-    same = [["n1", "tcp://127.0.0.2:5000"], ["n2", "tcp://127.0.0.3:5000"],
-            ["n3", "tcp://127.0.0.4:5000"]]
+    same = [
+        ["n1", "tcp://127.0.0.2:5000"],
+        ["n2", "tcp://127.0.0.3:5000"],
+        ["n3", "tcp://127.0.0.4:5000"],
+    ]
     assert node.core.propose_config(rid(), same, NOW_MS) == ConfigRejected(
         ConfigUpdateErrorInfo("Error", "no change in cluster membership")
     )
@@ -125,9 +131,7 @@ def test_config_update_with_the_request_id_of_a_pending_update_is_refused() -> N
     node = _leader()
     state_id = rid()
     node.core.propose(state_id, b"x", NOW_MS)
-    assert node.core.propose_config(state_id, PEERS_124, NOW_MS) == ConfigRejected(
-        WRONG_ENTRY_TYPE
-    )
+    assert node.core.propose_config(state_id, PEERS_124, NOW_MS) == ConfigRejected(WRONG_ENTRY_TYPE)
 
 
 def test_new_leader_completes_an_inherited_committed_joint_configuration() -> None:

@@ -29,11 +29,13 @@ ALLOWED_STDLIB = {
     "typing",
 }
 ALLOWED_PROJECT = {
+    "raftlog.bounds",
     "raftlog.entry",
     "raftlog.errors",
     "raftlog.ids",
     "raftlog.rpc.messages",
     "raftlog.rpc.config",
+    "raftlog.rpc.ranges",
     "raftlog.storage.base",
 }
 FORBIDDEN_NAMES_FROM = {"random": {"Random"}}

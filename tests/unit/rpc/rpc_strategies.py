@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
+from raftlog.bounds import MAX_TERM
 from raftlog.entry import MAX_ENTRY_TERM, LogEntry
 from raftlog.rpc.codec import CORE_TYPES
 from raftlog.rpc.frames import MAX_SAFE_INTEGER
@@ -54,14 +55,28 @@ entries = st.builds(
     data=st.binary(min_size=1, max_size=64),
 )
 entry_lists = st.lists(entries, max_size=8).map(tuple)
+# Peer RPCs carry terms and indexes only up to raftlog.bounds' ceiling (larger ones are refused
+# by the decoders, see test_codec_bounds.py); ``- 8`` leaves room for the entries appended.
+peer_uints = st.one_of(st.integers(0, 300), st.integers(0, MAX_TERM - 8))
+opt_peer_uints = st.none() | peer_uints
+peer_entry_lists = st.lists(
+    st.builds(
+        LogEntry,
+        request_id=request_ids,
+        entry_type=st.integers(0, 255),
+        term=st.integers(0, MAX_TERM),
+        data=st.binary(min_size=1, max_size=64),
+    ),
+    max_size=8,
+).map(tuple)
 peers = st.builds(Peer, id=texts, url=texts)
 peer_lists = st.lists(peers, max_size=6).map(tuple)
 custom_types = st.binary(min_size=1, max_size=4).filter(lambda t: t not in CORE_TYPES)
 
 requests: st.SearchStrategy[Request] = st.one_of(
-    st.builds(RequestVote, ids, uints, uints, uints),
-    st.builds(AppendEntries, ids, uints, uints, uints, uints, entry_lists),
-    st.builds(InstallSnapshot, ids, uints, uints, uints, uints, uints, st.binary(max_size=64)),
+    st.builds(RequestVote, ids, peer_uints, peer_uints, peer_uints),
+    st.builds(AppendEntries, ids, *[peer_uints] * 4, peer_entry_lists),
+    st.builds(InstallSnapshot, ids, *[peer_uints] * 3, uints, uints, st.binary(max_size=64)),
     st.just(RequestConfig()),
     st.just(RequestLogInfo()),
     st.builds(RequestUpdate, request_ids, st.binary(min_size=1, max_size=64)),
@@ -112,9 +127,12 @@ entries_responses = st.one_of(
 
 # (request type, response) pairs: responses are decoded against the type that was asked.
 responses: st.SearchStrategy[tuple[bytes, Response]] = st.one_of(
-    st.tuples(st.just(b"?"), st.builds(RequestVoteResponse, uints, st.booleans())),
-    st.tuples(st.just(b"+"), st.builds(AppendEntriesResponse, uints, st.booleans(), opt_uints)),
-    st.tuples(st.just(b"$"), st.builds(InstallSnapshotResponse, uints, opt_uints)),
+    st.tuples(st.just(b"?"), st.builds(RequestVoteResponse, peer_uints, st.booleans())),
+    st.tuples(
+        st.just(b"+"),
+        st.builds(AppendEntriesResponse, peer_uints, st.booleans(), opt_peer_uints),
+    ),
+    st.tuples(st.just(b"$"), st.builds(InstallSnapshotResponse, peer_uints, opt_uints)),
     st.tuples(st.just(b"^"), st.builds(RequestConfigResponse, st.booleans(), leaders, peer_lists)),
     st.tuples(
         st.just(b"%"),

@@ -38,6 +38,7 @@ class Harness:
     ) -> list[list[bytes]]:
         before = len(self.sent)
         self.svc.handle(R, ID, msg, leader=leader, leader_id="B", applied=applied, now=now)
+        self.svc.pump(float("inf"), lambda: 0.0)  # batches go out from the loop's slice
         return self.sent[before:]
 
 
@@ -145,3 +146,70 @@ def test_compacted_range_streams_snapshot_chunks_then_hands_over_to_entries(offs
     assert h.svc.open_pipelines == 0
     after = h.ask(RequestEntries(10), applied=20)
     assert [summary(f) for f in after] == [(1, 20, 10)]
+
+
+# -- sliced sending (issue #12, finding 4) ---------------------------------------------------
+
+
+def open_streams(h: Harness, count: int, applied: int) -> None:
+    for n in range(count):
+        h.svc.handle(
+            b"r%d" % n,
+            ID,
+            RequestEntries(0),
+            leader=True,
+            leader_id="B",
+            applied=applied,
+            now=0.0,
+        )
+
+
+def test_the_message_handler_sends_nothing_the_loop_slice_does() -> None:
+    h = Harness(10_000, size=1000)
+    open_streams(h, 100, 10_000)
+    assert h.sent == [] and h.svc.has_due  # nothing read or sent inside the handler
+
+
+def test_the_slice_stops_at_its_deadline_and_serves_streams_in_turn() -> None:
+    h = Harness(10_000, size=1000, pipelines=5)
+    open_streams(h, 10, 10_000)
+    ticks = iter(range(1_000_000))
+    sent = h.svc.pump(7, lambda: next(ticks))  # the clock passes the deadline after 8 batches
+    assert sent == 8 and len(h.sent) == 8
+    sent += h.svc.pump(float("inf"), lambda: 0.0)
+    assert sent == 50  # 10 streams x a window of 5
+    first_ten = h.sent[:10]
+    assert all(summary(f)[1] == summary(first_ten[0])[1] for f in first_ten)  # one each first
+
+
+def test_unacknowledged_bytes_are_capped_over_all_streams() -> None:
+    h = Harness(10_000, size=1000, pipelines=5, max_unacked_bytes=300_000)
+    open_streams(h, 50, 10_000)  # never read: 50 x 5 x ~64 KiB would be ~16 MB
+    h.svc.pump(float("inf"), lambda: 0.0)
+    assert 300_000 <= h.svc.unacked_bytes < 300_000 + 66_000  # one batch over at most
+    assert not h.svc.has_due  # the loop goes back to sleeping instead of spinning
+    waiting = len(h.sent)
+    h.svc.sweep(10.0)  # the silent streams expire and release their share
+    assert h.svc.unacked_bytes == 0 and h.svc.open_pipelines == 0
+    assert waiting < 50 * 5
+
+
+def test_an_acknowledgement_releases_budget_for_waiting_streams() -> None:
+    h = Harness(10_000, size=1000, pipelines=2, max_unacked_bytes=200_000)
+    open_streams(h, 4, 10_000)
+    h.svc.pump(float("inf"), lambda: 0.0)
+    assert not h.svc.has_due
+    first = h.sent[0]
+    before = len(h.sent)
+    h.svc.handle(
+        b"r0",
+        ID,
+        RequestEntries(summary(first)[1]),
+        leader=True,
+        leader_id="B",
+        applied=10_000,
+        now=0.0,
+    )
+    assert h.svc.has_due
+    h.svc.pump(float("inf"), lambda: 0.0)
+    assert len(h.sent) > before

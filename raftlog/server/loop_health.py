@@ -1,0 +1,102 @@
+"""How long the peer's loop is held up, and what the peer does about the guard events.
+
+Both exist for issue #12: a pass of the consensus loop that runs longer than a fraction of the
+election timeout starves heartbeats and elections (finding 4), and the core's guard events
+(a message with an out-of-range term, a peer at the term ceiling, a removed peer) need a
+counted, sparing log line each -- kept here so the driver (``node``) stays small.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from raftlog.consensus import CampaignRefused, MessageDropped, RemovedFromCluster
+from raftlog.metrics import PeerMetrics
+from raftlog.server.interfaces import EventLog
+
+STALL_LOG_SAMPLE: Final = 10
+"""Log one in this many loop stalls above the warning threshold (all are counted)."""
+GUARD_LOG_SAMPLE: Final = 100
+"""Log one in this many dropped out-of-range messages / refused campaigns (all counted)."""
+
+
+class LoopStallMeter:
+    """Times each pass of the loop: every pass goes into ``raftlog_loop_pass_seconds``, the
+    longest is kept (``max_ms``, also the gauge ``raftlog_max_loop_stall_seconds``), passes
+    over ``warn_ms`` are counted (``raftlog_loop_stalls``) and a sample of them is logged,
+    split into phases: a slow fsync shows as ``ready_ms``, a host too busy to schedule the
+    peer in whichever phase it struck."""
+
+    def __init__(
+        self, warn_ms: float, metrics: PeerMetrics, log: EventLog, clock: Callable[[], float]
+    ) -> None:
+        self.max_ms = 0.0
+        self._warn_ms = warn_ms
+        self._passes = metrics.loop_pass_seconds.labels()
+        self._max = metrics.max_loop_stall_seconds.labels()
+        self._stalls = metrics.loop_stalls.labels()
+        self._log = log
+        self._clock = clock
+        self._started = clock()
+
+    def start(self) -> None:
+        """The loop woke up from its poll: a pass begins."""
+        self._started = self._clock()
+
+    def finish(self, drained: float, readied: float, streamed: float) -> None:
+        """The pass ends now; the arguments are the clock when each phase ended (socket
+        drain, ticks and timers, Readies) -- RequestEntries streaming runs until now."""
+        end = self._clock()
+        started = self._started
+        seconds = end - started
+        self._passes.observe(seconds)
+        ms = round(seconds * 1000.0, 1)
+        if ms > self.max_ms:
+            self.max_ms = ms
+            self._max.set(seconds)
+        if ms < self._warn_ms:
+            return
+        count = self._stalls.inc()
+        if count % STALL_LOG_SAMPLE == 1:
+            self._log.warning(
+                "loop_stall",
+                ms=ms,
+                drain_ms=round((drained - started) * 1000.0, 1),
+                timers_ms=round((readied - drained) * 1000.0, 1),
+                ready_ms=round((streamed - readied) * 1000.0, 1),
+                entries_ms=round((end - streamed) * 1000.0, 1),
+                max_ms=self.max_ms,
+                count=count,
+            )
+
+
+def react_to_guard_event(
+    event: MessageDropped | CampaignRefused | RemovedFromCluster,
+    *,
+    metrics: PeerMetrics,
+    log: EventLog,
+    exit_when_removed: bool,
+    stop: Callable[[], None],
+) -> None:
+    """Count and log a guard event; a removed peer stops unless it was told to stay."""
+    if isinstance(event, MessageDropped):
+        count = metrics.messages_dropped.labels(reason=event.reason).inc()
+        if count % GUARD_LOG_SAMPLE == 1:
+            log.warning(
+                event.reason, sender=event.sender[:64], type=event.message_type, count=count
+            )
+    elif isinstance(event, CampaignRefused):
+        count = metrics.campaigns_refused.inc()
+        if count % GUARD_LOG_SAMPLE == 1:
+            log.warning(
+                "campaign_refused",
+                term=event.term,
+                reason=event.reason,
+                count=count,
+                fix="raftlog-tool reset-term (docs/peer-service.md)",
+            )
+    else:
+        log.warning("removed_from_cluster", config_index=event.index, exiting=exit_when_removed)
+        if exit_when_removed:
+            stop()
