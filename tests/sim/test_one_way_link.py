@@ -13,7 +13,7 @@ depose the leader with its higher term once the link healed:
 ``DebouncingCluster`` models the real transport and driver for the second point: the very same
 request object goes out under the same msgid (``PeerChannel.send``), and the receiver answers
 a repeat of the last (sender, msgid) from a cache and calls ``heard_from_leader``, as
-``Dispatcher._peer_request_debounced`` does. Everything is deterministic (fixed seeds).
+``PeerService.from_leader`` does. Everything is deterministic (fixed seeds).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from random import Random
 
 import pytest
 
-from raftlog.consensus import CoreConfig, Role, SendReply, SendRequest
+from raftlog.consensus import CoreConfig, Role
 from raftlog.consensus.results import Appended
 from raftlog.ids import make_request_id
-from raftlog.rpc.messages import AppendEntries, InstallSnapshot, PeerRequest
+from raftlog.rpc.messages import AppendEntries, InstallSnapshot, PeerRequest, PeerResponse
 from sim.cluster import SimCluster, SimNode
 from sim.invariants import Invariants
 from sim.network import LinkRule
@@ -44,23 +44,23 @@ class DebouncingCluster(SimCluster):
         """(receiver, leader id) -> (incarnation, msgid, cached reply) of the last request."""
         self.heard = 0
 
-    def transmit(self, node: SimNode, out: SendRequest | SendReply) -> None:
-        if isinstance(out, SendReply):
-            _, incarnation, msgid = out.token  # type: ignore[misc]
-            for key, (inc, mid, _) in list(self.debounce.items()):
-                if key[0] == node.id and (inc, mid) == (incarnation, msgid):
-                    self.debounce[key] = (inc, mid, out.message)
-            super().transmit(node, out)
-            return
-        last = self.last_sent.get((node.id, out.to))
-        if last is not None and last[0] is out.message:  # retransmission: same msgid
+    def send_request(self, node: SimNode, to: str, message: PeerRequest) -> None:
+        last = self.last_sent.get((node.id, to))
+        if last is not None and last[0] is message:  # retransmission: same msgid
             msgid = last[1]
-            node.pending[msgid] = (out.to, out.message)
-            payload = ("req", node.incarnation, msgid, out.message)
-            self.network.send(self.tick, node.id, out.to, payload)
+            node.pending[msgid] = (to, message)
+            payload = ("req", node.incarnation, msgid, message)
+            self.network.send(self.tick, node.id, to, payload)
             return
-        super().transmit(node, out)
-        self.last_sent[(node.id, out.to)] = (out.message, node.next_msgid)
+        super().send_request(node, to, message)
+        self.last_sent[(node.id, to)] = (message, node.next_msgid)
+
+    def send_reply(self, node: SimNode, token: object, message: PeerResponse) -> None:
+        incarnation, msgid = token.incarnation, token.msgid  # type: ignore[attr-defined]
+        for key, (inc, mid, _) in list(self.debounce.items()):
+            if key[0] == node.id and (inc, mid) == (incarnation, msgid):
+                self.debounce[key] = (inc, mid, message)
+        super().send_reply(node, token, message)
 
     def deliver(self, src: str, dst: str, payload: object) -> None:
         kind, incarnation, msgid, message = payload  # type: ignore[misc]

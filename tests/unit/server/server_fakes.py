@@ -67,6 +67,7 @@ class FakeCluster:
     config_results: list[ConfigProposeResult] = field(default_factory=list)
     proposed: list[tuple[bytes, bytes]] = field(default_factory=list)
     stepped: list[tuple[object, PeerRequest]] = field(default_factory=list)
+    heard: list[tuple[str, int]] = field(default_factory=list)
 
     def propose(
         self,
@@ -90,6 +91,9 @@ class FakeCluster:
 
     def step_request(self, token: object, message: PeerRequest) -> None:
         self.stepped.append((token, message))
+
+    def heard_from_leader(self, leader_id: str, term: int) -> None:
+        self.heard.append((leader_id, term))
 
 
 @dataclass

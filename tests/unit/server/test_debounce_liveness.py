@@ -1,39 +1,32 @@
 """Driver level (issue #12, finding 3): a follower whose answers are lost keeps hearing its
 leader only through *retransmissions* -- the identical request under the same msgid, which
-the dispatcher answers from its debounce cache without stepping the core. The dispatcher must
-still tell the core that the leader is alive, or the follower campaigns within one election
+the peer service answers from its debounce cache without stepping the core. It must still
+tell the core that the leader is alive, or the follower campaigns within one election
 timeout although its leader never went away."""
 
 from __future__ import annotations
 
-from collections import Counter
 from random import Random
 from types import SimpleNamespace
-from typing import Any
 
-from raftlog.consensus import CoreConfig, RaftCore, Role
+from raftlog.consensus import CoreConfig, RaftCore, Role, SendReply
 from raftlog.ids import RequestIdGenerator
-from raftlog.options import RaftOptions
-from raftlog.rpc.codec import encode_request
-from raftlog.rpc.frames import encode_msg_id
+from raftlog.metrics import PeerMetrics
 from raftlog.rpc.messages import AppendEntries, ConfigPayload, Peer
-from raftlog.server.dispatch import Dispatcher
+from raftlog.rpc.responses import ServerReply
+from raftlog.server.peer_service import PeerService
 from raftlog.storage.base import HardState
 from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore, MemorySnapshotStore
 
-IDENT = "cluster"
 PEERS = tuple(Peer(i, f"tcp://127.0.0.1:{5000 + n}") for n, i in enumerate(("n1", "n2", "n3")))
 
 
 class FakeNode:
-    """The parts of ``PeerNode`` the dispatcher touches, around a real core and stores."""
+    """A real core and stores behind the real ``PeerService``; replies are recorded."""
 
     def __init__(self) -> None:
-        self.settings = SimpleNamespace(ident=IDENT, options=RaftOptions(), pub_url="tcp://x:1")
-        self.stats: Counter[str] = Counter()
-        self.log = SimpleNamespace(warning=lambda *a, **k: None, info=lambda *a, **k: None)
-        self.topics: Any = None
-        self.sent: list[tuple[bytes, list[bytes]]] = []
+        self.metrics = PeerMetrics()
+        self.sent: list[tuple[bytes, bytes, ServerReply]] = []
         self.log_store = MemoryLogStore()
         self.hard = MemoryHardStateStore()
         self.core = RaftCore(
@@ -45,13 +38,17 @@ class FakeNode:
             rng=Random(3),
             new_request_id=RequestIdGenerator().next,
         )
-        self.dispatcher = Dispatcher(self)  # type: ignore[arg-type]
+        log = SimpleNamespace(warning=lambda *a, **k: None, info=lambda *a, **k: None)
+        self.service = PeerService(self.core, self.core, self, self.metrics, log)
 
-    def reply(self, routing: bytes, frames: list[bytes]) -> None:
-        self.sent.append((routing, frames))
+    def reply(self, routing: bytes, msg_id: bytes, message: ServerReply) -> None:
+        self.sent.append((routing, msg_id, message))
+
+    def resends(self) -> int:
+        return self.metrics.debounced_resends.value
 
     def handle_ready(self) -> None:
-        """Persist -> send -> advance, as ``PeerNode._handle_ready`` does."""
+        """Persist -> send -> advance, as the ready executor does."""
         core = self.core
         while core.has_ready():
             ready = core.ready()
@@ -60,18 +57,15 @@ class FakeNode:
             if ready.append is not None:
                 self.log_store.append(ready.append.first_index, ready.append.entries)
             for out in (*ready.messages_now, *ready.messages_after_persist):
-                token = getattr(out, "token", None)
-                if token is not None:
-                    self.dispatcher.send_peer_reply(token, out.message)  # type: ignore[arg-type]
+                if isinstance(out, SendReply):
+                    self.service.send_reply(out.token, out.message)
             core.advance(ready)
 
 
 def test_retransmissions_answered_from_the_debounce_cache_keep_the_follower_following() -> None:
     node = FakeNode()
-    heartbeat = encode_request(
-        AppendEntries("n1", 1, 0, 0, 0), ident=IDENT.encode(), id=encode_msg_id(7)
-    )
-    node.dispatcher.on_message([b"leader-routing", *heartbeat])
+    heartbeat = AppendEntries("n1", 1, 0, 0, 0)
+    node.service.from_leader(b"leader-routing", b"\x07", heartbeat)
     node.handle_ready()
     assert node.core.leader_id == "n1" and len(node.sent) == 1
     # The leader's answer is lost; it re-sends the identical request every 10 ticks (well
@@ -79,18 +73,18 @@ def test_retransmissions_answered_from_the_debounce_cache_keep_the_follower_foll
     for tick in range(1, 301):
         node.core.tick()
         if tick % 10 == 0:
-            node.dispatcher.on_message([b"leader-routing", *heartbeat])
+            node.service.from_leader(b"leader-routing", b"\x07", heartbeat)
         node.handle_ready()
         assert node.core.role is Role.FOLLOWER, f"campaigned at tick {tick}"
     assert node.core.term == 1 and node.core.leader_id == "n1"
-    assert node.stats["debounced_resend"] == 30  # every resend answered from the cache
-    assert all(frames == node.sent[0][1] for _, frames in node.sent)
+    assert node.resends() == 30  # every resend answered from the cache
+    assert all(sent == node.sent[0] for sent in node.sent)
 
 
 def test_only_the_current_leader_and_term_hold_back_an_election() -> None:
     node = FakeNode()
-    old = encode_request(AppendEntries("n1", 1, 0, 0, 0), ident=IDENT.encode(), id=b"\x01")
-    node.dispatcher.on_message([b"r1", *old])
+    old = AppendEntries("n1", 1, 0, 0, 0)
+    node.service.from_leader(b"r1", b"\x01", old)
     node.handle_ready()
     for tick in range(1, 41):  # signs of life from others do not count
         node.core.tick()
@@ -99,6 +93,6 @@ def test_only_the_current_leader_and_term_hold_back_an_election() -> None:
             node.core.heard_from_leader("n1", 0)  # not its term
         node.handle_ready()
     assert node.core.role is Role.CANDIDATE and node.core.term == 2
-    node.dispatcher.on_message([b"r1", *old])  # a resend from the old term changes nothing
+    node.service.from_leader(b"r1", b"\x01", old)  # a resend from the old term: nothing
     node.handle_ready()
     assert node.core.role is Role.CANDIDATE and node.core.term == 2

@@ -63,6 +63,8 @@ def test_a_retransmission_is_answered_from_the_cached_reply() -> None:
     assert len(s.core.stepped) == 1
     assert [f for _, f in s.replies.frames()] == [[b"\x05", b"\x03", b"\x01"]] * 2
     assert s.metrics.debounced_resends.value == 1
+    # both copies told the core its leader is alive (issue #12, finding 3)
+    assert s.core.heard == [(append().leader_id, append().term)] * 2
     s.svc.from_leader(b"lead", b"\x06", append())  # a new msgid: a new request
     assert len(s.core.stepped) == 2
 

@@ -136,6 +136,13 @@ class JournalCore:
         assert self.readies.pop(0) is ready
         self.journal.steps.append("advance")
 
+    def connect_to(self) -> tuple[Peer, ...]:
+        """The configuration of the ConfigChanged event being carried out (no departing)."""
+        for event in self.readies[0].events:
+            if isinstance(event, ConfigChanged):
+                return event.config.all_peers()
+        return ()
+
 
 class Setup:
     def __init__(self, *readies: Ready, crash_at: str | None = None) -> None:
