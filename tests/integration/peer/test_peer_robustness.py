@@ -66,7 +66,7 @@ def test_malformed_messages_and_random_bytes_leave_peers_alive_and_unchanged(
 ) -> None:
     last = update(cluster, b"before")
     ident = cluster.ident.encode()
-    leader = cluster.wait_leader()
+    leader = cluster.wait_stable_leader()  # every follower knows the term (no lagging 0)
     terms = _terms(cluster)
     rng = random.Random(7)
     noise = [
@@ -89,7 +89,7 @@ def test_wrong_ident_and_unknown_senders_with_huge_terms_change_nothing(
     cluster: PeerCluster,
 ) -> None:
     update(cluster, b"x")
-    leader = cluster.wait_leader()
+    leader = cluster.wait_stable_leader()  # every follower knows the term (no lagging 0)
     terms = _terms(cluster)
     huge = terms[leader] + 1_000_000
     entry = LogEntry(b"\x01" * 12, EntryType.STATE, huge, b"evil")
