@@ -34,6 +34,7 @@ from raftlog.errors import ConfigError
 from raftlog.options import RaftOptions
 from raftlog.rpc.config import validate_peer_url  # the single owner of the URL rule (§1)
 from raftlog.rpc.messages import Peer
+from raftlog.security.settings import PeerSecurity, peer_security
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,8 @@ class PeerSettings:
     peers: tuple[Peer, ...]
     """The seed configuration (the cluster's peers from the file)."""
     options: RaftOptions
+    security: PeerSecurity | None = None
+    """CURVE keys and the access policy's sources; None for a plaintext cluster."""
 
     @property
     def is_member(self) -> bool:
@@ -108,16 +111,18 @@ def load_peer_config(
     data_dir: str | os.PathLike[str] | None = None,
     ident: str | None = None,
     overrides: dict[str, Any] | None = None,
+    key: str | None = None,
 ) -> PeerSettings:
     """Resolve the settings of ``peer_id`` from a cluster file plus CLI overrides.
 
     A peer id missing from the file is allowed only with an explicit ``url`` and ``pub_url``
-    (a new peer joining through a membership change runs in CLIENT state until added).
+    (a new peer joining through a membership change runs in CLIENT state until added);
+    with CURVE on, such a peer also needs ``key`` (its own key pair).
     """
     source = str(path)
     doc = load_cluster_file(path)
     cluster = _table(doc, "cluster", source)
-    unknown = set(doc) - {"cluster", "raft", "peers"}
+    unknown = set(doc) - {"cluster", "raft", "peers", "security"}
     if unknown:
         raise ConfigError(f"{source}: unknown section(s) {sorted(unknown)}")
 
@@ -177,6 +182,7 @@ def load_peer_config(
     )
 
     base_dir = Path(path).resolve().parent
+    security = peer_security(doc, source, base_dir, peer_id, raw_peers, key_override=key)
     if data_dir is not None:
         my_dir = Path(data_dir)
     elif "data_dir" in mine:
@@ -196,6 +202,7 @@ def load_peer_config(
         ident=cluster_ident,
         peers=tuple(peers),
         options=options,
+        security=security,
     )
 
 

@@ -323,6 +323,21 @@ class PeerMetrics:
                 "repair with raftlog-tool reset-term.",
             )
         )
+        self.access_refused = self._add(
+            Counter(
+                "raftlog_access_refused",
+                "Requests a CURVE peer refused with an access-denied answer, by reason "
+                "(unknown_key, role, peer_impersonation).",
+                ("reason",),
+            )
+        )
+        self.zap_handshakes = self._add(
+            Counter(
+                "raftlog_zap_handshakes",
+                "CURVE handshakes the ZAP handler decided, by result (accepted, refused).",
+                ("result",),
+            )
+        )
 
     def _add(self, family: _F) -> _F:
         self.registry.register(family)

@@ -6,6 +6,12 @@ property all sockets of a kind must share (limits, linger, reconnect pacing, and
 security next) is a change in this module rather than in every file that opens a socket.
 Nothing else in ``raftlog`` calls ``Context.socket``.
 
+Transport security: pass ``curve=`` (a :class:`~raftlog.security.settings.CurveServer` to
+server sockets, a :class:`~raftlog.security.settings.CurveClient` to connecting ones) and the
+socket runs CURVE — encrypted, and authenticated by the peer's ZAP handler — instead of the
+plaintext NULL mechanism, which stays the default (the reference ``zmq-raft`` speaks only
+NULL, so mixed clusters are plaintext).
+
 The functions are generic over the context: a ``zmq.Context`` gives blocking sockets (the
 peer, the CLI, benchmarks), a ``zmq.asyncio.Context`` gives awaitable ones (the clients).
 """
@@ -15,6 +21,8 @@ from __future__ import annotations
 from typing import Final, TypeVar
 
 import zmq
+
+from raftlog.security.settings import CurveClient, CurveServer
 
 #: Largest message any raftlog socket accepts from the network (a peer may send a snapshot
 #: chunk or a batch of AppendEntries; a client a single entry). Larger ones are dropped by
@@ -39,15 +47,38 @@ CLIENT_SEND_HIGH_WATER_MARK: Final = 1000
 S = TypeVar("S", bound=zmq.Socket)  # type: ignore[type-arg]
 
 
-def _socket(context: zmq.Context[S], kind: int) -> S:
+ZAP_DOMAIN: Final = b"raftlog"
+"""The ZAP domain of every CURVE server socket (the ZAP handler answers for this one)."""
+
+
+def _socket(
+    context: zmq.Context[S], kind: int, curve: CurveServer | CurveClient | None = None
+) -> S:
     sock = context.socket(kind)
     sock.setsockopt(zmq.LINGER, 0)  # a closing socket never holds the process up
+    if curve is None:
+        return sock
+    try:
+        if isinstance(curve, CurveClient):  # a connecting socket
+            sock.setsockopt(zmq.CURVE_SERVERKEY, curve.server_public)
+            sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
+            sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
+        else:
+            sock.setsockopt(zmq.CURVE_SERVER, 1)
+            sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
+            sock.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN)
+    except zmq.ZMQError:
+        sock.close()
+        raise
     return sock
 
 
-def peer_router(context: zmq.Context[S], bind_url: str, *, max_message_size: int) -> S:
+def peer_router(
+    context: zmq.Context[S], bind_url: str, *, max_message_size: int,
+    curve: CurveServer | None = None,
+) -> S:
     """The ROUTER a peer serves other peers and clients on, bound to ``bind_url``."""
-    sock = _socket(context, zmq.ROUTER)
+    sock = _socket(context, zmq.ROUTER, curve)
     sock.setsockopt(zmq.RCVHWM, ROUTER_HIGH_WATER_MARK)
     sock.setsockopt(zmq.SNDHWM, ROUTER_HIGH_WATER_MARK)
     sock.setsockopt(zmq.MAXMSGSIZE, max(MAX_MESSAGE_SIZE, max_message_size))
@@ -59,13 +90,16 @@ def peer_router(context: zmq.Context[S], bind_url: str, *, max_message_size: int
     return sock
 
 
-def peer_dealer(context: zmq.Context[S], url: str, *, reconnect_ivl_ms: int) -> S:
+def peer_dealer(
+    context: zmq.Context[S], url: str, *, reconnect_ivl_ms: int,
+    curve: CurveClient | None = None,
+) -> S:
     """The DEALER one peer uses to send requests to another peer at ``url``.
 
     ``IMMEDIATE`` keeps requests out of the queue while the other peer is down (they would
     be stale when it comes back); the reconnect interval follows the RPC timeout so a dead
     peer is not hammered with connection attempts."""
-    sock = _socket(context, zmq.DEALER)
+    sock = _socket(context, zmq.DEALER, curve)
     sock.setsockopt(zmq.SNDHWM, PEER_SEND_HIGH_WATER_MARK)
     sock.setsockopt(zmq.IMMEDIATE, 1)
     sock.setsockopt(zmq.RCVHWM, PEER_SEND_HIGH_WATER_MARK * 4)
@@ -75,9 +109,11 @@ def peer_dealer(context: zmq.Context[S], url: str, *, reconnect_ivl_ms: int) -> 
     return sock
 
 
-def broadcast_pub(context: zmq.Context[S], bind_url: str) -> S:
+def broadcast_pub(
+    context: zmq.Context[S], bind_url: str, *, curve: CurveServer | None = None
+) -> S:
     """The PUB socket the BroadcastStateMachine publishes committed entries on."""
-    sock = _socket(context, zmq.PUB)
+    sock = _socket(context, zmq.PUB, curve)
     sock.setsockopt(zmq.SNDHWM, PUB_HIGH_WATER_MARK)
     try:
         sock.bind(bind_url)
@@ -87,9 +123,12 @@ def broadcast_pub(context: zmq.Context[S], bind_url: str) -> S:
     return sock
 
 
-def client_dealer(context: zmq.Context[S], url: str, *, immediate: bool = True) -> S:
+def client_dealer(
+    context: zmq.Context[S], url: str, *, immediate: bool = True,
+    curve: CurveClient | None = None,
+) -> S:
     """A client's DEALER to one peer at ``url`` (RaftClient, the CLI, benchmarks)."""
-    sock = _socket(context, zmq.DEALER)
+    sock = _socket(context, zmq.DEALER, curve)
     if immediate:
         sock.setsockopt(zmq.IMMEDIATE, 1)
     sock.setsockopt(zmq.SNDHWM, CLIENT_SEND_HIGH_WATER_MARK)
@@ -120,10 +159,12 @@ def connection_monitor(sock: S, events: int = CLIENT_MONITOR_EVENTS) -> S:
     return monitor
 
 
-def client_sub(context: zmq.Context[S], url: str, prefix: bytes) -> S:
+def client_sub(
+    context: zmq.Context[S], url: str, prefix: bytes, *, curve: CurveClient | None = None
+) -> S:
     """A SUB socket following a peer's broadcast at ``url``, filtered to ``prefix`` (the
     cluster ident frame, so one PUB port can serve one cluster only)."""
-    sock = _socket(context, zmq.SUB)
+    sock = _socket(context, zmq.SUB, curve)
     sock.setsockopt(zmq.SUBSCRIBE, prefix)
     sock.connect(url)
     return sock

@@ -55,3 +55,19 @@ def recv_frames(socket: zmq.Socket[bytes]) -> list[bytes]:
         frame = _recv(socket, NOBLOCK, copy=False)
         parts.append(frame.bytes)
     return parts
+
+
+def recv_frames_with_user(socket: zmq.Socket[bytes]) -> tuple[list[bytes], str | None]:
+    """Like :func:`recv_frames`, plus the ``User-Id`` ZAP attached to the connection (the
+    z85 CURVE key of the sender on a secure socket; None on a plaintext one). One property
+    read per message, so only secure peers pay for it."""
+    frame = _recv(socket, NOBLOCK, copy=False)
+    try:
+        user: str | None = frame.get("User-Id")
+    except zmq.ZMQError:  # no ZAP on this connection
+        user = None
+    parts: list[bytes] = [frame.bytes]
+    while frame.more:
+        frame = _recv(socket, NOBLOCK, copy=False)
+        parts.append(frame.bytes)
+    return parts, user

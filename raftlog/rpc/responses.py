@@ -18,6 +18,7 @@ from raftlog.errors import LocalProtocolError, RemoteProtocolError
 from raftlog.rpc.admin import CompactResponse, encode_compact_response
 from raftlog.rpc.codec import CORE_TYPES, decode_entries
 from raftlog.rpc.config import PeerListError, peers_from_json, peers_to_json
+from raftlog.rpc.denied import AccessDenied, encode_access_denied
 from raftlog.rpc.frames import (
     EMPTY_FRAME,
     JSON_NULL,
@@ -159,7 +160,7 @@ def _encode_dispatch(msg: ClientDispatchResponse) -> list[bytes]:
     return list(msg.frames)
 
 
-ServerReply: TypeAlias = Response | PublishReply | CompactResponse
+ServerReply: TypeAlias = Response | PublishReply | CompactResponse | AccessDenied
 """Everything a peer answers: the core responses and raftlog's extensions."""
 
 _ENCODERS: Final[dict[type, Callable[[Any], list[bytes]]]] = {
@@ -175,6 +176,7 @@ _ENCODERS: Final[dict[type, Callable[[Any], list[bytes]]]] = {
     ClientDispatchResponse: _encode_dispatch,
     PublishReply: encode_publish_reply,
     CompactResponse: encode_compact_response,
+    AccessDenied: encode_access_denied,
 }
 """One lookup by exact type (the reply hot path: no chain of isinstance checks)."""
 

@@ -5,7 +5,8 @@ expecting a daemon to reopen its logs and pick up configuration; Python's defaul
 SIGHUP is to terminate, which used to take a peer down with exit status 129.
 
 What can be reloaded without a restart is the log file (reopened in place; see
-``raftlog.log``). The raft options, URLs, ident and data directory are fixed for the life of
+``raftlog.log``) and, on a CURVE peer, the client allowlist (``also``: the node re-reads it
+between two passes of its loop, see ``PeerNode.request_reload``). The raft options, URLs, ident and data directory are fixed for the life of
 the process: changing them under a running Raft peer would break the timing and identity
 assumptions the other peers make. So the cluster file is re-read only to tell the operator
 what differs and needs a restart, or that the file no longer loads, all in **one** event,
@@ -52,8 +53,12 @@ class HangupHandler:
         self._running = running
         self._reload = reload_settings
         self._log = log
+        self.also: Callable[[], None] | None = None
+        """Called first on every SIGHUP once the node runs; must only set a flag."""
 
     def __call__(self, _signum: int, _frame: object) -> None:
+        if self.also is not None:
+            self.also()
         fields: dict[str, Any] = {}
         try:
             fields["log_reopened"] = reopen_log_file()

@@ -77,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="OPTION=VALUE",
         help="override a raft option, e.g. --set election_timeout_min=300 (repeatable)",
     )
+    parser.add_argument(
+        "--key",
+        help="this peer's CURVE key (name in the keys dir or a .key_secret path) when it is "
+        "not in the cluster file (a peer joining a secure cluster)",
+    )
     parser.add_argument("--log-level", default=None, help="debug|info|warning|error")
     parser.add_argument("--log-format", choices=("console", "json"), default=None)
     parser.add_argument(
@@ -107,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                 data_dir=args.data_dir,
                 ident=args.ident,
                 overrides=_parse_set(args.set),
+                key=args.key,
             )
 
         settings = read_settings()
@@ -117,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     log = get_logger(peer_id=settings.id)
     # Before opening anything: start-up (storage checks, a catch-up download) can take a
     # while, and SIGHUP's default action would kill the peer meanwhile.
-    signal.signal(signal.SIGHUP, HangupHandler(settings, read_settings, log))
+    hangup = HangupHandler(settings, read_settings, log)
+    signal.signal(signal.SIGHUP, hangup)
     try:
         node = PeerNode(settings)
     except DurableStateOutOfRangeError as exc:
@@ -136,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         log.info("signal_received", signal=signal.Signals(signum).name)
         node.stop()
 
+    hangup.also = node.request_reload  # a secure peer re-reads its client allowlist
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     code = EXIT_OK

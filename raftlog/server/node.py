@@ -47,12 +47,14 @@ from raftlog.consensus import (
     SteppedDown,
     TruncationRefused,
 )
-from raftlog.errors import ClusterUnavailableError
+from raftlog.errors import ClusterUnavailableError, ConfigError
 from raftlog.ids import RequestIdGenerator
 from raftlog.log import get_logger
 from raftlog.metrics import PeerMetrics
+from raftlog.rpc.denied import AccessDenied
 from raftlog.rpc.messages import ConfigPayload
 from raftlog.rpc.ranges import OutOfRangeError
+from raftlog.security.peer import SecurePeer
 from raftlog.server.catch_up import CatchUp
 from raftlog.server.loop_health import LoopStallMeter, react_to_guard_event
 from raftlog.server.peers import PeerChannels, PeerOutbox
@@ -65,7 +67,7 @@ from raftlog.storage.base import HardState
 from raftlog.storage.bounds_check import check_durable_bounds
 from raftlog.storage.ready_store import RocksReadyStore
 from raftlog.storage.rocks import open_storage
-from raftlog.transport import recv_frames
+from raftlog.transport import recv_frames, recv_frames_with_user
 
 DRAIN_LIMIT: Final = 4096
 """Messages taken from one socket per pass, so one busy socket cannot starve the others."""
@@ -88,6 +90,7 @@ class PeerNode:
         self.log = get_logger(peer_id=settings.id)
         self._ident = settings.ident.encode()
         self._stopping = False
+        self._reload_requested = False
         self._tick_s = opts.tick_ms / 1000.0
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.store, self.hard_state, self.snapshots = open_storage(
@@ -96,7 +99,13 @@ class PeerNode:
         self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._poller = zmq.Poller()
         self._sockets_open = False
+        self.secure: SecurePeer | None = None
         try:
+            if settings.security is not None:  # ZAP must answer before any socket binds
+                self.secure = SecurePeer(
+                    self._context, settings.security, self.metrics, owner=settings.id
+                )
+                self.secure.start()
             self._open(settings)
         except BaseException:
             self.close()
@@ -114,6 +123,7 @@ class PeerNode:
             bind_url=settings.pub_bind_url,
             last_applied=max(saved.last_applied, self.store.snapshot_index),
             heartbeat_interval_ms=opts.broadcast_heartbeat_interval,
+            curve=settings.security.server if settings.security else None,
         )
         self._sockets_open = True
         # The topic index (issue #7), brought up to the persisted last_applied from the log
@@ -129,7 +139,10 @@ class PeerNode:
         if not settings.is_member and opts.catch_up_timeout:
             saved = self._catch_up(settings)
         self.router = sockets.peer_router(
-            self._context, settings.bind_url, max_message_size=2 * opts.max_log_entry_data_size
+            self._context,
+            settings.bind_url,
+            max_message_size=2 * opts.max_log_entry_data_size,
+            curve=settings.security.server if settings.security else None,
         )
         self._poller.register(self.router, zmq.POLLIN)
         self.core = RaftCore(
@@ -142,7 +155,12 @@ class PeerNode:
             new_request_id=RequestIdGenerator().next,
         )
         self.channels = PeerChannels(
-            self._context, settings.id, self._ident, opts.rpc_timeout, self._poller
+            self._context,
+            settings.id,
+            self._ident,
+            opts.rpc_timeout,
+            self._poller,
+            curve=settings.security.client if settings.security else None,
         )
         self.channels.reconcile(self.core.connect_to())
         services = build_services(
@@ -159,6 +177,7 @@ class PeerNode:
             log=self.log,
         )
         self.clients = services.clients
+        self._replies = services.replies
         self.entries = services.entries
         self.compaction = services.compaction
         self.dispatcher = services.dispatcher
@@ -217,6 +236,24 @@ class PeerNode:
         """Ask ``run`` to return after the current pass (safe from a signal handler)."""
         self._stopping = True
 
+    def request_reload(self) -> None:
+        """Ask the loop to re-read what can change without a restart (SIGHUP: the client
+        allowlist of a secure peer). Only sets a flag: safe from a signal handler, and the
+        reload itself runs between two passes of the loop, never inside one."""
+        self._reload_requested = True
+
+    def _reload(self) -> None:
+        self._reload_requested = False
+        if self.secure is None:
+            self.log.info("reload_done", security="off")
+            return
+        try:
+            admitted = self.secure.reload()
+        except ConfigError as exc:  # keep the policy in force: a typo must not lock all out
+            self.log.error("reload_failed", error=str(exc), kept="previous allowlist")
+            return
+        self.log.info("reload_done", keys_admitted=admitted)
+
     def run(self) -> None:
         """The loop (see the module docstring) until ``stop()``; logs the metric totals when it
         ends."""
@@ -256,9 +293,18 @@ class PeerNode:
         flood of client (or hostile) traffic cannot hold back ticks and heartbeats."""
         router = self.router
         dispatch = self.dispatcher.on_message
+        secure = self.secure
         for n in range(1, DRAIN_LIMIT + 1):
             try:
-                frames = recv_frames(router)
+                if secure is None:
+                    frames = recv_frames(router)
+                else:
+                    frames, user = recv_frames_with_user(router)
+                    reason = secure.refusal(frames, user)
+                    if reason is not None:
+                        if len(frames) > 1:
+                            self._replies.reply(frames[0], frames[1], AccessDenied(reason))
+                        continue
             except zmq.Again:
                 return
             dispatch(frames)
@@ -290,6 +336,8 @@ class PeerNode:
                 self.core.step_response(channel.peer.id, matched[0], matched[1])
 
     def _timers(self, now: float) -> None:
+        if self._reload_requested:
+            self._reload()
         self.machine.on_timer(now)
         self.clients.send_overdue_accepts(now)
         self.entries.sweep(now)
@@ -370,6 +418,8 @@ class PeerNode:
             # broadcast machine alone holds a socket
             machine = getattr(self, "machine", None)
             attempt((machine if machine is not None else self.broadcast).close)
+        if self.secure is not None:
+            attempt(self.secure.close)
         attempt(lambda: self._context.destroy(linger=0))  # closes what a failure left open
         attempt(self.store.close)
         attempt(self.hard_state.close)

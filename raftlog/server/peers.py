@@ -40,6 +40,7 @@ from raftlog.rpc.messages import (
     RequestVote,
 )
 from raftlog.rpc.responses import decode_response
+from raftlog.security.settings import CurveClient
 from raftlog.transport import send_frames
 
 MAX_OUTSTANDING: Final = 4096
@@ -55,7 +56,12 @@ class PeerChannel:
     """The DEALER to one peer and the requests awaiting its answers."""
 
     def __init__(
-        self, context: zmq.Context[zmq.Socket[bytes]], peer: Peer, ident: bytes, rpc_timeout_ms: int
+        self,
+        context: zmq.Context[zmq.Socket[bytes]],
+        peer: Peer,
+        ident: bytes,
+        rpc_timeout_ms: int,
+        curve: CurveClient | None = None,
     ) -> None:
         self.peer = peer
         self._ident = ident
@@ -63,7 +69,9 @@ class PeerChannel:
         self._outstanding: OrderedDict[int, PeerRequest] = OrderedDict()
         self._last: tuple[PeerRequest, int, list[bytes]] | None = None
         self.dropped_sends = 0
-        self.socket = sockets.peer_dealer(context, peer.url, reconnect_ivl_ms=rpc_timeout_ms)
+        self.socket = sockets.peer_dealer(
+            context, peer.url, reconnect_ivl_ms=rpc_timeout_ms, curve=curve
+        )
 
     def send(self, request: PeerRequest) -> None:
         """Send ``request``: a new object gets the next msgid; the same object again is a
@@ -117,12 +125,15 @@ class PeerChannels:
         ident: bytes,
         rpc_timeout_ms: int,
         poller: zmq.Poller,
+        *,
+        curve: CurveClient | None = None,
     ) -> None:
         self._context = context
         self._self_id = self_id
         self._ident = ident
         self._rpc_timeout_ms = rpc_timeout_ms
         self._poller = poller
+        self._curve = curve
         self.by_id: dict[str, PeerChannel] = {}
         self.by_socket: dict[zmq.Socket[bytes], PeerChannel] = {}
 
@@ -136,7 +147,9 @@ class PeerChannels:
                 self._drop(channel)
         for peer_id, peer in wanted.items():
             if peer_id not in self.by_id:
-                channel = PeerChannel(self._context, peer, self._ident, self._rpc_timeout_ms)
+                channel = PeerChannel(
+                    self._context, peer, self._ident, self._rpc_timeout_ms, self._curve
+                )
                 self.by_id[peer_id] = channel
                 self.by_socket[channel.socket] = channel
                 self._poller.register(channel.socket, zmq.POLLIN)

@@ -25,6 +25,7 @@ import zmq
 from raftlog import sockets
 from raftlog.rpc.codec import encode_broadcast_raw
 from raftlog.rpc.messages import TYPE_REQUEST_BROADCAST_STATE_URL
+from raftlog.security.settings import CurveServer
 from raftlog.transport import send_frames
 
 MAX_BATCH_ENTRIES: Final = 4096
@@ -46,6 +47,7 @@ class BroadcastStateMachine:
         bind_url: str,
         last_applied: int = 0,
         heartbeat_interval_ms: int = 500,
+        curve: CurveServer | None = None,
     ) -> None:
         self._ident = ident
         self._pub_url = pub_url
@@ -55,7 +57,7 @@ class BroadcastStateMachine:
         self._term = 0
         self._next_heartbeat = 0.0
         self.published_messages = 0
-        self._socket = sockets.broadcast_pub(context, bind_url)
+        self._socket = sockets.broadcast_pub(context, bind_url, curve=curve)
 
     @property
     def last_applied(self) -> int:

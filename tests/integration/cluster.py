@@ -24,6 +24,8 @@ from typing import Any, TypeVar
 
 import zmq
 
+from integration.secure_setup import SecureSetup
+from raftlog import sockets
 from raftlog.rpc.codec import encode_request
 from raftlog.rpc.messages import (
     ConfigUpdate,
@@ -41,6 +43,7 @@ from raftlog.rpc.messages import (
     UpdateStatus,
 )
 from raftlog.rpc.responses import decode_response
+from raftlog.security.settings import CurveClient
 
 PEER_BIN = Path(sys.executable).with_name("raftlog-peer")
 T = TypeVar("T")
@@ -84,13 +87,17 @@ _CONTEXT = zmq.Context.instance()
 
 
 def probe(
-    url: str, ident: str, message: Request, *, timeout: float = 1.0, collect: int = 1
+    url: str,
+    ident: str,
+    message: Request,
+    *,
+    timeout: float = 1.0,
+    collect: int = 1,
+    curve: CurveClient | None = None,
 ) -> list[Response]:
     """Send one request on a fresh DEALER and return up to ``collect`` responses (fewer on
-    timeout; RequestUpdate collects until its final answer)."""
-    sock = _CONTEXT.socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.connect(url)
+    timeout; RequestUpdate collects until its final answer). ``curve`` talks CURVE."""
+    sock = sockets.client_dealer(_CONTEXT, url, immediate=False, curve=curve)
     try:
         rid = None if isinstance(message, RequestUpdate | ConfigUpdate) else b"\x01"
         frames = encode_request(message, ident=ident.encode(), id=rid)
@@ -138,11 +145,15 @@ class PeerCluster:
         raft: dict[str, Any] | None = None,
         extra_peers: Iterable[tuple[str, str]] = (),
         ports: Sequence[int] | None = None,
+        security: SecureSetup | None = None,
     ) -> None:
         """``ports`` optionally fixes the ``2 * len(ids)`` ports to use (router, pub for each
-        peer in turn) instead of free ephemeral ones picked here."""
+        peer in turn) instead of free ephemeral ones picked here; ``security`` runs the
+        cluster with CURVE (probes then use its admin key)."""
         self.directory = directory
         self.ident = ident
+        self.security = security
+        self.curve = security.admin if security is not None else None
         ports = list(ports) if ports is not None else free_ports(2 * len(ids))
         if len(ports) != 2 * len(ids):
             raise ValueError(f"need {2 * len(ids)} ports, got {len(ports)}")
@@ -164,9 +175,13 @@ class PeerCluster:
         lines.append("[raft]")
         for key, value in raft.items():
             lines.append(f"{key} = {_toml(value)}")
+        if self.security is not None:
+            lines += self.security.toml_lines()
         for peer in self.peers.values():
             lines += ["[[peers]]", f'id = "{peer.id}"', f'url = "{peer.url}"']
             lines.append(f'pub_url = "{peer.pub_url}"')
+            if self.security is not None:
+                lines.append(f'key = "{self.security.peer_key(peer.id)}"')
         for peer_id, url in extra:
             lines += ["[[peers]]", f'id = "{peer_id}"', f'url = "{url}"']
             lines.append(f'pub_url = "{url.rsplit(":", 1)[0]}:{free_ports(1)[0]}"')
@@ -251,11 +266,15 @@ class PeerCluster:
 
     # -- observations ----------------------------------------------------------------------
     def config_of(self, peer_id: str) -> RequestConfigResponse | None:
-        got = probe(self.peers[peer_id].url, self.ident, RequestConfig(), timeout=0.5)
+        got = probe(
+            self.peers[peer_id].url, self.ident, RequestConfig(), timeout=0.5, curve=self.curve
+        )
         return got[0] if got and isinstance(got[0], RequestConfigResponse) else None
 
     def log_info(self, peer_id: str) -> RequestLogInfoResponse | None:
-        got = probe(self.peers[peer_id].url, self.ident, RequestLogInfo(), timeout=0.5)
+        got = probe(
+            self.peers[peer_id].url, self.ident, RequestLogInfo(), timeout=0.5, curve=self.curve
+        )
         return got[0] if got and isinstance(got[0], RequestLogInfoResponse) else None
 
     def leader(self) -> str | None:
@@ -292,9 +311,9 @@ class PeerCluster:
     def read_all(self, peer_id: str, prev_index: int = 0) -> list[tuple[int, bytes]]:
         """Every committed entry after ``prev_index`` as ``(index, serialized entry)``, read
         from leader ``peer_id`` with RequestEntries (acknowledging each batch)."""
-        sock = _CONTEXT.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(self.peers[peer_id].url)
+        sock = sockets.client_dealer(
+            _CONTEXT, self.peers[peer_id].url, immediate=False, curve=self.curve
+        )
         out: list[tuple[int, bytes]] = []
         try:
             frames = encode_request(

@@ -33,7 +33,13 @@ def update(
             if target is None:
                 time.sleep(0.05)
                 continue
-        got = probe(cluster.peers[target].url, cluster.ident, RequestUpdate(rid, data), collect=8)
+        got = probe(
+            cluster.peers[target].url,
+            cluster.ident,
+            RequestUpdate(rid, data),
+            collect=8,
+            curve=cluster.curve,
+        )
         final = [r for r in got if isinstance(r, RequestUpdateResponse)]
         for r in final:
             if r.status == UpdateStatus.DONE:

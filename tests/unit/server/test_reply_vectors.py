@@ -9,6 +9,7 @@ import pytest
 from raftlog.entry import EntryType, LogEntry
 from raftlog.records import TopicError
 from raftlog.rpc.admin import CompactResponse, CompactStatus
+from raftlog.rpc.denied import AccessDenied
 from raftlog.rpc.messages import (
     AppendEntriesResponse,
     ClientDispatchResponse,
@@ -172,6 +173,13 @@ VECTORS: list[tuple[str, bytes, ServerReply, list[bytes]]] = [
     ("compacted", ID, CompactResponse(CompactStatus.COMPACTED, 300), [ID, b"\x2c\x01"]),
     ("nothing to compact", ID, CompactResponse(CompactStatus.NOTHING_TO_COMPACT), [ID, b"\x00"]),
     ("state machine answer", ID, ClientDispatchResponse((b"a", b"")), [ID, b"a", b""]),
+    # a CURVE peer's refusal (raftlog extension, rpc/denied.py)
+    (
+        "access denied",
+        ID,
+        AccessDenied("needs role writer"),
+        [ID, b"!ACCESS-DENIED", b"needs role writer"],
+    ),
 ]
 
 

@@ -1,0 +1,78 @@
+"""The per-request check of a CURVE peer: may this connection's key send this message?
+
+Why per request and not only at the handshake: ZAP admits a key once per connection; roles
+are finer (a reader may not publish) and the policy can change under an open connection
+(SIGHUP revokes a key). libzmq attaches ZAP's User-Id (the z85 public key) to every message
+received on the connection, so the check is one dict lookup per message against the policy
+in force, before the dispatcher decodes anything.
+
+A peer RPC (RequestVote, AppendEntries, InstallSnapshot) must come from a member's key *and*
+name that member as its sender: a member cannot campaign or lead under another's id, and a
+client key — even an admin's — cannot send peer RPCs at all.
+
+A refusal is answered on the wire (``raftlog.rpc.denied``) so the client can tell "not
+allowed" from "not answered", counted by reason, and logged once per (key, reason) at
+warning level — a misconfigured client retrying in a loop must not flood the log.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import structlog
+
+from raftlog.metrics import Counter
+from raftlog.rpc.messages import PEER_RPC_TYPES
+from raftlog.security.policy import PolicyHolder
+
+log = structlog.get_logger("raftlog.security")
+
+TYPE_FRAME: Final = 2
+"""routing id, msgid, type, ident, args…: where the message type is."""
+SENDER_FRAME: Final = 4
+"""The first argument of every peer RPC: the sender's peer id."""
+MAX_LOGGED: Final = 1024
+"""Distinct (key, reason) pairs logged before the guard only counts (bounded memory)."""
+
+
+class RequestGuard:
+    """Decides, for each inbound ROUTER message of a secure peer, whether it may pass."""
+
+    def __init__(self, holder: PolicyHolder, refused: Counter, *, owner: str) -> None:
+        self.holder = holder
+        self._owner = owner
+        self._refused = refused
+        """``raftlog_access_refused{reason}``: unknown_key, role, peer_impersonation."""
+        self._logged: set[tuple[str, str]] = set()
+
+    def refusal(self, frames: list[bytes], user_id: str | None) -> str | None:
+        """None to let the message through, else a one-line reason to send back."""
+        principal = self.holder.current.principal(user_id.encode()) if user_id else None
+        if principal is None:
+            return self._refuse("unknown_key", user_id or "-", "key not allowed (revoked?)")
+        msg_type = frames[TYPE_FRAME] if len(frames) > TYPE_FRAME else b""
+        reason = principal.refusal(msg_type)
+        if reason is not None:
+            return self._refuse("role", user_id or "-", reason)
+        if msg_type in PEER_RPC_TYPES:
+            claimed = frames[SENDER_FRAME] if len(frames) > SENDER_FRAME else b""
+            if principal.peer_id is None or claimed != principal.peer_id.encode():
+                return self._refuse(
+                    "peer_impersonation",
+                    user_id or "-",
+                    f"{principal.name} may not speak for peer "
+                    f"{claimed.decode('utf-8', 'replace')!r}",
+                )
+        return None
+
+    def _refuse(self, kind: str, key: str, reason: str) -> str:
+        self._refused.labels(reason=kind).inc()
+        if (key, reason) not in self._logged and len(self._logged) < MAX_LOGGED:
+            self._logged.add((key, reason))
+            log.warning("request_refused", peer=self._owner, kind=kind, client_key=key,
+                        reason=reason)
+        return reason
+
+    def policy_reloaded(self) -> None:
+        """Forget which refusals were logged: after a reload each may mean something new."""
+        self._logged.clear()
