@@ -19,7 +19,7 @@ RUN_STAMP  := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 PYTEST_ARGS ?=
 
-.PHONY: install install-run test lint interop run bench
+.PHONY: install install-run test lint interop run run-secure bench
 
 # The full developer set-up (what `make test`, `make lint` and `make bench` use).
 install: $(TEST_STAMP)
@@ -44,6 +44,12 @@ $(TEST_STAMP): pyproject.toml | $(BIN)/python
 # CLIs (raftlog-admin, raftlog-tool, ...) on PATH.
 run: install-run
 	$(BIN)/raftlog-local-cluster cluster-configs/local-3.toml
+
+# The same cluster with CURVE encryption and authentication (cluster-configs/local-3-secure.toml);
+# the first run creates the keys in ./keys (the admin key is what raftlog-admin then uses).
+run-secure: install-run
+	$(BIN)/raftlog-admin keys init --config cluster-configs/local-3-secure.toml
+	$(BIN)/raftlog-local-cluster cluster-configs/local-3-secure.toml
 
 # Install the Node.js reference (npm zmq-raft) into .interop/ for the interop tests
 # (recipe: tests/interop/reference_pkg/package.json; why: tests/interop/README.md).

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NoReturn
 
-from raftlog.cli import admin_cluster, admin_topics
+from raftlog.cli import admin_cluster, admin_keys, admin_topics
 from raftlog.cli.admin_cluster import DEFAULT_MAX_LAG
 from raftlog.cli.admin_io import (
     EXIT_INTERRUPTED,
@@ -217,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
         "  raftlog-admin compact\n  raftlog-admin compact --peer tcp://10.0.0.2:8047\n",
     )
     compact.add_argument("--peer", action="append", help="only these peer URLs (repeatable)")
+    admin_keys.add_parsers(sub)
     return parser
 
 
@@ -340,6 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: one line on stderr for every error, and the documented exit code."""
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "keys":  # needs no cluster
+            return admin_keys.cmd_keys(args)
         return asyncio.run(run(args))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED

@@ -1,0 +1,104 @@
+"""``raftlog-admin keys``: make and show CURVE keys, and bootstrap a secure cluster's keys.
+
+Why in the admin CLI: keys are the first thing an operator needs for a secure cluster and
+the last thing they want to hand-craft. ``keys init`` reads a cluster file and creates
+whatever key it names that does not exist yet (the server key, each peer's key, the client
+key) plus an allowlist that makes that client key an admin — so a new secure cluster is one
+command away, and running it again changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from raftlog.config import load_cluster_file
+from raftlog.errors import ConfigError
+from raftlog.security import keys
+
+
+def add_parsers(sub: Any) -> None:
+    """Register ``keys generate|show|init`` on the admin CLI's subcommands."""
+    parser = sub.add_parser(
+        "keys",
+        help="CURVE keys: generate, show, bootstrap a secure cluster's keys",
+        description="CURVE key files in ZeroMQ's certificate format (NAME.key is public, "
+        "NAME.key_secret holds the secret: keep it on the one host that uses it).",
+    )
+    ksub = parser.add_subparsers(dest="keys_action", required=True)
+    gen = ksub.add_parser(
+        "generate",
+        help="write NAME.key and NAME.key_secret",
+        epilog="example: raftlog-admin keys generate billing --dir keys/",
+    )
+    gen.add_argument("name", help="key name (letters, digits, _ . -)")
+    gen.add_argument("--dir", default="keys", help="where to write (default ./keys)")
+    gen.add_argument("--force", action="store_true", help="replace an existing key")
+    show = ksub.add_parser(
+        "show",
+        help="print a key file's public key (for an allowlist)",
+        epilog="example: raftlog-admin keys show keys/billing.key",
+    )
+    show.add_argument("file", help="a .key or .key_secret file")
+    init = ksub.add_parser(
+        "init",
+        help="create every missing key a cluster file names, and an admin allowlist",
+        epilog="example: raftlog-admin keys init --config cluster-configs/local-3-secure.toml",
+    )
+    init.add_argument("--config", "-c", dest="key_config", required=True,
+                      help="the cluster file ([security] curve = true)")
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    """Run one ``keys`` action; ConfigError propagates (exit 2 in the caller)."""
+    if args.keys_action == "generate":
+        secret = keys.generate(args.name, args.dir, overwrite=args.force)
+        public = keys.load(secret).public.decode()
+        print(f"{secret.with_suffix(keys.PUBLIC_SUFFIX)}\n{secret}\npublic key: {public}")
+        return 0
+    if args.keys_action == "show":
+        print(keys.load(args.file).public.decode())
+        return 0
+    for line in init_cluster_keys(Path(args.key_config)):
+        print(line)
+    return 0
+
+
+def init_cluster_keys(config: Path) -> list[str]:
+    """Create the missing keys of ``config``; returns one line per thing created/kept."""
+    doc = load_cluster_file(config)
+    table = doc.get("security")
+    if not isinstance(table, dict) or table.get("curve") is not True:
+        raise ConfigError(f"{config}: no [security] table with curve = true")
+    base = config.resolve().parent
+    keys_dir = (base / str(table.get("keys_dir", "."))).resolve()
+    names: list[str] = []
+    for raw in [table.get("server_key"), table.get("client_key")] + [
+        p.get("key") for p in doc.get("peers", []) if isinstance(p, dict)
+    ]:
+        if isinstance(raw, str) and raw and raw not in names:
+            names.append(raw)
+    out: list[str] = []
+    for name in names:
+        secret = keys_dir / (keys.check_name(name) + keys.SECRET_SUFFIX)
+        if secret.exists():
+            out.append(f"kept    {secret}")
+        else:
+            keys.generate(name, keys_dir)
+            out.append(f"created {secret}")
+    clients = table.get("clients")
+    client_key = table.get("client_key")
+    if isinstance(clients, str) and isinstance(client_key, str):
+        path = (base / clients).resolve()
+        if path.exists():
+            out.append(f"kept    {path}")
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(
+                "# Who may talk to the cluster (raftlog-peer reloads this on SIGHUP).\n"
+                "# role: reader < writer < admin; publish/read: topic names or 'prefix*'.\n"
+                f'[[clients]]\nname = "{client_key}"\nkey = "{client_key}"\nrole = "admin"\n'
+            )
+            out.append(f"created {path} ({client_key} is admin)")
+    return out

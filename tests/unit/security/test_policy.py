@@ -1,0 +1,167 @@
+"""Roles, topic ACLs, peer binding and allowlist parsing (pure: no sockets)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from raftlog.errors import ConfigError
+from raftlog.rpc.messages import (
+    TYPE_APPEND_ENTRIES,
+    TYPE_CONFIG_UPDATE,
+    TYPE_REQUEST_ENTRIES,
+    TYPE_REQUEST_UPDATE,
+    TYPE_REQUEST_VOTE,
+)
+from raftlog.rpc.topics import TYPE_PUBLISH, TYPE_READ
+from raftlog.security import keys
+from raftlog.security.guard import RequestGuard
+from raftlog.security.policy import (
+    AccessPolicy,
+    Permission,
+    PolicyHolder,
+    Principal,
+    Role,
+    TopicFilter,
+    load_clients,
+    needed_permission,
+)
+
+A, B, C, D = (bytes([65 + n]) * 40 for n in range(4))
+
+
+def principal(role: str, **acl: list[str]) -> Principal:
+    return Principal(
+        name=role,
+        role=Role.parse(role, "test"),
+        publish=TopicFilter.parse(acl.get("publish"), "publish"),
+        read=TopicFilter.parse(acl.get("read"), "read"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("role", "msg_type", "allowed"),
+    [
+        ("reader", TYPE_REQUEST_ENTRIES, True),
+        ("reader", TYPE_READ, True),
+        ("reader", TYPE_REQUEST_UPDATE, False),
+        ("reader", TYPE_PUBLISH, False),
+        ("writer", TYPE_REQUEST_UPDATE, True),
+        ("writer", TYPE_PUBLISH, True),
+        ("writer", TYPE_CONFIG_UPDATE, False),
+        ("writer", b"AC", False),  # compaction: unknown to the table -> admin
+        ("admin", TYPE_CONFIG_UPDATE, True),
+        ("admin", b"AC", True),
+        ("admin", TYPE_REQUEST_VOTE, False),  # clients never send peer RPCs
+        ("admin", TYPE_APPEND_ENTRIES, False),
+    ],
+)
+def test_roles_are_cumulative_and_peer_rpcs_are_for_members(
+    role: str, msg_type: bytes, allowed: bool
+) -> None:
+    assert (principal(role).refusal(msg_type) is None) is allowed
+
+
+def test_unknown_message_types_need_admin() -> None:
+    assert needed_permission(b"ZZ") is Permission.ADMIN
+
+
+def test_members_may_send_peer_rpcs_and_read_but_not_write() -> None:
+    member = Principal(name="peer 1", peer_id="1")
+    assert member.refusal(TYPE_REQUEST_VOTE) is None
+    assert member.refusal(TYPE_REQUEST_ENTRIES) is None
+    assert member.refusal(TYPE_REQUEST_UPDATE) is not None
+    assert member.may_read("anything") and not member.may_publish("anything")
+
+
+def test_topic_filters_match_names_and_prefixes() -> None:
+    acl = TopicFilter.parse(["orders", "pay.*"], "acl")
+    assert acl.allows("orders") and acl.allows("pay.eu") and acl.allows("pay.")
+    assert not acl.allows("orders2") and not acl.allows("audit")
+    assert TopicFilter.parse(None, "acl").allows("anything")
+    assert not TopicFilter.parse([], "acl").allows("anything")
+    with pytest.raises(ConfigError, match="may only end"):
+        TopicFilter.parse(["a*b"], "acl")
+
+
+def test_a_key_cannot_carry_two_sets_of_rights() -> None:
+    with pytest.raises(ConfigError, match="already used by peer 1"):
+        AccessPolicy.build({"1": A}, [principal("admin")], [A])
+    with pytest.raises(ConfigError, match="share a public key"):
+        AccessPolicy.build({"1": A, "2": A}, [], [])
+
+
+def test_guard_binds_peer_rpcs_to_the_senders_own_id() -> None:
+    policy = AccessPolicy.build({"1": A, "2": B}, [principal("admin")], [C])
+    guard = RequestGuard(PolicyHolder(policy), owner="3")
+    vote_as_1 = [b"r", b"id", TYPE_REQUEST_VOTE, b"ident", b"1", b"\x05"]
+    assert guard.refusal(vote_as_1, A.decode()) is None
+    assert "may not speak for peer '1'" in (guard.refusal(vote_as_1, B.decode()) or "")
+    assert "not a member" in (guard.refusal(vote_as_1, C.decode()) or "")
+    assert "not allowed" in (guard.refusal(vote_as_1, D.decode()) or "")
+    assert "not allowed" in (guard.refusal(vote_as_1, None) or "")
+    assert guard.refused == {"peer_impersonation": 1, "role": 1, "unknown_key": 2}
+
+
+def test_replacing_the_policy_revokes_at_the_next_request() -> None:
+    holder = PolicyHolder(AccessPolicy.build({}, [principal("writer")], [A]))
+    guard = RequestGuard(holder, owner="1")
+    update = [b"r", b"id", TYPE_REQUEST_UPDATE, b"ident", b"x"]
+    assert guard.refusal(update, A.decode()) is None
+    holder.replace(AccessPolicy.build({}, [], []))
+    assert guard.refusal(update, A.decode()) is not None
+    assert holder.generation == 1
+
+
+def test_allowlist_file_parses_roles_acls_and_key_references(tmp_path: Path) -> None:
+    keys.generate("billing", tmp_path)
+    inline = keys.load(tmp_path / "billing.key").public.decode()
+    keys.generate("audit", tmp_path)
+    audit_inline = keys.load(tmp_path / "audit.key").public.decode()
+    (tmp_path / "clients.toml").write_text(
+        "[[clients]]\nname = 'ghost'\nkey = 'nosuchkey'\nrole = 'reader'\n"
+    )
+    with pytest.raises(ConfigError, match="no key 'nosuchkey'"):
+        load_clients(tmp_path / "clients.toml", tmp_path)
+    (tmp_path / "clients.toml").write_text(
+        "[[clients]]\nname = 'billing'\nrole = 'writer'\npublish = ['billing.*']\n"
+        f"[[clients]]\nname = 'auditor'\nkey = '{audit_inline}'\nrole = 'reader'\n"
+    )
+    principals, public = load_clients(tmp_path / "clients.toml", tmp_path)
+    assert [p.name for p in principals] == ["billing", "auditor"]
+    assert public == [inline.encode(), audit_inline.encode()]
+    assert principals[0].may_publish("billing.eu") and not principals[0].may_publish("hr")
+    assert principals[1].role is Role.READER
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("[[clients]]\nname = 'x'\nrole = 'root'\n", "role must be one of"),
+        ("[[clients]]\nname = 'x'\nrole = 'admin'\nshoe = 1\n", "unknown field"),
+        ("[[clients]]\nrole = 'admin'\n", "needs a non-empty name"),
+        ("[clients]\nname = 'x'\n", "must be \\[\\[clients\\]\\] tables"),
+        ("[[clients]\n", "not valid TOML"),
+    ],
+)
+def test_bad_allowlists_fail_with_one_line(tmp_path: Path, text: str, error: str) -> None:
+    keys.generate("x", tmp_path)
+    (tmp_path / "clients.toml").write_text(text)
+    with pytest.raises(ConfigError, match=error):
+        load_clients(tmp_path / "clients.toml", tmp_path)
+
+
+def test_key_files_are_standard_and_the_secret_is_private(tmp_path: Path) -> None:
+    secret = keys.generate("peer-1", tmp_path)
+    assert (secret.stat().st_mode & 0o777) == 0o600
+    pair = keys.load(secret)
+    assert len(pair.public) == 40 and pair.secret is not None and len(pair.secret) == 40
+    assert keys.load(tmp_path / "peer-1.key").secret is None
+    with pytest.raises(ConfigError, match="already exists"):
+        keys.generate("peer-1", tmp_path)
+    with pytest.raises(ConfigError, match="key name"):
+        keys.generate("../evil", tmp_path)
+    (tmp_path / "junk.key").write_text("not a certificate\n")
+    with pytest.raises(ConfigError, match=r"junk\.key"):
+        keys.load(tmp_path / "junk.key")
