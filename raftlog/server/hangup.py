@@ -6,7 +6,8 @@ SIGHUP is to terminate, which used to take a peer down with exit status 129.
 
 What can be reloaded without a restart is the log file (reopened in place; see
 ``raftlog.log``) and, on a CURVE peer, the client allowlist (``also``: the node re-reads it
-between two passes of its loop, see ``PeerNode.request_reload``). The raft options, URLs, ident and data directory are fixed for the life of
+between two passes of its loop, see ``PeerNode.request_reload``). The raft options, URLs,
+ident and data directory are fixed for the life of
 the process: changing them under a running Raft peer would break the timing and identity
 assumptions the other peers make. So the cluster file is re-read only to tell the operator
 what differs and needs a restart, or that the file no longer loads, all in **one** event,
