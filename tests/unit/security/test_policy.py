@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from raftlog.errors import ConfigError
+from raftlog.metrics import PeerMetrics
 from raftlog.rpc.messages import (
     TYPE_APPEND_ENTRIES,
     TYPE_CONFIG_UPDATE,
@@ -94,19 +95,21 @@ def test_a_key_cannot_carry_two_sets_of_rights() -> None:
 
 def test_guard_binds_peer_rpcs_to_the_senders_own_id() -> None:
     policy = AccessPolicy.build({"1": A, "2": B}, [principal("admin")], [C])
-    guard = RequestGuard(PolicyHolder(policy), owner="3")
+    metrics = PeerMetrics()
+    guard = RequestGuard(PolicyHolder(policy), metrics.access_refused, owner="3")
     vote_as_1 = [b"r", b"id", TYPE_REQUEST_VOTE, b"ident", b"1", b"\x05"]
     assert guard.refusal(vote_as_1, A.decode()) is None
     assert "may not speak for peer '1'" in (guard.refusal(vote_as_1, B.decode()) or "")
     assert "not a member" in (guard.refusal(vote_as_1, C.decode()) or "")
     assert "not allowed" in (guard.refusal(vote_as_1, D.decode()) or "")
     assert "not allowed" in (guard.refusal(vote_as_1, None) or "")
-    assert guard.refused == {"peer_impersonation": 1, "role": 1, "unknown_key": 2}
+    refused = {labels: value.value for labels, value in metrics.access_refused.series()}
+    assert refused == {("peer_impersonation",): 1, ("role",): 1, ("unknown_key",): 2}
 
 
 def test_replacing_the_policy_revokes_at_the_next_request() -> None:
     holder = PolicyHolder(AccessPolicy.build({}, [principal("writer")], [A]))
-    guard = RequestGuard(holder, owner="1")
+    guard = RequestGuard(holder, PeerMetrics().access_refused, owner="1")
     update = [b"r", b"id", TYPE_REQUEST_UPDATE, b"ident", b"x"]
     assert guard.refusal(update, A.decode()) is None
     holder.replace(AccessPolicy.build({}, [], []))
