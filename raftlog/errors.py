@@ -75,6 +75,17 @@ class ClusterUnavailableError(RaftlogError):
     """No leader answered within the deadline."""
 
 
+class AuthenticationError(ClusterUnavailableError):
+    """Every peer failed this client's CURVE handshake (wrong or missing client key, wrong
+    server key, or a plaintext client against a secure cluster): the cluster may well be up,
+    but it will not talk to this client."""
+
+
+class AccessDeniedError(RaftlogError):
+    """A secure peer refused the request: the client's key lacks the role or topic right it
+    needs, or was revoked. The message is the peer's reason."""
+
+
 class ConfigUpdateError(RaftlogError):
     """A ConfigUpdate was refused; ``status`` is the protocol status (2, 3 or 4)."""
 

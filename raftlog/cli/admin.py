@@ -42,7 +42,13 @@ from raftlog.client import RaftClient, Subscriber
 from raftlog.client.models import MAX_ENTRY_DATA_SIZE, REFUSED_TIMEOUT, IndexedEntry
 from raftlog.config import load_cluster_file
 from raftlog.entry import EntryType
-from raftlog.errors import ClusterUnavailableError, ConfigError, RaftlogError
+from raftlog.errors import (
+    AuthenticationError,
+    ClusterUnavailableError,
+    ConfigError,
+    RaftlogError,
+)
+from raftlog.security.settings import CurveClient, client_security
 
 DEFAULT_CONFIG: Final = Path("cluster-configs/local-3.toml")
 PUBLISH_IN_FLIGHT: Final = 64
@@ -64,6 +70,8 @@ class Target:
     urls: list[str]
     ident: str
     max_entry_size: int
+    curve: CurveClient | None = None
+    """The client's CURVE keys when the cluster file turns security on."""
 
 
 def resolve_target(args: argparse.Namespace) -> Target:
@@ -74,8 +82,11 @@ def resolve_target(args: argparse.Namespace) -> Target:
     if config is None and not peers and DEFAULT_CONFIG.is_file():
         config = str(DEFAULT_CONFIG)
     limit = MAX_ENTRY_DATA_SIZE
+    curve: CurveClient | None = None
+    auth_key = args.auth_key or os.environ.get("RAFTLOG_CLIENT_KEY")
     if config is not None:
         doc = load_cluster_file(config)
+        curve = client_security(doc, config, Path(config).resolve().parent, key=auth_key)
         urls = [str(p["url"]) for p in doc.get("peers", []) if isinstance(p, dict) and "url" in p]
         ident = ident or doc.get("cluster", {}).get("ident")
         configured = doc.get("raft", {}).get("max_log_entry_data_size")
@@ -91,7 +102,9 @@ def resolve_target(args: argparse.Namespace) -> Target:
         raise UsageError("no cluster ident: give --ident or a --config file with one")
     if args.max_entry_size is not None:
         limit = args.max_entry_size
-    return Target(urls, ident, limit)
+    if auth_key is not None and curve is None:
+        raise UsageError("--auth-key needs a --config file whose [security] turns curve on")
+    return Target(urls, ident, limit, curve)
 
 
 def make_client(args: argparse.Namespace, target: Target) -> RaftClient:
@@ -102,6 +115,7 @@ def make_client(args: argparse.Namespace, target: Target) -> RaftClient:
         timeout=args.timeout,
         refused_timeout=args.refused_timeout,
         max_entry_size=target.max_entry_size,
+        curve=target.curve,
     )
 
 
@@ -197,6 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=REFUSED_TIMEOUT,
         help="give up after every peer refused connections this long "
         f"(seconds, default {REFUSED_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--auth-key",
+        help="CURVE client key (a name in the cluster file's keys_dir or a .key_secret path; "
+        "default: the file's [security] client_key, or $RAFTLOG_CLIENT_KEY)",
     )
     parser.add_argument(
         "--max-entry-size",
@@ -353,6 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail("error", exc, EXIT_USAGE)
     except OSError as exc:
         return _fail("error", exc, EXIT_USAGE)
+    except AuthenticationError as exc:  # the cluster is there but will not talk to us
+        return _fail("refused", exc, EXIT_REFUSED)
     except ClusterUnavailableError as exc:
         return _fail("unavailable", exc, EXIT_UNAVAILABLE)
     except RaftlogError as exc:  # refused by the cluster, or by a safety check

@@ -66,6 +66,7 @@ from raftlog.rpc.messages import (
     RequestUpdate,
     Response,
 )
+from raftlog.security.settings import CurveClient
 
 T = TypeVar("T")
 
@@ -93,6 +94,8 @@ class RaftClient:
     it, and a peer silently ignores an oversized update, so the default is the peers' own
     default, 10 MiB; set it when the cluster configures another limit);
     ``context``: a ``zmq.asyncio.Context`` to share (default: a private one).
+    ``curve``: the client's CURVE keys for a secure cluster (``raftlog.security.settings.
+    client_security`` reads them from a cluster file); plaintext when None.
     Update retries always reuse the request id, so an update is applied at most once.
     """
 
@@ -107,6 +110,7 @@ class RaftClient:
         refused_timeout: float = REFUSED_TIMEOUT,
         max_entry_size: int = MAX_ENTRY_DATA_SIZE,
         context: zmq.asyncio.Context | None = None,
+        curve: CurveClient | None = None,
     ) -> None:
         if isinstance(peers, str):
             peers = [peers]
@@ -124,6 +128,7 @@ class RaftClient:
             election_grace=election_grace,
             refused_timeout=refused_timeout,
             context=context,
+            curve=curve,
         )
         self._ids = RequestIdGenerator()
         self._streams: weakref.WeakSet[EntryStream] = weakref.WeakSet()

@@ -20,11 +20,12 @@ from typing import Final
 import zmq.asyncio
 
 from raftlog import sockets
-from raftlog.client.dealer import CLOSED, DealerChannel, Waiters, next_delivery
+from raftlog.client.dealer import CLOSED, DealerChannel, Waiters, next_delivery, raise_if_denied
 from raftlog.client.models import MAX_CLIENT_REQUEST_ID
 from raftlog.client.report import AttemptLog
 from raftlog.errors import ClientClosedError, ClusterUnavailableError
 from raftlog.rpc.frames import encode_uint
+from raftlog.security.settings import CurveClient
 
 REFUSAL_POLL: Final = 0.05
 """Seconds between checks of the connection states while a call waits (cheap: a dict scan)."""
@@ -41,6 +42,7 @@ class Connections:
         response_timeout: float,
         refused_timeout: float,
         context: zmq.asyncio.Context | None = None,
+        curve: CurveClient | None = None,
     ) -> None:
         urls = list(dict.fromkeys(seeds))
         if not urls or not all(isinstance(u, str) and u for u in urls):
@@ -48,6 +50,7 @@ class Connections:
         self.ident = ident
         self.response_timeout = response_timeout
         self.refused_timeout = refused_timeout
+        self.curve = curve
         self._own_context = context is None
         self.context: zmq.asyncio.Context = context or zmq.asyncio.Context()
         self.waiters = Waiters()
@@ -85,14 +88,15 @@ class Connections:
         self.check_open()
         channel = self._channels.get(url)
         if channel is None:
-            channel = self._channels[url] = DealerChannel(self.context, url, self.waiters)
+            channel = DealerChannel(self.context, url, self.waiters, self.curve)
+            self._channels[url] = channel
         return channel
 
     def open_stream_channel(self, url: str) -> tuple[DealerChannel, Waiters]:
         """A dedicated DEALER (own connection, own waiters) for one RequestEntries stream."""
         self.check_open()
         waiters = Waiters()
-        pair = (DealerChannel(self.context, url, waiters), waiters)
+        pair = (DealerChannel(self.context, url, waiters, self.curve), waiters)
         self._stream_channels.add(pair)
         return pair
 
@@ -107,7 +111,7 @@ class Connections:
         """A SUB socket following the broadcast at ``url`` (closed by :meth:`aclose` at the
         latest; close it earlier with :meth:`close_subscription`)."""
         self.check_open()
-        sock = sockets.client_sub(self.context, url, prefix)
+        sock = sockets.client_sub(self.context, url, prefix, curve=self.curve)
         self._subs.add(sock)
         return sock
 
@@ -197,6 +201,7 @@ class Connections:
                 if delivery is CLOSED:
                     raise ClientClosedError("the raftlog client is closed")
                 if delivery is not None:
+                    raise_if_denied(delivery.frames)
                     return delivery.frames
                 self.note(url, "no response")
 

@@ -36,6 +36,26 @@ from zmq.utils.monitor import parse_monitor_message
 
 from raftlog import sockets
 from raftlog.client.logs import client_log
+from raftlog.errors import AccessDeniedError
+from raftlog.rpc.denied import access_denied_reason
+from raftlog.security.settings import CurveClient
+
+HANDSHAKE_FAILURES: Final[dict[int, str]] = {
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: "the peer refused this client's key",
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "security mechanisms differ (a plaintext client and a "
+    "CURVE peer, or the other way round)",
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "the handshake failed (is the cluster's server key "
+    "right?)",
+}
+"""Monitor events of a failed ZMTP security handshake, and what each most likely means."""
+
+
+def raise_if_denied(frames: list[bytes]) -> None:
+    """Raise ``AccessDeniedError`` if ``frames`` (an answer, msgid first) is a secure peer's
+    refusal; every place that decodes an answer calls this first."""
+    reason = access_denied_reason(frames)
+    if reason is not None:
+        raise AccessDeniedError(reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,19 +146,32 @@ class ConnectionState:
     is down, or a port nobody listens on, keeps it set while ZeroMQ keeps retrying.
     """
 
-    __slots__ = ("connected", "ever_connected", "refusals", "refused_since")
+    __slots__ = ("auth_error", "connected", "ever_connected", "refusals", "refused_since")
 
     def __init__(self) -> None:
         self.connected = False
         self.ever_connected = False
         self.refused_since: float | None = None
         self.refusals = 0
+        self.auth_error: str | None = None
+        """Why the last security handshake failed (a CURVE key problem), until one succeeds:
+        such a connection counts as refused even though its TCP connect worked."""
 
     def on_event(self, event: int, now: float) -> None:
         """Fold one monitor event in."""
         if event == zmq.EVENT_CONNECTED:
+            if self.auth_error is None:  # else only a handshake success clears the refusal
+                self.connected = self.ever_connected = True
+                self.refused_since = None
+        elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
             self.connected = self.ever_connected = True
-            self.refused_since = None
+            self.refused_since = self.auth_error = None
+        elif event in HANDSHAKE_FAILURES:
+            self.connected = False
+            self.auth_error = HANDSHAKE_FAILURES[event]
+            self.refusals += 1
+            if self.refused_since is None:
+                self.refused_since = now
         elif event == zmq.EVENT_DISCONNECTED:
             self.connected = False
         elif event == zmq.EVENT_CONNECT_RETRIED and not self.connected:
@@ -155,10 +188,16 @@ class DealerChannel:
     """A DEALER connected to one peer URL, with its reader task and its connection watch.
     Create inside a running loop."""
 
-    def __init__(self, context: zmq.asyncio.Context, url: str, waiters: Waiters) -> None:
+    def __init__(
+        self,
+        context: zmq.asyncio.Context,
+        url: str,
+        waiters: Waiters,
+        curve: CurveClient | None = None,
+    ) -> None:
         self.url = url
         self._waiters = waiters
-        sock = sockets.client_dealer(context, url)
+        sock = sockets.client_dealer(context, url, curve=curve)
         self._socket = sock
         self._sync_socket: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)
         self._monitor = sockets.connection_monitor(sock)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Final
 
-from raftlog.client.dealer import CLOSED, next_delivery
+from raftlog.client.dealer import CLOSED, next_delivery, raise_if_denied
 from raftlog.client.models import IndexedEntry, StreamItem
 from raftlog.client.routing import ClusterLink
 from raftlog.errors import ClientClosedError, RemoteProtocolError
@@ -157,6 +157,7 @@ async def _stream(
                         break
                     if delivery is CLOSED:
                         raise ClientClosedError("the raftlog client is closed")
+                    raise_if_denied(delivery.frames)
                     try:
                         resp = decode_response(TYPE_REQUEST_ENTRIES, delivery.frames)[1]
                     except RemoteProtocolError as exc:

@@ -19,7 +19,7 @@ from typing import Final
 
 from raftlog.client.dealer import ConnectionState
 from raftlog.client.logs import client_log
-from raftlog.errors import ClusterUnavailableError
+from raftlog.errors import AuthenticationError, ClusterUnavailableError
 
 ATTEMPT_LOG_SIZE: Final = 512
 """Outcomes remembered across calls (the report covers the failing call's share only)."""
@@ -31,6 +31,7 @@ NO_ANSWER: Final = "no peer answered: is the cluster ident right?"
 ALL_REFUSED: Final = "every peer refused the connection: is the cluster running at these URLs?"
 ONE_REFUSED: Final = "the peer refused the connection: is it running at this URL?"
 NO_CONNECTION: Final = "no connection to any peer could be made"
+AUTH_FAILED: Final = "authentication failed"
 
 
 class AttemptLog:
@@ -66,7 +67,10 @@ class AttemptLog:
         why = diagnose([did for _, did in attempts], [states.get(u) for u in urls])
         if why == ALL_REFUSED and len(urls) == 1:
             why = ONE_REFUSED
-        return ClusterUnavailableError(f"{why} ({detail})" if why else detail)
+        error = AuthenticationError if why and why.startswith(AUTH_FAILED) else (
+            ClusterUnavailableError
+        )
+        return error(f"{why} ({detail})" if why else detail)
 
 
 def diagnose(outcomes: Sequence[str], states: Sequence[ConnectionState | None]) -> str | None:
@@ -75,6 +79,9 @@ def diagnose(outcomes: Sequence[str], states: Sequence[ConnectionState | None]) 
         return None
     known = [s for s in states if s is not None]
     if known and len(known) == len(states) and all(s.refused_since is not None for s in known):
+        failures = sorted({s.auth_error for s in known if s.auth_error is not None})
+        if failures:
+            return f"{AUTH_FAILED} ({'; '.join(failures)})"
         return ALL_REFUSED  # even if they answered before: they are down now
     if any(s.connected or s.ever_connected for s in known):
         return NO_ANSWER

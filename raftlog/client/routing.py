@@ -47,6 +47,7 @@ from raftlog.client.dealer import (
     Inbox,
     cancel_and_wait,
     next_delivery,
+    raise_if_denied,
 )
 from raftlog.errors import ClientClosedError, ClusterUnavailableError, RemoteProtocolError
 from raftlog.rpc import decode_response, encode_request
@@ -57,6 +58,7 @@ from raftlog.rpc.messages import (
     RequestConfigResponse,
     Response,
 )
+from raftlog.security.settings import CurveClient
 
 T = TypeVar("T")
 
@@ -99,6 +101,7 @@ class ClusterLink(Connections):
         election_grace: float,
         refused_timeout: float,
         context: zmq.asyncio.Context | None = None,
+        curve: CurveClient | None = None,
     ) -> None:
         super().__init__(
             seeds,
@@ -106,6 +109,7 @@ class ClusterLink(Connections):
             response_timeout=response_timeout,
             refused_timeout=refused_timeout,
             context=context,
+            curve=curve,
         )
         self.election_grace = election_grace
         self._peers: dict[str, str] = {}
@@ -222,6 +226,7 @@ class ClusterLink(Connections):
                     return None
                 if delivery is CLOSED:
                     raise ClientClosedError("the raftlog client is closed")
+                raise_if_denied(delivery.frames)
                 try:
                     return decode_response(frames[1], delivery.frames)[1]
                 except RemoteProtocolError as exc:
@@ -288,6 +293,7 @@ class ClusterLink(Connections):
             from_target = delivery.url == url
             if not (from_target or final_from_any):
                 continue
+            raise_if_denied(delivery.frames)
             try:
                 outcome = interpret(delivery.frames, delivery.url)
             except RemoteProtocolError as exc:

@@ -29,6 +29,7 @@ from raftlog.client.models import (
 )
 from raftlog.errors import ClientClosedError
 from raftlog.rpc.messages import Peer, RequestLogInfoResponse
+from raftlog.security.settings import CurveClient
 
 T = TypeVar("T")
 
@@ -57,6 +58,7 @@ class SyncRaftClient:
         election_grace: float = ELECTION_GRACE,
         refused_timeout: float = REFUSED_TIMEOUT,
         max_entry_size: int = MAX_ENTRY_DATA_SIZE,
+        curve: CurveClient | None = None,
     ) -> None:
         self._closed = False
         self._loop = asyncio.new_event_loop()
@@ -68,6 +70,7 @@ class SyncRaftClient:
             "election_grace": election_grace,
             "refused_timeout": refused_timeout,
             "max_entry_size": max_entry_size,
+            "curve": curve,
         }
         try:
             self._client = self._call(self._create(peers, ident, options))

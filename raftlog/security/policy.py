@@ -193,9 +193,21 @@ class AccessPolicy:
         return cls(table)
 
 
-def load_clients(path: Path, keys_dir: Path) -> tuple[list[Principal], list[bytes]]:
-    """Parse a client allowlist file (TOML, ``[[clients]]`` tables: name, key, role,
-    optional publish/read topic patterns); one-line ConfigError on anything wrong."""
+@dataclass(frozen=True, slots=True)
+class Allowlist:
+    """What an allowlist file admits: clients (with their keys, in order) and extra members
+    (``[[peers]]``: id and key of a peer joining after the peers were started — SIGHUP makes
+    the running peers accept it without a restart)."""
+
+    clients: list[Principal]
+    client_keys: list[bytes]
+    peer_keys: dict[str, bytes]
+
+
+def load_clients(path: Path, keys_dir: Path) -> Allowlist:
+    """Parse an allowlist file (TOML: ``[[clients]]`` tables with name, key, role, optional
+    publish/read topic patterns; ``[[peers]]`` tables with id and key); one-line ConfigError
+    on anything wrong."""
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -204,7 +216,7 @@ def load_clients(path: Path, keys_dir: Path) -> tuple[list[Principal], list[byte
         raise ConfigError(f"client allowlist {path} cannot be read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"client allowlist {path} is not valid TOML: {exc}") from None
-    unknown = set(doc) - {"clients"}
+    unknown = set(doc) - {"clients", "peers"}
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {sorted(unknown)}")
     raw_clients = doc.get("clients", [])
@@ -239,7 +251,21 @@ def load_clients(path: Path, keys_dir: Path) -> tuple[list[Principal], list[byte
             )
         )
         public_keys.append(pair.public)
-    return principals, public_keys
+    return Allowlist(principals, public_keys, _extra_peers(doc.get("peers", []), path, keys_dir))
+
+
+def _extra_peers(raw_peers: object, path: Path, keys_dir: Path) -> dict[str, bytes]:
+    if not isinstance(raw_peers, list):
+        raise ConfigError(f"{path}: peers must be [[peers]] tables")
+    out: dict[str, bytes] = {}
+    for n, raw in enumerate(raw_peers, 1):
+        if not isinstance(raw, dict) or set(raw) != {"id", "key"}:
+            raise ConfigError(f"{path}: peer {n} must be a table with exactly id and key")
+        peer_id, reference = raw["id"], raw["key"]
+        if not isinstance(peer_id, str) or not peer_id or not isinstance(reference, str):
+            raise ConfigError(f"{path}: peer {n}: id and key must be non-empty strings")
+        out[peer_id] = keys.resolve(reference, keys_dir, f"{path}: peer {peer_id}").public
+    return out
 
 
 class PolicyHolder:

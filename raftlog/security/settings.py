@@ -61,10 +61,17 @@ class PeerSecurity:
 
     def load_policy(self) -> AccessPolicy:
         """Read the allowlist now (start-up and SIGHUP): members plus listed clients."""
-        principals, client_keys = (
-            load_clients(self.clients_file, self.keys_dir) if self.clients_file else ([], [])
-        )
-        return AccessPolicy.build(self.peer_keys, principals, client_keys)
+        if self.clients_file is None:
+            return AccessPolicy.build(self.peer_keys, [], [])
+        allowed = load_clients(self.clients_file, self.keys_dir)
+        for peer_id, key in allowed.peer_keys.items():
+            known = self.peer_keys.get(peer_id)
+            if known is not None and known != key:
+                raise ConfigError(
+                    f"{self.clients_file}: peer {peer_id} has another key in the cluster file"
+                )
+        members = {**allowed.peer_keys, **self.peer_keys}
+        return AccessPolicy.build(members, allowed.clients, allowed.client_keys)
 
 
 def _section(doc: Mapping[str, Any], source: str) -> dict[str, Any] | None:

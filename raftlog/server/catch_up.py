@@ -35,6 +35,7 @@ from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import ConfigError, LocalProtocolError
 from raftlog.rpc.config import decode_config_payload
 from raftlog.rpc.messages import Peer, PeerRequest, PeerResponse, SnapshotChunk
+from raftlog.security.settings import CurveClient
 from raftlog.server.ready_executor import AppliedMachine, ReadyExecutor
 from raftlog.storage.base import HardStateStore, LogStore, ReadyStore, SnapshotStore
 
@@ -80,10 +81,16 @@ class CatchUp:
             outbox=_NoPeerMessages(),
         )
 
-    def run(self, seeds: Iterable[str], ident: str, timeout: float) -> int:
+    def run(
+        self,
+        seeds: Iterable[str],
+        ident: str,
+        timeout: float,
+        curve: CurveClient | None = None,
+    ) -> int:
         """Download until the stream ends; returns the last index now stored."""
         start = self.hard_state.load().last_applied
-        with SyncRaftClient(list(seeds), ident, timeout=timeout) as client:
+        with SyncRaftClient(list(seeds), ident, timeout=timeout, curve=curve) as client:
             self.store_stream(start, client.request_entries(start))
         return self.store.last_index
 

@@ -223,7 +223,12 @@ class PeerNode:
         seeds = [p.url for p in settings.peers]
         self.log.info("catch_up_started", seeds=seeds, last_index=self.store.last_index)
         try:
-            last = catcher.run(seeds, settings.ident, settings.options.catch_up_timeout / 1000)
+            last = catcher.run(
+                seeds,
+                settings.ident,
+                settings.options.catch_up_timeout / 1000,
+                curve=settings.security.client if settings.security else None,
+            )
             self.log.info("catch_up_done", last_index=last, entries=catcher.entries)
         except ClusterUnavailableError as exc:
             self.log.warning("catch_up_incomplete", reason=str(exc), entries=catcher.entries)

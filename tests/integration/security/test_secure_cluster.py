@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import socket
+import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import zmq
 
-from integration.cluster import PeerCluster, free_ports, probe, wait_for
+from integration.cluster import PEER_BIN, PeerCluster, free_ports, probe, wait_for
 from integration.peer.updates import new_request_id, update
 from integration.secure_setup import ClientSpec, SecureSetup
 from raftlog import sockets
+from raftlog.client import RaftClient, Subscriber
+from raftlog.client.topics import TopicClient
+from raftlog.errors import AccessDeniedError, AuthenticationError
 from raftlog.rpc.codec import encode_request
 from raftlog.rpc.denied import access_denied_reason
 from raftlog.rpc.messages import (
@@ -243,3 +249,59 @@ def test_traffic_between_peers_carries_no_plaintext(tmp_path: Path, encrypted: b
         tap.close()
     assert len(tap.captured) > 1000, "the tap saw the cluster's traffic"
     assert (marker in tap.captured) is not encrypted
+
+
+# -- raftlog's own clients against the secure cluster ----------------------------------------
+async def test_clients_with_an_allowed_key_publish_subscribe_and_use_topics(
+    cluster: PeerCluster, secure: SecureSetup
+) -> None:
+    async with RaftClient(cluster.urls, cluster.ident, curve=secure.admin) as client:
+        index = await client.request_update(b"through CURVE")
+        async with Subscriber(client, from_index=index - 1) as sub:
+            got = await asyncio.wait_for(anext(aiter(sub)), 10)
+            assert got.index == index and got.entry.data == b"through CURVE"
+        async with TopicClient(client) as topics:
+            await topics.create_topic("orders")
+            rid = await topics.publish("orders", b"o-1")
+            page = await topics.read("orders", from_index=rid.index)
+            assert [r.record.value for r in page.records] == [b"o-1"]
+
+
+@pytest.mark.parametrize("who", ["outsider", "plaintext"])
+async def test_a_client_without_an_allowed_key_fails_fast_with_authentication_failed(
+    cluster: PeerCluster, secure: SecureSetup, who: str
+) -> None:
+    curve = secure.client("outsider") if who == "outsider" else None
+    started = time.monotonic()
+    async with RaftClient(cluster.urls, cluster.ident, curve=curve, timeout=20) as client:
+        with pytest.raises(AuthenticationError, match="authentication failed"):
+            await client.request_update(b"nope")
+    assert time.monotonic() - started < 10, "fails on the handshake, not on the timeout"
+
+
+async def test_a_reader_key_gets_access_denied_not_a_timeout(
+    cluster: PeerCluster, secure: SecureSetup
+) -> None:
+    async with RaftClient(cluster.urls, cluster.ident, curve=secure.client("reader")) as client:
+        await client.request_config()  # reading is fine
+        with pytest.raises(AccessDeniedError, match="needs role writer"):
+            await client.request_update(b"no")
+
+
+def test_admin_cli_uses_the_cluster_files_key_and_refuses_an_outsider(
+    cluster: PeerCluster, secure: SecureSetup
+) -> None:
+    admin = [str(PEER_BIN.with_name("raftlog-admin")), "--config", str(cluster.config_path)]
+    ok = subprocess.run([*admin, "config", "show"], capture_output=True, text=True, timeout=60, check=False)
+    assert ok.returncode == 0, ok.stderr
+    started = time.monotonic()
+    bad = subprocess.run(
+        [*admin, "--auth-key", "outsider", "config", "show"],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 1, bad.stderr
+    assert "authentication failed" in bad.stderr and bad.stderr.count("\n") == 1
+    assert time.monotonic() - started < 8

@@ -131,7 +131,8 @@ def test_allowlist_file_parses_roles_acls_and_key_references(tmp_path: Path) -> 
         "[[clients]]\nname = 'billing'\nrole = 'writer'\npublish = ['billing.*']\n"
         f"[[clients]]\nname = 'auditor'\nkey = '{audit_inline}'\nrole = 'reader'\n"
     )
-    principals, public = load_clients(tmp_path / "clients.toml", tmp_path)
+    allowed = load_clients(tmp_path / "clients.toml", tmp_path)
+    principals, public = allowed.clients, allowed.client_keys
     assert [p.name for p in principals] == ["billing", "auditor"]
     assert public == [inline.encode(), audit_inline.encode()]
     assert principals[0].may_publish("billing.eu") and not principals[0].may_publish("hr")
