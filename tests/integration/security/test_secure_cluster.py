@@ -292,7 +292,9 @@ def test_admin_cli_uses_the_cluster_files_key_and_refuses_an_outsider(
     cluster: PeerCluster, secure: SecureSetup
 ) -> None:
     admin = [str(PEER_BIN.with_name("raftlog-admin")), "--config", str(cluster.config_path)]
-    ok = subprocess.run([*admin, "config", "show"], capture_output=True, text=True, timeout=60, check=False)
+    ok = subprocess.run(
+        [*admin, "config", "show"], capture_output=True, text=True, timeout=60, check=False
+    )
     assert ok.returncode == 0, ok.stderr
     started = time.monotonic()
     bad = subprocess.run(
