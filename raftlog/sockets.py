@@ -48,11 +48,17 @@ S = TypeVar("S", bound=zmq.Socket)  # type: ignore[type-arg]
 
 
 ZAP_DOMAIN: Final = b"raftlog"
-"""The ZAP domain of every CURVE server socket (the ZAP handler answers for this one)."""
+"""The ZAP domain of a CURVE peer's ROUTER (the ZAP handler answers for it)."""
+ZAP_DOMAIN_BROADCAST: Final = b"raftlog-broadcast"
+"""The ZAP domain of the PUB broadcast: it carries every topic, so the handler admits only
+keys that may read them all (see ``raftlog.security.zap``)."""
 
 
 def _socket(
-    context: zmq.Context[S], kind: int, curve: CurveServer | CurveClient | None = None
+    context: zmq.Context[S],
+    kind: int,
+    curve: CurveServer | CurveClient | None = None,
+    zap_domain: bytes = ZAP_DOMAIN,
 ) -> S:
     sock = context.socket(kind)
     sock.setsockopt(zmq.LINGER, 0)  # a closing socket never holds the process up
@@ -66,7 +72,7 @@ def _socket(
         else:
             sock.setsockopt(zmq.CURVE_SERVER, 1)
             sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
-            sock.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN)
+            sock.setsockopt(zmq.ZAP_DOMAIN, zap_domain)
     except zmq.ZMQError:
         sock.close()
         raise
@@ -113,7 +119,7 @@ def broadcast_pub(
     context: zmq.Context[S], bind_url: str, *, curve: CurveServer | None = None
 ) -> S:
     """The PUB socket the BroadcastStateMachine publishes committed entries on."""
-    sock = _socket(context, zmq.PUB, curve)
+    sock = _socket(context, zmq.PUB, curve, ZAP_DOMAIN_BROADCAST)
     sock.setsockopt(zmq.SNDHWM, PUB_HIGH_WATER_MARK)
     try:
         sock.bind(bind_url)

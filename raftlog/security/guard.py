@@ -22,8 +22,24 @@ from typing import Final
 import structlog
 
 from raftlog.metrics import Counter
-from raftlog.rpc.messages import PEER_RPC_TYPES
-from raftlog.security.policy import PolicyHolder
+from raftlog.records import RecordBatch, TopicCommand, TopicError, decode_entry
+from raftlog.rpc.messages import (
+    PEER_RPC_TYPES,
+    TYPE_REQUEST_BROADCAST_STATE_URL,
+    TYPE_REQUEST_ENTRIES,
+    TYPE_REQUEST_UPDATE,
+)
+from raftlog.rpc.topics import (
+    TYPE_DESCRIBE,
+    TYPE_PUBLISH,
+    TYPE_READ,
+    decode_describe_request,
+    decode_read_request,
+)
+from raftlog.security.policy import PolicyHolder, Principal, Role
+
+RAW_LOG_TYPES: Final = frozenset({TYPE_REQUEST_ENTRIES, TYPE_REQUEST_BROADCAST_STATE_URL})
+"""Reads of the whole log: every topic's records, so not for a key limited to some topics."""
 
 log = structlog.get_logger("raftlog.security")
 
@@ -63,6 +79,11 @@ class RequestGuard:
                     f"{principal.name} may not speak for peer "
                     f"{claimed.decode('utf-8', 'replace')!r}",
                 )
+            return None
+        if principal.peer_id is None:
+            reason = topic_refusal(principal, msg_type, frames[SENDER_FRAME:])
+            if reason is not None:
+                return self._refuse("topic_acl", user_id or "-", reason)
         return None
 
     def _refuse(self, kind: str, key: str, reason: str) -> str:
@@ -76,3 +97,51 @@ class RequestGuard:
     def policy_reloaded(self) -> None:
         """Forget which refusals were logged: after a reload each may mean something new."""
         self._logged.clear()
+
+
+def topic_refusal(principal: Principal, msg_type: bytes, args: list[bytes]) -> str | None:
+    """Why a client's request breaks its topic rights, or None.
+
+    Topic admin commands (create/update/delete, carried in an update) need ``admin``; a key
+    limited to some topics publishes only topic records to those topics (no plain updates)
+    and reads only through topic reads of those topics (not the raw log or the broadcast,
+    which carry every topic). Requests this cannot decode pass: their handler answers them
+    with the precise error."""
+    if msg_type in RAW_LOG_TYPES:
+        if principal.read.unrestricted:
+            return None
+        return f"{principal.name} may read only some topics: use topic reads, not the raw log"
+    if msg_type in (TYPE_REQUEST_UPDATE, TYPE_PUBLISH):
+        return _publish_refusal(principal, args[0] if args else b"")
+    if msg_type in (TYPE_READ, TYPE_DESCRIBE) and not principal.read.unrestricted:
+        try:
+            topic = (
+                decode_read_request(args).topic
+                if msg_type == TYPE_READ
+                else decode_describe_request(args)
+            )
+        except TopicError:
+            return None
+        if not principal.may_read(topic):
+            return f"{principal.name} may not read topic {topic!r}"
+    return None
+
+
+def _publish_refusal(principal: Principal, data: bytes) -> str | None:
+    try:
+        entry = decode_entry(data)
+    except TopicError:
+        return None  # the topic gate answers a malformed entry itself
+    if entry is None:
+        if principal.publish.unrestricted:
+            return None
+        return f"{principal.name} may publish only to some topics, not plain updates"
+    if isinstance(entry, TopicCommand):
+        if principal.role is not None and principal.role >= Role.ADMIN:
+            return None
+        return f"{principal.name}: topic {entry.op} needs role admin"
+    if isinstance(entry, RecordBatch) and not principal.publish.unrestricted:
+        for record in entry.records:
+            if not principal.may_publish(record.topic):
+                return f"{principal.name} may not publish to topic {record.topic!r}"
+    return None

@@ -126,6 +126,11 @@ class TopicFilter:
         """True if ``topic`` matches a name or a prefix."""
         return topic in self.exact or any(topic.startswith(p) for p in self.prefixes)
 
+    @property
+    def unrestricted(self) -> bool:
+        """Every topic (the default ``*``): no topic check is needed at all."""
+        return "" in self.prefixes
+
 
 @dataclass(frozen=True, slots=True)
 class Principal:

@@ -23,7 +23,7 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from raftlog.metrics import Counter
 from raftlog.security.policy import PolicyHolder
-from raftlog.sockets import ZAP_DOMAIN
+from raftlog.sockets import ZAP_DOMAIN, ZAP_DOMAIN_BROADCAST
 
 log = structlog.get_logger("raftlog.security")
 
@@ -46,6 +46,7 @@ class PolicyAuthenticator(ThreadAuthenticator):
         """Start the ZAP thread and route every CURVE handshake of our domain through it."""
         super().start()
         self.configure_curve_callback(ZAP_DOMAIN.decode(), credentials_provider=self)
+        self.configure_curve_callback(ZAP_DOMAIN_BROADCAST.decode(), credentials_provider=self)
 
     async def handle_zap_message(self, msg: list[bytes]) -> None:
         """Remember the peer address of this request for the refusal event, then decide."""
@@ -54,8 +55,15 @@ class PolicyAuthenticator(ThreadAuthenticator):
         await super().handle_zap_message(msg)
 
     def callback(self, domain: str, key: bytes) -> bool:
-        """``zmq.auth`` credentials-provider hook: may ``key`` (z85) connect?"""
-        allowed = self._holder.current.allows_key(key)
+        """``zmq.auth`` credentials-provider hook: may ``key`` (z85) connect to a socket of
+        ``domain`` (the ROUTER's, or the broadcast's)?"""
+        principal = self._holder.current.principal(key)
+        allowed = principal is not None
+        reason = "key not in the allowlist"
+        if principal is not None and domain == ZAP_DOMAIN_BROADCAST.decode():
+            # the broadcast carries every topic: not for a key limited to some of them
+            allowed = principal.peer_id is not None or principal.read.unrestricted
+            reason = "key may read only some topics, not the broadcast"
         if allowed:
             self._accepted.inc()
         else:
@@ -66,6 +74,6 @@ class PolicyAuthenticator(ThreadAuthenticator):
                 client_key=key.decode("ascii", "replace"),
                 address=self._address,
                 domain=domain,
-                reason="key not in the allowlist",
+                reason=reason,
             )
         return allowed

@@ -39,6 +39,7 @@ CLIENTS = [
     ClientSpec("admin", "admin"),
     ClientSpec("writer", "writer"),
     ClientSpec("reader", "reader"),
+    ClientSpec("billing", "writer", publish=["billing.*"], read=["billing.*"]),
 ]
 _CTX = zmq.Context.instance()
 
@@ -307,3 +308,28 @@ def test_admin_cli_uses_the_cluster_files_key_and_refuses_an_outsider(
     assert bad.returncode == 1, bad.stderr
     assert "authentication failed" in bad.stderr and bad.stderr.count("\n") == 1
     assert time.monotonic() - started < 8
+
+
+async def test_topic_acls_allow_and_deny_by_topic(
+    cluster: PeerCluster, secure: SecureSetup
+) -> None:
+    async with RaftClient(cluster.urls, cluster.ident, curve=secure.admin) as admin, TopicClient(
+        admin
+    ) as topics:
+        for name in ("billing.eu", "hr"):
+            await topics.create_topic(name)
+    async with RaftClient(
+        cluster.urls, cluster.ident, curve=secure.client("billing")
+    ) as client, TopicClient(client) as billing:
+        rid = await billing.publish("billing.eu", b"invoice-1")
+        page = await billing.read("billing.eu", from_index=rid.index)
+        assert [r.record.value for r in page.records] == [b"invoice-1"]
+        with pytest.raises(AccessDeniedError, match="may not publish to topic 'hr'"):
+            await billing.publish("hr", b"salary")
+        with pytest.raises(AccessDeniedError, match="may not read topic 'hr'"):
+            await billing.read("hr")
+        with pytest.raises(AccessDeniedError, match="needs role admin"):
+            await billing.create_topic("billing.us")
+        with pytest.raises(AccessDeniedError, match="use topic reads"):
+            async for _ in client.request_entries(0):
+                break

@@ -8,6 +8,7 @@ import pytest
 
 from raftlog.errors import ConfigError
 from raftlog.metrics import PeerMetrics
+from raftlog.records import Record, TopicCommand, encode_command, encode_records
 from raftlog.rpc.messages import (
     TYPE_APPEND_ENTRIES,
     TYPE_CONFIG_UPDATE,
@@ -15,7 +16,14 @@ from raftlog.rpc.messages import (
     TYPE_REQUEST_UPDATE,
     TYPE_REQUEST_VOTE,
 )
-from raftlog.rpc.topics import TYPE_PUBLISH, TYPE_READ
+from raftlog.rpc.topics import (
+    TYPE_DESCRIBE,
+    TYPE_LIST,
+    TYPE_PUBLISH,
+    TYPE_READ,
+    ReadRequest,
+    encode_read_request,
+)
 from raftlog.security import keys
 from raftlog.security.guard import RequestGuard
 from raftlog.security.policy import (
@@ -169,3 +177,38 @@ def test_key_files_are_standard_and_the_secret_is_private(tmp_path: Path) -> Non
     (tmp_path / "junk.key").write_text("not a certificate\n")
     with pytest.raises(ConfigError, match=r"junk\.key"):
         keys.load(tmp_path / "junk.key")
+
+
+# -- topic rights ---------------------------------------------------------------------------
+def _frames(msg_type: bytes, *args: bytes) -> list[bytes]:
+    return [b"r", b"id" * 6, msg_type, b"ident", *args]
+
+
+def test_topic_acls_limit_publishing_reading_and_the_raw_log() -> None:
+    limited = principal("writer", publish=["pay.*"], read=["pay.*"])
+    unlimited = principal("writer")
+    admin = principal("admin")
+    policy = AccessPolicy.build({}, [limited, unlimited, admin], [A, B, C])
+    guard = RequestGuard(PolicyHolder(policy), PeerMetrics().access_refused, owner="1")
+    pay = encode_records([Record("pay.eu", b"1")])
+    mixed = encode_records([Record("pay.eu", b"1"), Record("hr", b"2")])
+    create = encode_command(TopicCommand("create", "pay.us", {}))
+
+    def refused(key: bytes, msg_type: bytes, *args: bytes) -> str | None:
+        return guard.refusal(_frames(msg_type, *args), key.decode())
+
+    assert refused(A, TYPE_PUBLISH, pay) is None
+    assert "may not publish to topic 'hr'" in (refused(A, TYPE_PUBLISH, mixed) or "")
+    assert "not plain updates" in (refused(A, TYPE_REQUEST_UPDATE, b"plain") or "")
+    assert refused(B, TYPE_REQUEST_UPDATE, b"plain") is None
+    assert refused(B, TYPE_PUBLISH, mixed) is None
+    assert "needs role admin" in (refused(B, TYPE_REQUEST_UPDATE, create) or "")
+    assert refused(C, TYPE_REQUEST_UPDATE, create) is None
+    assert "use topic reads" in (refused(A, TYPE_REQUEST_ENTRIES, b"\x00") or "")
+    assert refused(B, TYPE_REQUEST_ENTRIES, b"\x00") is None
+    read_pay = encode_read_request(ReadRequest("pay.eu"))
+    read_hr = encode_read_request(ReadRequest("hr"))
+    assert refused(A, TYPE_READ, *read_pay) is None
+    assert "may not read topic 'hr'" in (refused(A, TYPE_READ, *read_hr) or "")
+    assert refused(A, TYPE_DESCRIBE, b"hr") is not None
+    assert refused(A, TYPE_LIST) is None  # topic names are not records
