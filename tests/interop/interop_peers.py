@@ -31,6 +31,8 @@ if str(_TESTS_DIR) not in sys.path:  # ``integration`` is a package under tests/
     sys.path.insert(0, str(_TESTS_DIR))
 
 from integration.cluster import PeerCluster, probe, wait_for  # noqa: E402
+from integration.peer.updates import update  # noqa: E402
+from integration.secure_setup import SecureSetup  # noqa: E402
 from reference import (  # noqa: E402
     ReferenceCluster,
     agreed_leader,
@@ -54,6 +56,8 @@ __all__ = [
     "quiet_ports",
     "read_our_log",
     "read_reference_log",
+    "SecureSetup",
+    "update",
     "wait_for",
 ]
 
