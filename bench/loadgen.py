@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import zmq
 
+from raftlog import sockets
 from raftlog.ids import RequestIdGenerator
 from raftlog.rpc.codec import encode_request
 from raftlog.rpc.frames import decode_uint
@@ -27,19 +28,20 @@ from raftlog.rpc.messages import (
     UpdateStatus,
 )
 from raftlog.rpc.responses import decode_response
+from raftlog.security.settings import CurveClient
 from raftlog.transport import recv_frames, send_frames
 
 _CTX = zmq.Context.instance()
 
 
-def find_leader(urls: list[str], ident: str, timeout: float = 20.0) -> str:
+def find_leader(
+    urls: list[str], ident: str, timeout: float = 20.0, curve: CurveClient | None = None
+) -> str:
     """URL of the peer that says it leads (polling every peer until ``timeout``)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for url in urls:
-            sock = _CTX.socket(zmq.DEALER)
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.connect(url)
+            sock = sockets.client_dealer(_CTX, url, immediate=False, curve=curve)
             try:
                 sock.send_multipart(
                     encode_request(RequestConfig(), ident=ident.encode(), id=b"\x01")
@@ -67,15 +69,18 @@ class UpdateResult:
 
 
 def run_updates(
-    url: str, ident: str, *, inflight: int, total: int, size: int = 100, timeout: float = 60.0
+    url: str,
+    ident: str,
+    *,
+    inflight: int,
+    total: int,
+    size: int = 100,
+    timeout: float = 60.0,
+    curve: CurveClient | None = None,
 ) -> UpdateResult:
     """Commit ``total`` updates of ``size`` bytes keeping ``inflight`` outstanding."""
     ids = RequestIdGenerator()
-    sock = _CTX.socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.SNDHWM, 0)
-    sock.setsockopt(zmq.RCVHWM, 0)
-    sock.connect(url)
+    sock = sockets.client_dealer(_CTX, url, immediate=False, unbounded=True, curve=curve)
     ident_b = ident.encode()
     payload = b"p" * size
     started: dict[bytes, float] = {}
@@ -137,9 +142,7 @@ def update_once(urls: list[str], ident: str, timeout: float = 30.0) -> float:
     while time.monotonic() < deadline:
         url = urls[n % len(urls)]
         n += 1
-        sock = _CTX.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(url)
+        sock = sockets.client_dealer(_CTX, url, immediate=False)
         try:
             sock.send_multipart(
                 encode_request(RequestUpdate(rid, b"failover"), ident=ident.encode())
@@ -156,11 +159,11 @@ def update_once(urls: list[str], ident: str, timeout: float = 30.0) -> float:
     raise RuntimeError("no update committed after the leader's kill")
 
 
-def read_entries(url: str, ident: str, prev_index: int = 0) -> tuple[int, float]:
+def read_entries(
+    url: str, ident: str, prev_index: int = 0, curve: CurveClient | None = None
+) -> tuple[int, float]:
     """Stream every committed entry after ``prev_index``; returns (entries, seconds)."""
-    sock = _CTX.socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.connect(url)
+    sock = sockets.client_dealer(_CTX, url, immediate=False, curve=curve)
     ident_b = ident.encode()
     count = 0
     t0 = time.perf_counter()

@@ -131,13 +131,16 @@ def broadcast_pub(
 
 def client_dealer(
     context: zmq.Context[S], url: str, *, immediate: bool = True,
-    curve: CurveClient | None = None,
+    curve: CurveClient | None = None, unbounded: bool = False,
 ) -> S:
-    """A client's DEALER to one peer at ``url`` (RaftClient, the CLI, benchmarks)."""
+    """A client's DEALER to one peer at ``url`` (RaftClient, the CLI, benchmarks).
+    ``unbounded`` lifts both queue limits (a load generator keeping thousands in flight)."""
     sock = _socket(context, zmq.DEALER, curve)
     if immediate:
         sock.setsockopt(zmq.IMMEDIATE, 1)
-    sock.setsockopt(zmq.SNDHWM, CLIENT_SEND_HIGH_WATER_MARK)
+    sock.setsockopt(zmq.SNDHWM, 0 if unbounded else CLIENT_SEND_HIGH_WATER_MARK)
+    if unbounded:
+        sock.setsockopt(zmq.RCVHWM, 0)
     sock.connect(url)
     return sock
 
