@@ -37,7 +37,12 @@ from raftlog.cli.admin_io import (
 from raftlog.client import Peer, RaftClient
 from raftlog.client.models import IndexedEntry
 from raftlog.entry import EntryType
-from raftlog.errors import ClusterUnavailableError, ConfigError, ConfigUpdateError
+from raftlog.errors import (
+    AuthenticationError,
+    ClusterUnavailableError,
+    ConfigError,
+    ConfigUpdateError,
+)
 from raftlog.rpc.admin import TYPE_COMPACT, CompactStatus, decode_compact_response
 from raftlog.rpc.config import check_config_update, decode_config_payload, peers_to_json
 from raftlog.rpc.messages import ConfigPayload, RequestLogInfoResponse
@@ -56,6 +61,8 @@ async def cmd_status(args: argparse.Namespace, client: RaftClient) -> int:
     try:
         info = await client.request_config()
         members = list(info.peers)
+    except AuthenticationError:
+        raise  # not "down": the peers are there but refuse this key (exit 1, one line)
     except ClusterUnavailableError as exc:
         info, members, reason = None, [Peer("?", u) for u in client.peer_urls], str(exc)
     rows = await peer_statuses(client, members, args.timeout)
