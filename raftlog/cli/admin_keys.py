@@ -25,12 +25,17 @@ def add_parsers(sub: Any) -> None:
         help="CURVE keys: generate, show, bootstrap a secure cluster's keys",
         description="CURVE key files in ZeroMQ's certificate format (NAME.key is public, "
         "NAME.key_secret holds the secret: keep it on the one host that uses it).",
+        epilog="examples:\n"
+        "  raftlog-admin keys init --config cluster-configs/local-3-secure.toml\n"
+        "  raftlog-admin keys generate billing --dir keys\n"
+        "  raftlog-admin keys show keys/billing.key\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ksub = parser.add_subparsers(dest="keys_action", required=True)
     gen = ksub.add_parser(
         "generate",
         help="write NAME.key and NAME.key_secret",
-        epilog="example: raftlog-admin keys generate billing --dir keys/",
+        epilog="examples:\n  raftlog-admin keys generate billing --dir keys/",
     )
     gen.add_argument("name", help="key name (letters, digits, _ . -)")
     gen.add_argument("--dir", default="keys", help="where to write (default ./keys)")
@@ -38,13 +43,13 @@ def add_parsers(sub: Any) -> None:
     show = ksub.add_parser(
         "show",
         help="print a key file's public key (for an allowlist)",
-        epilog="example: raftlog-admin keys show keys/billing.key",
+        epilog="examples:\n  raftlog-admin keys show keys/billing.key",
     )
     show.add_argument("file", help="a .key or .key_secret file")
     init = ksub.add_parser(
         "init",
         help="create every missing key a cluster file names, and an admin allowlist",
-        epilog="example: raftlog-admin keys init --config cluster-configs/local-3-secure.toml",
+        epilog="examples:\n  raftlog-admin keys init --config cluster-configs/local-3-secure.toml",
     )
     init.add_argument("--config", "-c", dest="key_config", required=True,
                       help="the cluster file ([security] curve = true)")
