@@ -43,6 +43,9 @@ class FakeNode:
     def stop(self) -> None:
         pass
 
+    def request_reload(self) -> None:
+        pass
+
     def close(self) -> None:
         type(self).closed += 1
         if self.close_error is not None:
