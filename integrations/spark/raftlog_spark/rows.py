@@ -17,6 +17,7 @@ import msgpack
 import pyarrow as pa
 
 from raftlog.client import IndexedEntry
+from raftlog.client.topic_view import TopicView
 from raftlog.entry import EntryType, LogEntry
 from raftlog.records import (
     HEADER_SIZE,
@@ -40,8 +41,9 @@ STATE: Final = int(EntryType.STATE)
 class RowBuilder:
     """Accumulates rows of admitted entries; :meth:`flush` returns them as one batch."""
 
-    def __init__(self, spec: ScanSpec, rows_per_batch: int) -> None:
+    def __init__(self, spec: ScanSpec, rows_per_batch: int, view: TopicView | None = None) -> None:
         self.rows_per_batch = rows_per_batch
+        self._view = view  # the topic read rules (raftlog.client.topic_view), issue #11
         self._topic_ok = spec.topic_checker()
         self._raw_ok = spec.admits_raw
         self._time = spec.time if spec.time.constrained else None
@@ -116,11 +118,17 @@ class RowBuilder:
         self.decoded += 1
         records = batch.records
         topic_ok = self._topic_ok
-        if topic_ok is None:
+        view = self._view
+        if topic_ok is None and view is None:
             kept = records
             self._position.extend(range(len(records)))
         else:
-            picked = [(p, r) for p, r in enumerate(records) if topic_ok(r.topic)]
+            picked = [
+                (p, r)
+                for p, r in enumerate(records)
+                if (topic_ok is None or topic_ok(r.topic))
+                and (view is None or view.admits(index, p, stamp, r))
+            ]
             kept = tuple(r for _, r in picked)
             self._position.extend(p for p, _ in picked)
         count = len(kept)
@@ -174,10 +182,14 @@ class RowBuilder:
 
 
 def to_batches(
-    chunks: Iterable[list[IndexedEntry]], spec: ScanSpec, rows_per_batch: int
+    chunks: Iterable[list[IndexedEntry]],
+    spec: ScanSpec,
+    rows_per_batch: int,
+    view: TopicView | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Record batches of the rows of ``chunks`` (never an empty batch)."""
-    builder = RowBuilder(spec, rows_per_batch)
+    """Record batches of the rows of ``chunks`` (never an empty batch); with ``view``, topic
+    records are the ones a ``TR`` read returns (incarnation, retention, TTL)."""
+    builder = RowBuilder(spec, rows_per_batch, view)
     for chunk in chunks:
         for item in chunk:
             builder.add(item.index, item.entry)
