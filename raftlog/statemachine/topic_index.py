@@ -214,6 +214,17 @@ class TopicIndex:
         *_, last_position = _unpack_positions(value)[1]
         return first[0], RecordId(_key_index(last_key), last_position)
 
+    def record_counts(self, topic: str, lo: int, hi: int) -> Iterator[tuple[int, int]]:
+        """``(entry index, records of topic)`` for ``topic``'s entries in ``[lo, hi]`` (one
+        scan of its keys: the TC record counts, without reading entries)."""
+        for key, value in self._db.items(entry_key(topic, lo), entry_key(topic, hi + 1), "counts"):
+            yield _key_index(key), sum(count for _, count in _RUN.iter_unpack(value[8:]))
+
+    def record_entries(self, lo: int, hi: int) -> Iterator[int]:
+        """Indexes of the record entries in ``[lo, hi]`` (the ``i`` keys), in order."""
+        for key, _ in self._db.items(b"i" + u64(lo), b"i" + u64(hi + 1), "record entries"):
+            yield int(_U64.unpack(key[1:])[0])
+
     def record_time(self, topic: str, rid: RecordId) -> int:
         """The append time of the entry holding record ``rid`` (0 when the index has none)."""
         value = self._db.get(entry_key(topic, rid.index), "record time")

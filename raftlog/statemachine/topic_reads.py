@@ -16,6 +16,7 @@ from typing import Final, Protocol
 
 from raftlog.entry import ENTRY_HEADER_SIZE
 from raftlog.records import LoggedRecord, RecordBatch, RecordFormatError, RecordId, decode_entry
+from raftlog.rpc import topic_counts
 from raftlog.rpc import topics as rpc
 from raftlog.statemachine.topic_index import TopicIndex, TopicState
 
@@ -118,6 +119,28 @@ class TopicReader:
         except (IndexError, RecordFormatError):
             return None  # compacted meanwhile, or not what the index says: skip, never fail
         return entry if isinstance(entry, RecordBatch) else None
+
+    def counts(
+        self, req: topic_counts.CountsRequest, states: dict[str, TopicState], applied: int
+    ) -> topic_counts.CountsResult:
+        """``TC``: records per index bucket from the index alone, under the same floors as
+        :meth:`read` (compaction, each topic's retention) and never beyond ``applied``;
+        ``states`` are the topics to count (the caller checked that they exist)."""
+        buckets = req.buckets
+        entries, records = [0] * buckets, [0] * buckets
+        first = self._entries.first_index
+        lo, hi = max(req.from_index, first), min(req.to_index, applied)
+        if lo <= hi:
+            for index in self._index.record_entries(lo, hi):
+                entries[req.bucket_of(index)] += 1
+            now = self._clock()
+            for name, state in states.items():
+                floor = self.floor(state, now)
+                if floor is None:
+                    continue
+                for index, count in self._index.record_counts(name, max(lo, floor.index), hi):
+                    records[req.bucket_of(index)] += count
+        return topic_counts.CountsResult(applied, first, tuple(entries), tuple(records))
 
     def describe(self, name: str, state: TopicState) -> rpc.TopicInfo:
         """The topic's properties and the ids of its oldest and newest retained records."""

@@ -30,6 +30,7 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 from raftlog_spark import RaftlogDataSource
+from raftlog_spark.balance import ENTRY_COST, bucket_step, rows_upto, weigh
 from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
 from raftlog_spark.filters import MAX_INDEX, ScanSpec, TimeBounds, eval_topic, push_filters
 from raftlog_spark.logclient import diagnose
@@ -41,6 +42,7 @@ from raftlog_spark.schema import arrow_schema
 from raftlog.client import IndexedEntry
 from raftlog.entry import EntryType, LogEntry
 from raftlog.records import Record, TopicCommand, encode_command, encode_records, stamp_append_time
+from raftlog.rpc.topic_counts import CountsResult
 
 BASE = {"peers": "tcp://127.0.0.1:8047,tcp://127.0.0.1:8147", "ident": "c"}
 RID = bytes(12)
@@ -155,12 +157,55 @@ def test_time_filters_are_exact_on_rows_and_conservative_on_the_window() -> None
 # -- partitions ------------------------------------------------------------------------------
 def test_split_is_balanced_contiguous_and_never_empty() -> None:
     parts = split(((1, 10),), num_partitions=3)
-    assert [p.ranges for p in parts] == [((1, 4),), ((5, 7),), ((8, 10),)]
+    assert [p.ranges for p in parts] == [((1, 3),), ((4, 7),), ((8, 10),)]
     parts = split(((1, 3), (10, 12), (20, 20)), entries_per_partition=2)
-    assert [p.ranges for p in parts] == [((1, 2),), ((3, 3), (10, 10)), ((11, 12),), ((20, 20),)]
+    assert [p.ranges for p in parts] == [((1, 2),), ((3, 3),), ((10, 11),), ((12, 12), (20, 20))]
     assert len(split(((5, 6),), num_partitions=10)) == 2
     assert split((), num_partitions=4) == []
     assert sum(p.entries for p in split(((1, 100_000),))) == 100_000
+
+
+def _mixed_counts(entries: int, heavy_every: int, heavy: int) -> CountsResult:
+    """Every ``heavy_every``-th entry a publish_batch of ``heavy`` records, others single."""
+    records = tuple(heavy if n % heavy_every == 0 else 1 for n in range(entries))
+    return CountsResult(entries, 1, (1,) * entries, records)
+
+
+def test_split_by_record_counts_balances_mixed_entries() -> None:
+    # 20,000 single-record entries, then 600 entries of 500 records (the issue's shape)
+    singles, batches = 20_000, 600
+    records = (1,) * singles + (500,) * batches
+    total = singles + batches
+    counts = CountsResult(total, 1, (1,) * total, records)
+    for step in (1, bucket_step(1, total), 97):
+        buckets = -(-total // step)
+        grouped = CountsResult(
+            total,
+            1,
+            tuple(min(step, total - b * step) for b in range(buckets)),
+            tuple(sum(records[b * step : (b + 1) * step]) for b in range(buckets)),
+        )
+        segments = weigh(((1, total),), grouped, 1, step, raw_rows=True)
+        parts = split(((1, total),), num_partitions=4, segments=segments)
+        rows = [sum(sum(records[lo - 1 : hi]) for lo, hi in p.ranges) for p in parts]
+        assert sum(rows) == sum(records)
+        assert max(rows) <= 1.5 * (sum(rows) / 4), (step, rows)
+    # by entries alone (a peer without TC) the last partition would hold almost everything
+    plain = split(((1, total),), num_partitions=4)
+    plain_rows = [sum(sum(records[lo - 1 : hi]) for lo, hi in p.ranges) for p in plain]
+    assert max(plain_rows) > 3 * (sum(plain_rows) / 4)
+    assert counts.records[-1] == 500
+
+
+def test_row_budget_cuts_a_stream_by_records() -> None:
+    counts = _mixed_counts(100, 10, 500)  # entries 1..100, 1, 11, 21, ... hold 500 records
+    segments = weigh(((1, 100),), counts, 1, 1, raw_rows=True)
+    cost = 10 * ENTRY_COST  # the caller adds the streaming cost of the entries
+    assert rows_upto(segments, 500 + cost) == 1  # the first entry alone is 500 rows
+    assert rows_upto(segments, 509 + cost) == 10  # 500 + 9 singles
+    assert rows_upto(segments, 0.5) == 1  # always at least one entry: the stream moves
+    topic_only = weigh(((1, 100),), counts, 1, 1, raw_rows=False)
+    assert sum(s.weight for s in topic_only) == pytest.approx(10 * 500 + 90 + 100 * ENTRY_COST)
 
 
 # -- the append-time search ------------------------------------------------------------------

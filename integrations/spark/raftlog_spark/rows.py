@@ -40,8 +40,9 @@ STATE: Final = int(EntryType.STATE)
 class RowBuilder:
     """Accumulates rows of admitted entries; :meth:`flush` returns them as one batch."""
 
-    def __init__(self, spec: ScanSpec, rows_per_batch: int) -> None:
+    def __init__(self, spec: ScanSpec, rows_per_batch: int, include_headers: bool = True) -> None:
         self.rows_per_batch = rows_per_batch
+        self.include_headers = include_headers
         self._topic_ok = spec.topic_checker()
         self._raw_ok = spec.admits_raw
         self._time = spec.time if spec.time.constrained else None
@@ -135,7 +136,9 @@ class RowBuilder:
         self._time_us.extend([time_us] * count)
         self._producer_us.extend([r.timestamp_ms * 1000 if r.timestamp_ms else None for r in kept])
         offsets, hkeys, hvalues = self._offsets, self._hkeys, self._hvalues
-        if any(r.headers for r in kept):
+        if not self.include_headers:
+            pass  # no headers column: nothing to build
+        elif any(r.headers for r in kept):
             for record in kept:
                 headers = record.headers
                 if headers:
@@ -147,37 +150,39 @@ class RowBuilder:
         self._bytes += len(data)
 
     def flush(self) -> pa.RecordBatch:
-        schema = arrow_schema()
+        schema = arrow_schema(self.include_headers)
         time_type = schema.field("timestamp").type
-        headers = pa.MapArray.from_arrays(
-            pa.array(self._offsets, pa.int32()),
-            pa.array(self._hkeys, pa.string()),
-            pa.array(self._hvalues, pa.binary()),
-            type=schema.field("headers").type,
-        )
-        batch = pa.RecordBatch.from_arrays(
-            [
-                pa.array(self._index, pa.int64()),
-                pa.array(self._position, pa.int32()),
-                pa.array(self._term, pa.int64()),
-                pa.array(self._topic, pa.string()),
-                pa.array(self._key, pa.binary()),
-                pa.array(self._value, pa.binary()),
-                headers,
-                pa.array(self._time_us, time_type),
-                pa.array(self._producer_us, time_type),
-            ],
-            schema=schema,
-        )
+        columns = [
+            pa.array(self._index, pa.int64()),
+            pa.array(self._position, pa.int32()),
+            pa.array(self._term, pa.int64()),
+            pa.array(self._topic, pa.string()),
+            pa.array(self._key, pa.binary()),
+            pa.array(self._value, pa.binary()),
+            pa.array(self._time_us, time_type),
+            pa.array(self._producer_us, time_type),
+        ]
+        if self.include_headers:
+            headers = pa.MapArray.from_arrays(
+                pa.array(self._offsets, pa.int32()),
+                pa.array(self._hkeys, pa.string()),
+                pa.array(self._hvalues, pa.binary()),
+                type=schema.field("headers").type,
+            )
+            columns.insert(6, headers)
+        batch = pa.RecordBatch.from_arrays(columns, schema=schema)
         self._reset()
         return batch
 
 
 def to_batches(
-    chunks: Iterable[list[IndexedEntry]], spec: ScanSpec, rows_per_batch: int
+    chunks: Iterable[list[IndexedEntry]],
+    spec: ScanSpec,
+    rows_per_batch: int,
+    include_headers: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of the rows of ``chunks`` (never an empty batch)."""
-    builder = RowBuilder(spec, rows_per_batch)
+    builder = RowBuilder(spec, rows_per_batch, include_headers)
     for chunk in chunks:
         for item in chunk:
             builder.add(item.index, item.entry)
