@@ -9,6 +9,7 @@ import importlib
 import pkgutil
 import re
 import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +39,8 @@ from raftlog_spark.options import parse_options
 from raftlog_spark.planning import LogPosition, StampIndex, batch_ranges, plan_batch, split
 from raftlog_spark.rows import RowBuilder, to_batches
 from raftlog_spark.schema import arrow_schema
+from raftlog_spark.setup import check_driver_python
+from raftlog_spark.sink import _chunks, parse_sink_options, request_id
 
 from raftlog.client import IndexedEntry
 from raftlog.entry import EntryType, LogEntry
@@ -326,3 +329,119 @@ def test_diagnosis_tells_unreachable_from_wrong_ident() -> None:
         message = diagnose((listening, closed), "prod", 2.0, TimeoutError("x"))
         assert "check the ident 'prod'" in message and f"unreachable: {closed}" in message
     assert "no peer is reachable" in diagnose((closed,), "prod", 2.0, TimeoutError("x"))
+
+
+def test_the_editable_install_is_found_by_name() -> None:
+    """What Spark's lookup_data_sources does in a worker of this interpreter (``make
+    install``'s editable install included): pkgutil sees ``pyspark_raftlog``."""
+    script = (
+        "import pkgutil, importlib; "
+        "names = [m.name for m in pkgutil.iter_modules() if m.name.startswith('pyspark_')]; "
+        "assert 'pyspark_raftlog' in names, names; "
+        "print(importlib.import_module('pyspark_raftlog').DefaultSource.name())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "raftlog", done.stderr
+
+
+def test_a_worker_python_without_the_source_fails_with_the_fix() -> None:
+    class Conf:
+        def __init__(self, python: str) -> None:
+            self.python = python
+
+        def get(self, key: str, default: Any = None) -> Any:
+            return self.python if key == "spark.pyspark.python" else default
+
+    class Session:
+        def __init__(self, python: str) -> None:
+            self.sparkContext = type("SC", (), {"getConf": lambda _self: Conf(python)})()
+
+    for python in ("/nonexistent/bin/python3", "/usr/bin/python3"):
+        with pytest.raises(RaftlogSourceError, match=f"set PYSPARK_PYTHON to {sys.executable}"):
+            check_driver_python(Session(python))
+    check_driver_python(Session(sys.executable))  # the driver's own Python: fine
+
+
+# -- the sink --------------------------------------------------------------------------------
+def test_sink_request_ids_are_stable_per_chunk_and_fresh_for_the_leader() -> None:
+    first = request_id(1_700_000_000, "w", 3, 1, 7)
+    assert first == request_id(1_700_000_000, "w", 3, 1, 7)  # a retry sends the same id
+    others = {
+        request_id(1_700_000_000, *where)
+        for where in [("w", 3, 1, 8), ("w", 3, 2, 7), ("w", 4, 1, 7), ("x", 3, 1, 7)]
+    }
+    assert len(others | {first}) == 5
+    assert len(first) == 12 and first[:4] == (1_700_000_000).to_bytes(4, "big")
+
+
+def test_sink_rows_become_batches_and_raw_entries_in_order() -> None:
+    opts = parse_sink_options({**BASE, "recordsPerEntry": "2"})
+    headers = pa.array(
+        [[("h", b"v")], None, [("g", b"w")], None, []], pa.map_(pa.string(), pa.binary())
+    )
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array(["a", "a", "a", None, "b"]),
+            pa.array([b"k", None, b"s", None, None], pa.binary()),
+            pa.array(["1", "2", "3", "raw", "x"]),  # string values are UTF-8 encoded
+            headers,
+        ],
+        names=["topic", "key", "value", "headers"],
+    )
+    items = list(_chunks(iter([batch]), opts))
+    assert [type(i).__name__ for i in items] == ["list", "list", "bytes", "list"]
+    assert [r.value for r in items[0]] == [b"1", b"2"] and items[0][0].headers == {"h": b"v"}
+    assert items[1][0].key == b"s" and items[1][0].headers == {"g": b"w"}
+    assert items[2] == b"raw" and items[3][0].topic == "b"
+    defaulted = list(
+        _chunks(
+            iter([pa.RecordBatch.from_pydict({"value": [b"v"]})]),
+            parse_sink_options({**BASE, "topic": "t"}),
+        )
+    )
+    assert defaulted[0][0].topic == "t"  # type: ignore[index]
+    raw = list(
+        _chunks(iter([pa.RecordBatch.from_pydict({"value": [b"v"]})]), parse_sink_options(BASE))
+    )
+    assert raw == [b"v"]
+    with pytest.raises(RaftlogSourceError, match="unknown option"):
+        parse_sink_options({**BASE, "topics": "a"})
+
+
+def test_kafka_named_options_map_to_the_source_options() -> None:
+    opts = parse_options(
+        {
+            **BASE,
+            "subscribePattern": "pay.*",
+            "maxOffsetsPerTrigger": "500",
+            "minOffsetsPerTrigger": "100",
+            "maxTriggerDelay": "2m",
+            "includeHeaders": "false",
+            "startingTimestamp": "1700000000000",
+        },
+        "stream",
+    )
+    assert opts.topic_pattern == "pay.*" and opts.max_records_per_trigger == 500
+    assert opts.min_records_per_trigger == 100 and opts.max_trigger_delay_s == 120.0
+    assert opts.include_headers is False and opts.starting_timestamp_ms == 1_700_000_000_000
+    batch = parse_options(
+        {**BASE, "subscribe": "a,b", "endingOffsets": '{"index": 9}', "startingOffsets": "3"},
+        "batch",
+    )
+    assert batch.topics == {"a", "b"} and batch.ending_index == 9 and batch.starting_index == 3
+    assert parse_options({**BASE, "endingOffsets": "latest"}, "batch").ending_index is None
+    for options, message in [
+        ({**BASE, "topics": "a", "topicPattern": "b"}, "not both"),
+        ({**BASE, "topicPattern": "("}, "not a regular expression"),
+        ({**BASE, "maxTriggerDelay": "soon"}, "must be a duration"),
+        ({**BASE, "topics": "a", "subscribe": "b"}, "repeats topics"),
+    ]:
+        with pytest.raises(RaftlogSourceError, match=message):
+            parse_options(options)
+    with pytest.raises(RaftlogSourceError, match="starts at earliest or an index"):
+        parse_options({**BASE, "startingOffsets": "latest"}, "batch")
+    assert ScanSpec(topic_pattern="pay.*").admits_topic("pay.eu") is True
+    assert ScanSpec(topic_pattern="pay.*").admits_topic("xpay") is False
+    assert ScanSpec(topic_pattern="pay.*").admits_raw is False

@@ -34,6 +34,8 @@ T = TypeVar("T")
 CHUNK_ENTRIES: Final = 4096
 CHUNK_BYTES: Final = 4 * 1024 * 1024
 RETRY_PAUSE: Final = 0.1
+PUBLISH_WINDOW: Final = 8
+"""Entries a sink task has in flight (each waits for its commit)."""
 COUNTS_TIMEOUT: Final = 3.0
 """Seconds to wait for ``TC`` record counts before planning by entries (a peer without
 ``TC`` drops the request)."""
@@ -185,6 +187,46 @@ class LogClient:
         except ClusterUnavailableError:
             return None
         return result
+
+    def publish_all(
+        self, items: Iterator[tuple[bytes, list[Record] | bytes]], window: int = PUBLISH_WINDOW
+    ) -> tuple[int, int]:
+        """Write every ``(request id, records or raw data)`` in order, up to ``window`` in
+        flight (sent in order over one connection, so the leader appends them in order);
+        ``(rows, entries)`` once all are committed. The first failure cancels the rest and
+        is raised (what was written stays; a retry finds it by request id)."""
+        try:
+            counted: tuple[int, int] = self._run(self._publish_all(items, window))
+        except ClusterUnavailableError as exc:
+            raise RaftlogSourceError(diagnose(self.peers, self.ident, self.timeout, exc)) from exc
+        return counted
+
+    async def _publish_all(
+        self, items: Iterator[tuple[bytes, list[Record] | bytes]], window: int
+    ) -> tuple[int, int]:
+        pending: set[asyncio.Future[Any]] = set()
+        rows = entries = 0
+        try:
+            for rid, item in items:
+                while len(pending) >= window:
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    for future in done:
+                        future.result()
+                if isinstance(item, bytes):
+                    call = self._client.request_update(item, rid, timeout=self.timeout)
+                    rows += 1
+                else:
+                    call = self.topics.publish_batch(item, request_id=rid, timeout=self.timeout)
+                    rows += len(item)
+                pending.add(asyncio.ensure_future(call))
+                entries += 1
+                await asyncio.sleep(0)  # let it go out before the next one: in order
+            if pending:
+                await asyncio.gather(*pending)
+        finally:
+            for future in pending:
+                future.cancel()
+        return rows, entries
 
     def request_update(self, data: bytes, request_id: bytes) -> int:
         """Append raw ``data`` with ``request_id`` (idempotent like :meth:`publish_batch`)."""

@@ -176,17 +176,12 @@ def write_partition(
 
     context = TaskContext.get()
     partition = context.partitionId() if context is not None else 0
-    rows = entries = 0
+    items = (
+        (request_id(anchor, write_id, batch, partition, chunk), item)
+        for chunk, item in enumerate(_chunks(batches, opts))
+    )
     with LogClient(opts.peers, opts.ident, opts.timeout) as client:
-        for chunk, item in enumerate(_chunks(batches, opts)):
-            rid = request_id(anchor, write_id, batch, partition, chunk)
-            if isinstance(item, bytes):
-                client.request_update(item, rid)
-                rows += 1
-            else:
-                client.publish_batch(item, rid)
-                rows += len(item)
-            entries += 1
+        rows, entries = client.publish_all(items)
     return SinkCommit(partition, rows, entries)
 
 
