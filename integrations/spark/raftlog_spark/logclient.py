@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from types import TracebackType
 from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
@@ -212,6 +212,7 @@ class LogClient:
                     done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                     for future in done:
                         future.result()
+                call: Coroutine[Any, Any, Any]
                 if isinstance(item, bytes):
                     call = self._client.request_update(item, rid, timeout=self.timeout)
                     rows += 1

@@ -278,15 +278,15 @@ class RaftlogStreamReader(DataSourceStreamReader, _SupportsTriggerAvailableNow):
         if opts.starting_timestamp_ms is not None:
             if position.first_index > position.last_index:
                 return {"index": position.last_index}
-            first = time_ranges(
+            found = time_ranges(
                 self.client,
                 position.first_index,
                 position.last_index,
                 opts.starting_timestamp_ms,
                 None,
             )
-            start = first[0][0] if first else position.last_index + 1
-            return {"index": start - 1}
+            begin = found[0][0] if found else position.last_index + 1
+            return {"index": begin - 1}
         start = opts.starting_offsets or "latest"
         if start == "earliest":
             return {"index": position.first_index - 1}
