@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pyarrow as pa
 import pytest
 from pyspark.sql.datasource import (
@@ -32,6 +33,7 @@ from pyspark.sql.datasource import (
 )
 from raftlog_spark import RaftlogDataSource
 from raftlog_spark.balance import ENTRY_COST, bucket_step, rows_upto, weigh
+from raftlog_spark.columns import record_columns
 from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
 from raftlog_spark.filters import MAX_INDEX, ScanSpec, TimeBounds, eval_topic, push_filters
 from raftlog_spark.logclient import diagnose
@@ -44,7 +46,16 @@ from raftlog_spark.sink import _chunks, parse_sink_options, request_id
 
 from raftlog.client import IndexedEntry
 from raftlog.entry import EntryType, LogEntry
-from raftlog.records import Record, TopicCommand, encode_command, encode_records, stamp_append_time
+from raftlog.records import (
+    HEADER_SIZE,
+    Record,
+    RecordBatch,
+    TopicCommand,
+    decode_entry,
+    encode_command,
+    encode_records,
+    stamp_append_time,
+)
 from raftlog.rpc.topic_counts import CountsResult
 
 BASE = {"peers": "tcp://127.0.0.1:8047,tcp://127.0.0.1:8147", "ident": "c"}
@@ -445,3 +456,34 @@ def test_kafka_named_options_map_to_the_source_options() -> None:
     assert ScanSpec(topic_pattern="pay.*").admits_topic("pay.eu") is True
     assert ScanSpec(topic_pattern="pay.*").admits_topic("xpay") is False
     assert ScanSpec(topic_pattern="pay.*").admits_raw is False
+
+
+def test_record_columns_equal_decode_entry_or_defer_to_it() -> None:
+    records = [
+        Record("orders", b"o1", b"k", {"h": b"1", "g": b""}, 1_700_000_000_000),
+        Record("audit", b"a1"),
+        Record("orders", b"", None, {}, 0),
+    ]
+    data = stamp_append_time(encode_records(records), 1_800_000_000_000)
+    columns = record_columns(data)
+    decoded = decode_entry(data)
+    assert isinstance(decoded, RecordBatch) and columns is not None
+    assert list(zip(*columns, strict=True)) == [
+        (r.topic, r.key, r.value, dict(r.headers), r.timestamp_ms) for r in decoded.records
+    ]
+    header = data[:HEADER_SIZE]
+    odd = [
+        [["orders", None, b"v", {}, True]],  # a bool timestamp
+        [["bad topic", None, b"v", {}, 1]],  # not a topic name
+        [["orders", None, "text", {}, 1]],  # a str value
+        [["orders", None, b"v", {"h": "text"}, 1]],  # a str header
+        [["orders", None, b"v", {}]],  # four fields
+        [],  # no records
+    ]
+    for body in odd:
+        assert record_columns(header + msgpack.packb(body, use_bin_type=True)) is None, body
+    assert record_columns(header + b"\xc1") is None  # not MessagePack
+    # the builder falls back to decode_entry for those: malformed ones are skipped
+    builder = RowBuilder(ScanSpec(), 100)
+    builder.add(1, _entry(header + msgpack.packb(odd[1], use_bin_type=True)))
+    assert builder.rows == 0 and builder.malformed == 1

@@ -278,7 +278,7 @@ class LogClient:
         """
         next_index = lo
         progress = clock()
-        checked_first = False
+        checked_first = True  # a compacted start shows as snapshot chunks: checked then
         last_error: BaseException | None = None
         while next_index <= hi:
             if not checked_first:

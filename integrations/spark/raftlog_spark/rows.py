@@ -27,6 +27,7 @@ from raftlog.records import (
     decode_entry,
     is_topic_data,
 )
+from raftlog_spark.columns import record_columns
 from raftlog_spark.filters import ScanSpec
 from raftlog_spark.schema import arrow_schema
 
@@ -105,45 +106,58 @@ class RowBuilder:
         if needles is not None and not any(n in data for n in needles):
             self.skipped += 1
             return
-        try:
-            batch = decode_entry(data)
-        except RecordFormatError as exc:
-            self.malformed += 1
-            if self.malformed <= 3:
-                log.warning("raftlog_spark: skipping malformed topic entry %d: %s", index, exc)
-            return
-        if not isinstance(batch, RecordBatch):
-            return
+        columns = record_columns(data)
+        if columns is None:  # not a plain batch: the canonical decoder decides
+            try:
+                batch = decode_entry(data)
+            except RecordFormatError as exc:
+                self.malformed += 1
+                if self.malformed <= 3:
+                    log.warning("raftlog_spark: skipping malformed topic entry %d: %s", index, exc)
+                return
+            if not isinstance(batch, RecordBatch):
+                return
+            records = batch.records
+            columns = (
+                tuple(r.topic for r in records),
+                tuple(r.key for r in records),
+                tuple(r.value for r in records),
+                tuple(r.headers for r in records),
+                tuple(r.timestamp_ms for r in records),
+            )
         self.decoded += 1
-        records = batch.records
+        topics, keys, values, headers, stamps = columns
         topic_ok = self._topic_ok
         if topic_ok is None:
-            kept = records
-            self._position.extend(range(len(records)))
+            self._position.extend(range(len(topics)))
         else:
-            picked = [(p, r) for p, r in enumerate(records) if topic_ok(r.topic)]
-            kept = tuple(r for _, r in picked)
-            self._position.extend(p for p, _ in picked)
-        count = len(kept)
+            picked = [p for p, topic in enumerate(topics) if topic_ok(topic)]
+            if len(picked) != len(topics):
+                topics = tuple(topics[p] for p in picked)
+                keys = tuple(keys[p] for p in picked)
+                values = tuple(values[p] for p in picked)
+                headers = tuple(headers[p] for p in picked)
+                stamps = tuple(stamps[p] for p in picked)
+            self._position.extend(picked)
+        count = len(topics)
         if not count:
             return
-        # one pass per column (list comprehensions), not one append per field and record
+        # whole columns at a time, not one append per field and record
         self._index.extend([index] * count)
         self._term.extend([entry.term] * count)
-        self._topic.extend([r.topic for r in kept])
-        self._key.extend([r.key for r in kept])
-        self._value.extend([r.value for r in kept])
+        self._topic.extend(topics)
+        self._key.extend(keys)
+        self._value.extend(values)
         self._time_us.extend([time_us] * count)
-        self._producer_us.extend([r.timestamp_ms * 1000 if r.timestamp_ms else None for r in kept])
+        self._producer_us.extend([s * 1000 if s else None for s in stamps])
         offsets, hkeys, hvalues = self._offsets, self._hkeys, self._hvalues
         if not self.include_headers:
             pass  # no headers column: nothing to build
-        elif any(r.headers for r in kept):
-            for record in kept:
-                headers = record.headers
-                if headers:
-                    hkeys.extend(headers.keys())
-                    hvalues.extend(headers.values())
+        elif any(headers):
+            for named in headers:
+                if named:
+                    hkeys.extend(named.keys())
+                    hvalues.extend(named.values())
                 offsets.append(len(hkeys))
         else:
             offsets.extend([len(hkeys)] * count)
