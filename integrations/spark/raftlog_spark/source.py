@@ -341,14 +341,17 @@ class RaftlogStreamReader(DataSourceStreamReader, _SupportsTriggerAvailableNow):
                 )
             begin = position.first_index - 1  # jump straight to what is there
         end = max(begin, target)
-        if end == begin or _ReadAllAvailable is None or isinstance(limit, _ReadAllAvailable):
+        if end == begin:
+            return {"index": end}
+        if _ReadAllAvailable is None or isinstance(limit, _ReadAllAvailable):
             self._last_trigger = time.monotonic()
             return {"index": end}
         return {"index": self._admit(begin, end)}
 
     def _admit(self, begin: int, end: int) -> int:
         """The end offset of the next micro-batch in ``(begin, end]`` under the options'
-        row / entry limits (``begin``: no batch yet)."""
+        row / entry limits (``begin``: no batch yet). As in Spark's Kafka source,
+        ``maxTriggerDelay`` counts from the last micro-batch (or the query's start)."""
         opts = self.opts
         if opts.max_entries_per_trigger is not None:
             end = min(end, begin + opts.max_entries_per_trigger)
