@@ -366,7 +366,8 @@ class RaftlogStreamReader(DataSourceStreamReader, _SupportsTriggerAvailableNow):
             segments = weigh(
                 ((begin + 1, end),), counts, begin + 1, step, raw_rows=self.spec.admits_raw
             )
-            if opts.min_records_per_trigger is not None:
+            if opts.min_records_per_trigger is not None and self._target is None:
+                # (not under Trigger.AvailableNow, which would wait forever)
                 rows = sum(s.weight for s in segments) - ENTRY_COST * (end - begin)
                 waited = time.monotonic() - self._last_trigger
                 if rows < opts.min_records_per_trigger and waited < opts.max_trigger_delay_s:
