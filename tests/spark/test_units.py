@@ -186,12 +186,12 @@ def _mixed_counts(entries: int, heavy_every: int, heavy: int) -> CountsResult:
 
 
 def test_split_by_record_counts_balances_mixed_entries() -> None:
-    # 20,000 single-record entries, then 600 entries of 500 records (the issue's shape)
-    singles, batches = 20_000, 600
+    # single-record entries, then entries of 500 records: issue #17's data set at 1/10
+    singles, batches = 5_000, 210
     records = (1,) * singles + (500,) * batches
     total = singles + batches
     counts = CountsResult(total, 1, (1,) * total, records)
-    for step in (1, bucket_step(1, total), 97):
+    for step in (1, bucket_step(1, total), 7):  # 7: the step of the full-size data set
         buckets = -(-total // step)
         grouped = CountsResult(
             total,
@@ -214,12 +214,14 @@ def test_split_by_record_counts_balances_mixed_entries() -> None:
 def test_row_budget_cuts_a_stream_by_records() -> None:
     counts = _mixed_counts(100, 10, 500)  # entries 1..100, 1, 11, 21, ... hold 500 records
     segments = weigh(((1, 100),), counts, 1, 1, raw_rows=True)
-    cost = 10 * ENTRY_COST  # the caller adds the streaming cost of the entries
-    assert rows_upto(segments, 500 + cost) == 1  # the first entry alone is 500 rows
-    assert rows_upto(segments, 509 + cost) == 10  # 500 + 9 singles
-    assert rows_upto(segments, 0.5) == 1  # always at least one entry: the stream moves
-    topic_only = weigh(((1, 100),), counts, 1, 1, raw_rows=False)
-    assert sum(s.weight for s in topic_only) == pytest.approx(10 * 500 + 90 + 100 * ENTRY_COST)
+    rows = weigh(((1, 100),), counts, 1, 1, raw_rows=True, entry_cost=0.0)
+    assert rows_upto(rows, 500) == 1  # the first entry alone is 500 rows
+    assert rows_upto(rows, 509) == 10  # 500 + 9 singles
+    assert rows_upto(rows, 0.5) == 1  # always at least one entry: the stream moves
+    assert rows_upto(rows[1:], 0.5, at_least_one=False) == 1  # none fits: before entry 2
+    assert sum(s.weight for s in segments) == pytest.approx(10 * 500 + 90 + 100 * ENTRY_COST)
+    topic_only = weigh(((1, 100),), counts, 1, 1, raw_rows=False, entry_cost=0.0)
+    assert sum(s.weight for s in topic_only) == 10 * 500 + 90  # all entries hold records
 
 
 # -- the append-time search ------------------------------------------------------------------

@@ -40,7 +40,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from raftlog_spark.balance import ENTRY_COST, bucket_step, rows_upto, weigh
+from raftlog_spark.balance import Segment, bucket_step, rows_upto, weigh
 from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
 from raftlog_spark.filters import IndexRanges, ScanSpec, push_filters
 from raftlog_spark.logclient import LogClient
@@ -364,19 +364,46 @@ class RaftlogStreamReader(DataSourceStreamReader, _SupportsTriggerAvailableNow):
                 begin + 1, end, step, counted_topics(self.client, opts, self.spec)
             )
             segments = weigh(
-                ((begin + 1, end),), counts, begin + 1, step, raw_rows=self.spec.admits_raw
+                ((begin + 1, end),),
+                counts,
+                begin + 1,
+                step,
+                raw_rows=self.spec.admits_raw,
+                entry_cost=0.0,
             )
             if opts.min_records_per_trigger is not None and self._target is None:
                 # (not under Trigger.AvailableNow, which would wait forever)
-                rows = sum(s.weight for s in segments) - ENTRY_COST * (end - begin)
+                rows = sum(s.weight for s in segments)
                 waited = time.monotonic() - self._last_trigger
                 if rows < opts.min_records_per_trigger and waited < opts.max_trigger_delay_s:
                     return begin  # not enough yet: no batch this trigger
             if opts.max_records_per_trigger is not None:
-                budget = opts.max_records_per_trigger + ENTRY_COST * (end - begin)
-                end = min(end, rows_upto(segments, budget))
+                end = min(end, self._row_limit(segments, step, opts.max_records_per_trigger))
         self._last_trigger = time.monotonic()
         return end
+
+    def _row_limit(self, segments: list[Segment], step: int, budget: int) -> int:
+        """The last index within ``budget`` rows: whole buckets from their exact counts, the
+        bucket where the limit falls asked again entry by entry."""
+        if step == 1:
+            return rows_upto(segments, budget)
+        total = 0.0
+        for seg in segments:
+            if total + seg.weight <= budget:
+                total += seg.weight
+                continue
+            topics = counted_topics(self.client, self.opts, self.spec)
+            fine = self.client.record_counts(seg.lo, seg.hi, 1, topics)
+            rows = weigh(
+                ((seg.lo, seg.hi),),
+                fine,
+                seg.lo,
+                1,
+                raw_rows=self.spec.admits_raw,
+                entry_cost=0.0,
+            )
+            return rows_upto(rows, budget - total, at_least_one=seg is segments[0])
+        return segments[-1].hi
 
     def reportLatestOffset(self) -> dict[str, int] | None:  # noqa: N802
         return None if self._latest is None else {"index": self._latest}
