@@ -95,6 +95,8 @@ def test_min_rows_wait_for_the_max_trigger_delay(
         maxTriggerDelay="6s",
     )
     try:
+        # the initial offset ("latest") is taken in the first trigger: publish after it
+        wait_for("the first trigger", lambda: query.lastProgress is not None, 90)
         publish(log_cluster, sample_entries(11, 6), concurrency=2)
         wait_for("a batch after the delay", lambda: any(rows for _, rows in batches), 90)
         waited = time.monotonic() - started
@@ -164,6 +166,7 @@ def test_fail_on_data_loss_false_jumps_over_a_compacted_gap(
         "request_id_ttl": None,
         "request_id_cache_max": 10,
     }
+    (tmp_path / "compacting").mkdir()
     cluster = PeerCluster(tmp_path / "compacting", ident="raftlog-spark-compacting", raft=raft)
     try:
         cluster.start()
