@@ -65,20 +65,20 @@ def test_row_limits_per_trigger_and_latest_offset_in_progress(
     spark: SparkSession, log_cluster: PeerCluster, tmp_path: Path
 ) -> None:
     everything = log_rows(log_cluster)
-    for name in ("maxRecordsPerTrigger", "maxOffsetsPerTrigger"):
-        query, batches = _stream(
-            spark, log_cluster, tmp_path / name, startingOffsets="earliest", **{name: 10}
-        )
-        _finish(query)
-        sizes = [len(rows) for _, rows in batches]
-        assert all(0 < size <= 10 for size in sizes), sizes  # entries hold <= 4 rows
-        assert sum(sizes) >= len(everything)  # rows appended meanwhile may follow
-        got = sorted(r for _, rows in batches for r in rows)
-        assert got[: len(everything)] == everything
-        progress = query.lastProgress
-        assert progress is not None
-        latest = progress["sources"][0]["latestOffset"]
-        assert '"index"' in str(latest) and str(last_index(log_cluster)) in str(latest)
+    limit = 40  # Kafka's name for it: maxOffsetsPerTrigger (an alias, test_units)
+    query, batches = _stream(
+        spark, log_cluster, tmp_path / "max", startingOffsets="earliest", maxOffsetsPerTrigger=limit
+    )
+    _finish(query)
+    sizes = [len(rows) for _, rows in batches]
+    assert len(sizes) >= len(everything) // limit  # the limit cut the log into batches
+    assert all(0 < size <= limit for size in sizes), sizes  # entries hold <= 4 rows
+    got = sorted(r for _, rows in batches for r in rows)
+    assert got[: len(everything)] == everything  # rows appended meanwhile may follow
+    progress = query.lastProgress
+    assert progress is not None
+    latest = progress["sources"][0]["latestOffset"]
+    assert '"index"' in str(latest) and str(last_index(log_cluster)) in str(latest)
 
 
 def test_min_rows_wait_for_the_max_trigger_delay(
