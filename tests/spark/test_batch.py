@@ -4,17 +4,21 @@ at planning time with a clear message."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import math
 import time
+from collections import Counter
 from typing import Any
 
 import pytest
 from integration.cluster import PeerCluster, free_ports
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
+from raftlog_spark.logclient import LogClient
 
-from raftlog.client import SyncRaftClient
+from raftlog.client import RaftClient, SyncRaftClient
+from raftlog.client.topics import TopicClient
 
 from .conftest import source_options
 from .helpers import Row, last_index, log_rows, spark_rows, where
@@ -264,3 +268,30 @@ def test_bad_input_fails_at_planning_with_a_clear_error(
         lambda: read().options(**source_options(log_cluster, numPartitions=0)).load(),
         "numPartitions='0' is invalid",
     )
+
+
+def test_every_peer_counts_records_for_the_planner(log_cluster: PeerCluster) -> None:
+    """``TC`` on a live cluster: the leader's and the followers' counts equal the records
+    of the log, bucket by bucket (what balances the partitions)."""
+    rows = log_rows(log_cluster)
+    top = last_index(log_cluster)
+    per_entry = Counter(r[0] for r in rows if r[3] is not None)
+
+    async def ask() -> list[Any]:
+        async with RaftClient(log_cluster.urls, log_cluster.ident, timeout=10) as client:
+            topics = TopicClient(client)
+            try:
+                leader = await topics.record_counts(1, top, step=5)
+                peers = [await topics.record_counts(1, top, url=u) for u in log_cluster.urls]
+                return [leader, *peers]
+            finally:
+                await topics.aclose()
+
+    leader, *peers = asyncio.run(ask())
+    expected = [sum(per_entry.get(i, 0) for i in range(lo, lo + 5)) for lo in range(1, top + 1, 5)]
+    assert list(leader.records) == expected
+    for counts in peers:
+        upto = min(counts.applied, top)
+        assert list(counts.records[:upto]) == [per_entry.get(i, 0) for i in range(1, upto + 1)]
+    with LogClient(tuple(log_cluster.urls), log_cluster.ident, 5.0) as client:
+        assert client.record_counts(1, top, 1, frozenset({"audit"})) is not None
