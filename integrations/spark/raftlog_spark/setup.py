@@ -9,7 +9,8 @@
   into the error, before the line that matters; for the source's own errors
   (:class:`RaftlogSourceError`, raftlog's ``TopicError``) :func:`one_line_errors` asks the
   worker for the message only (``SPARK_HIDE_TRACEBACK``, read by PySpark's worker when it
-  reports the error).
+  reports the error). The variable stays set in that worker process, so a later error of
+  other Python code in the same (reused) worker is reported without traceback too.
 """
 
 from __future__ import annotations
