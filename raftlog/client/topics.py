@@ -271,9 +271,8 @@ class TopicClient:
         req = topic_counts.CountsRequest(
             from_index, to_index, step, None if topics is None else tuple(topics)
         )
-        target = await self._url(url, timeout)
         frames = await self.request(
-            target,
+            url,
             topic_counts.TYPE_COUNTS,
             topic_counts.encode_counts_request(req),
             timeout=timeout,
