@@ -105,3 +105,39 @@ class DurableStateOutOfRangeError(RaftlogError):
     (written by a version without the ceiling, e.g. after a forged RequestVote). The peer
     refuses to start (exit code 4) instead of crash-looping; ``raftlog-tool reset-term``
     repairs it offline (docs/peer-service.md)."""
+
+
+class TopicError(RaftlogError):
+    """A publish, admin command or topic RPC was refused; ``name`` is the stable error code
+    sent on the wire (``UnknownTopic``, ``TopicExists``, ``RecordTooLarge``, ...), so a
+    client can branch on it without parsing the message."""
+
+    def __init__(self, name: str, message: str) -> None:
+        self.name = name
+        self.message = message
+        super().__init__(f"{name}: {message}")
+
+
+class RecordsExpiredError(TopicError):
+    """A topic read asked to start below what the topic still keeps: records there were
+    removed by the topic's retention (time or size). ``first_available`` is the first
+    position a reader can start from, as ``(index, position)``; it is given so a consumer
+    can decide to skip ahead deliberately instead of the log silently doing it (Kafka's
+    OffsetOutOfRange)."""
+
+    def __init__(self, message: str, first_available: tuple[int, int]) -> None:
+        super().__init__("RecordsExpired", message)
+        self.first_available = first_available
+
+
+class EntriesCompactedError(RaftlogError):
+    """A RequestEntries read asked for entries the log no longer has: they were compacted
+    into a snapshot. ``first_index`` is where the log now starts."""
+
+    def __init__(self, requested: int, first_index: int) -> None:
+        self.requested = requested
+        self.first_index = first_index
+        super().__init__(
+            f"entries from index {requested} were compacted into a snapshot; "
+            f"the log now starts at index {first_index}"
+        )

@@ -6,27 +6,27 @@ data. Layout of the entry *data*::
 
     offset 0   4 bytes  magic  c1 52 4c 54  ("\\xc1RLT")
     offset 4   1 byte   version: 01
-    offset 5   1 byte   kind: 01 record batch, 02 topic admin command
+    offset 5   1 byte   kind: 01 record batch, 02 topic admin command, 03 clock tick
     offset 6   1 byte   flags: bit 0 AUTO_CREATE (set by the leader only); bits 1-7 zero
     offset 7   8 bytes  append time: ms since the Unix epoch, unsigned big-endian,
                         0 when not stamped (clients send 0; the leader stamps it)
     offset 15  ...      body: one MessagePack value (below)
 
-Why ``c1``: it is the one byte MessagePack never uses and is not valid UTF-8, so data a
-reference client writes as MessagePack, JSON or text can never be mistaken for a topic entry.
-Data without the magic is "not a topic entry" (``decode_entry`` returns None), never an error.
+``c1`` is never MessagePack and never UTF-8, so no MessagePack, JSON or text a reference
+client writes looks like a topic entry; data without the magic is simply not one.
 
 Bodies (MessagePack, strings as str, bytes as bin):
 
-* record batch (kind 01): an array of >= 1 records, each the 5-array
-  ``[topic: str, key: bin | nil, value: bin, headers: map str -> bin, timestamp: uint]``;
-  ``timestamp`` is the producer's (ms), not interpreted by the log. All records of one
-  entry are published atomically: they are applied (or refused) together.
-* admin command (kind 02): the 3-array ``[op: str, topic: str, properties: map]`` with
-  ``op`` one of ``create`` / ``update`` / ``delete`` and properties ``retention_ms``
-  (record TTL by append time) and ``max_bytes`` (largest record accepted: key + value +
-  header names and values), each a uint >= 1 or nil (no limit). ``update`` changes only the
-  keys it carries; ``delete`` carries an empty map.
+* record batch (kind 01): >= 1 records, each ``[topic: str, key: bin | nil, value: bin,
+  headers: map str -> bin, timestamp: uint]`` plus an optional ``ttl_ms: uint >= 1`` (its
+  own time to live from its append time; older peers refuse the 6-array as malformed).
+  ``timestamp`` is the producer's, not interpreted. A batch is applied (or refused) whole.
+* admin command (kind 02): ``[op: str, topic: str, properties: map]``, ``op`` one of
+  ``create`` / ``update`` (only the keys it carries) / ``delete`` (empty map); properties
+  ``retention_ms``, ``max_bytes`` (size retention), ``max_record_bytes`` (largest record),
+  each a uint >= 1 or nil (no limit). Meanings: docs/topics.md.
+* clock tick (kind 03): body nil; the leader's only (``raftlog.server.topic_clock``), so
+  retention, which runs on the append times in the log, advances on an idle cluster.
 
 A record's id is ``(log index, position in the entry)``: ``RecordId`` sorts in log order,
 which is the order every consumer sees on every peer.
@@ -42,12 +42,13 @@ from typing import Final, Literal, TypeAlias
 
 import msgpack
 
-from raftlog.errors import RaftlogError
+from raftlog.errors import TopicError
 
 MAGIC: Final = b"\xc1RLT"
 VERSION: Final = 1
 KIND_RECORDS: Final = 1
 KIND_ADMIN: Final = 2
+KIND_CLOCK: Final = 3
 FLAG_AUTO_CREATE: Final = 0x01
 _KNOWN_FLAGS: Final = FLAG_AUTO_CREATE
 _HEADER: Final = struct.Struct(">4sBBBQ")
@@ -60,19 +61,12 @@ MAX_UINT: Final = (1 << 53) - 1
 JavaScript's included."""
 MAX_POSITION: Final = (1 << 32) - 1
 TOPIC_NAME_RE: Final = re.compile(r"[A-Za-z0-9._-]{1,249}")
-PROPERTY_NAMES: Final = ("retention_ms", "max_bytes")
+PROPERTY_NAMES: Final = ("retention_ms", "max_bytes", "max_record_bytes")
 AdminOp: TypeAlias = Literal["create", "update", "delete"]
 ADMIN_OPS: Final = ("create", "update", "delete")
 
 
-class TopicError(RaftlogError):
-    """A publish, admin command or topic RPC was refused; ``name`` is the stable error code
-    sent on the wire (``UnknownTopic``, ``TopicExists``, ``RecordTooLarge``, ...)."""
-
-    def __init__(self, name: str, message: str) -> None:
-        self.name = name
-        self.message = message
-        super().__init__(f"{name}: {message}")
+__all__ = ["TopicError"]  # re-exported: it lives in raftlog.errors
 
 
 class RecordFormatError(TopicError, ValueError):
@@ -102,12 +96,18 @@ class Record:
     headers: Mapping[str, bytes] = field(default_factory=dict)
     timestamp_ms: int = 0
     """The producer's timestamp; the log orders and expires by append time instead."""
+    ttl_ms: int | None = None
+    """This record's own time to live from its append time (None: the topic's retention);
+    it can only shorten the topic's ``retention_ms``, never extend it."""
 
     @property
     def size(self) -> int:
-        """What ``max_bytes`` limits: key, value, header names (UTF-8) and values."""
-        headers = sum(len(k.encode()) + len(v) for k, v in self.headers.items())
-        return len(self.key or b"") + len(self.value) + headers
+        """What ``max_bytes`` and ``max_record_bytes`` count: key, value, header names
+        (UTF-8) and values."""
+        size = len(self.value) + (len(self.key) if self.key else 0)
+        if self.headers:
+            size += sum(len(k.encode()) + len(v) for k, v in self.headers.items())
+        return size
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,19 +121,29 @@ class LoggedRecord:
 
 @dataclass(frozen=True, slots=True)
 class TopicProperties:
+    """A topic's retention and limits; every limit is optional (None: none)."""
+
     retention_ms: int | None = None
     """Records expire this long after their append time (None: never)."""
     max_bytes: int | None = None
+    """Size retention (Kafka's ``retention.bytes``): the newest records whose sizes add up
+    to at most this are kept, the older ones expire (None: no size limit)."""
+    max_record_bytes: int | None = None
     """Largest ``Record.size`` accepted (None: only the log's entry size limit)."""
 
     def updated(self, changes: Mapping[str, int | None]) -> TopicProperties:
         return TopicProperties(
             changes.get("retention_ms", self.retention_ms),
             changes.get("max_bytes", self.max_bytes),
+            changes.get("max_record_bytes", self.max_record_bytes),
         )
 
     def as_dict(self) -> dict[str, int | None]:
-        return {"retention_ms": self.retention_ms, "max_bytes": self.max_bytes}
+        return {
+            "retention_ms": self.retention_ms,
+            "max_bytes": self.max_bytes,
+            "max_record_bytes": self.max_record_bytes,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +165,14 @@ class TopicCommand:
     append_time_ms: int = 0
 
 
-TopicEntry: TypeAlias = RecordBatch | TopicCommand
+@dataclass(frozen=True, slots=True)
+class ClockTick:
+    """The leader's "time has passed" entry: moves the log clock that retention reads."""
+
+    append_time_ms: int = 0
+
+
+TopicEntry: TypeAlias = RecordBatch | TopicCommand | ClockTick
 
 
 # --- validation ----------------------------------------------------------------------------
@@ -214,6 +231,10 @@ def check_record(record: Record) -> None:
         if not isinstance(name, str) or not isinstance(value, bytes):
             raise RecordFormatError(f"record header {name!r} must map str to bytes")
     _check_uint(record.timestamp_ms, "record timestamp")
+    if record.ttl_ms is not None and (
+        type(record.ttl_ms) is not int or not 1 <= record.ttl_ms <= MAX_UINT
+    ):
+        raise RecordFormatError(f"record ttl_ms must be None or 1 .. 2^53-1, got {record.ttl_ms!r}")
 
 
 # --- encoding ------------------------------------------------------------------------------
@@ -242,12 +263,18 @@ def encode_records(records: Sequence[Record], *, append_time_ms: int = 0, flags:
             and type(record.value) is bytes
             and (record.key is None or type(record.key) is bytes)
             and not record.headers
+            and record.ttl_ms is None
             and type(ts) is int
             and 0 <= ts <= MAX_UINT
         ):
             check_record(record)
             checked.add(record.topic)
-    body = [[r.topic, r.key, r.value, dict(r.headers), r.timestamp_ms] for r in records]
+    body = [
+        [r.topic, r.key, r.value, dict(r.headers), r.timestamp_ms]
+        if r.ttl_ms is None
+        else [r.topic, r.key, r.value, dict(r.headers), r.timestamp_ms, r.ttl_ms]
+        for r in records
+    ]
     packed: bytes = msgpack.packb(body, use_bin_type=True)
     return _header(KIND_RECORDS, flags, append_time_ms) + packed
 
@@ -263,6 +290,11 @@ def encode_command(command: TopicCommand) -> bytes:
 
 
 # --- decoding ------------------------------------------------------------------------------
+
+
+def encode_clock_tick(append_time_ms: int) -> bytes:
+    """The data of the leader's clock tick entry (stamped: the tick *is* its append time)."""
+    return _header(KIND_CLOCK, 0, append_time_ms) + b"\xc0"
 
 
 def is_topic_data(data: bytes) -> bool:
@@ -291,6 +323,10 @@ def decode_entry(data: bytes) -> TopicEntry | None:
         if flags:
             raise RecordFormatError("admin commands take no flags")
         return _command(body, append_time)
+    if kind == KIND_CLOCK:
+        if flags or body is not None:
+            raise RecordFormatError("a clock tick has no flags and a nil body")
+        return ClockTick(append_time)
     raise RecordFormatError(f"unknown topic entry kind {kind}")
 
 
@@ -306,16 +342,23 @@ _set = object.__setattr__
 
 
 def _new_record(
-    topic: str, value: bytes, key: bytes | None, headers: dict[str, bytes], timestamp: int
+    topic: str,
+    value: bytes,
+    key: bytes | None,
+    headers: dict[str, bytes],
+    timestamp: int,
+    *,
+    ttl: int | None = None,
 ) -> Record:
-    """``Record(...)`` without the frozen dataclass ``__init__`` (a third of a batch's decode
-    time): the same object, fields set directly. Validation happens in ``_records``."""
+    """``Record(...)`` without the frozen dataclass ``__init__`` (a third of the decode time);
+    validated in ``_records``."""
     record: Record = object.__new__(Record)
     _set(record, "topic", topic)
     _set(record, "value", value)
     _set(record, "key", key)
     _set(record, "headers", headers)
     _set(record, "timestamp_ms", timestamp)
+    _set(record, "ttl_ms", ttl)
     return record
 
 
@@ -324,19 +367,23 @@ def _records(body: object) -> tuple[Record, ...]:
         raise RecordFormatError("a record batch body must be a non-empty array")
     if len(body) > MAX_POSITION + 1:
         raise RecordFormatError("too many records in one batch")
-    # The hot loop of every publish (decoded by the leader, then by every peer's state
-    # machine): plain type checks inline, each topic name checked once per batch; anything
-    # unusual goes through check_record for the precise error.
+    # The hot loop of every publish (leader and every peer): plain type checks inline, each
+    # topic name once per batch; anything unusual goes through check_record for the error.
     out = []
     checked: set[str] = set()
     for position, item in enumerate(body):
-        if type(item) is not list or len(item) != 5:
-            raise RecordFormatError(f"record {position} must be a 5-element array")
-        topic, key, value, headers, timestamp = item
+        size = len(item) if type(item) is list else 0
+        if size == 5:
+            topic, key, value, headers, timestamp = item
+            ttl = None
+        elif size == 6:
+            topic, key, value, headers, timestamp, ttl = item
+        else:
+            raise RecordFormatError(f"record {position} must be a 5- or 6-element array")
         if type(headers) is not dict:
             raise RecordFormatError(f"record {position}: headers must be a map")
-        record = _new_record(topic, value, key, headers, timestamp)
-        plain = (
+        record = _new_record(topic, value, key, headers, timestamp, ttl=ttl)
+        plain = ttl is None and (
             type(topic) is str
             and topic in checked
             and type(value) is bytes
@@ -392,10 +439,8 @@ def append_time_of(data: bytes) -> int:
 
 
 class AppendClock:
-    """The leader's stamp source: never earlier than the last stamp it gave, so the append
-    times of one leader's entries are non-decreasing in log order even if the wall clock
-    steps back. (Across leaders the state machine keeps times monotonic: see
-    ``raftlog.statemachine.topics``.)"""
+    """The leader's stamps never go back, even if the wall clock does (across leaders the
+    state machine keeps the log clock monotonic: ``raftlog.statemachine.topics``)."""
 
     def __init__(self, last_ms: int = 0) -> None:
         self.last_ms = last_ms

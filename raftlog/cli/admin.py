@@ -38,7 +38,7 @@ from raftlog.cli.admin_io import (
 )
 from raftlog.cli.admin_publish import PublishReport, check_inputs, publish_stream
 from raftlog.cli.common import add_version_argument
-from raftlog.client import RaftClient, Subscriber
+from raftlog.client import RaftClient, SnapshotChunk, Subscriber
 from raftlog.client.models import MAX_ENTRY_DATA_SIZE, REFUSED_TIMEOUT, IndexedEntry
 from raftlog.config import load_cluster_file
 from raftlog.entry import EntryType
@@ -46,6 +46,7 @@ from raftlog.errors import (
     AuthenticationError,
     ClusterUnavailableError,
     ConfigError,
+    EntriesCompactedError,
     RaftlogError,
 )
 from raftlog.security.settings import CurveClient, client_security
@@ -150,20 +151,26 @@ async def cmd_publish(args: argparse.Namespace, client: RaftClient, names: list[
 
 # -- read / tail -------------------------------------------------------------------------------
 async def cmd_read(args: argparse.Namespace, client: RaftClient) -> int:
-    """Print committed entries from ``--from`` (or the last ``-n``), optionally following."""
+    """Print committed entries from ``--from`` (or the last ``-n``), optionally following. A
+    start below the log's first index fails (``EntriesCompactedError``: the entries are in a
+    snapshot now) instead of silently starting later (issue #11)."""
     start = args.start
-    if start is None and args.command == "read":  # the whole log
-        start = 1
-    if start is None or start < 0:
+    if start is None and args.command == "read":  # the whole log: from where it starts now
+        start = (await client.request_log_info()).first_index
+    elif start is None or start < 0:
         info = await client.request_log_info()
         back = args.lines if start is None else -start
-        start = max(1, info.last_applied - back + 1)
+        start = max(info.first_index, info.last_applied - back + 1)
     if args.follow:
         async with Subscriber(client, from_index=start - 1, skip_control=not args.all) as sub:
             async for item in sub:
+                if isinstance(item, SnapshotChunk):
+                    raise EntriesCompactedError(start, item.index + 1)
                 print(entry_line(item, args.json), flush=True)
         return EXIT_OK
     async for item in client.request_entries(start - 1, args.count):
+        if isinstance(item, SnapshotChunk):
+            raise EntriesCompactedError(start, item.index + 1)
         if isinstance(item, IndexedEntry):
             if not args.all and item.entry.entry_type != EntryType.STATE:
                 continue

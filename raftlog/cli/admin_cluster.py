@@ -49,7 +49,8 @@ from raftlog.rpc.messages import ConfigPayload, RequestLogInfoResponse
 
 NOTHING: Final = (
     "nothing to compact (entries whose request ids are still remembered stay in the log so "
-    "retries remain idempotent: docs/protocol.md §12.7, option request_id_ttl)"
+    "retries remain idempotent: docs/protocol.md §12.7, option request_id_ttl; and the log "
+    "is never compacted past a record a topic still retains: docs/topics.md)"
 )
 DEFAULT_MAX_LAG: Final = 1000
 """Entries a new voter may be behind the leader before ``config add`` refuses it."""

@@ -39,7 +39,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     create.add_argument("name")
     create.add_argument("--retention-ms", type=int, help="records expire this long after append")
-    create.add_argument("--max-bytes", type=int, help="largest record accepted")
+    create.add_argument(
+        "--max-bytes", type=int, help="size retention: keep the newest records up to this size"
+    )
+    create.add_argument("--max-record-bytes", type=int, help="largest record accepted")
+    create.add_argument(
+        "--if-not-exists", action="store_true", help="an existing topic is not an error"
+    )
     _command(tsub, "list", "every topic", "topics list")
     describe = _command(
         tsub, "describe", "a topic's properties and extent", "topics describe orders"
@@ -103,9 +109,16 @@ async def cmd_topics(args: argparse.Namespace, client: RaftClient) -> int:
     async with TopicClient(client) as tc:
         if args.action == "create":
             index = await tc.create_topic(
-                args.name, retention_ms=args.retention_ms, max_bytes=args.max_bytes
+                args.name,
+                retention_ms=args.retention_ms,
+                max_bytes=args.max_bytes,
+                max_record_bytes=args.max_record_bytes,
+                exist_ok=args.if_not_exists,
             )
-            print(f"created topic {args.name} at index {index}")
+            if index is None:
+                print(f"topic {args.name} exists already")
+            else:
+                print(f"created topic {args.name} at index {index}")
         elif args.action == "list":
             for name in await tc.list_topics():
                 print(name)
@@ -113,6 +126,8 @@ async def cmd_topics(args: argparse.Namespace, client: RaftClient) -> int:
             info = await tc.describe(args.name)
             rows = [("topic", info.name), ("created at", f"index {info.created_index}")]
             rows += property_lines(info.properties)
+            rows.append(("published", f"{info.published_bytes} bytes"))
+            rows.append(("low water", "none" if info.low_water is None else str(info.low_water)))
             rows.append(("first record", "none" if info.first is None else str(info.first)))
             rows.append(("last record", "none" if info.last is None else str(info.last)))
             width = max(len(name) for name, _ in rows)
@@ -168,7 +183,9 @@ async def read_topic(args: argparse.Namespace, client: RaftClient) -> int:
             return EXIT_OK
         shown = 0
         limit = args.count
-        index, position, inclusive = (args.start or 1), None, True
+        # no --from: the oldest retained record; --from below what retention removed: the
+        # RecordsExpired error (one line, exit 1), never a silent later start
+        index, position, inclusive = args.start, None, True
         while limit is None or shown < limit:
             page = READ_PAGE if limit is None else min(READ_PAGE, limit - shown)
             if from_time is not None:

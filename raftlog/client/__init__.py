@@ -1,4 +1,5 @@
-"""The raftlog client: asyncio ``RaftClient``, blocking ``SyncRaftClient`` and ``Subscriber``.
+"""The raftlog client: asyncio ``RaftClient``, blocking ``SyncRaftClient`` and ``Subscriber``;
+topics with ``TopicClient`` and its blocking twin ``SyncTopicClient``.
 
 Wire-compatible with zmq-raft clusters (docs/protocol.md §10, §11, §13): leader discovery and
 following, idempotent updates (retries reuse the request id), back-pressured RequestEntries
@@ -12,7 +13,12 @@ from raftlog.client.models import ClusterInfo, IndexedEntry, StreamItem
 from raftlog.client.routing import WAIT, Done, Outcome, Redirect
 from raftlog.client.subscriber import Subscriber
 from raftlog.client.sync import SyncRaftClient
+from raftlog.client.sync_topics import SyncTopicClient
+from raftlog.client.topics import TopicClient, make_record
+from raftlog.errors import RecordsExpiredError, TopicError
+from raftlog.records import LoggedRecord, Record, RecordId, TopicProperties
 from raftlog.rpc.messages import Peer, RequestLogInfoResponse, SnapshotChunk
+from raftlog.rpc.topics import ReadResult, TopicInfo
 
 __all__ = [
     "WAIT",
@@ -20,13 +26,24 @@ __all__ = [
     "Done",
     "EntryStream",
     "IndexedEntry",
+    "LoggedRecord",
     "Outcome",
     "Peer",
     "RaftClient",
+    "ReadResult",
+    "Record",
+    "RecordId",
+    "RecordsExpiredError",
     "Redirect",
     "RequestLogInfoResponse",
     "SnapshotChunk",
     "StreamItem",
     "Subscriber",
     "SyncRaftClient",
+    "SyncTopicClient",
+    "TopicClient",
+    "TopicError",
+    "TopicInfo",
+    "TopicProperties",
+    "make_record",
 ]

@@ -152,6 +152,18 @@ class SyncRaftClient:
         """A fresh 12-byte update request id (see :meth:`RaftClient.new_request_id`)."""
         return self._client.new_request_id()
 
+    # -- for blocking facades built on this one (e.g. SyncTopicClient) ---------------------
+    @property
+    def async_client(self) -> RaftClient:
+        """The RaftClient living on this facade's loop thread: touch it only from
+        coroutines passed to :meth:`run`."""
+        return self._client
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on this facade's loop thread and block until it is done (how other
+        blocking facades share this one's thread instead of starting their own)."""
+        return self._call(coro)
+
     # -- RPCs ------------------------------------------------------------------------------
     def request_config(self, *, timeout: float | None = None) -> ClusterInfo:
         """See :meth:`RaftClient.request_config`."""

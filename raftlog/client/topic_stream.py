@@ -1,36 +1,108 @@
-"""``subscribe``: the records of some topics, from an index, a time or the end, then live.
+"""``subscribe``: the records of some topics from a start, then live -- through ``TR`` reads.
 
-Built on :class:`~raftlog.client.Subscriber` (history with RequestEntries, then the leader's
-broadcast, gaps filled), decoding topic entries on the client. A start *time* is turned into
-a start index with the topic index (``TR`` reads ``from_time``): the log is time-ordered for
-topic records (append times never decrease in log order), so every record of these topics at
-or after that index has an append time >= T, and none before it does.
+Following a topic uses the very read the ``read`` API uses (the peer's topic index and its
+rules: current incarnation only, retention, refused batches never indexed), paging from the
+last record seen, so a follower can never see a record a read would not, or miss one a read
+would show (issue #11). An earlier version filtered the raw log by topic name on the client,
+which replayed deleted incarnations and expired records.
+
+Several topics are merged in log order: a record is yielded only once every topic's reads
+have covered its id (each ``TR`` answer says up to which applied index it looked), so the
+merged order is the log order. When nothing new is there, the follower polls every
+``poll_interval`` seconds (the latency of an idle follower; a busy one pages back to back).
+
+Start convention (docs/topics.md, "Start positions"): ``from_index`` is inclusive, like
+``read``; the pages after the first continue *after* the last record seen.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
-from typing import Literal, Protocol
+from dataclasses import dataclass, field
+from typing import Final, Literal, Protocol
 
-from raftlog.client.client import RaftClient
-from raftlog.client.models import IndexedEntry
-from raftlog.client.subscriber import Subscriber
-from raftlog.records import LoggedRecord, RecordBatch, RecordFormatError, RecordId, decode_entry
-from raftlog.rpc.topics import ReadResult
+from raftlog.errors import TopicError
+from raftlog.records import MAX_POSITION, MAX_UINT, LoggedRecord, RecordId
+from raftlog.rpc.topics import DEFAULT_READ_LIMIT, ReadResult, TopicInfo
+
+ORIGIN: Final = RecordId(0, 0)
+POLL_INTERVAL: Final = 0.1
+"""Seconds between reads while a followed topic has nothing new."""
 
 
 class TopicClient(Protocol):
     """What ``subscribe`` needs of ``raftlog.client.topics.TopicClient`` (a Protocol, so this
-    module and that one do not import each other)."""
+    module and that one do not import each other): the very reads the read API makes."""
 
-    @property
-    def raft_client(self) -> RaftClient:
-        """The client whose connection the subscriber shares."""
+    async def read(
+        self,
+        topic: str,
+        *,
+        from_index: int | None = None,
+        from_position: int | None = None,
+        from_time_ms: int | None = None,
+        inclusive: bool = True,
+        limit: int = DEFAULT_READ_LIMIT,
+        url: str | None = None,
+        timeout: float | None = None,
+    ) -> ReadResult:
+        """A ``TR`` read of ``topic``."""
         ...
 
-    async def read(self, topic: str, *, from_time_ms: int | None = None, limit: int) -> ReadResult:
-        """A ``TR`` read of ``topic`` from an append time."""
+    async def describe(
+        self, topic: str, *, url: str | None = None, timeout: float | None = None
+    ) -> TopicInfo:
+        """A ``TD`` describe of ``topic``."""
         ...
+
+
+@dataclass
+class _Cursor:
+    """Where one topic's next read starts, and what it returned that is not yielded yet."""
+
+    topic: str
+    after: RecordId | None = None
+    """Continue after this id (exclusive); None: the first read uses the start below."""
+    from_index: int | None = None
+    from_time_ms: int | None = None
+    buffered: list[LoggedRecord] = field(default_factory=list)
+    horizon: RecordId = ORIGIN
+    """Every record of this topic up to this id has been read."""
+
+    async def fetch(self, client: TopicClient, url: str | None) -> bool:
+        """Read the next page into ``buffered``; True if the peer said more is waiting."""
+        if self.after is not None:
+            kwargs: dict[str, object] = {
+                "from_index": self.after.index,
+                "from_position": self.after.position,
+                "inclusive": False,
+            }
+        elif self.from_time_ms is not None:
+            kwargs = {"from_time_ms": self.from_time_ms}
+        else:
+            kwargs = {"from_index": self.from_index}
+        try:
+            page = await client.read(self.topic, limit=DEFAULT_READ_LIMIT, url=url, **kwargs)  # type: ignore[arg-type]
+        except TopicError as exc:
+            if exc.name != "UnknownTopic":
+                raise
+            # deleted while followed: wait for it to be created again, without holding back
+            # the other topics (its next incarnation's records are all newer than this)
+            self.horizon = RecordId(MAX_UINT, MAX_POSITION)
+            return False
+        self.buffered.extend(page.records)
+        if self.horizon.index == MAX_UINT:  # it was deleted; it exists again
+            self.horizon = ORIGIN
+        if page.records:
+            self.after = page.records[-1].id
+        if page.more:
+            self.horizon = max(self.horizon, page.records[-1].id)
+        else:
+            self.horizon = max(self.horizon, RecordId(page.applied, MAX_POSITION))
+            if self.after is None:  # nothing yet: continue after what the peer considered
+                self.after = RecordId(page.applied, MAX_POSITION)
+        return page.more
 
 
 async def subscribe(
@@ -40,46 +112,42 @@ async def subscribe(
     from_index: int | None = None,
     from_time_ms: int | None = None,
     start: Literal["beginning", "end"] = "beginning",
+    url: str | None = None,
+    poll_interval: float = POLL_INTERVAL,
 ) -> AsyncIterator[LoggedRecord]:
     """Records of ``topics`` in log order: from record entry ``from_index`` (inclusive), from
-    append time ``from_time_ms``, or from ``start`` ("beginning" or "end"); then live."""
+    append time ``from_time_ms``, or from ``start`` ("beginning": the oldest retained record;
+    "end": only records published from now on); then live, until the caller stops.
+
+    Raises ``TopicError`` (``UnknownTopic``) at once if a topic does not exist -- like
+    ``read`` -- and ``RecordsExpiredError`` if retention removed records the follower had
+    not read yet (it fell behind): skipping them silently would be a wrong answer. A topic
+    deleted while followed is waited for; after it is created again, its new records follow.
+    """
     if from_index is not None and from_time_ms is not None:
         raise ValueError("give from_index or from_time_ms, not both")
-    wanted = frozenset(topics)
-    if not wanted:
+    names = sorted(set(topics))
+    if not names:
         raise ValueError("subscribe needs at least one topic")
-    after: int | Literal["end"]
-    if from_time_ms is not None:
-        after = await _index_before_time(topics_client, wanted, from_time_ms)
-    elif from_index is not None:
-        after = max(0, from_index - 1)
-    else:
-        after = 0 if start == "beginning" else "end"
-    min_time = from_time_ms or 0
-    async with Subscriber(topics_client.raft_client, from_index=after) as sub:
-        async for item in sub:
-            if not isinstance(item, IndexedEntry):
-                continue
-            try:
-                entry = decode_entry(item.entry.data)
-            except RecordFormatError:
-                continue  # not applied by any peer either: skip it as they do
-            if not isinstance(entry, RecordBatch):
-                continue
-            for position, record in enumerate(entry.records):
-                if record.topic in wanted and entry.append_time_ms >= min_time:
-                    yield LoggedRecord(RecordId(item.index, position), entry.append_time_ms, record)
-
-
-async def _index_before_time(client: TopicClient, topics: frozenset[str], time_ms: int) -> int:
-    """The index just before the first record of ``topics`` appended at or after
-    ``time_ms``; the responder's applied index when there is none yet (start live there)."""
-    first: int | None = None
-    applied = 0
-    for topic in sorted(topics):
-        result = await client.read(topic, from_time_ms=time_ms, limit=1)
-        applied = max(applied, result.applied)
-        if result.records:
-            index = result.records[0].id.index
-            first = index if first is None else min(first, index)
-    return applied if first is None else first - 1
+    cursors = []
+    for name in names:
+        cursor = _Cursor(name, from_index=from_index, from_time_ms=from_time_ms)
+        info = await topics_client.describe(name, url=url)  # unknown topic: fails like read
+        if from_index is None and from_time_ms is None and start == "end":
+            cursor.after = info.last or info.low_water or RecordId(info.created_index, 0)
+        cursors.append(cursor)
+    while True:
+        more = False
+        for cursor in cursors:
+            if not cursor.buffered:
+                more = await cursor.fetch(topics_client, url) or more
+        complete = min(c.horizon for c in cursors)
+        ready = sorted(
+            (r for c in cursors for r in c.buffered if r.id <= complete), key=lambda r: r.id
+        )
+        for cursor in cursors:
+            cursor.buffered = [r for r in cursor.buffered if r.id > complete]
+        for item in ready:
+            yield item
+        if not ready and not more:
+            await asyncio.sleep(poll_interval)

@@ -29,9 +29,9 @@ from typing import Literal
 
 from raftlog.client.client import RaftClient
 from raftlog.client.routing import WAIT, Done, Outcome, Redirect
-from raftlog.client.topic_stream import subscribe
+from raftlog.client.topic_stream import POLL_INTERVAL, subscribe
 from raftlog.entry import REQUEST_ID_SIZE
-from raftlog.errors import RequestExpiredError
+from raftlog.errors import RequestExpiredError, TopicError
 from raftlog.records import (
     AdminOp,
     LoggedRecord,
@@ -55,10 +55,12 @@ def make_record(
     key: bytes | None = None,
     headers: Mapping[str, bytes] | None = None,
     timestamp_ms: int | None = None,
+    ttl_ms: int | None = None,
 ) -> Record:
-    """A record with the producer timestamp defaulting to now."""
+    """A record with the producer timestamp defaulting to now; ``ttl_ms`` gives it a life
+    shorter than its topic's retention (counted from its append time)."""
     stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-    return Record(topic, bytes(value), key, dict(headers or {}), stamp)
+    return Record(topic, bytes(value), key, dict(headers or {}), stamp, ttl_ms)
 
 
 def publish_data(records: Sequence[Record]) -> bytes:
@@ -161,10 +163,14 @@ class TopicClient:
         key: bytes | None = None,
         headers: Mapping[str, bytes] | None = None,
         timestamp_ms: int | None = None,
+        ttl_ms: int | None = None,
         request_id: bytes | None = None,
         timeout: float | None = None,
     ) -> RecordId:
-        record = make_record(topic, value, key=key, headers=headers, timestamp_ms=timestamp_ms)
+        """Publish one record; its id once applied (see ``make_record`` for the fields)."""
+        record = make_record(
+            topic, value, key=key, headers=headers, timestamp_ms=timestamp_ms, ttl_ms=ttl_ms
+        )
         index = await self.propose(publish_data([record]), request_id=request_id, timeout=timeout)
         return RecordId(index, 0)
 
@@ -185,10 +191,19 @@ class TopicClient:
         *,
         retention_ms: int | None = None,
         max_bytes: int | None = None,
+        max_record_bytes: int | None = None,
+        exist_ok: bool = False,
         timeout: float | None = None,
-    ) -> int:
-        props = TopicProperties(retention_ms, max_bytes).as_dict()
-        return await self.propose(admin_data("create", name, props), timeout=timeout)
+    ) -> int | None:
+        """Create a topic; the index of the create command. With ``exist_ok`` an existing
+        topic is not an error (None is returned; its properties are left as they are)."""
+        props = TopicProperties(retention_ms, max_bytes, max_record_bytes).as_dict()
+        try:
+            return await self.propose(admin_data("create", name, props), timeout=timeout)
+        except TopicError as exc:
+            if exist_ok and exc.name == "TopicExists":
+                return None
+            raise
 
     async def update_topic(
         self, name: str, changes: Mapping[str, int | None], *, timeout: float | None = None
@@ -214,7 +229,10 @@ class TopicClient:
         timeout: float | None = None,
     ) -> rpc.ReadResult:
         """Records of ``topic`` from a record id or an append time (see ``raftlog.rpc.topics``
-        ``TR``), from peer ``url`` or, by default, the leader."""
+        ``TR``), from peer ``url`` or, by default, the leader. ``from_index`` (with
+        ``from_position``) is inclusive unless ``inclusive=False``; neither start: the
+        oldest retained record. A start below what retention removed raises
+        ``RecordsExpiredError`` naming the first available position."""
         req = rpc.ReadRequest(topic, from_index, from_position, from_time_ms, inclusive, limit)
         frames = await self.request(
             url, rpc.TYPE_READ, rpc.encode_read_request(req), timeout=timeout
@@ -228,11 +246,20 @@ class TopicClient:
         from_index: int | None = None,
         from_time_ms: int | None = None,
         start: Literal["beginning", "end"] = "beginning",
+        url: str | None = None,
+        poll_interval: float = POLL_INTERVAL,
     ) -> AsyncIterator[LoggedRecord]:
-        """Records of ``topics`` from an index, a time or the end; catch up, then live
-        (see :func:`raftlog.client.topic_stream.subscribe`)."""
+        """Records of ``topics`` from an index (inclusive), a time or the end; catch up,
+        then live -- the same records ``read`` gives (see
+        :func:`raftlog.client.topic_stream.subscribe`)."""
         return subscribe(
-            self, topics, from_index=from_index, from_time_ms=from_time_ms, start=start
+            self,
+            topics,
+            from_index=from_index,
+            from_time_ms=from_time_ms,
+            start=start,
+            url=url,
+            poll_interval=poll_interval,
         )
 
     @property

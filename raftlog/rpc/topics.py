@@ -24,16 +24,16 @@ travel as float64 (decoders accept integral doubles); record frames use plain in
     response  [id, 01, json {applied, leader, more}, json record ...]
               [id, "", json error]
 
-  each record ``[index, position, append_time, topic, key, value, headers, timestamp]``.
-  Start: ``from_index`` (+ ``from_position``: without it the whole entry), or
-  ``from_time`` (append time, ms), or neither (the oldest retained record); ``inclusive``
-  (default true) includes the start itself. ``more`` says the answer was cut by ``limit``
-  or the response size budget; continue from the last id with ``inclusive`` false.
+  each record ``[index, position, append_time, topic, key, value, headers, timestamp]``
+  (+ ``ttl_ms`` if it has one). Start: ``from_index`` (+ ``from_position``), ``from_time``
+  (append time, ms), or neither (oldest retained record); ``inclusive`` (default true).
+  ``more``: cut by ``limit`` or the size budget; continue after the last id. A
+  ``from_index`` below what retention removed: ``RecordsExpired`` + ``first_available``.
 
 ``TD`` describe -- any peer:  ``[id, "TD", ident, topic]`` -> ``[id, 01, json info]`` or
-``[id, "", json error]``; info ``{name, retention_ms, max_bytes, created_index, first,
-last, last_append_time}`` (first/last: ``[index, position]`` of the oldest and newest
-retained record, or nil).
+``[id, "", json error]``; info: the properties, ``created_index``, ``first``/``last``
+retained record (``[index, position]`` or nil), ``last_append_time``, ``low_water`` (after
+the last record retention removed), ``published_bytes``, ``log_clock`` and ``applied``.
 
 ``TL`` list -- any peer: ``[id, "TL", ident]`` -> ``[id, 01, json [name, ...]]`` (sorted).
 
@@ -54,7 +54,7 @@ from typing import Any, Final
 
 import msgpack
 
-from raftlog.errors import LocalProtocolError, RemoteProtocolError
+from raftlog.errors import LocalProtocolError, RecordsExpiredError, RemoteProtocolError
 from raftlog.records import (
     MAX_POSITION,
     MAX_UINT,
@@ -140,6 +140,10 @@ class TopicInfo:
     first: RecordId | None = None
     last: RecordId | None = None
     last_append_time_ms: int | None = None
+    low_water: RecordId | None = None  # after the last record retention removed
+    published_bytes: int = 0
+    log_clock_ms: int = 0  # what retention compares against, as of ``applied``
+    applied: int = 0
 
 
 class PublishStatus(StrEnum):
@@ -181,8 +185,15 @@ def _unpack(frame: bytes, frame_no: int) -> object:
     return value
 
 
+def _error_map(error: TopicError) -> dict[str, object]:
+    body: dict[str, object] = {"name": error.name, "message": error.message}
+    if isinstance(error, RecordsExpiredError):
+        body["first_available"] = list(error.first_available)
+    return body
+
+
 def encode_error(error: TopicError) -> list[bytes]:
-    return [FALSE_FRAME, pack_json({"name": error.name, "message": error.message})]
+    return [FALSE_FRAME, pack_json(_error_map(error))]
 
 
 def _error_from(value: object, frame_no: int) -> TopicError:
@@ -191,6 +202,10 @@ def _error_from(value: object, frame_no: int) -> TopicError:
     name, message = value.get("name"), value.get("message")
     if not isinstance(name, str) or not isinstance(message, str):
         raise RemoteProtocolError("error needs string name and message", frame_no)
+    if name == "RecordsExpired":
+        first = _record_id(value.get("first_available"), frame_no)
+        if first is not None:
+            return RecordsExpiredError(message, (first.index, first.position))
     return TopicError(name, message)
 
 
@@ -221,7 +236,7 @@ def _record_id(value: object, frame_no: int) -> RecordId | None:
 
 def encode_publish_rejection(error: TopicError) -> list[bytes]:
     """The frames after the reqid of a refused publish."""
-    return [FALSE_FRAME, JSON_NULL, pack_json({"name": error.name, "message": error.message})]
+    return [FALSE_FRAME, JSON_NULL, pack_json(_error_map(error))]
 
 
 def encode_publish_reply(reply: PublishReply) -> list[bytes]:
@@ -322,6 +337,8 @@ def encode_record(item: LoggedRecord) -> bytes:
         dict(r.headers),
         r.timestamp_ms,
     ]
+    if r.ttl_ms is not None:
+        value.append(r.ttl_ms)
     packed: bytes = msgpack.packb(value, use_bin_type=True)
     return packed
 
@@ -344,10 +361,11 @@ def decode_read_response(frames: Sequence[bytes]) -> ReadResult:
 
 def _decode_record(frame: bytes, frame_no: int) -> LoggedRecord:
     value = _unpack(frame, frame_no)
-    if not isinstance(value, list) or len(value) != 8:
-        raise RemoteProtocolError("a record is an 8-element array", frame_no)
-    index, position, append_time, topic, key, data, headers, timestamp = value
-    record = Record(topic, data, key, headers, timestamp)
+    if not isinstance(value, list) or not 8 <= len(value) <= 9:
+        raise RemoteProtocolError("a record is an 8- or 9-element array", frame_no)
+    index, position, append_time, topic, key, data, headers, timestamp = value[:8]
+    ttl = value[8] if len(value) == 9 else None
+    record = Record(topic, data, key, headers, timestamp, ttl)
     try:
         if not isinstance(headers, dict):
             raise RecordFormatError("headers must be a map")
@@ -384,6 +402,12 @@ def encode_describe_response(info: TopicInfo) -> list[bytes]:
         "first": None if info.first is None else [info.first.index, info.first.position],
         "last": None if info.last is None else [info.last.index, info.last.position],
         "last_append_time": info.last_append_time_ms,
+        "low_water": None
+        if info.low_water is None
+        else [info.low_water.index, info.low_water.position],
+        "published_bytes": info.published_bytes,
+        "log_clock": info.log_clock_ms,
+        "applied": info.applied,
     }
     return [TRUE_FRAME, pack_json(body)]
 
@@ -400,11 +424,17 @@ def decode_describe_response(frames: Sequence[bytes]) -> TopicInfo:
 
     return TopicInfo(
         name=body["name"],
-        properties=TopicProperties(optional("retention_ms"), optional("max_bytes")),
+        properties=TopicProperties(
+            optional("retention_ms"), optional("max_bytes"), optional("max_record_bytes")
+        ),
         created_index=json_to_uint(body.get("created_index"), 1, "created_index"),
         first=_record_id(body.get("first"), 1),
         last=_record_id(body.get("last"), 1),
         last_append_time_ms=optional("last_append_time"),
+        low_water=_record_id(body.get("low_water"), 1),
+        published_bytes=optional("published_bytes") or 0,
+        log_clock_ms=optional("log_clock") or 0,
+        applied=optional("applied") or 0,
     )
 
 

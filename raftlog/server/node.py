@@ -180,6 +180,7 @@ class PeerNode:
         self._replies = services.replies
         self.entries = services.entries
         self.compaction = services.compaction
+        self.topic_clock = services.topic_clock
         self.dispatcher = services.dispatcher
         self.executor = ReadyExecutor(
             log=self.store,
@@ -344,6 +345,7 @@ class PeerNode:
         if self._reload_requested:
             self._reload()
         self.machine.on_timer(now)
+        self.topic_clock.on_timer()  # retention's clock ticks (issue #11)
         self.clients.send_overdue_accepts(now)
         self.entries.sweep(now)
         if now >= self._next_housekeeping:

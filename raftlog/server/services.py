@@ -49,6 +49,7 @@ from raftlog.server.info_service import InfoService
 from raftlog.server.interfaces import EventLog, LeaderView
 from raftlog.server.peer_service import PeerService
 from raftlog.server.replies import ReplySender
+from raftlog.server.topic_clock import TopicClock
 from raftlog.server.topics_hook import TopicGate
 from raftlog.statemachine.composite import CompositeStateMachine
 from raftlog.statemachine.topics import TopicStateMachine
@@ -93,6 +94,7 @@ class Services:
     info: InfoService
     compaction: CompactionPolicy
     dispatcher: Dispatcher
+    topic_clock: TopicClock
 
 
 def entries_handler(
@@ -166,6 +168,7 @@ def build_services(
         request_id_ttl=options.request_id_ttl,
         request_id_cache_max=options.request_id_cache_max,
     )
+    compaction.add_limit(topics.compaction_limit)  # never past a retained record (issue #11)
     info = InfoService(
         cluster=core,
         log_bounds=store,
@@ -193,4 +196,5 @@ def build_services(
     }
     fallback = route(ClientDispatch, info.state_machine_request)
     dispatcher = Dispatcher(ident, handlers, fallback, metrics, log)
-    return Services(replies, peers, clients, entries, info, compaction, dispatcher)
+    topic_clock = TopicClock(core, topics, gate.clock, now_ms)
+    return Services(replies, peers, clients, entries, info, compaction, dispatcher, topic_clock)

@@ -27,7 +27,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from raftlog.entry import REQUEST_ID_SIZE
-from raftlog.records import AppendClock, RecordFormatError, TopicError, decode_entry, is_topic_data
+from raftlog.records import (
+    AppendClock,
+    ClockTick,
+    RecordFormatError,
+    TopicError,
+    decode_entry,
+    is_topic_data,
+)
 from raftlog.rpc.topics import bad_request
 from raftlog.statemachine.topic_index import TopicState
 from raftlog.statemachine.topic_reads import wall_ms
@@ -74,6 +81,8 @@ class TopicGate:
             return exc
         if entry is None:  # unreachable: the magic was checked
             return data
+        if isinstance(entry, ClockTick):  # issue #11: the leader's own (raftlog.server.topic_clock)
+            return RecordFormatError("clock ticks are appended by the leader only")
         error = check_entry(entry, self._machine.topics, self._auto_create)
         if error is not None:
             return error

@@ -3,22 +3,29 @@
 Keys (raw bytes; integers unsigned big-endian so byte order is numeric order)::
 
     m applied            -> u64  last_applied (written in the same batch as the index)
-    m time               -> u64  effective append time of the last record entry
-    m base_time          -> u64  effective append time as of the last restored snapshot
+    m time               -> u64  the log clock: effective append time of the last stamped
+                            topic entry (records, admin commands, the leader's clock ticks)
+    m base_time          -> u64  the log clock as of the last restored snapshot
     v <topic> 00 <idx:8> -> topic version after the admin change at idx (msgpack
-                            [retention_ms, max_bytes, created_index]; empty = deleted)
-    r <topic> 00 <idx:8> -> u64 append time + runs of (u32 first position, u32 count): the
+                            [retention_ms, max_bytes, created_index, max_record_bytes,
+                            low-water index, low-water position]; empty = deleted)
+    r <topic> 00 <idx:8> -> u64 append time, u64 bytes published to the topic before this
+                            entry, then runs of (u32 first position, u32 count): the
                             per-topic record index, one key per entry and topic (a batch of
                             100 records of one topic costs one key, not 100)
-    a <time:8> <idx:8>   -> ""   time index: append time -> entry index
-    i <idx:8>            -> u64  entry index -> append time (for snapshots "as of" an index)
+    b <topic> 00 <cum:8> <idx:8> -> ""  size index: bytes published to the topic up to and
+                            including entry idx; "the first entry past N bytes" is one seek,
+                            and the topic's last key holds the bytes published so far
+    a <time:8> <idx:8>   -> ""   time index: append time -> record entry index
+    i <idx:8>            -> u64  record entry index -> append time (for snapshots "as of")
 
 Topic names never contain 00 (``raftlog.records.check_topic_name``), so each topic's keys are
 one contiguous range and reads never touch another topic's keys. Append times are
 non-decreasing in log order (the machine clamps them), so the ``a`` keys sort by index too:
 "the first entry appended at or after T" is one seek. Versions instead of a single current
 value let ``snapshot(index)`` produce the metadata exactly as of ``index`` while the machine
-has already applied further.
+has already applied further. Byte counts only ever matter as differences ("bytes published
+after record r"), so they may restart from 0 after a snapshot restore.
 
 Nothing here syncs: the index is rebuilt from the log after a crash (see ``topics``).
 """
@@ -41,18 +48,32 @@ APPLIED_KEY: Final = b"mapplied"
 TIME_KEY: Final = b"mtime"
 BASE_TIME_KEY: Final = b"mbase_time"
 _U64: Final = struct.Struct(">Q")
+_ENTRY_HEAD: Final = struct.Struct(">QQ")
 _RUN: Final = struct.Struct(">II")
 _SEP: Final = b"\x00"
 _END: Final = b"\x01"
+NO_LOW_WATER: Final = RecordId(0, 0)
 
 
 @dataclass(frozen=True, slots=True)
 class TopicState:
-    """One topic as applied at some index: its properties and the index of the command that
-    created it (kept per version so reads as of an index are exact)."""
+    """One incarnation of a topic: its properties, where it was created, and its low-water
+    mark (records before it never come back, whatever later property changes say)."""
 
     properties: TopicProperties
     created_index: int
+    low_water: RecordId = NO_LOW_WATER
+
+
+@dataclass(frozen=True, slots=True)
+class EntryRecords:
+    """One record entry of one topic, as the index knows it."""
+
+    index: int
+    append_time_ms: int
+    bytes_before: int
+    """Bytes published to the topic (this incarnation) before this entry."""
+    positions: tuple[int, ...]
 
 
 def u64(n: int) -> bytes:
@@ -69,7 +90,7 @@ def _topic_prefix(kind: bytes, topic: str) -> bytes:
 
 
 def entry_key(topic: str, index: int) -> bytes:
-    """Key of one topic's positions inside one log entry (topic prefix + index): a range scan
+    """Key of one topic's records inside one log entry (topic prefix + index): a range scan
     walks a topic in log order."""
     return _topic_prefix(b"r", topic) + u64(index)
 
@@ -78,9 +99,9 @@ def _key_index(key: bytes) -> int:
     return int(_U64.unpack_from(key, len(key) - 8)[0])
 
 
-def _pack_positions(time_ms: int, positions: list[int]) -> bytes:
-    """The append time, then the ascending ``positions`` as runs of consecutive ones."""
-    out = [u64(time_ms)]
+def _pack_entry(time_ms: int, bytes_before: int, positions: list[int]) -> bytes:
+    """The head, then the ascending ``positions`` as runs of consecutive ones."""
+    out = [_ENTRY_HEAD.pack(time_ms, bytes_before)]
     start = previous = positions[0]
     for position in positions[1:]:
         if position != previous + 1:
@@ -91,26 +112,43 @@ def _pack_positions(time_ms: int, positions: list[int]) -> bytes:
     return b"".join(out)
 
 
-def _unpack_positions(value: bytes) -> tuple[int, Iterator[int]]:
-    """(append time, positions) of one entry's value."""
-    time_ms = int(_U64.unpack_from(value)[0])
-    runs = _RUN.iter_unpack(value[8:])
-    return time_ms, (p for first, count in runs for p in range(first, first + count))
+def _unpack_entry(index: int, value: bytes) -> EntryRecords:
+    time_ms, before = _ENTRY_HEAD.unpack_from(value)
+    runs = _RUN.iter_unpack(value[_ENTRY_HEAD.size :])
+    positions = tuple(p for first, count in runs for p in range(first, first + count))
+    return EntryRecords(index, int(time_ms), int(before), positions)
 
 
 def _pack_state(state: TopicState | None) -> bytes:
     if state is None:
         return b""
-    props = state.properties
-    packed: bytes = msgpack.packb([props.retention_ms, props.max_bytes, state.created_index])
+    p, low = state.properties, state.low_water
+    packed: bytes = msgpack.packb(
+        [
+            p.retention_ms,
+            p.max_bytes,
+            state.created_index,
+            p.max_record_bytes,
+            low.index,
+            low.position,
+        ]
+    )
     return packed
 
 
 def _unpack_state(value: bytes) -> TopicState | None:
     if not value:
         return None
-    retention, max_bytes, created = msgpack.unpackb(value)
-    return TopicState(TopicProperties(retention, max_bytes), created)
+    fields = msgpack.unpackb(value)
+    retention, max_bytes, created = fields[:3]
+    if len(fields) == 3:  # written before size retention: max_bytes was the record limit
+        return TopicState(TopicProperties(retention, None, max_bytes), created)
+    max_record, low_index, low_position = fields[3:6]
+    return TopicState(
+        TopicProperties(retention, max_bytes, max_record),
+        created,
+        RecordId(low_index, low_position),
+    )
 
 
 class TopicIndex:
@@ -128,9 +166,10 @@ class TopicIndex:
         """A new write batch: everything one apply changes is written together."""
         return WriteBatch(raw_mode=True)
 
-    def write(self, batch: WriteBatch, what: str) -> None:
-        """Unsynced: a crash loses at most a suffix, which is re-applied from the log."""
-        self._db.write(batch, False, what)
+    def write(self, batch: WriteBatch, what: str, *, sync: bool = False) -> None:
+        """Unsynced by default: a crash loses at most a suffix, which is re-applied from the
+        log. ``sync`` before the log drops entries the index was built from."""
+        self._db.write(batch, sync, what)
 
     # -- machine position ------------------------------------------------------------------
     def load_position(self) -> tuple[int, int, int]:
@@ -143,7 +182,7 @@ class TopicIndex:
 
     @staticmethod
     def put_position(batch: WriteBatch, applied: int, last_time: int) -> None:
-        """Record the applied index and last append time in ``batch`` (the index resumes from
+        """Record the applied index and the log clock in ``batch`` (the index resumes from
         here after a restart)."""
         batch.put(APPLIED_KEY, u64(applied))
         batch.put(TIME_KEY, u64(last_time))
@@ -170,65 +209,83 @@ class TopicIndex:
         return out
 
     # -- records ---------------------------------------------------------------------------
+    def published_bytes(self, topic: str) -> int:
+        """Bytes published to the topic's current incarnation (a running sum; see module):
+        the sum in its last size key (one seek)."""
+        prefix = _topic_prefix(b"b", topic)
+        _, last = self._db.bounds(prefix, prefix[:-1] + _END, "topic size")
+        return 0 if last is None else int(_U64.unpack_from(last, len(last) - 16)[0])
+
     @staticmethod
     def put_entry(
-        batch: WriteBatch, index: int, time_ms: int, records: list[tuple[str, int]]
+        batch: WriteBatch,
+        index: int,
+        time_ms: int,
+        by_topic: dict[str, tuple[list[int], int]],
+        published: dict[str, int],
     ) -> None:
-        """Index one record entry: ``records`` are its ``(topic, position)`` pairs."""
+        """Index one record entry: ``by_topic`` maps each topic to its positions and their
+        total size; ``published`` holds (and is updated with) each topic's running sum."""
         stamp = u64(time_ms)
-        by_topic: dict[str, list[int]] = {}
-        for topic, position in records:
-            by_topic.setdefault(topic, []).append(position)
-        for topic, positions in by_topic.items():
-            batch.put(entry_key(topic, index), _pack_positions(time_ms, sorted(positions)))
+        for topic, (positions, size) in by_topic.items():
+            before = published[topic]
+            after = before + size
+            published[topic] = after
+            batch.put(entry_key(topic, index), _pack_entry(time_ms, before, positions))
+            batch.put(_topic_prefix(b"b", topic) + u64(after) + u64(index), b"")
         batch.put(b"a" + stamp + u64(index), b"")
         batch.put(b"i" + u64(index), stamp)
 
     @staticmethod
-    def delete_topic_records(batch: WriteBatch, topic: str, below: int | None = None) -> None:
-        """Drop a topic's record keys (all, or those of entries below index ``below``)."""
-        prefix = _topic_prefix(b"r", topic)
-        batch.delete_range(prefix, prefix[:-1] + _END if below is None else prefix + u64(below))
+    def delete_topic_records(batch: WriteBatch, topic: str) -> None:
+        """Drop every record key of a topic (it was deleted, or re-created empty)."""
+        for kind in (b"r", b"b"):
+            prefix = _topic_prefix(kind, topic)
+            batch.delete_range(prefix, prefix[:-1] + _END)
 
-    def records(self, topic: str, start: RecordId) -> Iterator[tuple[RecordId, int]]:
-        """``(id, append time)`` of ``topic``'s records from ``start`` on, in log order."""
+    def entries(self, topic: str, start_index: int) -> Iterator[EntryRecords]:
+        """``topic``'s record entries from index ``start_index`` on, in log order."""
         prefix = _topic_prefix(b"r", topic)
-        lo = entry_key(topic, start.index)
+        lo = entry_key(topic, start_index)
         for key, value in self._db.items(lo, prefix[:-1] + _END, "topic records"):
-            index = _key_index(key)
-            time_ms, positions = _unpack_positions(value)
-            for position in positions:
-                if index > start.index or position >= start.position:
-                    yield RecordId(index, position), time_ms
+            yield _unpack_entry(_key_index(key), value)
 
-    def record_bounds(self, topic: str, start: RecordId) -> tuple[RecordId, RecordId] | None:
-        """First and last record id of ``topic`` at or after ``start`` (two seeks)."""
-        first = next(self.records(topic, start), None)
-        if first is None:
-            return None
-        prefix = _topic_prefix(b"r", topic)
-        _, last_key = self._db.bounds(entry_key(topic, start.index), prefix[:-1] + _END, "records")
-        value = None if last_key is None else self._db.get(last_key, "topic records")
-        if last_key is None or value is None:
-            return None
-        *_, last_position = _unpack_positions(value)[1]
-        return first[0], RecordId(_key_index(last_key), last_position)
+    def entries_before(self, topic: str, end_index: int) -> Iterator[EntryRecords]:
+        """``topic``'s record entries below index ``end_index``, newest first (one seek
+        each: used to find a few entries at the end, never to scan)."""
+        lo = _topic_prefix(b"r", topic)
+        hi = entry_key(topic, end_index)
+        while True:
+            _, last = self._db.bounds(lo, hi, "topic records (newest first)")
+            value = None if last is None else self._db.get(last, "topic records")
+            if last is None or value is None:
+                return
+            yield _unpack_entry(_key_index(last), value)
+            hi = last
 
     def record_counts(self, topic: str, lo: int, hi: int) -> Iterator[tuple[int, int]]:
         """``(entry index, records of topic)`` for ``topic``'s entries in ``[lo, hi]`` (one
         scan of its keys: the TC record counts, without reading entries)."""
         for key, value in self._db.items(entry_key(topic, lo), entry_key(topic, hi + 1), "counts"):
-            yield _key_index(key), sum(count for _, count in _RUN.iter_unpack(value[8:]))
+            runs = _RUN.iter_unpack(value[_ENTRY_HEAD.size :])
+            yield _key_index(key), sum(count for _, count in runs)
 
     def record_entries(self, lo: int, hi: int) -> Iterator[int]:
         """Indexes of the record entries in ``[lo, hi]`` (the ``i`` keys), in order."""
         for key, _ in self._db.items(b"i" + u64(lo), b"i" + u64(hi + 1), "record entries"):
             yield int(_U64.unpack(key[1:])[0])
 
-    def record_time(self, topic: str, rid: RecordId) -> int:
-        """The append time of the entry holding record ``rid`` (0 when the index has none)."""
-        value = self._db.get(entry_key(topic, rid.index), "record time")
-        return 0 if value is None else _unpack_positions(value)[0]
+    def entry(self, topic: str, index: int) -> EntryRecords | None:
+        """What the index holds for ``topic`` in entry ``index`` (None: nothing)."""
+        value = self._db.get(entry_key(topic, index), "topic record entry")
+        return None if value is None else _unpack_entry(index, value)
+
+    def first_entry_past_bytes(self, topic: str, published: int) -> int | None:
+        """Index of the topic's first entry whose running sum (after it) exceeds
+        ``published`` (one seek), or None."""
+        prefix = _topic_prefix(b"b", topic)
+        first, _ = self._db.bounds(prefix + u64(published + 1), prefix[:-1] + _END, "sizes")
+        return None if first is None else _key_index(first)
 
     # -- time ------------------------------------------------------------------------------
     def first_index_at(self, time_ms: int) -> int | None:
@@ -246,9 +303,17 @@ class TopicIndex:
     # -- housekeeping ----------------------------------------------------------------------
     def drop_below(self, batch: WriteBatch, floor: int, topics: list[str]) -> None:
         """Entries below index ``floor`` left the log (compaction): drop their keys, except
-        the last ``i`` key below it, which ``time_at`` still needs for snapshots."""
+        each topic's last entry below it (where the topic's records ended: the low-water
+        of a topic whose records all expired) and the last ``i`` key, which ``time_at``
+        still needs for snapshots."""
         for topic in topics:
-            self.delete_topic_records(batch, topic, floor)
+            kept = next(self.entries_before(topic, floor), None)
+            if kept is None:
+                continue
+            prefix = _topic_prefix(b"r", topic)
+            batch.delete_range(prefix, entry_key(topic, kept.index))
+            sizes = _topic_prefix(b"b", topic)
+            batch.delete_range(sizes, sizes + u64(kept.bytes_before))
         below = self.time_at(floor - 1)
         if below is None:
             return
@@ -263,6 +328,6 @@ class TopicIndex:
 
     @staticmethod
     def put_base_time(batch: WriteBatch, time_ms: int) -> None:
-        """Record the append time a restored snapshot starts from, so times stay monotonic across
-        it."""
+        """Record the log clock a restored snapshot starts from, so it stays monotonic across
+        the restore."""
         batch.put(BASE_TIME_KEY, u64(time_ms))

@@ -1,20 +1,41 @@
-"""The read side of the topic machine: records by topic from an id or a time, descriptions.
+"""The read side of the topic machine: which records of a topic are retained, and reads.
 
 Kept apart from the apply side (``topics``) because reads touch only the index and the log
-and must never change either. Every read starts at the highest of three floors -- where the
-client asked to start, the oldest entry still in the log (compaction), and the oldest
-record still inside its topic's retention -- each found by one seek, then walks the
-topic's own keys only: unrelated entries are never read. Entries are read from the peer's
-LogStore by index and decoded once per entry, whatever the number of its records asked for.
+and must never change either. One set of rules serves every way of reading a topic -- ``TR``
+reads (and so ``subscribe``/``--follow`` and the Spark source, which page through ``TR``),
+``TD`` describe, and the compaction limit -- so they cannot disagree:
+
+* only the topic's current incarnation: records before its ``created_index`` belong to a
+  deleted topic of the same name and are gone;
+* retention is a function of the log alone, never of a peer's clock: the *log clock* is the
+  effective append time of the last applied stamped topic entry (the leader stamps every
+  topic entry and, on an idle cluster, appends clock ticks), so every peer at the same
+  applied index hides exactly the same records:
+
+  - time: a record is retained while ``append time + retention_ms > log clock``;
+  - size: while the bytes published to the topic from it on (itself included) are at most
+    ``max_bytes`` -- the oldest go first;
+  - per-record TTL: while ``append time + ttl_ms > log clock``;
+  - time and size retention remove a prefix of the topic; the low-water mark (the position
+    after the last record they removed) never moves back, so raising a limit later does
+    not resurrect anything;
+
+* refused batches were never indexed, so nobody sees them.
+
+Every read starts at the highest of the floors, each found by one seek, then walks the
+topic's own keys only: unrelated entries are never read. Records are read from the peer's
+LogStore by index and decoded once per entry. The log is never compacted past a retained
+record (``first_retained``), so a retained record's entry is always there.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Final, Protocol
 
 from raftlog.entry import ENTRY_HEADER_SIZE
+from raftlog.errors import RecordsExpiredError
 from raftlog.records import LoggedRecord, RecordBatch, RecordFormatError, RecordId, decode_entry
 from raftlog.rpc import topic_counts
 from raftlog.rpc import topics as rpc
@@ -22,6 +43,9 @@ from raftlog.statemachine.topic_index import TopicIndex, TopicState
 
 READ_BUDGET: Final = 4 * 1024 * 1024
 """Record bytes per read answer (at least one record is always sent)."""
+FIRST_RETAINED_SCAN: Final = 10_000
+"""Records looked at, at most, to find a topic's first retained record past expired TTLs
+(beyond it the scan position itself is used: conservative for compaction)."""
 
 
 class EntrySource(Protocol):
@@ -48,33 +72,131 @@ class EntrySource(Protocol):
 
 
 def wall_ms() -> int:
-    """The wall clock in milliseconds (append-time stamps and retention use wall time)."""
+    """The wall clock in milliseconds (the leader's append-time stamps; retention itself
+    runs on the log clock, never on this)."""
     return int(time.time() * 1000)
 
 
-class TopicReader:
-    """Answers ``TR``/``TD`` from the topic index and the log: records are read from the entries
-    that hold them, so the index stays small."""
+def ttl_expired(item: LoggedRecord, clock_ms: int) -> bool:
+    """Has the record's own TTL (if any) run out by log clock ``clock_ms``?"""
+    ttl = item.record.ttl_ms
+    return ttl is not None and item.append_time_ms + ttl <= clock_ms
 
-    def __init__(self, index: TopicIndex, entries: EntrySource, clock: Callable[[], int]) -> None:
+
+class TopicReader:
+    """Answers ``TR``/``TD`` and the compaction limit with one set of rules (module
+    docstring): records are read from the log entries that hold them, so the index stays small."""
+
+    def __init__(self, index: TopicIndex, entries: EntrySource) -> None:
         self._index = index
         self._entries = entries
-        self._clock = clock
 
-    def floor(self, state: TopicState, now_ms: int) -> RecordId | None:
-        """The oldest record id still served (compaction and retention), or None when
-        retention has expired every record: a record is visible while
-        ``now < append time + retention_ms``."""
-        floor = RecordId(self._entries.first_index, 0)
-        retention = state.properties.retention_ms
-        if retention is not None:
-            first = self._index.first_index_at(max(0, now_ms - retention + 1))
-            if first is None:
+    # -- what is retained ------------------------------------------------------------------
+    def start(self, name: str, state: TopicState, clock_ms: int, applied: int) -> RecordId:
+        """No record before this id is retained (incarnation, low-water, time and size
+        retention); records from it on are, except those whose own TTL ran out."""
+        start = max(RecordId(state.created_index, 0), state.low_water)
+        props = state.properties
+        if props.retention_ms is not None:
+            first = self._index.first_index_at(max(0, clock_ms - props.retention_ms + 1))
+            start = max(start, RecordId(applied + 1 if first is None else first, 0))
+        if props.max_bytes is not None:
+            start = max(start, self._size_start(name, props.max_bytes, applied))
+        return start
+
+    def _size_start(self, name: str, max_bytes: int, applied: int) -> RecordId:
+        """The first record whose bytes published from it on fit in ``max_bytes``."""
+        threshold = self._index.published_bytes(name) - max_bytes
+        if threshold <= 0:
+            return RecordId(0, 0)
+        index = self._index.first_entry_past_bytes(name, threshold)
+        entry = None if index is None else self._index.entry(name, index)
+        if entry is None:
+            return RecordId(applied + 1, 0)
+        batch = self.batch_at(entry.index)
+        if batch is None:  # compacted: only possible when it holds nothing retained
+            return RecordId(entry.index + 1, 0)
+        published = entry.bytes_before
+        for position in entry.positions:
+            if published >= threshold:
+                return RecordId(entry.index, position)
+            published += batch.records[position].size
+        return RecordId(entry.index + 1, 0)
+
+    def low_water(self, name: str, state: TopicState, start: RecordId) -> RecordId:
+        """The position just after the last record that retention removed (``start`` is
+        ``self.start(...)``): a read from below it would miss records."""
+        low = max(RecordId(state.created_index, 0), state.low_water)
+        entry = self._index.entry(name, start.index) if start.position else None
+        if entry is not None and entry.positions[0] < start.position:
+            return max(low, start)
+        before = next(self._index.entries_before(name, start.index), None)
+        if before is not None and before.index >= state.created_index:
+            low = max(low, RecordId(before.index, before.positions[-1] + 1))
+        return low
+
+    def records(self, name: str, start: RecordId, clock_ms: int) -> Iterator[LoggedRecord]:
+        """Retained records of ``name`` from id ``start`` on (``start`` already at or above
+        the retention start), in log order."""
+        for entry in self._index.entries(name, start.index):
+            batch = self.batch_at(entry.index)
+            if batch is None:
+                continue  # compacted meanwhile, or not what the index says: skip, never fail
+            for position in entry.positions:
+                if entry.index == start.index and position < start.position:
+                    continue
+                if position >= len(batch.records):
+                    continue
+                item = LoggedRecord(
+                    RecordId(entry.index, position), entry.append_time_ms, batch.records[position]
+                )
+                if not ttl_expired(item, clock_ms):
+                    yield item
+
+    def first_retained(
+        self, name: str, state: TopicState, clock_ms: int, applied: int
+    ) -> RecordId | None:
+        """The first retained record of the topic (None: none), scanning at most
+        ``FIRST_RETAINED_SCAN`` TTL-expired ones (then the scan position, conservatively)."""
+        start = self.start(name, state, clock_ms, applied)
+        scanned = 0
+        for entry in self._index.entries(name, start.index):
+            batch = self.batch_at(entry.index)
+            if batch is None:
+                continue
+            for position in entry.positions:
+                rid = RecordId(entry.index, position)
+                if rid < start or position >= len(batch.records):
+                    continue
+                record = batch.records[position]
+                ttl = record.ttl_ms
+                if ttl is None or entry.append_time_ms + ttl > clock_ms:
+                    return rid
+                scanned += 1
+                if scanned >= FIRST_RETAINED_SCAN:
+                    return rid
+        return None
+
+    def _last_retained(
+        self, name: str, start: RecordId, clock_ms: int, applied: int
+    ) -> tuple[RecordId, int] | None:
+        for entry in self._index.entries_before(name, applied + 1):
+            if entry.index < start.index:
                 return None
-            floor = max(floor, RecordId(first, 0))
-        return floor
+            batch = self.batch_at(entry.index)
+            if batch is None:
+                return None
+            for position in reversed(entry.positions):
+                rid = RecordId(entry.index, position)
+                if rid < start:
+                    return None
+                item = LoggedRecord(rid, entry.append_time_ms, batch.records[position])
+                if not ttl_expired(item, clock_ms):
+                    return rid, entry.append_time_ms
+        return None
 
-    def _start(self, req: rpc.ReadRequest) -> RecordId | None:
+    # -- reads -----------------------------------------------------------------------------
+    def _requested(self, req: rpc.ReadRequest) -> RecordId | None:
         """Where the client asked to start (None: after everything there is)."""
         if req.from_time_ms is not None:
             first = self._index.first_index_at(req.from_time_ms + (0 if req.inclusive else 1))
@@ -87,32 +209,48 @@ class TopicReader:
         return RecordId(index, pos if req.inclusive else pos + 1)
 
     def read(
-        self, state: TopicState, req: rpc.ReadRequest, applied: int, is_leader: bool
+        self,
+        state: TopicState,
+        req: rpc.ReadRequest,
+        applied: int,
+        is_leader: bool,
+        clock_ms: int,
     ) -> rpc.ReadResult:
-        """Records of one topic from the requested start, bounded by the limit and the response
-        budget; retention's floor applies."""
-        floor = self.floor(state, self._clock())
-        start = self._start(req)
+        """Retained records from the requested start. An explicit start (``from_index``)
+        below what retention removed raises ``RecordsExpiredError``: the reader would
+        otherwise silently skip records; a start in an earlier incarnation of the topic is
+        not an error (those records were deleted with it)."""
+        start = self.start(req.topic, state, clock_ms, applied)
+        requested = self._requested(req)
+        if (
+            req.from_index is not None
+            and requested is not None
+            and RecordId(state.created_index, 0) <= requested < start
+        ):
+            low = self.low_water(req.topic, state, start)
+            if requested < low:
+                first = self.first_retained(req.topic, state, clock_ms, applied) or low
+                raise RecordsExpiredError(
+                    f"records of topic {req.topic!r} before {low} were removed by its "
+                    f"retention; the first available position is {first}",
+                    (first.index, first.position),
+                )
         out: list[LoggedRecord] = []
         more = False
-        if floor is not None and start is not None:
+        if requested is not None:
             size = 0
-            current: tuple[int, RecordBatch | None] = (-1, None)
-            for rid, append_time in self._index.records(req.topic, max(start, floor)):
+            for item in self.records(req.topic, max(requested, start), clock_ms):
                 if len(out) >= req.limit or size >= READ_BUDGET:
                     more = True
                     break
-                if current[0] != rid.index:
-                    current = (rid.index, self._batch_at(rid.index))
-                batch = current[1]
-                if batch is None or rid.position >= len(batch.records):
-                    continue
-                record = batch.records[rid.position]
-                out.append(LoggedRecord(rid, append_time, record))
-                size += record.size
+                out.append(item)
+                size += item.record.size
         return rpc.ReadResult(tuple(out), applied, is_leader, more)
 
-    def _batch_at(self, index: int) -> RecordBatch | None:
+    def batch_at(self, index: int) -> RecordBatch | None:
+        """The record batch in log entry ``index`` (None: compacted, or not a batch)."""
+        if index < self._entries.first_index:
+            return None
         try:
             raw = self._entries.raw_entries(index, index + 1)[0]
             entry = decode_entry(raw[ENTRY_HEADER_SIZE:])
@@ -121,7 +259,11 @@ class TopicReader:
         return entry if isinstance(entry, RecordBatch) else None
 
     def counts(
-        self, req: topic_counts.CountsRequest, states: dict[str, TopicState], applied: int
+        self,
+        req: topic_counts.CountsRequest,
+        states: dict[str, TopicState],
+        applied: int,
+        clock_ms: int,
     ) -> topic_counts.CountsResult:
         """``TC``: records per index bucket from the index alone, under the same floors as
         :meth:`read` (compaction, each topic's retention) and never beyond ``applied``;
@@ -133,25 +275,26 @@ class TopicReader:
         if lo <= hi:
             for index in self._index.record_entries(lo, hi):
                 entries[req.bucket_of(index)] += 1
-            now = self._clock()
             for name, state in states.items():
-                floor = self.floor(state, now)
-                if floor is None:
-                    continue
-                for index, count in self._index.record_counts(name, max(lo, floor.index), hi):
+                start = self.start(name, state, clock_ms, applied)
+                for index, count in self._index.record_counts(name, max(lo, start.index), hi):
                     records[req.bucket_of(index)] += count
         return topic_counts.CountsResult(applied, first, tuple(entries), tuple(records))
 
-    def describe(self, name: str, state: TopicState) -> rpc.TopicInfo:
-        """The topic's properties and the ids of its oldest and newest retained records."""
-        floor = self.floor(state, self._clock())
-        bounds = None if floor is None else self._index.record_bounds(name, floor)
-        first, last = (None, None) if bounds is None else bounds
+    def describe(self, name: str, state: TopicState, clock_ms: int, applied: int) -> rpc.TopicInfo:
+        """``TD``: properties, first/last retained record, low-water, bytes, log clock."""
+        start = self.start(name, state, clock_ms, applied)
+        first = self.first_retained(name, state, clock_ms, applied)
+        last = None if first is None else self._last_retained(name, start, clock_ms, applied)
         return rpc.TopicInfo(
             name,
             state.properties,
             state.created_index,
             first,
-            last,
-            None if last is None else self._index.record_time(name, last),
+            None if last is None else last[0],
+            None if last is None else last[1],
+            self.low_water(name, state, start),
+            self._index.published_bytes(name),
+            clock_ms,
+            applied,
         )

@@ -1,4 +1,4 @@
-"""``TopicStateMachine``: named topics over the log, indexed in ``<data_dir>/topics`` (#7).
+"""``TopicStateMachine``: named topics over the log, indexed in ``<data_dir>/topics`` (#7, #11).
 
 Every peer applies the same committed entries in the same order, so every peer builds the
 same index and serves records in the same order. Rules applied to each STATE entry carrying
@@ -6,51 +6,56 @@ a topic entry (``raftlog.records``), deterministic because they depend on the lo
 
 * record batch: refused as a whole (not indexed) if a record names a topic that does not
   exist -- unless the leader set AUTO_CREATE, which creates it with default properties --
-  or exceeds its topic's ``max_bytes``. The leader checks the same rules before proposing
-  (``raftlog.server.topics_hook``), so a refusal here only happens when an admin command
-  committed in between, or when the entry came through a leader that does not check.
-* effective append time = max(leader's stamp, effective time of the previous record
-  entry): non-decreasing in log order even across leaders with skewed clocks, which is
-  what makes "records appended at or after T" a single seek and exact.
+  or exceeds its topic's ``max_record_bytes``. The leader checks the same rules before
+  proposing (``raftlog.server.topics_hook``), so a refusal here only happens when an admin
+  command committed in between, or when the entry came through a leader that does not check.
+* the log clock = max(leader's stamp, previous log clock) over every stamped topic entry
+  (records, admin commands, clock ticks): non-decreasing in log order even across leaders
+  with skewed clocks, which makes "records appended at or after T" a single seek and exact,
+  and drives retention identically on every peer (``topic_reads``).
 * admin: create of an existing topic, update/delete of a missing one: no-ops. Delete
-  drops the topic's records; a re-created topic starts empty.
+  drops the topic's records; a re-created topic starts empty. An update moves the topic's
+  low-water mark up to what retention removed so far, so a raised limit resurrects nothing.
 * malformed topic entries are skipped (logged): a peer never stops on application data.
+
+Records and log compaction (issue #11): records are read from the log, and the log is never
+compacted past the first record any topic still retains (``compaction_limit``, honoured by
+the peer's ``compact``). A topic record therefore disappears only by its topic's retention
+or deletion; a snapshot only needs the topic metadata, and a peer that installs it receives
+every retained record as ordinary log entries after it (see docs/topics.md for why).
 
 Durability: the index and ``last_applied`` are written in one unsynced batch per ``apply``.
 After a crash (or with the database deleted) ``catch_up`` re-applies from the log whatever
 the index is missing, from its own ``last_applied`` -- restoring the snapshot first if the
-log was compacted past it. Snapshots hold topic metadata (as of the snapshot index) and the
-effective time there; index entries of compacted entries are dropped.
-
-Reads (``TR``/``TD``/``TL``, ``raftlog.rpc.topics``) are served from the applied state on
-any peer, never beyond ``last_applied``; expired records (append time + ``retention_ms``
-at or before now, by this peer's clock) and compacted ones are never returned.
+log was compacted past it. Snapshots hold topic metadata (as of the snapshot index, with the
+low-water raised past every record at or below it) and the log clock there.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-import msgpack
-
 from raftlog.entry import ENTRY_HEADER_SIZE, EntryType
+from raftlog.errors import TopicError
 from raftlog.records import (
     MAGIC,
+    ClockTick,
     RecordBatch,
     RecordFormatError,
     TopicCommand,
     TopicEntry,
-    TopicError,
     TopicProperties,
     decode_entry,
 )
 from raftlog.rpc import topic_counts
 from raftlog.rpc import topics as rpc
 from raftlog.statemachine.topic_index import TopicIndex, TopicState
-from raftlog.statemachine.topic_reads import EntrySource, TopicReader, wall_ms
+from raftlog.statemachine.topic_reads import EntrySource, TopicReader
+from raftlog.statemachine.topic_snapshot import build_snapshot, parse_snapshot, snapshot_part
 from raftlog.storage.base import SnapshotStore
 
 NAME: Final = "topics"
@@ -60,7 +65,7 @@ GC_INTERVAL: Final = 1.0
 MAX_RECENT_REFUSALS: Final = 10_000
 """Refused batch indexes remembered for answering their publishers (``refusal_at``)."""
 CATCH_UP_BYTES: Final = 8 * 1024 * 1024
-SNAPSHOT_VERSION: Final = 1
+__all__ = ["TopicStateMachine", "check_entry", "open_topic_machine", "snapshot_part"]
 
 
 def check_entry(
@@ -68,6 +73,8 @@ def check_entry(
 ) -> TopicError | None:
     """Why ``entry`` would be refused given ``topics``, or None (used at apply and by the
     leader before proposing). Admin no-ops are errors here, for the proposer only."""
+    if isinstance(entry, ClockTick):
+        return None
     if isinstance(entry, TopicCommand):
         exists = entry.topic in topics
         if entry.op == "create" and exists:
@@ -85,11 +92,11 @@ def check_entry(
                     "(create it first, or enable topic_auto_create)",
                 )
             continue
-        limit = state.properties.max_bytes
+        limit = state.properties.max_record_bytes
         if limit is not None and record.size > limit:
             return TopicError(
                 "RecordTooLarge",
-                f"record {position}: {record.size} bytes exceed max_bytes={limit} "
+                f"record {position}: {record.size} bytes exceed max_record_bytes={limit} "
                 f"of topic {record.topic!r}",
             )
     return None
@@ -101,25 +108,20 @@ class TopicStateMachine:
 
     name = NAME
 
-    def __init__(
-        self,
-        path: Path,
-        entries: EntrySource,
-        *,
-        clock: Callable[[], int] = wall_ms,
-        log: Any = None,
-    ) -> None:
+    def __init__(self, path: Path, entries: EntrySource, *, log: Any = None) -> None:
         self._index = TopicIndex(path)
         self._entries = entries
-        self._clock = clock
         self._log = log
-        self._reader = TopicReader(self._index, entries, clock)
+        self._reader = TopicReader(self._index, entries)
         self._is_leader = False
         self._applied, self._last_time, self._base_time = self._index.load_position()
         self._topics = self._index.topics_as_of()
+        self._published: dict[str, int] = {}
+        self._batch = self._index.batch()
+        """The write batch of the ``apply`` call in progress."""
+        self._ttl_deadlines: list[int] = []
         self._next_gc = 0.0
         self._gc_floor = 0
-        self._retention_floor: dict[str, int] = {}
         self.refused_entries = 0
         self._recent_refusals: OrderedDict[int, TopicError] = OrderedDict()
         self.malformed_entries = 0
@@ -132,7 +134,7 @@ class TopicStateMachine:
 
     @property
     def last_time(self) -> int:
-        """Effective append time of the last applied record entry (0 when none)."""
+        """The log clock: effective append time of the last applied stamped topic entry."""
         return self._last_time
 
     @property
@@ -152,18 +154,18 @@ class TopicStateMachine:
 
     def apply(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
         """Apply committed entries: topic commands change topics, record batches are indexed (or
-        refused, deterministically); a replayed prefix is skipped."""
+        refused, deterministically), ticks move the log clock; a replayed prefix is skipped."""
         last = first_index + len(entries) - 1
         if not entries or last <= self._applied:
             return  # a replay of what this machine already applied
-        batch = self._index.batch()
+        self._batch = self._index.batch()
         state = EntryType.STATE
         for offset in range(max(0, self._applied + 1 - first_index), len(entries)):
             raw = entries[offset]
             if raw[12] == state and raw.startswith(MAGIC, ENTRY_HEADER_SIZE):
-                self._apply_data(batch, first_index + offset, raw[ENTRY_HEADER_SIZE:])
-        self._index.put_position(batch, last, self._last_time)
-        self._index.write(batch, "topic index")
+                self._apply_data(self._batch, first_index + offset, raw[ENTRY_HEADER_SIZE:])
+        self._index.put_position(self._batch, last, self._last_time)
+        self._index.write(self._batch, "topic index")
         self._applied = last
 
     def _apply_data(self, batch: Any, index: int, data: bytes) -> None:
@@ -174,6 +176,9 @@ class TopicStateMachine:
             self._note("topic_entry_malformed", index=index, reason=str(exc))
             return
         if entry is None:
+            return
+        self._last_time = max(self._last_time, entry.append_time_ms)
+        if isinstance(entry, ClockTick):
             return
         error = check_entry(
             entry, self._topics, isinstance(entry, RecordBatch) and entry.auto_create
@@ -189,30 +194,71 @@ class TopicStateMachine:
                 self._recent_refusals.popitem(last=False)
             self._note("topic_batch_refused", index=index, reason=str(error))
             return
-        for record in entry.records:
-            if record.topic not in self._topics:
-                self._set(batch, record.topic, index, TopicState(TopicProperties(), index))
-        self._last_time = max(self._last_time, entry.append_time_ms)
-        pairs = [(r.topic, position) for position, r in enumerate(entry.records)]
-        self._index.put_entry(batch, index, self._last_time, pairs)
+        # The hot loop of every publish on every peer: one dict lookup per topic change,
+        # sizes summed without building per-record objects.
+        positions: dict[str, list[int]] = {}
+        sizes: dict[str, int] = {}
+        current: str | None = None
+        mine: list[int] = []
+        total = 0
+        for position, record in enumerate(entry.records):
+            name = record.topic
+            if name != current:
+                if current is not None:
+                    sizes[current] = total
+                if name not in positions:
+                    positions[name] = []
+                    sizes[name] = 0
+                    self._note_topic(batch, name, index)
+                mine, current, total = positions[name], name, sizes[name]
+            mine.append(position)
+            key, headers = record.key, record.headers
+            total += len(record.value) + (len(key) if key else 0)
+            if headers:
+                total += sum(len(k.encode()) + len(v) for k, v in headers.items())
+            if record.ttl_ms is not None:
+                heapq.heappush(self._ttl_deadlines, self._last_time + record.ttl_ms)
+        if current is not None:
+            sizes[current] = total
+        by_topic = {name: (mine_, sizes[name]) for name, mine_ in positions.items()}
+        self._index.put_entry(batch, index, self._last_time, by_topic, self._published)
+
+    def _note_topic(self, batch: Any, name: str, index: int) -> None:
+        """A record batch names ``name``: create it if the leader's AUTO_CREATE allowed a
+        missing topic (checked before), and load its running byte count once."""
+        if name not in self._topics:
+            self._set(batch, name, index, TopicState(TopicProperties(), index))
+            self._published[name] = 0
+        elif name not in self._published:
+            self._published[name] = self._index.published_bytes(name)
 
     def _apply_command(self, batch: Any, index: int, command: TopicCommand) -> None:
         name = command.topic
         if command.op == "create":
             props = TopicProperties().updated(command.properties)
+            self._index.delete_topic_records(batch, name)
+            self._published[name] = 0
             self._set(batch, name, index, TopicState(props, index))
         elif command.op == "update":
             old = self._topics[name]
+            # What retention removed so far stays removed, whatever the new limits say. The
+            # reader sees the database only: write what this apply call indexed so far
+            # (with the matching position, so a crash in between replays consistently).
+            self._index.put_position(batch, index - 1, self._last_time)
+            self._index.write(batch, "topic index")
+            batch = self._batch = self._index.batch()
+            start = self._reader.start(name, old, self._last_time, index - 1)
+            low = self._reader.low_water(name, old, start)
             self._set(
                 batch,
                 name,
                 index,
-                TopicState(old.properties.updated(command.properties), old.created_index),
+                TopicState(old.properties.updated(command.properties), old.created_index, low),
             )
         else:
             self._set(batch, name, index, None)
             self._index.delete_topic_records(batch, name)
-            self._retention_floor.pop(name, None)
+            self._published.pop(name, None)
 
     def _set(self, batch: Any, name: str, index: int, state: TopicState | None) -> None:
         if state is None:
@@ -226,24 +272,14 @@ class TopicStateMachine:
         self._is_leader = is_leader
 
     def snapshot(self, index: int) -> bytes:
-        """Topic metadata and the effective time, both exactly as of ``index``."""
-        topics = self._index.topics_as_of(index)
-        at = self._index.time_at(index)
-        body = {
-            "v": SNAPSHOT_VERSION,
-            "time": self._base_time if at is None else at[1],
-            "topics": {
-                name: [s.properties.retention_ms, s.properties.max_bytes, s.created_index]
-                for name, s in topics.items()
-            },
-        }
-        packed: bytes = msgpack.packb(body)
-        return packed
+        """Topic metadata and the log clock, both exactly as of ``index`` (see
+        ``topic_snapshot.build_snapshot``)."""
+        return build_snapshot(self._index, index, self._base_time)
 
     def restore(self, index: int, term: int, data: bytes) -> None:
         """Replace everything by the snapshot's metadata; the records below ``index`` are
-        gone from the log, so the record and time indexes restart empty."""
-        topics, base_time = _parse_snapshot(data)
+        gone from the log (none of them retained), so the record indexes restart empty."""
+        topics, base_time = parse_snapshot(data)
         batch = self._index.batch()
         self._index.clear(batch)
         for name, state in topics.items():
@@ -253,7 +289,7 @@ class TopicStateMachine:
         self._index.write(batch, "topic snapshot restore")
         self._applied, self._last_time, self._base_time = index, base_time, base_time
         self._topics = topics
-        self._retention_floor.clear()
+        self._published.clear()
         self._gc_floor = index + 1
 
     def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
@@ -277,7 +313,7 @@ class TopicStateMachine:
         return None
 
     def on_timer(self, now: float) -> float:
-        """Collect records past their retention now and then; returns when to run next."""
+        """Drop index keys of compacted entries now and then; returns when to run next."""
         if now >= self._next_gc:
             self._next_gc = now + GC_INTERVAL
             self._collect()
@@ -310,68 +346,62 @@ class TopicStateMachine:
         return state
 
     def read(self, req: rpc.ReadRequest) -> rpc.ReadResult:
-        """``TR``: records of a topic from a record id or an append time."""
-        return self._reader.read(self._state(req.topic), req, self._applied, self._is_leader)
+        """``TR``: records of a topic from a record id or an append time (``topic_reads``)."""
+        return self._reader.read(
+            self._state(req.topic), req, self._applied, self._is_leader, self._last_time
+        )
 
     def describe(self, name: str) -> rpc.TopicInfo:
-        """``TD``: a topic's properties and retained range."""
-        return self._reader.describe(name, self._state(name))
+        """``TD``: a topic's properties, retained range, low-water and log clock."""
+        return self._reader.describe(name, self._state(name), self._last_time, self._applied)
+
+    # -- retention and compaction ----------------------------------------------------------
+    def compaction_limit(self) -> int:
+        """The highest index the log may be compacted to without losing a retained record:
+        just below the first record any topic retains (``last_applied`` when none does)."""
+        limit = self._applied
+        for name, state in self._topics.items():
+            first = self._reader.first_retained(name, state, self._last_time, self._applied)
+            if first is not None:
+                limit = min(limit, first.index - 1)
+        return limit
+
+    def next_expiry(self) -> int | None:
+        """The log-clock time at which the next retained record expires by time or by its
+        own TTL (None: nothing will): when the leader's clock passes it, a clock tick makes
+        every peer expire it."""
+        deadlines = self._ttl_deadlines
+        while deadlines and deadlines[0] <= self._last_time:
+            heapq.heappop(deadlines)
+        soonest = deadlines[0] if deadlines else None
+        for name, state in self._topics.items():
+            retention = state.properties.retention_ms
+            if retention is None:
+                continue
+            start = self._reader.start(name, state, self._last_time, self._applied)
+            entry = next(self._index.entries(name, start.index), None)
+            if entry is not None:
+                due = entry.append_time_ms + retention
+                soonest = due if soonest is None else min(soonest, due)
+        return soonest
 
     def counts(self, req: topic_counts.CountsRequest) -> topic_counts.CountsResult:
         """Records per index bucket (``TC``): every topic, or the named ones (each must
         exist: ``UnknownTopic`` otherwise)."""
         names = list(self._topics) if req.topics is None else req.topics
         states = {name: self._state(name) for name in names}
-        return self._reader.counts(req, states, self._applied)
+        return self._reader.counts(req, states, self._applied, self._last_time)
 
     # -- housekeeping ----------------------------------------------------------------------
     def _collect(self) -> None:
-        """Drop index keys nobody can read any more: entries compacted out of the log and
-        records past their topic's retention (reads filter them anyway; this bounds space)."""
-        batch = self._index.batch()
-        dirty = False
+        """Drop index keys of entries compacted out of the log (reads skip them anyway;
+        this bounds the index's space)."""
         floor = self._entries.first_index
         if floor > self._gc_floor:
+            batch = self._index.batch()
             self._index.drop_below(batch, floor, list(self._topics))
             self._gc_floor = floor
-            dirty = True
-        now = self._clock()
-        for name, state in self._topics.items():
-            if state.properties.retention_ms is None:
-                continue
-            first = self._index.first_index_at(max(0, now - state.properties.retention_ms + 1))
-            expired_below = self._applied + 1 if first is None else first
-            if expired_below > self._retention_floor.get(name, 0):
-                self._index.delete_topic_records(batch, name, expired_below)
-                self._retention_floor[name] = expired_below
-                dirty = True
-        if dirty:
             self._index.write(batch, "topic index cleanup")
-
-
-def _parse_snapshot(data: bytes) -> tuple[dict[str, TopicState], int]:
-    """Empty data (a snapshot from before topics existed) is an empty state; anything else
-    must be our format: restoring garbage silently would lose topics."""
-    if not data:
-        return {}, 0
-    body = msgpack.unpackb(data, raw=False)
-    if not isinstance(body, dict) or body.get("v") != SNAPSHOT_VERSION:
-        raise ValueError("unsupported topic snapshot format")
-    topics = {
-        name: TopicState(TopicProperties(retention, max_bytes), created)
-        for name, (retention, max_bytes, created) in body["topics"].items()
-    }
-    return topics, int(body["time"])
-
-
-def snapshot_part(data: bytes, name: str) -> bytes:
-    """This machine's part of a ``CompositeStateMachine`` snapshot (b"" when absent)."""
-    try:
-        value = msgpack.unpackb(data, raw=False) if data else {}
-    except (ValueError, msgpack.UnpackException):
-        return b""
-    part = value.get(name) if isinstance(value, dict) else None
-    return part if isinstance(part, bytes) else b""
 
 
 def open_topic_machine(

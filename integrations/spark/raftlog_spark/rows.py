@@ -17,10 +17,12 @@ import msgpack
 import pyarrow as pa
 
 from raftlog.client import IndexedEntry
+from raftlog.client.topic_view import TopicView
 from raftlog.entry import EntryType, LogEntry
 from raftlog.records import (
     HEADER_SIZE,
     KIND_RECORDS,
+    Record,
     RecordBatch,
     RecordFormatError,
     append_time_of,
@@ -41,9 +43,16 @@ STATE: Final = int(EntryType.STATE)
 class RowBuilder:
     """Accumulates rows of admitted entries; :meth:`flush` returns them as one batch."""
 
-    def __init__(self, spec: ScanSpec, rows_per_batch: int, include_headers: bool = True) -> None:
+    def __init__(
+        self,
+        spec: ScanSpec,
+        rows_per_batch: int,
+        include_headers: bool = True,
+        view: TopicView | None = None,
+    ) -> None:
         self.rows_per_batch = rows_per_batch
         self.include_headers = include_headers
+        self._view = view  # the topic read rules (raftlog.client.topic_view), issue #11
         self._topic_ok = spec.topic_checker()
         self._raw_ok = spec.admits_raw
         self._time = spec.time if spec.time.constrained else None
@@ -106,8 +115,10 @@ class RowBuilder:
         if needles is not None and not any(n in data for n in needles):
             self.skipped += 1
             return
-        columns = record_columns(data)
-        if columns is None:  # not a plain batch: the canonical decoder decides
+        # the columnar fast path has no Record objects (TTLs): with a view, decode them
+        records: tuple[Record, ...] = ()
+        columns = record_columns(data) if self._view is None else None
+        if columns is None:  # not a plain batch (or a view needs records): the canonical decoder
             try:
                 batch = decode_entry(data)
             except RecordFormatError as exc:
@@ -128,10 +139,16 @@ class RowBuilder:
         self.decoded += 1
         topics, keys, values, headers, stamps = columns
         topic_ok = self._topic_ok
-        if topic_ok is None:
+        view = self._view
+        if topic_ok is None and view is None:
             self._position.extend(range(len(topics)))
         else:
-            picked = [p for p, topic in enumerate(topics) if topic_ok(topic)]
+            picked = [
+                p
+                for p, topic in enumerate(topics)
+                if (topic_ok is None or topic_ok(topic))
+                and (view is None or view.admits(index, p, stamp, records[p]))
+            ]
             if len(picked) != len(topics):
                 topics = tuple(topics[p] for p in picked)
                 keys = tuple(keys[p] for p in picked)
@@ -194,9 +211,11 @@ def to_batches(
     spec: ScanSpec,
     rows_per_batch: int,
     include_headers: bool = True,
+    view: TopicView | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Record batches of the rows of ``chunks`` (never an empty batch)."""
-    builder = RowBuilder(spec, rows_per_batch, include_headers)
+    """Record batches of the rows of ``chunks`` (never an empty batch); with ``view``, topic
+    records are the ones a ``TR`` read returns (incarnation, retention, TTL)."""
+    builder = RowBuilder(spec, rows_per_batch, include_headers, view)
     for chunk in chunks:
         for item in chunk:
             builder.add(item.index, item.entry)

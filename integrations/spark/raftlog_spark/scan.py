@@ -8,6 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from raftlog.client import SyncTopicClient
+from raftlog.client.topic_view import TopicView
 from raftlog_spark.balance import bucket_step, weigh
 from raftlog_spark.filters import IndexRanges, ScanSpec
 from raftlog_spark.logclient import LogClient
@@ -22,13 +24,21 @@ def read_ranges(
     """A task's rows: every admitted row of the entries in ``ranges``, as Arrow batches."""
     if not ranges:
         return
+    # Topic rows follow the topic read rules (issue #11: the records a TR read returns). The
+    # view is fetched per task; fetching it once at planning and shipping it in the
+    # partitions would make every task use the same applied index.
+    wanted = spec.wanted_topics()
+    view = None
+    if wanted != frozenset():
+        with SyncTopicClient(opts.peers, opts.ident, timeout=opts.timeout) as topics:
+            view = TopicView.fetch(topics, wanted)
     with LogClient(opts.peers, opts.ident, opts.timeout) as client:
 
         def chunks() -> Iterator[list[Any]]:
             for lo, hi in ranges:
                 yield from client.stream_range(lo, hi, fail_on_data_loss=opts.fail_on_data_loss)
 
-        yield from to_batches(chunks(), spec, opts.rows_per_batch, opts.include_headers)
+        yield from to_batches(chunks(), spec, opts.rows_per_batch, opts.include_headers, view)
 
 
 def base_spec(opts: SourceOptions) -> ScanSpec:

@@ -50,13 +50,13 @@ def test_status_publish_read_and_tail(cluster: PeerCluster) -> None:
 
 
 def test_topics_commands_and_refusals(cluster: PeerCluster) -> None:
-    assert admin(cluster, "topics", "create", "events", "--max-bytes", "100").returncode == 0
+    assert admin(cluster, "topics", "create", "events", "--max-record-bytes", "100").returncode == 0
     assert admin(cluster, "topics", "list").stdout.split() == ["events"]
     assert admin(cluster, "publish", "--topic", "events", stdin="a\nb\n").returncode == 0
     read = admin(cluster, "read", "--topic", "events", "--json")
     assert [json.loads(x)["value"] for x in read.stdout.splitlines()] == ["a", "b"]
     described = admin(cluster, "topics", "describe", "events").stdout
-    assert "max_bytes    100" in described
+    assert "max_record_bytes 100" in described
     refused = admin(cluster, "publish", "--topic", "missing", stdin="x\n")
     assert refused.returncode == 1 and "UnknownTopic" in refused.stderr
     too_big = admin(cluster, "publish", "--topic", "events", stdin="y" * 200 + "\n")

@@ -12,6 +12,7 @@ import pytest
 from integration.cluster import PeerCluster, probe
 from raftlog.client import RaftClient
 from raftlog.client.topics import make_record, publish_data
+from raftlog.errors import RecordsExpiredError
 from raftlog.records import Record, RecordId, TopicError
 from raftlog.rpc.messages import RequestUpdate
 
@@ -32,7 +33,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
 async def test_publish_order_batches_time_reads_and_refusals(cluster: PeerCluster) -> None:
     async with topic_client(cluster) as topics:
         await topics.create_topic("orders")
-        await topics.create_topic("audit", max_bytes=64)
+        await topics.create_topic("audit", max_record_bytes=64)
         assert {"orders", "audit"} <= set(await topics.list_topics())
         with pytest.raises(TopicError, match="TopicExists"):
             await topics.create_topic("orders")
@@ -128,7 +129,9 @@ async def test_ttl_expiry_hides_records_on_every_peer(cluster: PeerCluster) -> N
         await asyncio.sleep(max(0.0, start + 1.7 - time.time()))
         for peer in cluster.peers.values():
             assert await read_all(topics, "short", peer.url) == []
-            assert await read_all(topics, "short", peer.url, from_index=first.index) == []
+            with pytest.raises(RecordsExpiredError) as expired:  # not a silent later start
+                await read_all(topics, "short", peer.url, from_index=first.index)
+            assert expired.value.first_available == (first.index, 1)
             assert (await topics.describe("short", url=peer.url)).first is None
             assert [r[5] for r in await read_all(topics, "forever", peer.url)] == [b"stays"]
         later = await topics.publish("short", b"fresh")  # the topic itself lives on

@@ -74,7 +74,11 @@ def test_lag_is_measured_against_the_leaders_commit() -> None:
 
 def test_unset_topic_limits_read_unlimited() -> None:
     shown = dict(property_lines(TopicProperties(retention_ms=1000, max_bytes=None)))
-    assert shown == {"retention_ms": "1000", "max_bytes": "unlimited"}
+    assert shown == {
+        "retention_ms": "1000",
+        "max_bytes": "unlimited",
+        "max_record_bytes": "unlimited",
+    }
 
 
 def test_plain_tables_align_columns() -> None:

@@ -111,7 +111,7 @@ def _with_body(body: object, kind: int = 1, flags: int = 0, version: int = 1) ->
         (ONE_RECORD + b"\x00", "invalid MessagePack"),  # trailing bytes
         (_with_body([]), "non-empty array"),
         (_with_body({"a": 1}), "non-empty array"),
-        (_with_body([["t", None, b"v", {}]]), "5-element"),
+        (_with_body([["t", None, b"v", {}]]), "5- or 6-element"),
         (_with_body([["t", None, "text", {}, 0]]), "value must be bytes"),
         (_with_body([["t", "k", b"v", {}, 0]]), "key must be bytes"),
         (_with_body([["t", None, b"v", [], 0]]), "headers must be a map"),
@@ -189,6 +189,7 @@ def test_record_size_counts_key_value_and_headers() -> None:
 def test_properties_update_only_what_is_given() -> None:
     props = TopicProperties(retention_ms=5, max_bytes=9)
     assert props.updated({"max_bytes": None}) == TopicProperties(5, None)
+    assert props.updated({"max_record_bytes": 3}) == TopicProperties(5, 9, 3)
     assert props.updated({}) == props
 
 

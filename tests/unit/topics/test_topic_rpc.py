@@ -150,6 +150,11 @@ def test_describe_and_list_round_trip() -> None:
         "first": [4, 0],
         "last": [9, 2],
         "last_append_time": 77,
+        "max_record_bytes": None,
+        "low_water": None,
+        "published_bytes": 0,
+        "log_clock": 0,
+        "applied": 0,
     }
     assert rpc.decode_describe_response(frames) == info
     bare = rpc.TopicInfo("u", TopicProperties(), 1)

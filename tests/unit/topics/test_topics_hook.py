@@ -5,19 +5,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from raftlog.entry import LogEntry
 from raftlog.records import (
+    AppendClock,
+    ClockTick,
     Record,
     RecordBatch,
     TopicCommand,
     TopicError,
     decode_entry,
+    encode_clock_tick,
     encode_command,
     encode_records,
+    stamp_append_time,
 )
+from raftlog.server.topic_clock import TopicClock
 from raftlog.server.topics_hook import TopicGate
 from raftlog.statemachine.topics import TopicStateMachine
 from raftlog.storage.memory import MemoryLogStore
@@ -29,7 +35,7 @@ RID = b"\x07" * 12
 def machine(tmp_path: Path) -> Iterator[TopicStateMachine]:
     store = MemoryLogStore()
     machine = TopicStateMachine(tmp_path / "t", store)
-    create = encode_command(TopicCommand("create", "t", {"max_bytes": 10}))
+    create = encode_command(TopicCommand("create", "t", {"max_record_bytes": 10}))
     store.append(1, [LogEntry(b"\x01" * 12, 0, 1, create)])
     machine.apply(1, store.raw_entries(1, 2), 1)
     yield machine
@@ -67,6 +73,7 @@ def test_plain_data_passes_untouched(machine: TopicStateMachine) -> None:
         (encode_command(TopicCommand("create", "t")), "TopicExists"),
         (encode_command(TopicCommand("delete", "u")), "UnknownTopic"),
         (b"\xc1RLT\x01\x01\x00" + bytes(8) + b"\x93", "BadRecord"),
+        (encode_clock_tick(7), "BadRecord"),  # ticks are the leader's own
     ],
 )
 def test_refused_entries_say_why(machine: TopicStateMachine, data: bytes, code: str) -> None:
@@ -99,3 +106,26 @@ def test_auto_create_flag_follows_the_leader_option(machine: TopicStateMachine) 
     assert isinstance(stamped, bytes)
     entry = decode_entry(stamped)
     assert isinstance(entry, RecordBatch) and entry.auto_create
+
+
+def test_the_leader_ticks_the_log_clock_only_when_a_record_is_due(tmp_path: Path) -> None:
+    store = MemoryLogStore()
+    machine = TopicStateMachine(tmp_path / "clock", store)
+    create = encode_command(TopicCommand("create", "r", {"retention_ms": 1_000}))
+    record = stamp_append_time(encode_records([Record("r", b"v")]), 10_000)
+    store.append(1, [LogEntry(b"\x01" * 12, 0, 1, create), LogEntry(b"\x02" * 12, 0, 1, record)])
+    machine.apply(1, store.raw_entries(1, 3), 1)
+    ticks: list[bytes] = []
+    core = SimpleNamespace(is_leader=True, propose=lambda rid, data, now: ticks.append(data))
+    now = [10_500]
+    clock = TopicClock(core, machine, AppendClock(), lambda: now[0])
+    clock.on_timer()  # the record expires at 11_000: nothing to do yet
+    now[0] = 11_600
+    clock.on_timer()
+    clock.on_timer()  # at most one look (and tick) per interval
+    assert [decode_entry(t) for t in ticks] == [ClockTick(11_600)]
+    core.is_leader = False
+    now[0] = 20_000
+    clock.on_timer()  # followers never tick
+    assert len(ticks) == 1
+    machine.close()

@@ -1,0 +1,79 @@
+"""The topic machine's part of a peer snapshot: topic metadata and the log clock (#11).
+
+Records are not in the snapshot: the log is never compacted past a retained record
+(``TopicStateMachine.compaction_limit``), so a peer that installs a snapshot receives every
+retained record as an ordinary log entry after it. What the snapshot must carry is what the
+compacted prefix decided: which topics exist as of the snapshot index (their properties and
+creation index), each topic's low-water mark -- raised past every record at or below the
+snapshot index, since the restoring peer will never see those -- and the log clock there.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgpack
+
+from raftlog.records import RecordId, TopicProperties
+from raftlog.statemachine.topic_index import TopicIndex, TopicState
+
+SNAPSHOT_VERSION: Final = 2
+
+
+def build_snapshot(index_db: TopicIndex, index: int, base_time: int) -> bytes:
+    """The snapshot as of log index ``index`` (the machine may have applied further: the
+    metadata is versioned, and the clock comes from the entry-time index)."""
+    topics = index_db.topics_as_of(index)
+    at = index_db.time_at(index)
+    body: dict[str, Any] = {"v": SNAPSHOT_VERSION, "topics": {}}
+    body["time"] = base_time if at is None else at[1]
+    for name, state in topics.items():
+        low = state.low_water
+        last = next(index_db.entries_before(name, index + 1), None)
+        if last is not None and last.index >= state.created_index:
+            low = max(low, RecordId(last.index, last.positions[-1] + 1))
+        props = state.properties
+        body["topics"][name] = [
+            props.retention_ms,
+            props.max_bytes,
+            state.created_index,
+            props.max_record_bytes,
+            low.index,
+            low.position,
+        ]
+    packed: bytes = msgpack.packb(body)
+    return packed
+
+
+def parse_snapshot(data: bytes) -> tuple[dict[str, TopicState], int]:
+    """``(topics, log clock)`` of a snapshot. Empty data (a snapshot from before topics
+    existed) is an empty state; anything else must be our format: restoring garbage silently
+    would lose topics."""
+    if not data:
+        return {}, 0
+    body = msgpack.unpackb(data, raw=False)
+    if not isinstance(body, dict) or body.get("v") not in (1, SNAPSHOT_VERSION):
+        raise ValueError("unsupported topic snapshot format")
+    topics: dict[str, TopicState] = {}
+    for name, fields in body["topics"].items():
+        if body["v"] == 1:  # max_bytes was the per-record limit then
+            retention, max_record, created = fields
+            topics[name] = TopicState(TopicProperties(retention, None, max_record), created)
+            continue
+        retention, max_bytes, created, max_record, low_index, low_position = fields
+        topics[name] = TopicState(
+            TopicProperties(retention, max_bytes, max_record),
+            created,
+            RecordId(low_index, low_position),
+        )
+    return topics, int(body["time"])
+
+
+def snapshot_part(data: bytes, name: str) -> bytes:
+    """This machine's part of a ``CompositeStateMachine`` snapshot (b"" when absent)."""
+    try:
+        value = msgpack.unpackb(data, raw=False) if data else {}
+    except (ValueError, msgpack.UnpackException):
+        return b""
+    part = value.get(name) if isinstance(value, dict) else None
+    return part if isinstance(part, bytes) else b""

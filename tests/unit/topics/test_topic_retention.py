@@ -1,0 +1,142 @@
+"""Issue #11 rules of the topic machine: log clock, size retention, per-record TTL, the
+low-water mark, the compaction limit and the leader's expiry deadline."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_topic_machine import Log, read, values
+
+from raftlog.client.topic_view import TopicBounds, TopicView
+from raftlog.entry import ENTRY_HEADER_SIZE
+from raftlog.errors import RecordsExpiredError
+from raftlog.records import (
+    ClockTick,
+    Record,
+    RecordId,
+    TopicCommand,
+    decode_entry,
+    encode_clock_tick,
+    encode_command,
+)
+from raftlog.statemachine.topics import TopicStateMachine
+
+
+@pytest.fixture
+def log() -> Log:
+    return Log()
+
+
+@pytest.fixture
+def machine(tmp_path: Path, log: Log) -> Iterator[TopicStateMachine]:
+    m = TopicStateMachine(tmp_path / "topics", log.store)
+    yield m
+    m.close()
+
+
+def test_clock_ticks_round_trip_and_move_only_the_clock(
+    log: Log, machine: TopicStateMachine
+) -> None:
+    assert decode_entry(encode_clock_tick(42)) == ClockTick(42)
+    log.create("t")
+    log.tick(5_000)
+    log.tick(4_000)  # a leader with a slower clock: the log clock never goes back
+    log.apply(machine)
+    assert machine.last_time == 5_000 and machine.refused_entries == 0
+
+
+def test_size_retention_keeps_the_newest_records_that_fit(
+    log: Log, machine: TopicStateMachine
+) -> None:
+    log.create("s", max_bytes=250)
+    first = log.publish(*(Record("s", b"%d" % n + b"x" * 99) for n in range(3)))  # 3 x 100 B
+    second = log.publish(Record("s", b"3" + b"x" * 99))
+    log.apply(machine)
+    # 400 B published, 250 kept: records 2 and 3 (the last 200 B); record 1 would make 300
+    assert [v[:1] for v in values(read(machine, "s"))] == [b"2", b"3"]
+    with pytest.raises(RecordsExpiredError) as err:
+        read(machine, "s", from_index=first)
+    assert err.value.first_available == (first, 2)
+    assert values(read(machine, "s", from_index=first, from_position=2))[0][:1] == b"2"
+    info = machine.describe("s")
+    assert (info.first, info.last, info.low_water) == (
+        RecordId(first, 2),
+        RecordId(second, 0),
+        RecordId(first, 2),
+    )
+    assert info.published_bytes == 400
+
+
+def test_a_raised_limit_resurrects_nothing(log: Log, machine: TopicStateMachine) -> None:
+    log.create("s", max_bytes=100)
+    log.publish(Record("s", b"a" * 100))
+    kept = log.publish(Record("s", b"b" * 100))
+    log.add(encode_command(TopicCommand("update", "s", {"max_bytes": 10_000})))
+    log.apply(machine)
+    assert [r.id for r in read(machine, "s").records] == [RecordId(kept, 0)]
+    log.publish(Record("s", b"c" * 100))
+    log.apply(machine)
+    assert len(read(machine, "s").records) == 2
+
+
+def test_per_record_ttl_is_shorter_than_the_topic_and_runs_on_the_log_clock(
+    log: Log, machine: TopicStateMachine
+) -> None:
+    log.create("m", retention_ms=10_000)
+    brief = log.publish(Record("m", b"brief", ttl_ms=500), at=1_000)
+    log.publish(Record("m", b"kept"), at=1_000)
+    log.apply(machine)
+    assert machine.next_expiry() == 1_500
+    log.tick(1_499)
+    log.apply(machine)
+    assert values(read(machine, "m")) == [b"brief", b"kept"]
+    log.tick(1_500)
+    log.apply(machine)
+    assert values(read(machine, "m")) == [b"kept"]
+    assert values(read(machine, "m", from_index=brief)) == [b"kept"]  # TTL: no low-water
+    assert machine.next_expiry() == 11_000  # the topic's own retention is next
+
+
+def test_compaction_never_passes_a_retained_record(log: Log, machine: TopicStateMachine) -> None:
+    log.create("short", retention_ms=100)
+    log.create("long")
+    log.publish(Record("short", b"x"), at=1_000)
+    kept = log.publish(Record("long", b"y"), at=1_000)
+    log.publish(Record("short", b"z"), at=1_050)
+    log.apply(machine)
+    assert machine.compaction_limit() == 2  # below the first record of either topic
+    log.tick(1_100)
+    log.apply(machine)
+    assert machine.compaction_limit() == kept - 1  # "short"'s first record expired
+    log.add(encode_command(TopicCommand("delete", "long")))
+    log.tick(1_200)
+    log.apply(machine)
+    assert machine.compaction_limit() == machine.last_applied  # nothing retained at all
+    assert machine.next_expiry() is None
+
+
+def test_topic_view_admits_what_a_read_returns(log: Log, machine: TopicStateMachine) -> None:
+    log.create("v", max_bytes=100)
+    log.publish(Record("v", b"old" * 40))  # 120 B: over the limit once the next comes
+    log.add(encode_command(TopicCommand("delete", "v")))
+    log.create("v", max_bytes=100)
+    log.publish(Record("v", b"a" * 60))
+    log.publish(Record("v", b"b" * 60), Record("v", b"c", ttl_ms=1), at=log.now)
+    log.tick(log.now + 5)
+    log.publish(Record("gone", b"x"), auto=True)
+    log.add(encode_command(TopicCommand("delete", "gone")))
+    log.apply(machine)
+    info = machine.describe("v")
+    assert info.low_water is not None
+    view = TopicView({"v": TopicBounds(info.created_index, info.low_water, info.log_clock_ms)}, 0)
+    raw = log.store.raw_entries(1, log.store.last_index + 1)
+    admitted = []
+    for index, data in enumerate(raw, start=1):
+        entry = decode_entry(data[ENTRY_HEADER_SIZE:])
+        for position, record in enumerate(getattr(entry, "records", ())):
+            if view.admits(index, position, entry.append_time_ms, record):  # type: ignore[union-attr]
+                admitted.append((index, position))
+    assert admitted == [(r.id.index, r.id.position) for r in read(machine, "v").records]
+    assert len(admitted) == 1  # "b": "a" fell out of max_bytes, "c" out of its TTL
