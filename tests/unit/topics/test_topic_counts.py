@@ -22,7 +22,7 @@ def log() -> Log:
 
 @pytest.fixture
 def machine(tmp_path: Path, log: Log) -> Iterator[TopicStateMachine]:
-    m = TopicStateMachine(tmp_path / "topics", log.store, clock=lambda: log.now)
+    m = TopicStateMachine(tmp_path / "topics", log.store)
     yield m
     m.close()
 
