@@ -13,8 +13,6 @@ import pytest
 from integration.cluster import PeerCluster, wait_for
 from pyspark.sql import DataFrame, SparkSession
 
-from raftlog.records import Record, encode_records
-
 from .conftest import source_options
 from .helpers import (
     last_index,
@@ -171,12 +169,14 @@ def test_fail_on_data_loss_false_jumps_over_a_compacted_gap(
     try:
         cluster.start()
         cluster.wait_stable_leader()
-        publish(cluster, [encode_records([Record("t", b"a%d" % n)]) for n in range(30)], 4)
+        # plain entries: topic records without retention would (rightly, issue #11) hold
+        # compaction back, and this test needs the log compacted past the stream's offset
+        publish(cluster, [b"a%d" % n for n in range(30)], 4)
         checkpoint = tmp_path / "ckpt"
         query, _ = _stream(spark, cluster, checkpoint, startingOffsets="earliest")
         _finish(query)
         consumed = last_index(cluster)
-        publish(cluster, [encode_records([Record("t", b"b%d" % n)]) for n in range(160)], 4)
+        publish(cluster, [b"b%d" % n for n in range(160)], 4)
         leader = cluster.wait_stable_leader()
         info = wait_for(
             "compaction past the stream's offset",
