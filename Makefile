@@ -37,6 +37,9 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 
 $(TEST_STAMP): pyproject.toml | $(BIN)/python
 	$(PIP) install -e '.[spark,dev]'
+	# Spark finds the "raftlog" format by scanning sys.path (pkgutil), which cannot see
+	# packages served by the editable install's import hook: put their directory on it.
+	$(BIN)/python -c "import pathlib, site; pathlib.Path(site.getsitepackages()[0], 'raftlog-spark.pth').write_text('$(CURDIR)/integrations/spark\n')"
 	touch $@ $(RUN_STAMP)
 
 # Start the local three-peer cluster (cluster-configs/local-3.toml) in the foreground;

@@ -42,6 +42,7 @@ from raftlog.records import (
     encode_command,
     encode_records,
 )
+from raftlog.rpc import topic_counts
 from raftlog.rpc import topics as rpc
 
 __all__ = ["TopicClient", "admin_data", "make_record", "publish_data"]
@@ -278,3 +279,29 @@ class TopicClient:
         return rpc.decode_list_response(
             await self.request(url, rpc.TYPE_LIST, [], timeout=timeout)
         )
+
+    async def record_counts(
+        self,
+        from_index: int,
+        to_index: int,
+        *,
+        step: int = 1,
+        topics: Sequence[str] | None = None,
+        url: str | None = None,
+        timeout: float | None = None,
+    ) -> topic_counts.CountsResult:
+        """Records per index bucket of ``step`` entries in ``[from_index, to_index]``, from
+        the topic index of peer ``url`` (default: the leader) without reading entries
+        (``TC``, :mod:`raftlog.rpc.topic_counts`): what a parallel reader balances its
+        tasks by. Raises ``TopicError`` (``UnknownTopic``) for a topic that does not exist,
+        ``ClusterUnavailableError`` when the peer does not answer (peers without ``TC``)."""
+        req = topic_counts.CountsRequest(
+            from_index, to_index, step, None if topics is None else tuple(topics)
+        )
+        frames = await self.request(
+            url,
+            topic_counts.TYPE_COUNTS,
+            topic_counts.encode_counts_request(req),
+            timeout=timeout,
+        )
+        return topic_counts.decode_counts_response(frames)

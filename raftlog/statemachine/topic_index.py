@@ -263,6 +263,18 @@ class TopicIndex:
             yield _unpack_entry(_key_index(last), value)
             hi = last
 
+    def record_counts(self, topic: str, lo: int, hi: int) -> Iterator[tuple[int, int]]:
+        """``(entry index, records of topic)`` for ``topic``'s entries in ``[lo, hi]`` (one
+        scan of its keys: the TC record counts, without reading entries)."""
+        for key, value in self._db.items(entry_key(topic, lo), entry_key(topic, hi + 1), "counts"):
+            runs = _RUN.iter_unpack(value[_ENTRY_HEAD.size :])
+            yield _key_index(key), sum(count for _, count in runs)
+
+    def record_entries(self, lo: int, hi: int) -> Iterator[int]:
+        """Indexes of the record entries in ``[lo, hi]`` (the ``i`` keys), in order."""
+        for key, _ in self._db.items(b"i" + u64(lo), b"i" + u64(hi + 1), "record entries"):
+            yield int(_U64.unpack(key[1:])[0])
+
     def entry(self, topic: str, index: int) -> EntryRecords | None:
         """What the index holds for ``topic`` in entry ``index`` (None: nothing)."""
         value = self._db.get(entry_key(topic, index), "topic record entry")

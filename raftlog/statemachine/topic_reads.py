@@ -37,6 +37,7 @@ from typing import Final, Protocol
 from raftlog.entry import ENTRY_HEADER_SIZE
 from raftlog.errors import RecordsExpiredError
 from raftlog.records import LoggedRecord, RecordBatch, RecordFormatError, RecordId, decode_entry
+from raftlog.rpc import topic_counts
 from raftlog.rpc import topics as rpc
 from raftlog.statemachine.topic_index import TopicIndex, TopicState
 
@@ -256,6 +257,29 @@ class TopicReader:
         except (IndexError, RecordFormatError):
             return None  # compacted meanwhile, or not what the index says: skip, never fail
         return entry if isinstance(entry, RecordBatch) else None
+
+    def counts(
+        self,
+        req: topic_counts.CountsRequest,
+        states: dict[str, TopicState],
+        applied: int,
+        clock_ms: int,
+    ) -> topic_counts.CountsResult:
+        """``TC``: records per index bucket from the index alone, under the same floors as
+        :meth:`read` (compaction, each topic's retention) and never beyond ``applied``;
+        ``states`` are the topics to count (the caller checked that they exist)."""
+        buckets = req.buckets
+        entries, records = [0] * buckets, [0] * buckets
+        first = self._entries.first_index
+        lo, hi = max(req.from_index, first), min(req.to_index, applied)
+        if lo <= hi:
+            for index in self._index.record_entries(lo, hi):
+                entries[req.bucket_of(index)] += 1
+            for name, state in states.items():
+                start = self.start(name, state, clock_ms, applied)
+                for index, count in self._index.record_counts(name, max(lo, start.index), hi):
+                    records[req.bucket_of(index)] += count
+        return topic_counts.CountsResult(applied, first, tuple(entries), tuple(records))
 
     def describe(self, name: str, state: TopicState, clock_ms: int, applied: int) -> rpc.TopicInfo:
         """``TD``: properties, first/last retained record, low-water, bytes, log clock."""

@@ -51,6 +51,7 @@ from raftlog.records import (
     TopicProperties,
     decode_entry,
 )
+from raftlog.rpc import topic_counts
 from raftlog.rpc import topics as rpc
 from raftlog.statemachine.topic_index import TopicIndex, TopicState
 from raftlog.statemachine.topic_reads import EntrySource, TopicReader
@@ -303,6 +304,10 @@ class TopicStateMachine:
                 )
             if msg_type == rpc.TYPE_LIST:
                 return rpc.encode_list_response(list(self._topics))
+            if msg_type == topic_counts.TYPE_COUNTS:
+                return topic_counts.encode_counts_response(
+                    self.counts(topic_counts.decode_counts_request(args))
+                )
         except TopicError as exc:
             return rpc.encode_error(exc)
         return None
@@ -380,6 +385,14 @@ class TopicStateMachine:
                 soonest = due if soonest is None else min(soonest, due)
         return soonest
 
+    def counts(self, req: topic_counts.CountsRequest) -> topic_counts.CountsResult:
+        """Records per index bucket (``TC``): every topic, or the named ones (each must
+        exist: ``UnknownTopic`` otherwise)."""
+        names = list(self._topics) if req.topics is None else req.topics
+        states = {name: self._state(name) for name in names}
+        return self._reader.counts(req, states, self._applied, self._last_time)
+
+    # -- housekeeping ----------------------------------------------------------------------
     def _collect(self) -> None:
         """Drop index keys of entries compacted out of the log (reads skip them anyway;
         this bounds the index's space)."""

@@ -4,17 +4,21 @@ at planning time with a clear message."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import math
 import time
+from collections import Counter
 from typing import Any
 
 import pytest
 from integration.cluster import PeerCluster, free_ports
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
+from raftlog_spark.logclient import LogClient
 
-from raftlog.client import SyncRaftClient
+from raftlog.client import RaftClient, SyncRaftClient
+from raftlog.client.topics import TopicClient
 
 from .conftest import source_options
 from .helpers import Row, last_index, log_rows, spark_rows, where
@@ -126,14 +130,19 @@ def test_filters_equal_a_python_filter_of_the_full_read(
     spark: SparkSession, log_cluster: PeerCluster
 ) -> None:
     everything = spark_rows(load(spark, log_cluster))
+    # default: Spark applies every filter; one DataFrame serves every query
+    df = load(spark, log_cluster, numPartitions=2)
     for name, condition, keep in _cases(everything):
-        # a DataFrame per query: see test_spark_reuses_a_pushed_scan_on_the_same_dataframe
-        df = load(spark, log_cluster, numPartitions=2)
         assert spark_rows(df.where(condition)) == where(everything, keep), name
+    # pushFilters=true narrows reads by the pushed filters: a DataFrame per query (see
+    # test_pushed_scan_reuse_cannot_give_a_wrong_count)
+    for name, condition, keep in _cases(everything):
+        pushed = load(spark, log_cluster, numPartitions=2, pushFilters="true")
+        assert spark_rows(pushed.where(condition)) == where(everything, keep), name
     # Spark's default setting turns pushdown off: Spark filters, the result is the same
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
     try:
-        off = load(spark, log_cluster, numPartitions=2)
+        off = load(spark, log_cluster, numPartitions=2, pushFilters="true")
         for name, condition, keep in _cases(everything):
             assert spark_rows(off.where(condition)) == where(everything, keep), name
         assert off.count() == len(everything)
@@ -141,34 +150,52 @@ def test_filters_equal_a_python_filter_of_the_full_read(
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
 
 
+def test_pushed_scan_reuse_cannot_give_a_wrong_count(
+    spark: SparkSession, log_cluster: PeerCluster
+) -> None:
+    """Issue #17: df.where(topic='audit').count() then df.count() on the same DataFrame
+    returned the filtered count (Spark caches a pushed scan on the DataFrame's source). By
+    default the source narrows nothing by pushed filters, so every count is right."""
+    rows = log_rows(log_cluster)
+    audit = sum(1 for r in rows if r[3] == "audit")
+    df = load(spark, log_cluster, numPartitions=2)
+    assert 0 < audit < len(rows)
+    assert df.where(F.col("topic") == "audit").count() == audit
+    assert df.count() == len(rows)  # the wrong answer was `audit`
+    assert df.where(F.col("topic").isNull()).count() == sum(1 for r in rows if r[3] is None)
+    assert df.count() == len(rows)
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="Spark 4.1-4.3 PythonScanBuilder.pushFilters caches the pushed scan (read function "
     "and partitions) on the DataFrame's source (ds.setReadInfo) and a later query on the same "
-    "DataFrame that pushes no filter reuses it; see integrations/spark/README.md",
+    "DataFrame that pushes no filter reuses it; why pushFilters is opt-in (README)",
 )
-def test_spark_reuses_a_pushed_scan_on_the_same_dataframe(
+def test_spark_reuses_a_pushed_scan_with_push_filters_opted_in(
     spark: SparkSession, log_cluster: PeerCluster
 ) -> None:
-    df = load(spark, log_cluster)
+    df = load(spark, log_cluster, pushFilters="true")
     raw = df.where(F.col("topic").isNull()).count()
-    assert df.count() > raw  # fails today: df.count() == raw
+    assert df.count() > raw  # fails while Spark has the bug: df.count() == raw
 
 
 def test_narrow_filters_plan_only_what_they_need(
     spark: SparkSession, log_cluster: PeerCluster
 ) -> None:
     def planned(condition: Column | None = None) -> int:
-        df = load(spark, log_cluster, entriesPerPartition=5)  # one DataFrame per query
+        df = load(spark, log_cluster, entriesPerPartition=5, pushFilters="true")  # one per query
         return (df if condition is None else df.where(condition)).rdd.getNumPartitions()
 
     full = planned()
-    narrow = load(spark, log_cluster, entriesPerPartition=5).where(F.col("index").between(30, 44))
+    narrow = load(spark, log_cluster, entriesPerPartition=5, pushFilters="true").where(
+        F.col("index").between(30, 44)
+    )
     assert narrow.rdd.getNumPartitions() == 3  # 15 entries, 5 per partition
     assert " Filter (" not in narrow._jdf.queryExecution().executedPlan().toString()
     assert planned(F.col("index").isin(3, 4, 90)) == 1
     assert planned(F.col("index") > 10**9) <= 1  # nothing to read
-    assert load(spark, log_cluster).where(F.col("index") > 10**9).count() == 0
+    assert load(spark, log_cluster, pushFilters="true").where(F.col("index") > 10**9).count() == 0
     times = sorted({r[7] for r in spark_rows(load(spark, log_cluster)) if r[7] is not None})
     late = dt.datetime.fromtimestamp(times[-1] / 1000, dt.UTC)
     assert planned(F.col("timestamp") >= F.lit(late)) < full / 4
@@ -229,3 +256,42 @@ def test_bad_input_fails_at_planning_with_a_clear_error(
         lambda: read().schema("index long").options(**source_options(log_cluster)).load().collect(),
         "the schema is fixed",
     )
+    # unknown topics: raftlog's UnknownTopic at load(), not 0 rows
+    message = _fails(
+        lambda: read().options(**source_options(log_cluster, topics="nosuchtopic")).load(),
+        "UnknownTopic",
+        "topic 'nosuchtopic' does not exist",
+    )
+    # errors start with raftlog's one-line message (no worker traceback before it)
+    assert "Traceback" not in message, message
+    assert "Traceback" not in _fails(
+        lambda: read().options(**source_options(log_cluster, numPartitions=0)).load(),
+        "numPartitions='0' is invalid",
+    )
+
+
+def test_every_peer_counts_records_for_the_planner(log_cluster: PeerCluster) -> None:
+    """``TC`` on a live cluster: the leader's and the followers' counts equal the records
+    of the log, bucket by bucket (what balances the partitions)."""
+    rows = log_rows(log_cluster)
+    top = last_index(log_cluster)
+    per_entry = Counter(r[0] for r in rows if r[3] is not None)
+
+    async def ask() -> list[Any]:
+        async with RaftClient(log_cluster.urls, log_cluster.ident, timeout=10) as client:
+            topics = TopicClient(client)
+            try:
+                leader = await topics.record_counts(1, top, step=5)
+                peers = [await topics.record_counts(1, top, url=u) for u in log_cluster.urls]
+                return [leader, *peers]
+            finally:
+                await topics.aclose()
+
+    leader, *peers = asyncio.run(ask())
+    expected = [sum(per_entry.get(i, 0) for i in range(lo, lo + 5)) for lo in range(1, top + 1, 5)]
+    assert list(leader.records) == expected
+    for counts in peers:
+        upto = min(counts.applied, top)
+        assert list(counts.records[:upto]) == [per_entry.get(i, 0) for i in range(1, upto + 1)]
+    with LogClient(tuple(log_cluster.urls), log_cluster.ident, 5.0) as client:
+        assert client.record_counts(1, top, 1, frozenset({"audit"})) is not None

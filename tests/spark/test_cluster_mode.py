@@ -2,10 +2,10 @@
 two executor JVMs started by Spark itself), tasks running in the executors' Python workers,
 which import the installed package; the source found by name, not registered.
 
-The editable install (``pip install -e .``) serves packages through an import hook that
-``pkgutil.iter_modules`` -- Spark's lookup of ``pyspark_*`` modules -- cannot list, so the
-job gets a site directory laid out as a regular install would be (``pyspark_raftlog`` on
-``PYTHONPATH``); a wheel or ``pip install .`` puts it in site-packages.
+It runs in the install ``make install`` makes: an editable install, whose import hook
+``pkgutil.iter_modules`` -- Spark's lookup of ``pyspark_*`` modules -- cannot list, plus the
+``raftlog-spark.pth`` that puts ``integrations/spark`` on the path so that Spark finds
+``pyspark_raftlog``; a wheel or ``pip install .`` puts it in site-packages.
 """
 
 from __future__ import annotations
@@ -24,23 +24,13 @@ from .helpers import log_rows
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-ROOT = Path(__file__).resolve().parents[2]
 SPARK_SUBMIT = Path(sys.executable).with_name("spark-submit")
 
 
 def test_local_cluster_reads_by_name_in_executor_jvms(
     log_cluster: PeerCluster, tmp_path: Path
 ) -> None:
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "pyspark_raftlog").symlink_to(ROOT / "integrations" / "spark" / "pyspark_raftlog")
-    python_path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH")) if p)
-    env = dict(
-        os.environ,
-        PYSPARK_PYTHON=sys.executable,
-        PYSPARK_DRIVER_PYTHON=sys.executable,
-        PYTHONPATH=python_path,
-    )
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     expected = Counter(r[3] or "" for r in log_rows(log_cluster))
     command = [
         str(SPARK_SUBMIT),

@@ -9,11 +9,13 @@ import importlib
 import pkgutil
 import re
 import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pyarrow as pa
 import pytest
 from pyspark.sql.datasource import (
@@ -30,6 +32,8 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 from raftlog_spark import RaftlogDataSource
+from raftlog_spark.balance import ENTRY_COST, bucket_step, rows_upto, weigh
+from raftlog_spark.columns import record_columns
 from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
 from raftlog_spark.filters import MAX_INDEX, ScanSpec, TimeBounds, eval_topic, push_filters
 from raftlog_spark.logclient import diagnose
@@ -37,10 +41,22 @@ from raftlog_spark.options import parse_options
 from raftlog_spark.planning import LogPosition, StampIndex, batch_ranges, plan_batch, split
 from raftlog_spark.rows import RowBuilder, to_batches
 from raftlog_spark.schema import arrow_schema
+from raftlog_spark.setup import check_driver_python
+from raftlog_spark.sink import _chunks, parse_sink_options, request_id
 
 from raftlog.client import IndexedEntry
 from raftlog.entry import EntryType, LogEntry
-from raftlog.records import Record, TopicCommand, encode_command, encode_records, stamp_append_time
+from raftlog.records import (
+    HEADER_SIZE,
+    Record,
+    RecordBatch,
+    TopicCommand,
+    decode_entry,
+    encode_command,
+    encode_records,
+    stamp_append_time,
+)
+from raftlog.rpc.topic_counts import CountsResult
 
 BASE = {"peers": "tcp://127.0.0.1:8047,tcp://127.0.0.1:8147", "ident": "c"}
 RID = bytes(12)
@@ -155,12 +171,57 @@ def test_time_filters_are_exact_on_rows_and_conservative_on_the_window() -> None
 # -- partitions ------------------------------------------------------------------------------
 def test_split_is_balanced_contiguous_and_never_empty() -> None:
     parts = split(((1, 10),), num_partitions=3)
-    assert [p.ranges for p in parts] == [((1, 4),), ((5, 7),), ((8, 10),)]
+    assert [p.ranges for p in parts] == [((1, 3),), ((4, 7),), ((8, 10),)]
     parts = split(((1, 3), (10, 12), (20, 20)), entries_per_partition=2)
-    assert [p.ranges for p in parts] == [((1, 2),), ((3, 3), (10, 10)), ((11, 12),), ((20, 20),)]
+    assert [p.ranges for p in parts] == [((1, 2),), ((3, 3),), ((10, 11),), ((12, 12), (20, 20))]
     assert len(split(((5, 6),), num_partitions=10)) == 2
     assert split((), num_partitions=4) == []
     assert sum(p.entries for p in split(((1, 100_000),))) == 100_000
+
+
+def _mixed_counts(entries: int, heavy_every: int, heavy: int) -> CountsResult:
+    """Every ``heavy_every``-th entry a publish_batch of ``heavy`` records, others single."""
+    records = tuple(heavy if n % heavy_every == 0 else 1 for n in range(entries))
+    return CountsResult(entries, 1, (1,) * entries, records)
+
+
+def test_split_by_record_counts_balances_mixed_entries() -> None:
+    # single-record entries, then entries of 500 records: issue #17's data set at 1/10
+    singles, batches = 5_000, 210
+    records = (1,) * singles + (500,) * batches
+    total = singles + batches
+    counts = CountsResult(total, 1, (1,) * total, records)
+    for step in (1, bucket_step(1, total), 7):  # 7: the step of the full-size data set
+        buckets = -(-total // step)
+        grouped = CountsResult(
+            total,
+            1,
+            tuple(min(step, total - b * step) for b in range(buckets)),
+            tuple(sum(records[b * step : (b + 1) * step]) for b in range(buckets)),
+        )
+        segments = weigh(((1, total),), grouped, 1, step, raw_rows=True)
+        parts = split(((1, total),), num_partitions=4, segments=segments)
+        rows = [sum(sum(records[lo - 1 : hi]) for lo, hi in p.ranges) for p in parts]
+        assert sum(rows) == sum(records)
+        assert max(rows) <= 1.5 * (sum(rows) / 4), (step, rows)
+    # by entries alone (a peer without TC) the last partition would hold almost everything
+    plain = split(((1, total),), num_partitions=4)
+    plain_rows = [sum(sum(records[lo - 1 : hi]) for lo, hi in p.ranges) for p in plain]
+    assert max(plain_rows) > 3 * (sum(plain_rows) / 4)
+    assert counts.records[-1] == 500
+
+
+def test_row_budget_cuts_a_stream_by_records() -> None:
+    counts = _mixed_counts(100, 10, 500)  # entries 1..100, 1, 11, 21, ... hold 500 records
+    segments = weigh(((1, 100),), counts, 1, 1, raw_rows=True)
+    rows = weigh(((1, 100),), counts, 1, 1, raw_rows=True, entry_cost=0.0)
+    assert rows_upto(rows, 500) == 1  # the first entry alone is 500 rows
+    assert rows_upto(rows, 509) == 10  # 500 + 9 singles
+    assert rows_upto(rows, 0.5) == 1  # always at least one entry: the stream moves
+    assert rows_upto(rows[1:], 0.5, at_least_one=False) == 1  # none fits: before entry 2
+    assert sum(s.weight for s in segments) == pytest.approx(10 * 500 + 90 + 100 * ENTRY_COST)
+    topic_only = weigh(((1, 100),), counts, 1, 1, raw_rows=False, entry_cost=0.0)
+    assert sum(s.weight for s in topic_only) == 10 * 500 + 90  # all entries hold records
 
 
 # -- the append-time search ------------------------------------------------------------------
@@ -281,3 +342,150 @@ def test_diagnosis_tells_unreachable_from_wrong_ident() -> None:
         message = diagnose((listening, closed), "prod", 2.0, TimeoutError("x"))
         assert "check the ident 'prod'" in message and f"unreachable: {closed}" in message
     assert "no peer is reachable" in diagnose((closed,), "prod", 2.0, TimeoutError("x"))
+
+
+def test_the_editable_install_is_found_by_name() -> None:
+    """What Spark's lookup_data_sources does in a worker of this interpreter (``make
+    install``'s editable install included): pkgutil sees ``pyspark_raftlog``."""
+    script = (
+        "import pkgutil, importlib; "
+        "names = [m.name for m in pkgutil.iter_modules() if m.name.startswith('pyspark_')]; "
+        "assert 'pyspark_raftlog' in names, names; "
+        "print(importlib.import_module('pyspark_raftlog').DefaultSource.name())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "raftlog", done.stderr
+
+
+def test_a_worker_python_without_the_source_fails_with_the_fix() -> None:
+    class Conf:
+        def __init__(self, python: str) -> None:
+            self.python = python
+
+        def get(self, key: str, default: Any = None) -> Any:
+            return self.python if key == "spark.pyspark.python" else default
+
+    class Session:
+        def __init__(self, python: str) -> None:
+            self.sparkContext = type("SC", (), {"getConf": lambda _self: Conf(python)})()
+
+    for python in ("/nonexistent/bin/python3", "/usr/bin/python3"):
+        with pytest.raises(RaftlogSourceError, match=f"set PYSPARK_PYTHON to {sys.executable}"):
+            check_driver_python(Session(python))
+    check_driver_python(Session(sys.executable))  # the driver's own Python: fine
+
+
+# -- the sink --------------------------------------------------------------------------------
+def test_sink_request_ids_are_stable_per_chunk_and_fresh_for_the_leader() -> None:
+    first = request_id(1_700_000_000, "w", 3, 1, 7)
+    assert first == request_id(1_700_000_000, "w", 3, 1, 7)  # a retry sends the same id
+    others = {
+        request_id(1_700_000_000, *where)
+        for where in [("w", 3, 1, 8), ("w", 3, 2, 7), ("w", 4, 1, 7), ("x", 3, 1, 7)]
+    }
+    assert len(others | {first}) == 5
+    assert len(first) == 12 and first[:4] == (1_700_000_000).to_bytes(4, "big")
+
+
+def test_sink_rows_become_batches_and_raw_entries_in_order() -> None:
+    opts = parse_sink_options({**BASE, "recordsPerEntry": "2"})
+    headers = pa.array(
+        [[("h", b"v")], None, [("g", b"w")], None, []], pa.map_(pa.string(), pa.binary())
+    )
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array(["a", "a", "a", None, "b"]),
+            pa.array([b"k", None, b"s", None, None], pa.binary()),
+            pa.array(["1", "2", "3", "raw", "x"]),  # string values are UTF-8 encoded
+            headers,
+        ],
+        names=["topic", "key", "value", "headers"],
+    )
+    items = list(_chunks(iter([batch]), opts))
+    assert [type(i).__name__ for i in items] == ["list", "list", "bytes", "list"]
+    assert [r.value for r in items[0]] == [b"1", b"2"] and items[0][0].headers == {"h": b"v"}
+    assert items[1][0].key == b"s" and items[1][0].headers == {"g": b"w"}
+    assert items[2] == b"raw" and items[3][0].topic == "b"
+    defaulted = list(
+        _chunks(
+            iter([pa.RecordBatch.from_pydict({"value": [b"v"]})]),
+            parse_sink_options({**BASE, "topic": "t"}),
+        )
+    )
+    assert defaulted[0][0].topic == "t"  # type: ignore[index]
+    raw = list(
+        _chunks(iter([pa.RecordBatch.from_pydict({"value": [b"v"]})]), parse_sink_options(BASE))
+    )
+    assert raw == [b"v"]
+    with pytest.raises(RaftlogSourceError, match="unknown option"):
+        parse_sink_options({**BASE, "topics": "a"})
+
+
+def test_kafka_named_options_map_to_the_source_options() -> None:
+    opts = parse_options(
+        {
+            **BASE,
+            "subscribePattern": "pay.*",
+            "maxOffsetsPerTrigger": "500",
+            "minOffsetsPerTrigger": "100",
+            "maxTriggerDelay": "2m",
+            "includeHeaders": "false",
+            "startingTimestamp": "1700000000000",
+        },
+        "stream",
+    )
+    assert opts.topic_pattern == "pay.*" and opts.max_records_per_trigger == 500
+    assert opts.min_records_per_trigger == 100 and opts.max_trigger_delay_s == 120.0
+    assert opts.include_headers is False and opts.starting_timestamp_ms == 1_700_000_000_000
+    batch = parse_options(
+        {**BASE, "subscribe": "a,b", "endingOffsets": '{"index": 9}', "startingOffsets": "3"},
+        "batch",
+    )
+    assert batch.topics == {"a", "b"} and batch.ending_index == 9 and batch.starting_index == 3
+    assert parse_options({**BASE, "endingOffsets": "latest"}, "batch").ending_index is None
+    for options, message in [
+        ({**BASE, "topics": "a", "topicPattern": "b"}, "not both"),
+        ({**BASE, "topicPattern": "("}, "not a regular expression"),
+        ({**BASE, "maxTriggerDelay": "soon"}, "must be a duration"),
+        ({**BASE, "topics": "a", "subscribe": "b"}, "repeats topics"),
+    ]:
+        with pytest.raises(RaftlogSourceError, match=message):
+            parse_options(options)
+    with pytest.raises(RaftlogSourceError, match="starts at earliest or an index"):
+        parse_options({**BASE, "startingOffsets": "latest"}, "batch")
+    assert ScanSpec(topic_pattern="pay.*").admits_topic("pay.eu") is True
+    assert ScanSpec(topic_pattern="pay.*").admits_topic("xpay") is False
+    assert ScanSpec(topic_pattern="pay.*").admits_raw is False
+
+
+def test_record_columns_equal_decode_entry_or_defer_to_it() -> None:
+    records = [
+        Record("orders", b"o1", b"k", {"h": b"1", "g": b""}, 1_700_000_000_000),
+        Record("audit", b"a1"),
+        Record("orders", b"", None, {}, 0),
+    ]
+    data = stamp_append_time(encode_records(records), 1_800_000_000_000)
+    columns = record_columns(data)
+    decoded = decode_entry(data)
+    assert isinstance(decoded, RecordBatch) and columns is not None
+    assert list(zip(*columns, strict=True)) == [
+        (r.topic, r.key, r.value, dict(r.headers), r.timestamp_ms) for r in decoded.records
+    ]
+    header = data[:HEADER_SIZE]
+    odd = [
+        [["orders", None, b"v", {}, True]],  # a bool timestamp
+        [["bad topic", None, b"v", {}, 1]],  # not a topic name
+        [["orders", None, "text", {}, 1]],  # a str value
+        [["orders", None, b"v", {"h": "text"}, 1]],  # a str header
+        [["orders", None, b"v", {}]],  # four fields
+        [],  # no records
+    ]
+    for body in odd:
+        assert record_columns(header + msgpack.packb(body, use_bin_type=True)) is None, body
+    assert record_columns(header + b"\xc1") is None  # not MessagePack
+    # the builder falls back to decode_entry for those: malformed ones are skipped
+    builder = RowBuilder(ScanSpec(), 100)
+    builder.add(1, _entry(header + msgpack.packb(odd[1], use_bin_type=True)))
+    assert builder.rows == 0 and builder.malformed == 1

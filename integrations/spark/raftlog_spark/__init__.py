@@ -12,6 +12,7 @@ from typing import Any
 
 from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
 from raftlog_spark.schema import SCHEMA
+from raftlog_spark.setup import check_driver_python
 from raftlog_spark.source import RaftlogDataSource
 
 __all__ = [
@@ -24,5 +25,8 @@ __all__ = [
 
 
 def register(spark: Any) -> None:
-    """Register the ``raftlog`` format in ``spark`` (a SparkSession); idempotent."""
+    """Register the ``raftlog`` format in ``spark`` (a SparkSession); idempotent. Fails at
+    once, saying "set PYSPARK_PYTHON to ...", when Spark's Python workers could not import
+    the source (a virtualenv that is not activated)."""
+    check_driver_python(spark)
     spark.dataSource.register(RaftlogDataSource)

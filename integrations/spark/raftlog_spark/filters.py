@@ -16,6 +16,7 @@ Anything else (other columns, OR, NOT of index/time comparisons) is returned to 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, TypeAlias
@@ -217,15 +218,21 @@ class ScanSpec:
     topic_terms: tuple[TopicTerm, ...] = ()
     topics: frozenset[str] | None = None
     """The ``topics`` option: only records of these topics."""
+    topic_pattern: str | None = None
+    """The ``topicPattern`` option: only records of topics whose name matches it whole."""
 
     def admits_topic(self, topic: str | None) -> bool:
         if self.topics is not None and topic not in self.topics:
+            return False
+        if self.topic_pattern is not None and (
+            topic is None or re.fullmatch(self.topic_pattern, topic) is None
+        ):
             return False
         return all(eval_topic(term, topic) is True for term in self.topic_terms)
 
     def topic_checker(self) -> Callable[[str], bool] | None:
         """A cached per-topic check, or None when every topic is admitted."""
-        if self.topics is None and not self.topic_terms:
+        if self.topics is None and self.topic_pattern is None and not self.topic_terms:
             return None
         cache: dict[str, bool] = {}
 

@@ -17,13 +17,16 @@ import asyncio
 import contextlib
 import socket
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from types import TracebackType
 from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
 
 from raftlog.client import IndexedEntry, RaftClient, RequestLogInfoResponse, SnapshotChunk
+from raftlog.client.topics import TopicClient
 from raftlog.errors import ClusterUnavailableError, RaftlogError
+from raftlog.records import Record
+from raftlog.rpc.topic_counts import CountsResult
 from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
 
 T = TypeVar("T")
@@ -31,6 +34,11 @@ T = TypeVar("T")
 CHUNK_ENTRIES: Final = 4096
 CHUNK_BYTES: Final = 4 * 1024 * 1024
 RETRY_PAUSE: Final = 0.1
+PUBLISH_WINDOW: Final = 8
+"""Entries a sink task has in flight (each waits for its commit)."""
+COUNTS_TIMEOUT: Final = 3.0
+"""Seconds to wait for ``TC`` record counts before planning by entries (a peer without
+``TC`` drops the request)."""
 
 
 def _tcp_reachable(url: str, timeout: float = 0.5) -> bool | None:
@@ -87,6 +95,7 @@ class LogClient:
         self.ident = ident
         self.timeout = timeout
         self._loop = asyncio.new_event_loop()
+        self._topics: TopicClient | None = None
         try:
             self._client: RaftClient = self._run(self._create())
         except BaseException:
@@ -95,6 +104,13 @@ class LogClient:
 
     async def _create(self) -> RaftClient:
         return RaftClient(list(self.peers), self.ident, timeout=self.timeout)
+
+    @property
+    def topics(self) -> TopicClient:
+        """A topic client over the same connections (created on first use)."""
+        if self._topics is None:
+            self._topics = TopicClient(self._client)
+        return self._topics
 
     def _run(self, coro: Any) -> Any:
         try:
@@ -108,6 +124,9 @@ class LogClient:
         if self._loop.is_closed():
             return
         try:
+            if self._topics is not None:
+                with contextlib.suppress(Exception):
+                    self._run(self._topics.aclose())
             with contextlib.suppress(Exception):
                 self._run(self._client.aclose())
             with contextlib.suppress(Exception):
@@ -135,6 +154,94 @@ class LogClient:
         except ClusterUnavailableError as exc:
             raise RaftlogSourceError(diagnose(self.peers, self.ident, self.timeout, exc)) from exc
         return info
+
+    def _call(self, coro: Any) -> Any:
+        """Run a client call; no answer within the timeout is a diagnosed source error."""
+        try:
+            return self._run(coro)
+        except ClusterUnavailableError as exc:
+            raise RaftlogSourceError(diagnose(self.peers, self.ident, self.timeout, exc)) from exc
+
+    def check_topics(self, names: frozenset[str]) -> None:
+        """Raise raftlog's ``UnknownTopic`` ``TopicError`` for a name that is no topic (the
+        peers' rule: ``TD`` describe)."""
+        for name in sorted(names):
+            self._call(self.topics.describe(name))
+
+    def list_topics(self) -> tuple[str, ...]:
+        names: tuple[str, ...] = self._call(self.topics.list_topics())
+        return names
+
+    def record_counts(
+        self, lo: int, hi: int, step: int, topics: frozenset[str] | None
+    ) -> CountsResult | None:
+        """Records per bucket of ``step`` entries in ``[lo, hi]`` from the leader's topic
+        index (``TC``), or None from a peer that does not answer it in time."""
+        names = None if topics is None else sorted(topics)
+        try:
+            result: CountsResult = self._run(
+                self.topics.record_counts(
+                    lo, hi, step=step, topics=names, timeout=min(self.timeout, COUNTS_TIMEOUT)
+                )
+            )
+        except ClusterUnavailableError:
+            return None
+        return result
+
+    def publish_all(
+        self, items: Iterator[tuple[bytes, list[Record] | bytes]], window: int = PUBLISH_WINDOW
+    ) -> tuple[int, int]:
+        """Write every ``(request id, records or raw data)`` in order, up to ``window`` in
+        flight (sent in order over one connection, so the leader appends them in order);
+        ``(rows, entries)`` once all are committed. The first failure cancels the rest and
+        is raised (what was written stays; a retry finds it by request id)."""
+        try:
+            counted: tuple[int, int] = self._run(self._publish_all(items, window))
+        except ClusterUnavailableError as exc:
+            raise RaftlogSourceError(diagnose(self.peers, self.ident, self.timeout, exc)) from exc
+        return counted
+
+    async def _publish_all(
+        self, items: Iterator[tuple[bytes, list[Record] | bytes]], window: int
+    ) -> tuple[int, int]:
+        pending: set[asyncio.Future[Any]] = set()
+        rows = entries = 0
+        try:
+            for rid, item in items:
+                while len(pending) >= window:
+                    done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                    for future in done:
+                        future.result()
+                call: Coroutine[Any, Any, Any]
+                if isinstance(item, bytes):
+                    call = self._client.request_update(item, rid, timeout=self.timeout)
+                    rows += 1
+                else:
+                    call = self.topics.publish_batch(item, request_id=rid, timeout=self.timeout)
+                    rows += len(item)
+                pending.add(asyncio.ensure_future(call))
+                entries += 1
+                await asyncio.sleep(0)  # let it go out before the next one: in order
+            if pending:
+                await asyncio.gather(*pending)
+        finally:
+            for future in pending:
+                future.cancel()
+        return rows, entries
+
+    def request_update(self, data: bytes, request_id: bytes) -> int:
+        """Append raw ``data`` with ``request_id`` (idempotent like :meth:`publish_batch`)."""
+        index: int = self._call(self._client.request_update(data, request_id, timeout=self.timeout))
+        return index
+
+    def publish_batch(self, records: list[Record], request_id: bytes) -> int:
+        """Publish ``records`` as one entry with ``request_id``; its index. A retry with the
+        same id (a task retried, a query restarted) returns the first index instead of
+        appending again (the core's request-id rule)."""
+        ids = self._call(
+            self.topics.publish_batch(records, request_id=request_id, timeout=self.timeout)
+        )
+        return int(ids[0].index) if ids else 0
 
     def chunks(
         self, prev_index: int, count: int, *, chunk_entries: int = CHUNK_ENTRIES
@@ -171,7 +278,7 @@ class LogClient:
         """
         next_index = lo
         progress = clock()
-        checked_first = False
+        checked_first = True  # a compacted start shows as snapshot chunks: checked then
         last_error: BaseException | None = None
         while next_index <= hi:
             if not checked_first:
@@ -217,9 +324,16 @@ class LogClient:
     def _lost(self, next_index: int, first_index: int, hi: int, fail: bool) -> int:
         last_lost = min(first_index - 1, hi)
         if fail:
+            info = self.log_info()
+            last = min(info.commit_index, info.last_applied)
+            available = (
+                f"available: {info.first_index}..{last}"
+                if info.first_index <= last
+                else f"no entry is available now; the next one will be {last + 1}"
+            )
             raise RaftlogDataLossError(
                 f"raftlog source: entries {next_index}..{last_lost} are no longer in the log "
-                f"(compacted into a snapshot; the first available index is {first_index}); "
+                f"(compacted into a snapshot; {available}); "
                 "set failOnDataLoss=false to skip them"
             )
         return last_lost + 1

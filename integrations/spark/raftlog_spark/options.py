@@ -20,24 +20,57 @@ from raftlog_spark.errors import RaftlogSourceError
 Mode = Literal["any", "batch", "stream"]
 
 DEFAULT_TIMEOUT: Final = 10.0
-DEFAULT_ENTRIES_PER_PARTITION: Final = 10_000
+DEFAULT_RECORDS_PER_PARTITION: Final = 200_000
 DEFAULT_ROWS_PER_BATCH: Final = 10_000
 
 COMMON: Final = (
     "peers",
     "ident",
     "topics",
+    "topicPattern",
     "numPartitions",
     "entriesPerPartition",
+    "recordsPerPartition",
     "timeout",
     "failOnDataLoss",
     "rowsPerBatch",
+    "includeHeaders",
+    "startingOffsets",
+    "startingTimestamp",
 )
-BATCH_ONLY: Final = ("startingIndex", "endingIndex", "startingTimestamp", "endingTimestamp")
-STREAM_ONLY: Final = ("startingOffsets", "maxEntriesPerTrigger")
+BATCH_ONLY: Final = (
+    "startingIndex",
+    "endingIndex",
+    "endingOffsets",
+    "endingTimestamp",
+    "pushFilters",
+)
+STREAM_ONLY: Final = (
+    "maxEntriesPerTrigger",
+    "maxRecordsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+)
+ALIASES: Final = {
+    "subscribe": "topics",
+    "subscribepattern": "topicPattern",
+    "maxoffsetspertrigger": "maxRecordsPerTrigger",
+}
+"""Spark Kafka source names accepted for the same concept (see the README's table)."""
 KNOWN: Final = {name.lower(): name for name in (*COMMON, *BATCH_ONLY, *STREAM_ONLY)}
+DEFAULT_MAX_TRIGGER_DELAY_S: Final = 15 * 60.0
 
 _URL = re.compile(r"(tcp://[^\s,:/]+:\d{1,5}|ipc://\S+|inproc://\S+)")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h)?")
+_DURATION_UNITS: Final = {
+    None: 1.0,
+    "ms": 0.001,
+    "s": 1.0,
+    "sec": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "h": 3600.0,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,18 +79,27 @@ class SourceOptions:
     ident: str
     topics: frozenset[str] | None = None
     """Only records of these topics (raw entries excluded); None: every row."""
+    topic_pattern: str | None = None
+    """Only records of topics whose whole name matches this regular expression."""
     starting_index: int | None = None
     ending_index: int | None = None
     starting_timestamp_ms: int | None = None
     ending_timestamp_ms: int | None = None
     num_partitions: int | None = None
     entries_per_partition: int | None = None
+    records_per_partition: int | None = None
     timeout: float = DEFAULT_TIMEOUT
     fail_on_data_loss: bool = True
     rows_per_batch: int = DEFAULT_ROWS_PER_BATCH
-    starting_offsets: str = "latest"
-    """Streams: ``earliest``, ``latest`` or the first index to read (as a string)."""
+    include_headers: bool = True
+    push_filters: bool = False
+    """Narrow reads by Spark's pushed filters (opt-in: see README, "Filter pushdown")."""
+    starting_offsets: str | None = None
+    """``earliest``, ``latest`` (streams only) or the first index to read (as a string)."""
     max_entries_per_trigger: int | None = None
+    max_records_per_trigger: int | None = None
+    min_records_per_trigger: int | None = None
+    max_trigger_delay_s: float = DEFAULT_MAX_TRIGGER_DELAY_S
     given: frozenset[str] = frozenset()
     """Canonical names of the options that were set (for mode checks)."""
 
@@ -70,7 +112,13 @@ class SourceOptions:
             raise RaftlogSourceError(
                 f"raftlog source: option {', '.join(bad)} applies to {other} only"
             )
+        if mode == "batch" and self.starting_offsets == "latest":
+            raise _fail("startingOffsets", "latest", "a batch read starts at earliest or an index")
         return self
+
+    @property
+    def topic_filtered(self) -> bool:
+        return self.topics is not None or self.topic_pattern is not None
 
 
 def _fail(name: str, value: str, rule: str) -> RaftlogSourceError:
@@ -96,6 +144,21 @@ def _bool(name: str, value: str) -> bool:
     raise _fail(name, value, "must be true or false")
 
 
+def _offset(name: str, value: str) -> int:
+    """An index, given plainly or as the source's offset ``{"index": N}``."""
+    text = value.strip()
+    match = re.fullmatch(r'\{\s*"index"\s*:\s*(\d+)\s*\}', text)
+    return _int(name, match.group(1) if match else text, 0)
+
+
+def _duration(name: str, value: str) -> float:
+    """Seconds from ``15m``, ``30s``, ``500ms``, ``1h`` or a plain number of seconds."""
+    match = _DURATION.fullmatch(value.strip().lower())
+    if match is None:
+        raise _fail(name, value, "must be a duration like 30s, 15m or 1h")
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+
 def parse_timestamp_ms(name: str, value: str) -> int:
     """Milliseconds since the epoch, from an integer (ms) or an ISO-8601 time (naive = UTC)."""
     text = value.strip()
@@ -119,13 +182,17 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
     """Validate Spark's option map; raise :class:`RaftlogSourceError` naming the culprit."""
     values: dict[str, str] = {}
     for key, value in options.items():
-        canonical = KNOWN.get(key.lower())
+        canonical = KNOWN.get(key.lower()) or ALIASES.get(key.lower())
         if canonical is None:
             close = difflib.get_close_matches(key.lower(), KNOWN, n=1)
             hint = f" (did you mean {KNOWN[close[0]]}?)" if close else ""
             known = ", ".join(sorted(KNOWN.values(), key=str.lower))
             raise RaftlogSourceError(
                 f"raftlog source: unknown option {key!r}{hint}; known options: {known}"
+            )
+        if canonical in values:
+            raise RaftlogSourceError(
+                f"raftlog source: option {key!r} repeats {canonical} (an alias of it was set)"
             )
         values[canonical] = "" if value is None else str(value)
 
@@ -163,11 +230,19 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
     def opt_time(name: str) -> int | None:
         return parse_timestamp_ms(name, values[name]) if name in values else None
 
+    def opt_bool(name: str, default: bool) -> bool:
+        return _bool(name, values[name]) if name in values else default
+
     num_partitions = opt_int("numPartitions", 1)
     entries_per_partition = opt_int("entriesPerPartition", 1)
-    if num_partitions is not None and entries_per_partition is not None:
+    records_per_partition = opt_int("recordsPerPartition", 1)
+    sizing = [
+        n for n in ("numPartitions", "entriesPerPartition", "recordsPerPartition") if n in values
+    ]
+    if len(sizing) > 1:
         raise RaftlogSourceError(
-            "raftlog source: set numPartitions or entriesPerPartition, not both"
+            f"raftlog source: set one of numPartitions, entriesPerPartition, "
+            f"recordsPerPartition, not both ({', '.join(sizing)})"
         )
     timeout = DEFAULT_TIMEOUT
     if "timeout" in values:
@@ -178,27 +253,69 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
         if not timeout > 0:
             raise _fail("timeout", values["timeout"], "must be > 0 seconds")
 
-    starting = values.get("startingOffsets", "latest").strip().lower()
-    if starting not in ("earliest", "latest"):
-        starting = str(_int("startingOffsets", starting, 1))
+    pattern = values.get("topicPattern")
+    if pattern is not None:
+        if "topics" in values:
+            raise RaftlogSourceError(
+                "raftlog source: set topics (subscribe) or topicPattern (subscribePattern), "
+                "not both"
+            )
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise _fail("topicPattern", pattern, f"not a regular expression: {exc}") from None
+
+    starting: str | None = None
+    if "startingOffsets" in values:
+        starting = values["startingOffsets"].strip().lower()
+        if starting not in ("earliest", "latest"):
+            starting = str(_offset("startingOffsets", values["startingOffsets"]))
+    ending_index = opt_int("endingIndex", 0)
+    if "endingOffsets" in values:
+        if ending_index is not None:
+            raise RaftlogSourceError(
+                "raftlog source: endingOffsets is an alias of endingIndex: set one of them"
+            )
+        text = values["endingOffsets"].strip().lower()
+        if text != "latest":
+            ending_index = _offset("endingOffsets", values["endingOffsets"])
+    if "startingIndex" in values and starting is not None:
+        raise RaftlogSourceError(
+            "raftlog source: startingOffsets is an alias of startingIndex in batch reads: "
+            "set one of them"
+        )
+    starting_index = opt_int("startingIndex", 0)
+    if starting is not None and starting not in ("earliest", "latest"):
+        starting_index = starting_index if starting_index is not None else int(starting)
+    if "startingTimestamp" in values and "startingOffsets" in values:
+        raise RaftlogSourceError(
+            "raftlog source: set startingOffsets or startingTimestamp, not both"
+        )
 
     parsed = SourceOptions(
         peers=peers,
         ident=ident,
         topics=topics,
-        starting_index=opt_int("startingIndex", 0),
-        ending_index=opt_int("endingIndex", 0),
+        topic_pattern=pattern,
+        starting_index=starting_index,
+        ending_index=ending_index,
         starting_timestamp_ms=opt_time("startingTimestamp"),
         ending_timestamp_ms=opt_time("endingTimestamp"),
         num_partitions=num_partitions,
         entries_per_partition=entries_per_partition,
+        records_per_partition=records_per_partition,
         timeout=timeout,
-        fail_on_data_loss=_bool("failOnDataLoss", values["failOnDataLoss"])
-        if "failOnDataLoss" in values
-        else True,
+        fail_on_data_loss=opt_bool("failOnDataLoss", True),
         rows_per_batch=opt_int("rowsPerBatch", 1) or DEFAULT_ROWS_PER_BATCH,
+        include_headers=opt_bool("includeHeaders", True),
+        push_filters=opt_bool("pushFilters", False),
         starting_offsets=starting,
         max_entries_per_trigger=opt_int("maxEntriesPerTrigger", 1),
+        max_records_per_trigger=opt_int("maxRecordsPerTrigger", 1),
+        min_records_per_trigger=opt_int("minOffsetsPerTrigger", 1),
+        max_trigger_delay_s=_duration("maxTriggerDelay", values["maxTriggerDelay"])
+        if "maxTriggerDelay" in values
+        else DEFAULT_MAX_TRIGGER_DELAY_S,
         given=frozenset(values),
     )
     if (

@@ -16,6 +16,7 @@ or after ``end``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -25,10 +26,11 @@ from pyspark.sql.datasource import InputPartition
 from raftlog.client import IndexedEntry
 from raftlog.entry import EntryType
 from raftlog.records import HEADER_SIZE, append_time_of, is_topic_data
+from raftlog_spark.balance import Segment, balanced_cuts
 from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
 from raftlog_spark.filters import MAX_INDEX, IndexRanges, ScanSpec, intersect, size
 from raftlog_spark.logclient import LogClient
-from raftlog_spark.options import DEFAULT_ENTRIES_PER_PARTITION, SourceOptions
+from raftlog_spark.options import DEFAULT_RECORDS_PER_PARTITION, SourceOptions
 
 PROBE_CHUNK: Final = 256
 
@@ -45,6 +47,15 @@ class LogPosition:
     @classmethod
     def of(cls, info: Any) -> LogPosition:
         return cls(info.first_index, min(info.commit_index, info.last_applied), info.term)
+
+    def available(self) -> str:
+        """What can be read, for error messages: a non-empty range, or why there is none."""
+        if self.first_index <= self.last_index:
+            return f"available: {self.first_index}..{self.last_index}"
+        return (
+            f"no entry is available now (everything up to {self.last_index} was compacted); "
+            f"the next one will be {self.last_index + 1}"
+        )
 
 
 class IndexRangePartition(InputPartition):
@@ -71,21 +82,28 @@ def split(
     *,
     num_partitions: int | None = None,
     entries_per_partition: int | None = None,
+    records_per_partition: int | None = None,
+    segments: Sequence[Segment] | None = None,
 ) -> list[IndexRangePartition]:
-    """Cut ``ranges`` into partitions of nearly equal entry counts, in log order, none empty.
+    """Cut ``ranges`` into partitions of nearly equal weight, in log order, none empty.
 
-    ``num_partitions`` wins; else ``entries_per_partition`` (default
-    ``DEFAULT_ENTRIES_PER_PARTITION``) sets the count."""
+    ``segments`` weigh the ranges (:func:`raftlog_spark.balance.weigh`: rows per index
+    range); without them every entry weighs the same. The count: ``num_partitions``, else
+    ``entries_per_partition`` entries, else ``records_per_partition`` (default
+    ``DEFAULT_RECORDS_PER_PARTITION``) of weight per partition."""
     total = size(ranges)
     if total == 0:
         return []
+    if segments is None:
+        segments = [Segment(lo, hi, float(hi - lo + 1)) for lo, hi in ranges]
     if num_partitions is not None:
-        count = min(num_partitions, total)
+        count = num_partitions
+    elif entries_per_partition is not None:
+        count = -(-total // entries_per_partition)
     else:
-        per = entries_per_partition or DEFAULT_ENTRIES_PER_PARTITION
-        count = -(-total // per)
-    base, extra = divmod(total, count)
-    quotas = [base + (1 if n < extra else 0) for n in range(count)]
+        per = records_per_partition or DEFAULT_RECORDS_PER_PARTITION
+        count = max(1, math.ceil(sum(s.weight for s in segments) / per))
+    quotas = balanced_cuts(segments, min(count, total))
     parts: list[IndexRangePartition] = []
     pending = list(ranges)
     for number, quota in enumerate(quotas):
@@ -174,8 +192,7 @@ def check_start(name: str, index: int, pos: LogPosition, fail_on_data_loss: bool
             raise RaftlogDataLossError(
                 f"raftlog source: {name} {index} is below the first available index "
                 f"{pos.first_index} (earlier entries were compacted into a snapshot); "
-                "use an index within "
-                f"{pos.first_index}..{pos.last_index}, or failOnDataLoss=false to start at "
+                f"{pos.available()}; use an index there, or failOnDataLoss=false to start at "
                 "the first available one"
             )
         return pos.first_index
@@ -197,7 +214,7 @@ def batch_ranges(opts: SourceOptions, pos: LogPosition) -> tuple[int, int]:
         if opts.ending_index < pos.first_index and opts.fail_on_data_loss:
             raise RaftlogDataLossError(
                 f"raftlog source: endingIndex {opts.ending_index} is below the first available "
-                f"index {pos.first_index} (compacted)"
+                f"index {pos.first_index} (compacted); {pos.available()}"
             )
         hi = opts.ending_index
     return lo, hi

@@ -22,12 +22,14 @@ from raftlog.entry import EntryType, LogEntry
 from raftlog.records import (
     HEADER_SIZE,
     KIND_RECORDS,
+    Record,
     RecordBatch,
     RecordFormatError,
     append_time_of,
     decode_entry,
     is_topic_data,
 )
+from raftlog_spark.columns import record_columns
 from raftlog_spark.filters import ScanSpec
 from raftlog_spark.schema import arrow_schema
 
@@ -41,8 +43,15 @@ STATE: Final = int(EntryType.STATE)
 class RowBuilder:
     """Accumulates rows of admitted entries; :meth:`flush` returns them as one batch."""
 
-    def __init__(self, spec: ScanSpec, rows_per_batch: int, view: TopicView | None = None) -> None:
+    def __init__(
+        self,
+        spec: ScanSpec,
+        rows_per_batch: int,
+        include_headers: bool = True,
+        view: TopicView | None = None,
+    ) -> None:
         self.rows_per_batch = rows_per_batch
+        self.include_headers = include_headers
         self._view = view  # the topic read rules (raftlog.client.topic_view), issue #11
         self._topic_ok = spec.topic_checker()
         self._raw_ok = spec.admits_raw
@@ -106,77 +115,93 @@ class RowBuilder:
         if needles is not None and not any(n in data for n in needles):
             self.skipped += 1
             return
-        try:
-            batch = decode_entry(data)
-        except RecordFormatError as exc:
-            self.malformed += 1
-            if self.malformed <= 3:
-                log.warning("raftlog_spark: skipping malformed topic entry %d: %s", index, exc)
-            return
-        if not isinstance(batch, RecordBatch):
-            return
+        # the columnar fast path has no Record objects (TTLs): with a view, decode them
+        records: tuple[Record, ...] = ()
+        columns = record_columns(data) if self._view is None else None
+        if columns is None:  # not a plain batch (or a view needs records): the canonical decoder
+            try:
+                batch = decode_entry(data)
+            except RecordFormatError as exc:
+                self.malformed += 1
+                if self.malformed <= 3:
+                    log.warning("raftlog_spark: skipping malformed topic entry %d: %s", index, exc)
+                return
+            if not isinstance(batch, RecordBatch):
+                return
+            records = batch.records
+            columns = (
+                tuple(r.topic for r in records),
+                tuple(r.key for r in records),
+                tuple(r.value for r in records),
+                tuple(r.headers for r in records),
+                tuple(r.timestamp_ms for r in records),
+            )
         self.decoded += 1
-        records = batch.records
+        topics, keys, values, headers, stamps = columns
         topic_ok = self._topic_ok
         view = self._view
         if topic_ok is None and view is None:
-            kept = records
-            self._position.extend(range(len(records)))
+            self._position.extend(range(len(topics)))
         else:
             picked = [
-                (p, r)
-                for p, r in enumerate(records)
-                if (topic_ok is None or topic_ok(r.topic))
-                and (view is None or view.admits(index, p, stamp, r))
+                p
+                for p, topic in enumerate(topics)
+                if (topic_ok is None or topic_ok(topic))
+                and (view is None or view.admits(index, p, stamp, records[p]))
             ]
-            kept = tuple(r for _, r in picked)
-            self._position.extend(p for p, _ in picked)
-        count = len(kept)
+            if len(picked) != len(topics):
+                topics = tuple(topics[p] for p in picked)
+                keys = tuple(keys[p] for p in picked)
+                values = tuple(values[p] for p in picked)
+                headers = tuple(headers[p] for p in picked)
+                stamps = tuple(stamps[p] for p in picked)
+            self._position.extend(picked)
+        count = len(topics)
         if not count:
             return
-        # one pass per column (list comprehensions), not one append per field and record
+        # whole columns at a time, not one append per field and record
         self._index.extend([index] * count)
         self._term.extend([entry.term] * count)
-        self._topic.extend([r.topic for r in kept])
-        self._key.extend([r.key for r in kept])
-        self._value.extend([r.value for r in kept])
+        self._topic.extend(topics)
+        self._key.extend(keys)
+        self._value.extend(values)
         self._time_us.extend([time_us] * count)
-        self._producer_us.extend([r.timestamp_ms * 1000 if r.timestamp_ms else None for r in kept])
+        self._producer_us.extend([s * 1000 if s else None for s in stamps])
         offsets, hkeys, hvalues = self._offsets, self._hkeys, self._hvalues
-        if any(r.headers for r in kept):
-            for record in kept:
-                headers = record.headers
-                if headers:
-                    hkeys.extend(headers.keys())
-                    hvalues.extend(headers.values())
+        if not self.include_headers:
+            pass  # no headers column: nothing to build
+        elif any(headers):
+            for named in headers:
+                if named:
+                    hkeys.extend(named.keys())
+                    hvalues.extend(named.values())
                 offsets.append(len(hkeys))
         else:
             offsets.extend([len(hkeys)] * count)
         self._bytes += len(data)
 
     def flush(self) -> pa.RecordBatch:
-        schema = arrow_schema()
+        schema = arrow_schema(self.include_headers)
         time_type = schema.field("timestamp").type
-        headers = pa.MapArray.from_arrays(
-            pa.array(self._offsets, pa.int32()),
-            pa.array(self._hkeys, pa.string()),
-            pa.array(self._hvalues, pa.binary()),
-            type=schema.field("headers").type,
-        )
-        batch = pa.RecordBatch.from_arrays(
-            [
-                pa.array(self._index, pa.int64()),
-                pa.array(self._position, pa.int32()),
-                pa.array(self._term, pa.int64()),
-                pa.array(self._topic, pa.string()),
-                pa.array(self._key, pa.binary()),
-                pa.array(self._value, pa.binary()),
-                headers,
-                pa.array(self._time_us, time_type),
-                pa.array(self._producer_us, time_type),
-            ],
-            schema=schema,
-        )
+        columns = [
+            pa.array(self._index, pa.int64()),
+            pa.array(self._position, pa.int32()),
+            pa.array(self._term, pa.int64()),
+            pa.array(self._topic, pa.string()),
+            pa.array(self._key, pa.binary()),
+            pa.array(self._value, pa.binary()),
+            pa.array(self._time_us, time_type),
+            pa.array(self._producer_us, time_type),
+        ]
+        if self.include_headers:
+            headers = pa.MapArray.from_arrays(
+                pa.array(self._offsets, pa.int32()),
+                pa.array(self._hkeys, pa.string()),
+                pa.array(self._hvalues, pa.binary()),
+                type=schema.field("headers").type,
+            )
+            columns.insert(6, headers)
+        batch = pa.RecordBatch.from_arrays(columns, schema=schema)
         self._reset()
         return batch
 
@@ -185,11 +210,12 @@ def to_batches(
     chunks: Iterable[list[IndexedEntry]],
     spec: ScanSpec,
     rows_per_batch: int,
+    include_headers: bool = True,
     view: TopicView | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of the rows of ``chunks`` (never an empty batch); with ``view``, topic
     records are the ones a ``TR`` read returns (incarnation, retention, TTL)."""
-    builder = RowBuilder(spec, rows_per_batch, view)
+    builder = RowBuilder(spec, rows_per_batch, include_headers, view)
     for chunk in chunks:
         for item in chunk:
             builder.add(item.index, item.entry)

@@ -37,9 +37,15 @@ SCHEMA: Final = StructType(
     ]
 )
 COLUMNS: Final = tuple(SCHEMA.fieldNames())
+SCHEMA_WITHOUT_HEADERS: Final = StructType([f for f in SCHEMA.fields if f.name != "headers"])
+"""``includeHeaders=false`` (as in Spark's Kafka source): no ``headers`` column."""
+
+
+def schema_for(include_headers: bool) -> StructType:
+    return SCHEMA if include_headers else SCHEMA_WITHOUT_HEADERS
 
 
 @functools.cache
-def arrow_schema() -> pa.Schema:
+def arrow_schema(include_headers: bool = True) -> pa.Schema:
     """Exactly the Arrow schema Spark checks ``read()``'s record batches against."""
-    return to_arrow_schema(SCHEMA, timezone="UTC")
+    return to_arrow_schema(schema_for(include_headers), timezone="UTC")

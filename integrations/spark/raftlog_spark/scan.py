@@ -1,0 +1,72 @@
+"""What batch reads and streams share: the rows of index ranges (a task's work), and
+ranges cut into partitions of equal weight by the peers' record counts (planning)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from raftlog.client import SyncTopicClient
+from raftlog.client.topic_view import TopicView
+from raftlog_spark.balance import bucket_step, weigh
+from raftlog_spark.filters import IndexRanges, ScanSpec
+from raftlog_spark.logclient import LogClient
+from raftlog_spark.options import SourceOptions
+from raftlog_spark.planning import IndexRangePartition, split
+from raftlog_spark.rows import to_batches
+
+
+def read_ranges(
+    opts: SourceOptions, spec: ScanSpec, ranges: IndexRanges
+) -> Iterator[pa.RecordBatch]:
+    """A task's rows: every admitted row of the entries in ``ranges``, as Arrow batches."""
+    if not ranges:
+        return
+    # Topic rows follow the topic read rules (issue #11: the records a TR read returns). The
+    # view is fetched per task; fetching it once at planning and shipping it in the
+    # partitions would make every task use the same applied index.
+    wanted = spec.wanted_topics()
+    view = None
+    if wanted != frozenset():
+        with SyncTopicClient(opts.peers, opts.ident, timeout=opts.timeout) as topics:
+            view = TopicView.fetch(topics, wanted)
+    with LogClient(opts.peers, opts.ident, opts.timeout) as client:
+
+        def chunks() -> Iterator[list[Any]]:
+            for lo, hi in ranges:
+                yield from client.stream_range(lo, hi, fail_on_data_loss=opts.fail_on_data_loss)
+
+        yield from to_batches(chunks(), spec, opts.rows_per_batch, opts.include_headers, view)
+
+
+def base_spec(opts: SourceOptions) -> ScanSpec:
+    return ScanSpec(topics=opts.topics, topic_pattern=opts.topic_pattern)
+
+
+def counted_topics(client: LogClient, opts: SourceOptions, spec: ScanSpec) -> frozenset[str] | None:
+    """The topics whose records are rows (for ``TC``): a finite set, or None for all."""
+    wanted = spec.wanted_topics()
+    if wanted is None and opts.topic_pattern is not None:
+        wanted = frozenset(t for t in client.list_topics() if spec.admits_topic(t))
+    return wanted
+
+
+def weighted_split(
+    client: LogClient, opts: SourceOptions, spec: ScanSpec, ranges: IndexRanges
+) -> list[IndexRangePartition]:
+    """``ranges`` cut into partitions of equal rows, weighed by the leader's ``TC`` counts."""
+    if not ranges:
+        return []
+    lo, hi = ranges[0][0], ranges[-1][1]
+    step = bucket_step(lo, hi)
+    counts = client.record_counts(lo, hi, step, counted_topics(client, opts, spec))
+    segments = weigh(ranges, counts, lo, step, raw_rows=spec.admits_raw)
+    return split(
+        ranges,
+        num_partitions=opts.num_partitions,
+        entries_per_partition=opts.entries_per_partition,
+        records_per_partition=opts.records_per_partition,
+        segments=segments,
+    )

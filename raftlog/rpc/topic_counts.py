@@ -1,0 +1,145 @@
+"""``TC`` record counts -- any peer, read-only: how many topic records the log holds per
+index bucket, taken from the topic index, without reading a single entry.
+
+Why: a reader that splits a log range into parallel tasks (the Spark source) must balance
+them by records, not entries -- one ``publish_batch`` entry may hold 500 records, a plain
+entry one. The peers already know every entry's record count per topic (the topic index,
+``raftlog.statemachine.topic_index``), so they can answer that at planning time in one
+index scan instead of the planner reading the data.
+
+    request   [id, "TC", ident, json {from_index, to_index, step, topics?}]
+    response  [id, 01, json {applied, first_index, record_entries: [n, ...],
+                             records: [n, ...]}]
+              [id, "", json error]
+
+Bucket ``k`` covers indexes ``from_index + k*step .. from_index + (k+1)*step - 1`` (the last
+one ends at ``to_index``); ``record_entries[k]`` counts the topic record entries in it
+(whatever their topics), ``records[k]`` the records of ``topics`` (all topics when absent)
+in it. The other entries of a bucket are raw STATE, CONFIG, CHECKPOINT or admin entries.
+At most ``MAX_BUCKETS`` buckets. ``applied`` is the responder's applied index (nothing
+after it is counted), ``first_index`` its first log index (nothing before it is counted).
+
+Counts follow the topic read rules of the peer (``TopicStateMachine``): an unknown topic is
+an ``UnknownTopic`` error, and records past their retention or compacted away are not
+counted. A peer without ``TC`` (the reference, or an older raftlog) drops the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from raftlog.errors import RemoteProtocolError
+from raftlog.records import MAX_UINT, check_topic_name
+from raftlog.rpc.frames import TRUE_FRAME, decode_json, json_to_uint, pack_json
+from raftlog.rpc.topics import _check_status, _integral, bad_request
+
+TYPE_COUNTS: Final = b"TC"
+MAX_BUCKETS: Final = 16_384
+_KEYS: Final = frozenset({"from_index", "to_index", "step", "topics"})
+
+
+@dataclass(frozen=True, slots=True)
+class CountsRequest:
+    from_index: int
+    to_index: int
+    step: int = 1
+    topics: tuple[str, ...] | None = None
+    """Count the records of these topics only; None: every topic."""
+
+    def __post_init__(self) -> None:
+        for name in ("from_index", "to_index", "step"):
+            value = getattr(self, name)
+            if type(value) is not int or not 0 <= value <= MAX_UINT:
+                raise bad_request(f"{name} must be an integer in 0 .. 2^53-1")
+        if self.step < 1:
+            raise bad_request("step must be at least 1")
+        if self.to_index < self.from_index:
+            raise bad_request("to_index must not be below from_index")
+        if self.buckets > MAX_BUCKETS:
+            raise bad_request(f"at most {MAX_BUCKETS} buckets: use a larger step")
+        if self.topics is not None:
+            for topic in self.topics:
+                check_topic_name(topic)
+
+    @property
+    def buckets(self) -> int:
+        return (self.to_index - self.from_index) // self.step + 1
+
+    def bucket_of(self, index: int) -> int:
+        return (index - self.from_index) // self.step
+
+
+@dataclass(frozen=True, slots=True)
+class CountsResult:
+    applied: int
+    first_index: int
+    record_entries: tuple[int, ...]
+    records: tuple[int, ...]
+
+
+def encode_counts_request(req: CountsRequest) -> list[bytes]:
+    body: dict[str, object] = {
+        "from_index": req.from_index,
+        "to_index": req.to_index,
+        "step": req.step,
+    }
+    if req.topics is not None:
+        body["topics"] = list(req.topics)
+    return [pack_json(body)]
+
+
+def decode_counts_request(args: Sequence[bytes]) -> CountsRequest:
+    """The server side; a malformed request raises ``TopicError`` (answered, not dropped)."""
+    if len(args) != 1:
+        raise bad_request(f"a counts request has one argument frame, got {len(args)}")
+    try:
+        body = decode_json(args[0], 3)
+    except RemoteProtocolError as exc:
+        raise bad_request(str(exc)) from None
+    if not isinstance(body, dict) or not {"from_index", "to_index"} <= set(body):
+        raise bad_request("a counts request is a map with from_index and to_index")
+    unknown = set(body) - _KEYS
+    if unknown:
+        raise bad_request(f"unknown counts request keys: {sorted(map(str, unknown))}")
+    topics = body.get("topics")
+    if topics is not None and (
+        not isinstance(topics, list) or not all(isinstance(t, str) for t in topics)
+    ):
+        raise bad_request("topics must be a list of names")
+    return CountsRequest(
+        _integral(body["from_index"]),
+        _integral(body["to_index"]),
+        _integral(body.get("step", 1)),
+        None if topics is None else tuple(topics),
+    )
+
+
+def encode_counts_response(result: CountsResult) -> list[bytes]:
+    body = {
+        "applied": result.applied,
+        "first_index": result.first_index,
+        "record_entries": list(result.record_entries),
+        "records": list(result.records),
+    }
+    return [TRUE_FRAME, pack_json(body)]
+
+
+def decode_counts_response(frames: Sequence[bytes]) -> CountsResult:
+    """The frames after the id; an error answer raises its ``TopicError``."""
+    _check_status(frames, 1)
+    body = decode_json(frames[1], 1)
+    if not isinstance(body, dict):
+        raise RemoteProtocolError("counts must be a map", 1)
+    entries, records = body.get("record_entries"), body.get("records")
+    if not isinstance(entries, list) or not isinstance(records, list):
+        raise RemoteProtocolError("counts need record_entries and records lists", 1)
+    if len(entries) != len(records):
+        raise RemoteProtocolError("record_entries and records differ in length", 1)
+    return CountsResult(
+        json_to_uint(body.get("applied"), 1, "applied"),
+        json_to_uint(body.get("first_index"), 1, "first_index"),
+        tuple(json_to_uint(n, 1, "record_entries") for n in entries),
+        tuple(json_to_uint(n, 1, "records") for n in records),
+    )
