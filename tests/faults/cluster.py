@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 
 from faults.network import ProxyNetwork
-from integration.cluster import PeerCluster, PeerProcess, free_ports, wait_for
-from raftlog.rpc.messages import RequestLogInfoResponse
+from integration.cluster import PeerCluster, PeerProcess, free_ports, probe, wait_for
+from raftlog.rpc.messages import RequestLogInfo, RequestLogInfoResponse
 
 IDENT = "raftlog-faults"
 
@@ -57,6 +57,8 @@ class FaultCluster:
         )
         self.net = ProxyNetwork(str(self.peers.config_path), seed)
         self._paused: set[str] = set()
+        self.extra_args: dict[str, list[str]] = {}
+        """Command-line arguments per peer for every (re)start, e.g. ``--set`` options."""
         self._hogs: list[subprocess.Popen[bytes]] = []
         self._mounts: list[Path] = []
         try:
@@ -108,7 +110,8 @@ class FaultCluster:
         return peer.bind_url or peer.url
 
     def start(self, *ids: str) -> None:
-        self.peers.start(*ids)
+        for peer_id in ids or tuple(self.ids):
+            self.peers.start(peer_id, extra_args=self.extra_args.get(peer_id, ()))
 
     def running(self, peer_id: str) -> bool:
         return self.peers.peers[peer_id].running
@@ -120,7 +123,14 @@ class FaultCluster:
         self.peers.kill(peer_id)
 
     def restart(self, peer_id: str) -> None:
-        self.peers.start(peer_id)
+        self.start(peer_id)
+
+    def add_outsider(self, peer_id: str) -> PeerProcess:
+        """A new peer outside the configuration (CLIENT state until added), proxied too."""
+        port = free_ports(1)[0]
+        peer = self.peers.add_outsider(peer_id, port=port)
+        self._proxy(peer)
+        return peer
 
     def kill_all(self) -> None:
         """Every peer at once (as close together as signals go): a power cut."""
@@ -225,20 +235,25 @@ class FaultCluster:
         """Leaders elected so far, over all peers and restarts."""
         return len(self.events("became_leader"))
 
-    def leader(self) -> str | None:
-        return self.peers.leader()
+    def leader(self, exclude: str | None = None) -> str | None:
+        """The running peer (other than ``exclude``) that says it leads in the highest term.
+        A stale leader cut off by a partition may still say it leads, in an older term."""
+        infos = self.log_infos()
+        leaders = [
+            (info.term, peer_id)
+            for peer_id, info in infos.items()
+            if info is not None and info.is_leader and peer_id != exclude
+        ]
+        return max(leaders)[1] if leaders else None
 
     def wait_leader(self, timeout: float = 30.0, exclude: str | None = None) -> str:
-        return self.peers.wait_leader(timeout, exclude)
+        return wait_for("a leader", lambda: self.leader(exclude), timeout)
 
     def log_infos(self) -> dict[str, RequestLogInfoResponse | None]:
         """Every running peer's RequestLogInfo (asked directly, past the proxy)."""
-        from integration.cluster import probe
-        from raftlog.rpc.messages import RequestLogInfo
-
         out: dict[str, RequestLogInfoResponse | None] = {}
         for peer_id in self.ids:
-            if not self.running(peer_id):
+            if not self.running(peer_id) or peer_id in self._paused:
                 continue
             got = probe(self.direct_url(peer_id), IDENT, RequestLogInfo(), timeout=1.0)
             info = got[0] if got else None
