@@ -187,7 +187,7 @@ class RocksDatabase:
                 failpoints.hit("before_sync")
             if failpoints.skipped("sync"):  # test-only bug switch: every write memory-only
                 options = WriteOptions()
-                options.disable_wal = True
+                options.disable_wal = True  # type: ignore[method-assign, assignment]  # stub: a property
         try:
             self._db.write(batch, options)
         except Exception as exc:

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from integration.cluster import PeerCluster, PeerProcess, free_ports, probe, wait_for
 
 from faults.network import ProxyNetwork
-from integration.cluster import PeerCluster, PeerProcess, free_ports, probe, wait_for
 from raftlog.rpc.messages import RequestLogInfo, RequestLogInfoResponse
 
 IDENT = "raftlog-faults"
@@ -52,9 +52,7 @@ class FaultCluster:
         seed: int = 0,
     ) -> None:
         self.directory = directory
-        self.peers = PeerCluster(
-            directory, ids, ident=IDENT, raft={**DEFAULT_RAFT, **(raft or {})}
-        )
+        self.peers = PeerCluster(directory, ids, ident=IDENT, raft={**DEFAULT_RAFT, **(raft or {})})
         self.net = ProxyNetwork(str(self.peers.config_path), seed)
         self._paused: set[str] = set()
         self.extra_args: dict[str, list[str]] = {}
@@ -265,7 +263,7 @@ class FaultCluster:
         applied index and one of them leads; returns that index."""
         wanted = list(ids) if ids is not None else self.ids
 
-        def same() -> int | None:
+        def same() -> tuple[int] | None:  # a tuple: commit index 0 is a valid answer
             infos = self.log_infos()
             got = [infos.get(p) for p in wanted]
             if any(i is None for i in got):
@@ -274,10 +272,10 @@ class FaultCluster:
             leads = any(i is not None and i.is_leader for i in got)
             if len(marks) == 1 and leads:
                 commit, applied = marks.pop()
-                return commit if commit == applied else None
+                return (commit,) if commit == applied else None
             return None
 
-        return wait_for(f"peers {wanted} to converge", same, timeout, interval=0.2)
+        return wait_for(f"peers {wanted} to converge", same, timeout, interval=0.2)[0]
 
 
 @contextlib.contextmanager

@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from integration.cluster import wait_for
+
 from faults.cluster import IDENT, FaultCluster
 from faults.history import Op, PeerLog, Report, TopicRead, TopicRow, check, read_peer_log
 from faults.workload import TOPIC, Workload, WorkloadSpec, max_unavailability
-from integration.cluster import wait_for
 from raftlog.client import RaftClient
 from raftlog.client.topics import TopicClient
 
@@ -142,14 +143,22 @@ def run_schedule(
         workload.start()
         try:
             wait_for("warm-up acks", lambda: workload.acked() >= options.min_acks_before, 30)
-            chaos = Chaos(cluster, workload, rng, time.monotonic() + options.duration,
-                          members=list(cluster.ids))
+            chaos = Chaos(
+                cluster,
+                workload,
+                rng,
+                time.monotonic() + options.duration,
+                members=list(cluster.ids),
+            )
             started, elections_before = time.monotonic(), cluster.elections()
             fault(chaos)
             heal(chaos)
             healed = time.monotonic()
-            wait_for("acks after healing",
-                     lambda: workload.acked(since=healed) >= options.min_acks_after, 60)
+            wait_for(
+                "acks after healing",
+                lambda: workload.acked(since=healed) >= options.min_acks_after,
+                60,
+            )
         finally:
             workload.stop()
         ended = time.monotonic()
@@ -161,8 +170,16 @@ def run_schedule(
         logs = collect_logs(cluster, chaos.members, commit)
     chaos.did["elections"] = elections
     report = check(ops, logs, reads)
-    result = RunResult(name, seed, ended - started, report, elections,
-                       max_unavailability(ops, started, ended), dict(chaos.did), directory)
+    result = RunResult(
+        name,
+        seed,
+        ended - started,
+        report,
+        elections,
+        max_unavailability(ops, started, ended),
+        dict(chaos.did),
+        directory,
+    )
     write_artifacts(result, ops)
     return result
 
@@ -192,8 +209,9 @@ async def read_topic(cluster: FaultCluster, ids: Sequence[str]) -> list[TopicRea
                 if start is None:
                     page = await topics.read(TOPIC, from_index=0, url=url)
                 else:
-                    page = await topics.read(TOPIC, from_index=start[0], from_position=start[1],
-                                             inclusive=False, url=url)
+                    page = await topics.read(
+                        TOPIC, from_index=start[0], from_position=start[1], inclusive=False, url=url
+                    )
                 applied = applied or page.applied
                 rows += [TopicRow(r.id.index, r.id.position, r.record.value) for r in page.records]
                 if not page.more or not page.records:
@@ -219,12 +237,22 @@ def collect_logs(cluster: FaultCluster, members: Sequence[str], commit: int) -> 
 def write_artifacts(result: RunResult, ops: Sequence[Op]) -> None:
     with open(result.directory / "history.jsonl", "w") as f:
         for op in ops:
-            f.write(json.dumps({
-                "client": op.client, "seq": op.seq, "request_id": op.request_id.hex(),
-                "data": op.data.decode(errors="replace"), "invoke": op.invoke_t,
-                "complete": op.complete_t, "outcome": op.outcome, "index": op.index,
-                "attempts": op.attempts,
-            }) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "client": op.client,
+                        "seq": op.seq,
+                        "request_id": op.request_id.hex(),
+                        "data": op.data.decode(errors="replace"),
+                        "invoke": op.invoke_t,
+                        "complete": op.complete_t,
+                        "outcome": op.outcome,
+                        "index": op.index,
+                        "attempts": op.attempts,
+                    }
+                )
+                + "\n"
+            )
     (result.directory / "report.txt").write_text(
         f"{result.name} seed={result.seed} did={result.did} elections={result.elections} "
         f"max_unavailability={result.max_unavailability:.2f}s\n{result.report.summary()}\n"

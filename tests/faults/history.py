@@ -33,6 +33,7 @@ is in ``read_peer_log``; collection from a live cluster is in ``faults.schedule`
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -124,8 +125,12 @@ class Report:
         return not any(self.count(kind) for kind in self.VIOLATIONS)
 
     def summary(self) -> str:
-        parts = [f"ops={self.ops}", f"acked={self.acked}", f"committed={self.committed}",
-                 f"unacked_landed={self.unacked_landed}"]
+        parts = [
+            f"ops={self.ops}",
+            f"acked={self.acked}",
+            f"committed={self.committed}",
+            f"unacked_landed={self.unacked_landed}",
+        ]
         parts += [f"{kind}={self.count(kind)}" for kind in self.VIOLATIONS]
         lines = [" ".join(parts)]
         for kind in self.VIOLATIONS:
@@ -240,14 +245,20 @@ def check(
             continue
         report.acked += 1
         if not landed:
-            report.add("lost", f"{op.client}#{op.seq} acked at index {op.index}, "
-                       f"request {op.request_id.hex()} not in the committed log")
+            report.add(
+                "lost",
+                f"{op.client}#{op.seq} acked at index {op.index}, "
+                f"request {op.request_id.hex()} not in the committed log",
+            )
             continue
         entry = log.get(op.index) if op.index is not None else None
         if op.index not in landed or entry is None or payload(entry) != op.data:
             got = _describe(entry) if entry is not None else "nothing"
-            report.add("divergent", f"{op.client}#{op.seq} acked at index {op.index}, which "
-                       f"holds {got}; its request is at {landed}")
+            report.add(
+                "divergent",
+                f"{op.client}#{op.seq} acked at index {op.index}, which "
+                f"holds {got}; its request is at {landed}",
+            )
     _check_order(ops, report)
     for read in topic_reads:
         _check_topic(read, log, report)
@@ -260,10 +271,12 @@ def _check_order(ops: Sequence[Op], report: Report) -> None:
     for op in sorted(acked, key=lambda o: (o.client, o.seq)):
         per_client[op.client].append(op)
     for client, seq in per_client.items():
-        for a, b in zip(seq, seq[1:], strict=False):
+        for a, b in itertools.pairwise(seq):
             if a.index is not None and b.index is not None and a.index >= b.index:
-                report.add("order", f"client {client}: #{a.seq} at {a.index} "
-                           f"but later #{b.seq} at {b.index}")
+                report.add(
+                    "order",
+                    f"client {client}: #{a.seq} at {a.index} but later #{b.seq} at {b.index}",
+                )
     # Real time: if A completed before B was invoked, index(A) < index(B). Sweep B by
     # invocation time, keeping the highest index of all ops completed before it.
     by_completion = sorted(acked, key=lambda o: o.complete_t or 0.0)
@@ -280,8 +293,11 @@ def _check_order(ops: Sequence[Op], report: Report) -> None:
         if k and b.index is not None and running_max[k - 1][0] > b.index:
             top_index, a = running_max[k - 1]
             if a.client != b.client:  # same-client cases were reported above
-                report.add("order", f"{a.client}#{a.seq} acked at {top_index} before "
-                           f"{b.client}#{b.seq} was sent, which got {b.index}")
+                report.add(
+                    "order",
+                    f"{a.client}#{a.seq} acked at {top_index} before "
+                    f"{b.client}#{b.seq} was sent, which got {b.index}",
+                )
 
 
 def topic_rows(log: Mapping[int, LogEntry], topic: str, upto: int) -> list[TopicRow]:
@@ -296,8 +312,11 @@ def topic_rows(log: Mapping[int, LogEntry], topic: str, upto: int) -> list[Topic
         except ValueError:
             continue  # refused at apply: not a record
         if isinstance(decoded, RecordBatch):
-            rows += [TopicRow(index, pos, r.value)
-                     for pos, r in enumerate(decoded.records) if r.topic == topic]
+            rows += [
+                TopicRow(index, pos, r.value)
+                for pos, r in enumerate(decoded.records)
+                if r.topic == topic
+            ]
     return rows
 
 
@@ -328,11 +347,17 @@ def _check_topic(read: TopicRead, log: Mapping[int, LogEntry], report: Report) -
         expected_all = {(r.index, r.position): r for r in topic_rows(log, read.topic, read.applied)}
         for key, row in served.items():
             if expected_all.get(key) != row:
-                report.add("topic", f"peer {read.peer} topic {read.topic}: served {row}, "
-                           f"log has {expected_all.get(key)}")
+                report.add(
+                    "topic",
+                    f"peer {read.peer} topic {read.topic}: served {row}, "
+                    f"log has {expected_all.get(key)}",
+                )
         return
     if read.rows != expected:
         missing = [r for r in expected if r not in read.rows][:3]
         extra = [r for r in read.rows if r not in expected][:3]
-        report.add("topic", f"peer {read.peer} topic {read.topic}: served {len(read.rows)} "
-                   f"records, log has {len(expected)} (missing {missing}, extra {extra})")
+        report.add(
+            "topic",
+            f"peer {read.peer} topic {read.topic}: served {len(read.rows)} "
+            f"records, log has {len(expected)} (missing {missing}, extra {extra})",
+        )

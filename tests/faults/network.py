@@ -66,8 +66,9 @@ class ProxyNetwork:
     ) -> None:
         """Rule for messages ``src`` sends to ``dst`` (peer ids, ``"client"`` or ``"*"``);
         all zero = pass."""
-        self.call(op="rule", src=src, dst=dst, drop=drop, delay_ms=delay_ms,
-                  jitter_ms=jitter_ms, cut=cut)
+        self.call(
+            op="rule", src=src, dst=dst, drop=drop, delay_ms=delay_ms, jitter_ms=jitter_ms, cut=cut
+        )
 
     def one_way(self, src: str, dst: str) -> None:
         """Everything ``src`` sends to ``dst`` is lost; ``dst`` -> ``src`` still flows."""

@@ -178,7 +178,9 @@ class Proxy:
             raise ValueError(f"unknown op {op!r}")
         return {"ok": True}
 
-    async def serve_control(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def serve_control(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         try:
             while line := await reader.readline():
                 try:
@@ -269,7 +271,9 @@ class Proxy:
             writer.transport.abort()
 
     @staticmethod
-    async def _send(queue: asyncio.Queue[tuple[float, bytes] | None], writer: asyncio.StreamWriter) -> None:
+    async def _send(
+        queue: asyncio.Queue[tuple[float, bytes] | None], writer: asyncio.StreamWriter
+    ) -> None:
         with contextlib.suppress(ConnectionError, OSError):
             while (item := await queue.get()) is not None:
                 release, data = item

@@ -11,9 +11,10 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from integration.cluster import wait_for
+
 from faults.cluster import IDENT, FaultCluster
 from faults.harness import Chaos, FaultFunction, RunOptions
-from integration.cluster import wait_for
 from raftlog.client import RaftClient
 
 SLOW_SYNC_MS = 100
@@ -151,8 +152,12 @@ def full_disk_follower(chaos: Chaos) -> None:
     victim = "3"
     cluster.fill_disk(victim)
     chaos.did["disk_filled"] += 1
-    wait_for("the full follower to stop", lambda: cluster.exit_code(victim) is not None,
-             max(chaos.left(), 30.0), interval=0.1)
+    wait_for(
+        "the full follower to stop",
+        lambda: cluster.exit_code(victim) is not None,
+        max(chaos.left(), 30.0),
+        interval=0.1,
+    )
     chaos.did[f"exit_code_{cluster.exit_code(victim)}"] += 1
     cluster.kill(victim)  # reap it
     chaos.wait_acks(10)  # the majority goes on without it
@@ -205,10 +210,18 @@ SCHEDULES: dict[str, Schedule] = {
         Schedule("one_way_partition", one_way_partition, {"one_way": 1, "dropped": 1}),
         Schedule("partition_membership", partition_membership, {"config_changes": 1}),
         Schedule("all_peers_crash", all_peers_crash, {"crashes": 1}),
-        Schedule("slow_disk_leader", slow_disk_leader, {"slow_leader": 1},
-                 lambda: RunOptions(setup=_slow_leader_setup)),
-        Schedule("full_disk_follower", full_disk_follower, {"disk_filled": 1},
-                 lambda: RunOptions(setup=_full_disk_setup)),
+        Schedule(
+            "slow_disk_leader",
+            slow_disk_leader,
+            {"slow_leader": 1},
+            lambda: RunOptions(setup=_slow_leader_setup),
+        ),
+        Schedule(
+            "full_disk_follower",
+            full_disk_follower,
+            {"disk_filled": 1},
+            lambda: RunOptions(setup=_full_disk_setup),
+        ),
         Schedule("cpu_starvation", cpu_starvation, {"hogs": 1}),
     ]
 }

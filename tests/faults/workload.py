@@ -13,6 +13,7 @@ code (kill, pause, partition, wait) injects faults while the clients keep going.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import threading
 import time
 from collections.abc import Sequence
@@ -150,7 +151,10 @@ class Workload:
 
 def max_unavailability(ops: Sequence[Op], start: float, end: float) -> float:
     """The longest time in ``[start, end]`` without any acknowledgement (seconds)."""
-    marks = sorted(op.complete_t for op in ops
-                   if op.outcome == "ok" and op.complete_t is not None and start <= op.complete_t <= end)
+    marks = sorted(
+        op.complete_t
+        for op in ops
+        if op.outcome == "ok" and op.complete_t is not None and start <= op.complete_t <= end
+    )
     points = [start, *marks, end]
-    return max((b - a for a, b in zip(points, points[1:], strict=False)), default=0.0)
+    return max((b - a for a, b in itertools.pairwise(points)), default=0.0)
