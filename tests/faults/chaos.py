@@ -29,6 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from faults.harness import RunResult, run_schedule
 from faults.schedules import SCHEDULES, unmet_guards
 
@@ -120,6 +122,9 @@ def main() -> int:
             directory = root / f"{name}-{run_seed}"
             try:
                 result: RunResult = run_schedule(name, schedule.fault, directory, run_seed, options)
+            except pytest.skip.Exception as skipped:
+                print(f"  {name}: skipped ({skipped})")
+                continue
             except Exception:
                 failures[name].append(f"seed {run_seed}: harness error (see {directory})")
                 (directory / "error.txt").write_text(traceback.format_exc())
