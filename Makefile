@@ -67,7 +67,7 @@ bench: install
 	$(BIN)/python -m bench $(BENCH)
 
 # Fault schedules against real peers, long and with many seeds; writes the table in
-# docs/reliability.md. RAFTLOG_CHAOS_MINUTES (10), RAFTLOG_CHAOS_SECONDS (45 per run),
+# docs/reliability.md. RAFTLOG_CHAOS_MINUTES (10), RAFTLOG_CHAOS_SECONDS (30 per run),
 # RAFTLOG_CHAOS_SEED, RAFTLOG_CHAOS_SCHEDULES=a,b (see tests/faults/chaos.py).
 .PHONY: chaos soak stability
 chaos: install

@@ -2,9 +2,9 @@
 
 Environment (all optional):
 
-* ``RAFTLOG_CHAOS_MINUTES``   total budget (default 10); rounds of all schedules run until
-  it is spent (a started round of schedules finishes);
-* ``RAFTLOG_CHAOS_SECONDS``   fault phase of one run (default 45);
+* ``RAFTLOG_CHAOS_MINUTES``   total budget (default 10); rounds of all schedules (a new seed
+  per round) run until it is spent (a started run finishes);
+* ``RAFTLOG_CHAOS_SECONDS``   fault phase of one run (default 30);
 * ``RAFTLOG_CHAOS_SEED``      first seed (default: from the clock, printed);
 * ``RAFTLOG_CHAOS_SCHEDULES`` comma-separated subset of schedule names;
 * ``RAFTLOG_CHAOS_DOC``       file whose chaos table is replaced (default docs/reliability.md;
@@ -97,7 +97,7 @@ def write_doc(doc: Path, text: str, marker: str = "chaos-table") -> None:
 
 def main() -> int:
     minutes = float(os.environ.get("RAFTLOG_CHAOS_MINUTES", "10"))
-    seconds = float(os.environ.get("RAFTLOG_CHAOS_SECONDS", "45"))
+    seconds = float(os.environ.get("RAFTLOG_CHAOS_SECONDS", "30"))
     seed = int(os.environ.get("RAFTLOG_CHAOS_SEED", str(int(time.time()) % 100_000)))
     names = [n for n in os.environ.get("RAFTLOG_CHAOS_SCHEDULES", "").split(",") if n]
     names = names or list(SCHEDULES)
@@ -115,6 +115,8 @@ def main() -> int:
     round_no = 0
     while time.monotonic() < deadline:
         for name in names:
+            if time.monotonic() >= deadline:
+                break
             run_seed = seed + round_no
             schedule = SCHEDULES[name]
             options = schedule.options()

@@ -11,13 +11,18 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import zmq
 from integration.cluster import wait_for
 
 from faults.cluster import IDENT, FaultCluster
 from faults.harness import Chaos, FaultFunction, RunOptions
+from raftlog import sockets
 from raftlog.client import RaftClient
+from raftlog.rpc.codec import encode_request
+from raftlog.rpc.messages import RequestEntries
 
 SLOW_SYNC_MS = 100
+BURST_STREAMS = 200
 """The slow disk: every fsync of the slow peer takes this much longer."""
 
 
@@ -174,6 +179,30 @@ def cpu_starvation(chaos: Chaos) -> None:
         chaos.pause_for(0.5)
 
 
+def entries_burst(chaos: Chaos) -> None:
+    """Bursts of RequestEntries streams from the start of the log that are never read (a
+    crowd of slow readers), against the leader, under load."""
+    context = zmq.Context()
+    try:
+        while chaos.running():
+            leader = chaos.leader()
+            url = chaos.cluster.peers.peers[leader].url
+            streams = []
+            for n in range(BURST_STREAMS):
+                sock = sockets.client_dealer(context, url, immediate=False)
+                sock.send_multipart(
+                    encode_request(RequestEntries(0), ident=IDENT.encode(), id=n.to_bytes(4, "big"))
+                )
+                streams.append(sock)
+            chaos.did["bursts"] += 1
+            chaos.pause_for(1.5)  # the streams sit unread while the leader serves them
+            for sock in streams:
+                sock.close(linger=0)
+            chaos.wait_acks(5)
+    finally:
+        context.term()
+
+
 def _slow_leader_setup(cluster: FaultCluster) -> None:
     cluster.slow_disk("1", SLOW_SYNC_MS)
     _prefer_first_leader(cluster, "1")
@@ -223,6 +252,7 @@ SCHEDULES: dict[str, Schedule] = {
             lambda: RunOptions(setup=_full_disk_setup),
         ),
         Schedule("cpu_starvation", cpu_starvation, {"hogs": 1}),
+        Schedule("entries_burst", entries_burst, {"bursts": 1}),
     ]
 }
 

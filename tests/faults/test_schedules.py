@@ -49,6 +49,11 @@ def test_schedule(name: str, tmp_path: Path) -> None:
             f"issue #12 item 4: {result.elections} election(s) with a healthy leader "
             "under CPU starvation"
         )
+    if name == "entries_burst" and result.elections:
+        pytest.xfail(
+            f"issue #12 finding 4: {result.elections} election(s) after bursts of "
+            "unread RequestEntries streams"
+        )
     if name == "full_disk_follower" and "exit_code_3" not in result.did:
         pytest.xfail(
             f"issue #12 finding 2: the full follower exited with {result.did} "
