@@ -201,7 +201,11 @@ class FaultCluster:
     # -- CPU -------------------------------------------------------------------------------
     def cpu_hog(self, core: int | None = 0) -> subprocess.Popen[bytes]:
         """A busy loop beside the peers, pinned to ``core`` (None: anywhere)."""
-        code = "while True: pass"
+        # Spins until killed, or until its parent (the test) is gone: never left behind.
+        code = (
+            f"import os\nparent = {os.getpid()}\n"
+            "while os.getppid() == parent:\n    for _ in range(200_000): pass\n"
+        )
         if core is not None:
             code = f"import os; os.sched_setaffinity(0, {{{core}}})\n{code}"
         hog = subprocess.Popen([sys.executable, "-c", code])
