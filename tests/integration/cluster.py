@@ -209,7 +209,7 @@ class PeerCluster:
             if peer.running:
                 continue
             log = open(peer.log_path, "ab")  # noqa: SIM115 -- handed to the child
-            env = dict(os.environ, RAFTLOG_LOG_FORMAT="json", **peer.env)
+            env = {**os.environ, "RAFTLOG_LOG_FORMAT": "json", **peer.env}
             args = list(extra_args)
             if peer_id in self._outsiders:
                 args = ["--url", peer.url, "--pub-url", peer.pub_url, *args]
