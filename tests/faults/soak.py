@@ -15,6 +15,7 @@ quarter is warm-up) for RSS, at most +8 descriptors, and disk at most 1.5x (comp
 a saw-tooth). At the end the history checker runs over everything that was acknowledged.
 
 Environment: ``RAFTLOG_SOAK_MINUTES`` (30), ``RAFTLOG_SOAK_FAULT_EVERY`` (60),
+``RAFTLOG_SOAK_REQUEST_ID_TTL_MS`` (the peers' default, 8 h; e.g. 60000 to bound the index),
 ``RAFTLOG_SOAK_SAMPLE_EVERY`` (10), ``RAFTLOG_SOAK_DOC`` (docs/reliability.md; ``-``: print).
 """
 
@@ -44,7 +45,20 @@ from raftlog.client import RaftClient, Subscriber
 from raftlog.client.topics import TopicClient
 
 ANCHOR = "1"
-RAFT = {"log_compaction_threshold": 20_000}
+RAFT: dict[str, object] = {"log_compaction_threshold": 20_000}
+
+
+def raft_options() -> dict[str, object]:
+    """Compaction on; ``RAFTLOG_SOAK_REQUEST_ID_TTL_MS`` bounds the request-id index (kept
+    past compaction for the TTL, 8 h by default, so it grows with every write until then)."""
+    ttl = os.environ.get("RAFTLOG_SOAK_REQUEST_ID_TTL_MS")
+    if not ttl:
+        return dict(RAFT)
+    return {
+        **RAFT,
+        "request_id_ttl": int(ttl),
+        "request_id_ttl_accept_margin": max(1000, int(ttl) // 2),
+    }
 
 
 def sample(cluster: FaultCluster) -> dict[str, tuple[int, int, int] | None]:
@@ -177,7 +191,7 @@ def main() -> int:
     faults: Counter[str] = Counter()
     with (
         tempfile.TemporaryDirectory(prefix="raftlog-soak-") as tmp,
-        FaultCluster(Path(tmp), raft=RAFT) as cluster,
+        FaultCluster(Path(tmp), raft=raft_options()) as cluster,
     ):
         cluster.start()
         cluster.peers.wait_stable_leader(30)
@@ -242,11 +256,15 @@ def finish(
 ) -> int:
     """Print the soak's table (and write it into the doc); 0 if promises held and the
     long-lived peer stayed flat."""
+    ttl = os.environ.get("RAFTLOG_SOAK_REQUEST_ID_TTL_MS")
+    ttl_setting = f"RAFTLOG_SOAK_REQUEST_ID_TTL_MS={ttl} " if ttl else ""
     lines = [
         f"Soak of {minutes:g} min{' (**shortened run**)' if minutes < 30 else ''}, "
         f"{when:%Y-%m-%d %H:%M} UTC on {machine()}; load average before {load_before}, after "
         f"{load()} (**shared machine: other engineers' test runs were going on**). Command: "
-        f"`RAFTLOG_SOAK_MINUTES={minutes:g} make soak`. Faults: {dict(faults)}; readers: "
+        f"`RAFTLOG_SOAK_MINUTES={minutes:g} "
+        f"{ttl_setting}"
+        f"make soak`. Faults: {dict(faults)}; readers: "
         f"{dict(reads)}; elections: {elections}; max unavailability {unavailable:.1f} s.",
         "",
         f"Checker: `{report.summary().splitlines()[0]}`",
