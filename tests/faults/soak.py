@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import os
 import random
+import signal
 import statistics
 import sys
 import tempfile
@@ -297,5 +298,12 @@ def finish(
     return 0 if all_flat else 1
 
 
+def _stop_cleanly(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # unwinds the with-blocks: every process is stopped
+
+
 if __name__ == "__main__":
+    # A background job ignores SIGINT; SIGTERM too must stop the peers, not orphan them.
+    signal.signal(signal.SIGTERM, _stop_cleanly)
+    signal.signal(signal.SIGINT, _stop_cleanly)
     sys.exit(main())
