@@ -291,6 +291,7 @@ def finish(
             f"{max(fds):.0f} | {disk_text}, {max(disk):.0f} | {'yes' if ok else 'NO'} |"
         )
     text = "\n".join(lines)
+    print(report.summary())  # every example, not only the counts that go into the doc
     print(text)
     doc = os.environ.get("RAFTLOG_SOAK_DOC", "docs/reliability.md")
     if doc != "-":
