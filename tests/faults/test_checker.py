@@ -173,3 +173,15 @@ def test_commit_index_is_capped_by_the_log(tmp_path: Path, bad_commit: int) -> N
         for store in (log, hard_state, snapshots):
             store.close()
     assert read_peer_log("1", tmp_path / "peer", commit_index=bad_commit).commit_index == 1
+
+
+def test_topic_reads_are_compared_above_each_peers_compaction_point() -> None:
+    ops, peers, rows = topic_history()
+    # peer 2 compacted up to index 6: it no longer serves that record; the others still do
+    peers[1].entries = {i: e for i, e in peers[1].entries.items() if i > 6}
+    peers[1].first_index = 7
+    reads = [TopicRead(p.peer, "chaos", 8, rows if p.peer != "2" else rows[1:]) for p in peers]
+    report = check(ops, peers, reads)
+    assert report.valid, report.summary()
+    reads[1].rows = rows[2:]  # but a record above its compaction point must be there
+    assert check(ops, peers, reads).count("topic") == 1
