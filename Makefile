@@ -68,3 +68,19 @@ lint: install
 
 bench: install
 	$(BIN)/python -m bench $(BENCH)
+
+# Fault schedules against real peers, long and with many seeds; writes the table in
+# docs/reliability.md. RAFTLOG_CHAOS_MINUTES (10), RAFTLOG_CHAOS_SECONDS (30 per run),
+# RAFTLOG_CHAOS_SEED, RAFTLOG_CHAOS_SCHEDULES=a,b (see tests/faults/chaos.py).
+.PHONY: chaos soak stability
+chaos: install
+	PYTHONPATH=tests $(BIN)/python -m faults.chaos
+
+# Long mixed load with faults; samples peers' RSS, fds and disk use (not in CI).
+# RAFTLOG_SOAK_MINUTES (30), RAFTLOG_SOAK_DOC (docs/reliability.md; - to only print).
+soak: install
+	PYTHONPATH=tests $(BIN)/python -m faults.soak
+
+# Elections with a healthy leader under a CPU hog and load. RAFTLOG_STABILITY_SECONDS (300).
+stability: install
+	PYTHONPATH=tests $(BIN)/python -m faults.stability

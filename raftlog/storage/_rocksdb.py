@@ -181,10 +181,15 @@ class RocksDatabase:
         """Apply ``batch`` atomically. With ``sync`` this is an fsync point: RocksDB appends the
         batch to its WAL and fdatasyncs it before returning (failpoint ``before_sync`` first)."""
         self.check_writable()
-        if sync and failpoints.ENABLED:
-            failpoints.hit("before_sync")
+        options = self._sync if sync else self._no_sync
+        if failpoints.ENABLED:
+            if sync:
+                failpoints.hit("before_sync")
+            if failpoints.skipped("sync"):  # test-only bug switch: every write memory-only
+                options = WriteOptions()
+                options.disable_wal = True  # type: ignore[method-assign, assignment]  # stub: a property
         try:
-            self._db.write(batch, self._sync if sync else self._no_sync)
+            self._db.write(batch, options)
         except Exception as exc:
             raise rocks_error(exc, f"writing {what}") from None
 

@@ -9,7 +9,13 @@ point is reached on (default 1, i.e. every time). Actions:
 
 * ``crash``     ``os._exit(137)``: the same as ``kill -9`` at that exact point;
 * ``error``     raise ``StorageError`` (what an ENOSPC or EIO surfaces as), for full-disk tests;
-* ``sleep(ms)`` block for ``ms`` milliseconds (a slow disk).
+* ``sleep(ms)`` block for ``ms`` milliseconds (a slow disk);
+* ``skip``      a *bug switch* for negative controls: the step named by the point is left
+  out. Only the points in ``SKIPPABLE`` accept it (a typo must not switch a bug on):
+  ``sync=skip`` makes every RocksDB write go to memory only (no WAL, no fsync), i.e. a peer
+  that acknowledges before anything is durable and, on ``kill -9``, falls back to an older
+  but self-consistent state (a disk that lied about fsync, then lost power). The
+  fault suite proves with it that its checker catches a peer that breaks durability.
 
 Points in use: ``before_sync`` (every synced write: log append/compact, hard state, snapshot
 file and directory fsyncs), ``after_append``, ``after_compact``, ``before_snapshot_rename``,
@@ -35,8 +41,11 @@ ENV_VAR: Final = "RAFTLOG_FAILPOINTS"
 CRASH_EXIT_CODE: Final = 137
 
 _ITEM = re.compile(
-    r"^(?P<name>[a-z_]+)=(?P<action>crash|error|sleep\((?P<ms>\d+)\))(@(?P<nth>\d+))?$"
+    r"^(?P<name>[a-z_]+)=(?P<action>crash|error|skip|sleep\((?P<ms>\d+)\))(@(?P<nth>\d+))?$"
 )
+
+SKIPPABLE: Final = frozenset({"sync"})
+"""Points whose step a ``skip`` action may leave out (see the module docstring)."""
 
 
 @dataclass(slots=True)
@@ -68,13 +77,24 @@ def configure(spec: str | None) -> None:
         match = _ITEM.match(item)
         if match is None:
             raise ValueError(
-                f"bad failpoint {item!r} in {ENV_VAR} (want name=crash|error|sleep(ms)[@N])"
+                f"bad failpoint {item!r} in {ENV_VAR} (want name=crash|error|skip|sleep(ms)[@N])"
             )
         action = match["action"].split("(")[0]
+        if action == "skip" and match["name"] not in SKIPPABLE:
+            raise ValueError(f"failpoint {match['name']!r} cannot skip (only {sorted(SKIPPABLE)})")
         points[match["name"]] = _Failpoint(action, int(match["ms"] or 0), int(match["nth"] or 1))
     _points.clear()
     _points.update(points)
     ENABLED = bool(points)
+
+
+def skipped(name: str) -> bool:
+    """True if the step at ``name`` is switched off (``name=skip``) from this hit on."""
+    point = _points.get(name)
+    if point is None or point.action != "skip":
+        return False
+    point.hits += 1
+    return point.hits >= point.from_hit
 
 
 def hit(name: str) -> None:
@@ -89,7 +109,8 @@ def hit(name: str) -> None:
         os._exit(CRASH_EXIT_CODE)
     if point.action == "error":
         raise StorageError(f"failpoint {name}: injected I/O error")
-    time.sleep(point.sleep_ms / 1000)
+    if point.action == "sleep":
+        time.sleep(point.sleep_ms / 1000)
 
 
 configure(os.environ.get(ENV_VAR))

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -127,6 +127,10 @@ class PeerProcess:
     data_dir: Path
     log_path: Path
     process: subprocess.Popen[bytes] | None = None
+    bind_url: str | None = None
+    """Where the peer binds its ROUTER if not at ``url`` (e.g. behind a fault proxy)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment of the next start (e.g. ``RAFTLOG_FAILPOINTS``)."""
 
     @property
     def running(self) -> bool:
@@ -168,23 +172,30 @@ class PeerCluster:
             )
         self._outsiders: set[str] = set()
         self.config_path = directory / "cluster.toml"
-        self._write_config(raft or {}, list(extra_peers))
+        self._raft = dict(raft or {})
+        self._extra = [(peer_id, url, free_ports(1)[0]) for peer_id, url in extra_peers]
+        self.write_config()
 
-    def _write_config(self, raft: dict[str, Any], extra: list[tuple[str, str]]) -> None:
+    def write_config(self) -> None:
+        """(Re)write the cluster file, e.g. after setting ``bind_url`` on peers."""
         lines = ["[cluster]", f'ident = "{self.ident}"', f'data_dir = "{self.directory / "data"}"']
         lines.append("[raft]")
-        for key, value in raft.items():
+        for key, value in self._raft.items():
             lines.append(f"{key} = {_toml(value)}")
         if self.security is not None:
             lines += self.security.toml_lines()
         for peer in self.peers.values():
+            if peer.id in self._outsiders:
+                continue
             lines += ["[[peers]]", f'id = "{peer.id}"', f'url = "{peer.url}"']
             lines.append(f'pub_url = "{peer.pub_url}"')
             if self.security is not None:
                 lines.append(f'key = "{self.security.peer_key(peer.id)}"')
-        for peer_id, url in extra:
+            if peer.bind_url is not None:
+                lines.append(f'bind = "{peer.bind_url}"')
+        for peer_id, url, pub_port in self._extra:
             lines += ["[[peers]]", f'id = "{peer_id}"', f'url = "{url}"']
-            lines.append(f'pub_url = "{url.rsplit(":", 1)[0]}:{free_ports(1)[0]}"')
+            lines.append(f'pub_url = "{url.rsplit(":", 1)[0]}:{pub_port}"')
         self.config_path.write_text("\n".join(lines) + "\n")
 
     # -- processes -------------------------------------------------------------------------
@@ -198,24 +209,28 @@ class PeerCluster:
             if peer.running:
                 continue
             log = open(peer.log_path, "ab")  # noqa: SIM115 -- handed to the child
-            env = dict(os.environ, RAFTLOG_LOG_FORMAT="json")
+            env = {**os.environ, "RAFTLOG_LOG_FORMAT": "json", **peer.env}
+            args = list(extra_args)
             if peer_id in self._outsiders:
-                extra_args = ["--url", peer.url, "--pub-url", peer.pub_url, *extra_args]
+                args = ["--url", peer.url, "--pub-url", peer.pub_url, *args]
+                if peer.bind_url is not None:
+                    args = ["--bind", peer.bind_url, *args]
             peer.process = subprocess.Popen(
-                [str(PEER_BIN), "-c", str(self.config_path), "--id", peer_id, *extra_args],
+                [str(PEER_BIN), "-c", str(self.config_path), "--id", peer_id, *args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
             )
             log.close()
 
-    def add_outsider(self, peer_id: str) -> PeerProcess:
+    def add_outsider(self, peer_id: str, *, port: int | None = None) -> PeerProcess:
         """A peer that is *not* in the cluster file (it starts in CLIENT state with
-        ``--url``/``--pub-url``); ``start(peer_id)`` runs it, ``config_update`` adds it."""
-        port, pub = free_ports(2)
+        ``--url``/``--pub-url``); ``start(peer_id)`` runs it, ``config_update`` adds it.
+        ``port`` fixes its advertised ROUTER port (set ``bind_url`` to bind elsewhere)."""
+        free_port, pub = free_ports(2)
         peer = PeerProcess(
             peer_id,
-            f"tcp://127.0.0.1:{port}",
+            f"tcp://127.0.0.1:{port or free_port}",
             f"tcp://127.0.0.1:{pub}",
             self.directory / "data" / peer_id,
             self.directory / f"{peer_id}.log",

@@ -1,0 +1,259 @@
+"""Run one fault schedule against a real cluster and check the history it leaves.
+
+Phases (each waits on a condition, never a fixed sleep where one exists):
+
+1. start a ``FaultCluster`` and wait for a stable leader;
+2. start the ``Workload``; warm up until ``min_acks_before`` acks (anti-vacuity);
+3. run the schedule's fault function until its deadline (it reports what it did in
+   ``Chaos.did``, so the test can check the fault really happened);
+4. heal everything: proxy rules cleared, paused peers resumed, dead peers restarted, hogs
+   stopped, disks freed;
+5. wait for ``min_acks_after`` new acks (liveness after healing), stop the workload;
+6. wait until every member reports the same commit index, read each peer's topic records
+   online, stop the peers cleanly and read every log offline (storage API, read-only);
+7. ``faults.history.check``: lost / duplicated / divergent / order / unexpected / topic.
+
+Every run writes ``history.jsonl``, ``report.txt`` and the peers' logs under its directory,
+and returns a ``RunResult`` with the figures of the chaos table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from integration.cluster import wait_for
+
+from faults.cluster import IDENT, FaultCluster
+from faults.history import Op, PeerLog, Report, TopicRead, TopicRow, check, read_peer_log
+from faults.workload import TOPIC, Workload, WorkloadSpec, max_unavailability
+from raftlog.client import RaftClient
+from raftlog.client.topics import TopicClient
+
+
+@dataclass
+class Chaos:
+    """What a schedule's fault function gets: the cluster, a seeded RNG, the deadline."""
+
+    cluster: FaultCluster
+    workload: Workload
+    rng: random.Random
+    deadline: float
+    did: Counter[str] = field(default_factory=Counter)
+    """What the schedule did (``kills``, ``leader_kills``, ``partitions``...): guards."""
+    members: list[str] = field(default_factory=list)
+    """Peers expected to be in the cluster at the end (a membership change edits it)."""
+    down: set[str] = field(default_factory=set)
+    """Peers the schedule left stopped on purpose (restarted on heal unless removed)."""
+
+    def running(self) -> bool:
+        return time.monotonic() < self.deadline
+
+    def left(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def pause_for(self, seconds: float) -> None:
+        """Let the fault act for ``seconds`` (bounded by the deadline). A fault lasting a
+        given time is the one place where waiting on the clock is the condition."""
+        time.sleep(max(0.0, min(seconds, self.left())))
+
+    def wait_acks(self, n: int, timeout: float = 20.0) -> None:
+        """Wait for ``n`` new acknowledgements (progress between faults)."""
+        base = self.workload.acked()
+        wait_for(f"{n} acks", lambda: self.workload.acked() >= base + n, timeout, interval=0.05)
+
+    def leader(self, timeout: float = 30.0, exclude: str | None = None) -> str:
+        return self.cluster.wait_leader(timeout, exclude)
+
+    def kill(self, peer_id: str) -> None:
+        self.cluster.kill(peer_id)
+        self.down.add(peer_id)
+        self.did["kills"] += 1
+
+    def restart(self, peer_id: str) -> None:
+        self.cluster.restart(peer_id)
+        self.down.discard(peer_id)
+
+
+FaultFunction = Callable[[Chaos], None]
+
+
+@dataclass
+class RunResult:
+    name: str
+    seed: int
+    duration: float
+    report: Report
+    elections: int
+    max_unavailability: float
+    did: dict[str, int]
+    directory: Path
+
+    def row(self) -> dict[str, Any]:
+        r = self.report
+        return {
+            "schedule": self.name,
+            "seed": self.seed,
+            "seconds": round(self.duration),
+            "acked": r.acked,
+            "lost": r.count("lost"),
+            "duplicated": r.count("duplicated"),
+            "divergent": r.count("divergent"),
+            "other": sum(r.count(k) for k in ("order", "unexpected", "topic", "lagging")),
+            "elections": self.elections,
+            "max_unavail_s": round(self.max_unavailability, 2),
+        }
+
+
+@dataclass
+class RunOptions:
+    duration: float = 10.0
+    ids: Sequence[str] = ("1", "2", "3")
+    raft: dict[str, Any] = field(default_factory=dict)
+    failpoints: dict[str, str] = field(default_factory=dict)
+    """``RAFTLOG_FAILPOINTS`` per peer id (``"*"``: every peer)."""
+    spec: WorkloadSpec = field(default_factory=WorkloadSpec)
+    min_acks_before: int = 20
+    min_acks_after: int = 20
+    setup: Callable[[FaultCluster], None] | None = None
+    """Runs after the cluster is built and before it starts (e.g. a small disk)."""
+
+
+def run_schedule(
+    name: str, fault: FaultFunction, directory: Path, seed: int, options: RunOptions
+) -> RunResult:
+    directory.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    with FaultCluster(directory, options.ids, raft=options.raft, seed=seed) as cluster:
+        for peer_id in cluster.ids:
+            spec = options.failpoints.get(peer_id, options.failpoints.get("*"))
+            cluster.set_failpoints(peer_id, spec)
+        if options.setup is not None:
+            options.setup(cluster)
+        cluster.start()
+        cluster.peers.wait_stable_leader(30)
+        workload = Workload(cluster.urls, IDENT, options.spec)
+        workload.start()
+        try:
+            wait_for("warm-up acks", lambda: workload.acked() >= options.min_acks_before, 30)
+            chaos = Chaos(
+                cluster,
+                workload,
+                rng,
+                time.monotonic() + options.duration,
+                members=list(cluster.ids),
+            )
+            started, elections_before = time.monotonic(), cluster.elections()
+            fault(chaos)
+            heal(chaos)
+            healed = time.monotonic()
+            wait_for(
+                "acks after healing",
+                lambda: workload.acked(since=healed) >= options.min_acks_after,
+                60,
+            )
+        finally:
+            workload.stop()
+        ended = time.monotonic()
+        ops = workload.snapshot()
+        elections = cluster.elections() - elections_before
+        commit = cluster.wait_converged(chaos.members)
+        reads = asyncio.run(read_topic(cluster, chaos.members))
+        cluster.peers.stop()
+        logs = collect_logs(cluster, chaos.members, commit)
+    chaos.did["elections"] = elections
+    report = check(ops, logs, reads)
+    result = RunResult(
+        name,
+        seed,
+        ended - started,
+        report,
+        elections,
+        max_unavailability(ops, started, ended),
+        dict(chaos.did),
+        directory,
+    )
+    write_artifacts(result, ops)
+    return result
+
+
+def heal(chaos: Chaos) -> None:
+    cluster = chaos.cluster
+    cluster.net.heal()
+    cluster.stop_hogs()
+    for peer_id in cluster.ids:
+        cluster.resume(peer_id)
+    for peer_id in chaos.members:
+        if not cluster.running(peer_id):
+            cluster.restart(peer_id)
+    chaos.down.clear()
+
+
+async def read_topic(cluster: FaultCluster, ids: Sequence[str]) -> list[TopicRead]:
+    """Every record of ``TOPIC`` as each peer serves it (asked directly, all pages)."""
+    out: list[TopicRead] = []
+    async with RaftClient(cluster.urls, IDENT, timeout=15.0) as raft, TopicClient(raft) as topics:
+        for peer_id in ids:
+            url = cluster.direct_url(peer_id)
+            rows: list[TopicRow] = []
+            applied = 0
+            start: tuple[int, int] | None = None
+            while True:
+                if start is None:
+                    page = await topics.read(TOPIC, from_index=0, url=url)
+                else:
+                    page = await topics.read(
+                        TOPIC, from_index=start[0], from_position=start[1], inclusive=False, url=url
+                    )
+                applied = applied or page.applied
+                rows += [TopicRow(r.id.index, r.id.position, r.record.value) for r in page.records]
+                if not page.more or not page.records:
+                    break
+                start = (page.records[-1].id.index, page.records[-1].id.position)
+            out.append(TopicRead(peer_id, TOPIC, applied, rows))
+    return out
+
+
+def collect_logs(cluster: FaultCluster, members: Sequence[str], commit: int) -> list[PeerLog]:
+    logs = []
+    for peer_id in cluster.ids:
+        data_dir = cluster.peers.peers[peer_id].data_dir
+        if not (data_dir / "log" / "CURRENT").exists():
+            continue
+        member = peer_id in members
+        log = read_peer_log(peer_id, data_dir, commit if member else None)
+        log.member = member
+        logs.append(log)
+    return logs
+
+
+def write_artifacts(result: RunResult, ops: Sequence[Op]) -> None:
+    with open(result.directory / "history.jsonl", "w") as f:
+        for op in ops:
+            f.write(
+                json.dumps(
+                    {
+                        "client": op.client,
+                        "seq": op.seq,
+                        "request_id": op.request_id.hex(),
+                        "data": op.data.decode(errors="replace"),
+                        "invoke": op.invoke_t,
+                        "complete": op.complete_t,
+                        "outcome": op.outcome,
+                        "index": op.index,
+                        "attempts": op.attempts,
+                    }
+                )
+                + "\n"
+            )
+    (result.directory / "report.txt").write_text(
+        f"{result.name} seed={result.seed} did={result.did} elections={result.elections} "
+        f"max_unavailability={result.max_unavailability:.2f}s\n{result.report.summary()}\n"
+    )

@@ -1,0 +1,103 @@
+"""``make stability``: elections while a healthy leader exists, under load and a CPU hog.
+
+No fault is injected: every election in the window is spurious (the leader process runs and
+is reachable the whole time). A busy process is pinned to one core, the workload of the
+fault schedules writes and publishes, and at the end the peers are stopped cleanly so that
+each logs ``peer_stopping`` with ``max_loop_stall_ms`` (when the peer exposes it: the loop
+stall metric of issue #12). Prints a Markdown block; with ``RAFTLOG_STABILITY_DOC`` (default
+docs/reliability.md, ``-`` to only print) it replaces the block between the
+``stability-table`` markers there.
+
+Environment: ``RAFTLOG_STABILITY_SECONDS`` (300), ``RAFTLOG_STABILITY_HOG`` (1: a hog on
+core 0; 0: no hog, for a baseline).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from integration.cluster import wait_for
+
+from faults.chaos import load, machine, write_doc
+from faults.cluster import IDENT, FaultCluster
+from faults.workload import Workload, max_unavailability
+
+
+def measure(directory: Path, seconds: float, hog: bool) -> dict[str, object]:
+    with FaultCluster(directory) as cluster:
+        cluster.start()
+        cluster.peers.wait_stable_leader(30)
+        workload = Workload(cluster.urls, IDENT)
+        workload.start()
+        try:
+            wait_for("warm-up acks", lambda: workload.acked() >= 20, 30)
+            if hog:
+                cluster.cpu_hog(core=0)
+            before = cluster.elections()
+            infos = cluster.log_infos()
+            term_before = max(i.term for i in infos.values() if i is not None)
+            started = time.monotonic()
+            time.sleep(seconds)  # the measurement window itself: nothing to wait for
+            ended = time.monotonic()
+            elections = cluster.elections() - before
+            infos = cluster.log_infos()
+            term_after = max(i.term for i in infos.values() if i is not None)
+            cluster.stop_hogs()
+        finally:
+            workload.stop()
+        ops = workload.snapshot()
+        cluster.peers.stop()
+        stalls = [
+            float(e["max_loop_stall_ms"])
+            for e in cluster.events("peer_stopping")
+            if "max_loop_stall_ms" in e
+        ]
+        stall_events = len(cluster.events("loop_stall"))
+    acked = sum(1 for op in ops if op.outcome == "ok" and started <= (op.complete_t or 0) <= ended)
+    return {
+        "seconds": round(ended - started),
+        "hog": hog,
+        "acked": acked,
+        "elections": elections,
+        "terms": f"{term_before}->{term_after}",
+        "max_unavail_s": round(max_unavailability(ops, started, ended), 2),
+        "max_loop_stall_ms": round(max(stalls), 1) if stalls else "not exposed",
+        "loop_stall_events": stall_events,
+    }
+
+
+def main() -> int:
+    seconds = float(os.environ.get("RAFTLOG_STABILITY_SECONDS", "300"))
+    hog = os.environ.get("RAFTLOG_STABILITY_HOG", "1") != "0"
+    load_before, when = load(), datetime.now(UTC)
+    with tempfile.TemporaryDirectory(prefix="raftlog-stability-") as tmp:
+        result = measure(Path(tmp), seconds, hog)
+    cols = list(result)
+    text = (
+        f"Measured {when:%Y-%m-%d %H:%M} UTC on {machine()}; load average before {load_before}, "
+        f"after {load()} (**shared machine: other engineers' test runs were going on**). "
+        f"Command: `RAFTLOG_STABILITY_SECONDS={seconds:g} RAFTLOG_STABILITY_HOG={int(hog)} "
+        "make stability`.\n\n"
+        + "| "
+        + " | ".join(cols)
+        + " |\n|"
+        + "---|" * len(cols)
+        + "\n"
+        + "| "
+        + " | ".join(str(result[c]) for c in cols)
+        + " |"
+    )
+    print(text)
+    doc = os.environ.get("RAFTLOG_STABILITY_DOC", "docs/reliability.md")
+    if doc != "-":
+        write_doc(Path(doc), text, "stability-table")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""The fault schedules against real processes, short versions (``make test``); ``make chaos``
+runs the same schedules long and with many seeds (``faults.chaos``).
+
+Each is a named test with a fixed seed (replay another one with ``RAFTLOG_CHAOS_SEED``;
+lengthen with ``RAFTLOG_CHAOS_SECONDS``). A run must (1) have done its fault (guards), then
+(2) keep every promise the checker knows. Election stability under a one-way link and under
+CPU starvation, and the full-disk exit code, are open findings of issue #12: while they fail
+the test is reported as xfail *after* the safety checks passed (never instead of them).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from faults.harness import RunResult, run_schedule
+from faults.schedules import SCHEDULES, unmet_guards
+
+SECONDS = float(os.environ.get("RAFTLOG_CHAOS_SECONDS", "6"))
+SEEDS = {name: 1000 + n for n, name in enumerate(SCHEDULES)}
+
+
+def run(name: str, tmp_path: Path) -> RunResult:
+    schedule = SCHEDULES[name]
+    options = schedule.options()
+    options.duration = SECONDS
+    seed = int(os.environ.get("RAFTLOG_CHAOS_SEED", SEEDS[name]))
+    result = run_schedule(name, schedule.fault, tmp_path, seed, options)
+    print(f"{name} seed={seed} {result.row()} did={result.did}")
+    assert not unmet_guards(schedule, result.did), (
+        f"the fault did not happen enough: {unmet_guards(schedule, result.did)}"
+    )
+    assert result.report.valid, f"seed {seed}: {result.report.summary()}"
+    return result
+
+
+@pytest.mark.parametrize("name", list(SCHEDULES))
+def test_schedule(name: str, tmp_path: Path) -> None:
+    result = run(name, tmp_path)
+    if name == "one_way_partition" and result.elections:
+        pytest.xfail(
+            f"issue #12 finding 3: {result.elections} election(s) although the "
+            "leader was healthy and reached the one-way follower"
+        )
+    if name == "cpu_starvation" and result.elections:
+        pytest.xfail(
+            f"issue #12 item 4: {result.elections} election(s) with a healthy leader "
+            "under CPU starvation"
+        )
+    if name == "entries_burst" and result.elections:
+        pytest.xfail(
+            f"issue #12 finding 4: {result.elections} election(s) after bursts of "
+            "unread RequestEntries streams"
+        )
+    if name == "full_disk_follower" and "exit_code_3" not in result.did:
+        pytest.xfail(
+            f"issue #12 finding 2: the full follower exited with {result.did} "
+            "instead of the documented 3 (close masks the first failure)"
+        )
