@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Generic, TypeVar
 
+import aiofiles
 from rich.progress import (
     BarColumn,
     Progress,
@@ -159,6 +160,23 @@ def _records(fd: int, whole: bool) -> Iterator[tuple[bytes, int]]:
         yield data, len(line)
 
 
+async def read_whole_files(
+    names: Sequence[str], queue: asyncio.Queue[InputRecord | None]
+) -> None:
+    """``--whole`` with named files: each file is one record, read with aiofiles.
+
+    Why aiofiles here: a whole file may be large (up to the cluster's entry size limit), and
+    reading it with a blocking call on the event loop would stall the publishes already in
+    flight; aiofiles runs the reads in its thread pool and the loop keeps sending and
+    receiving. Lines, and standard input, keep the reader thread (``start_reader``): a
+    terminal read cannot be cancelled."""
+    for number, name in enumerate(names, 1):
+        async with aiofiles.open(name, "rb") as f:
+            data = await f.read()
+        await queue.put(InputRecord(number, data, len(data)))
+    await queue.put(None)
+
+
 def start_reader(
     names: Sequence[str],
     whole: bool,
@@ -260,7 +278,11 @@ async def publish_stream(
     report says how far the input is certainly published)."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[InputRecord | None] = asyncio.Queue(maxsize=QUEUE_SIZE)
-    start_reader(names, whole, queue, loop)
+    reader: asyncio.Task[None] | None = None
+    if whole and "-" not in names:
+        reader = loop.create_task(read_whole_files(names, queue))
+    else:
+        start_reader(names, whole, queue, loop)
     progress = _Progress(input_size(names), show_progress and sys.stderr.isatty())
     done = False
 
@@ -289,4 +311,6 @@ async def publish_stream(
         # one line for the CLI: the first real cause, not the group
         raise group_error.exceptions[0] from None
     finally:
+        if reader is not None:
+            reader.cancel()
         progress.stop()
