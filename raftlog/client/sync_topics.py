@@ -29,6 +29,7 @@ from raftlog.client.topics import TopicClient
 from raftlog.errors import ClientClosedError
 from raftlog.records import LoggedRecord, Record, RecordId
 from raftlog.rpc import topics as rpc
+from raftlog.security.settings import CurveClient
 
 
 async def _next(stream: AsyncIterator[LoggedRecord]) -> LoggedRecord | None:
@@ -56,11 +57,12 @@ class SyncTopicClient:
         *,
         client: SyncRaftClient | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        curve: CurveClient | None = None,
     ) -> None:
         if client is None:
             if peers is None or ident is None:
                 raise ValueError("give peers and ident, or client=")
-            client = SyncRaftClient(peers, ident, timeout=timeout)
+            client = SyncRaftClient(peers, ident, timeout=timeout, curve=curve)
             self._owns_client = True
         else:
             self._owns_client = False

@@ -27,6 +27,7 @@ from raftlog.client.topics import TopicClient
 from raftlog.errors import ClusterUnavailableError, RaftlogError
 from raftlog.records import Record
 from raftlog.rpc.topic_counts import CountsResult
+from raftlog.security.settings import CurveClient
 from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
 
 T = TypeVar("T")
@@ -90,10 +91,17 @@ async def _pull(
 class LogClient:
     """A raftlog client for one thread (a task, or the driver's planning worker)."""
 
-    def __init__(self, peers: tuple[str, ...], ident: str, timeout: float) -> None:
+    def __init__(
+        self,
+        peers: tuple[str, ...],
+        ident: str,
+        timeout: float,
+        curve: CurveClient | None = None,
+    ) -> None:
         self.peers = peers
         self.ident = ident
         self.timeout = timeout
+        self.curve = curve
         self._loop = asyncio.new_event_loop()
         self._topics: TopicClient | None = None
         try:
@@ -103,7 +111,7 @@ class LogClient:
             raise
 
     async def _create(self) -> RaftClient:
-        return RaftClient(list(self.peers), self.ident, timeout=self.timeout)
+        return RaftClient(list(self.peers), self.ident, timeout=self.timeout, curve=self.curve)
 
     @property
     def topics(self) -> TopicClient:

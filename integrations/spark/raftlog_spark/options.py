@@ -14,7 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from raftlog.errors import ConfigError
 from raftlog.records import check_topic_name
+from raftlog.security import keys
+from raftlog.security.settings import CurveClient
 from raftlog_spark.errors import RaftlogSourceError
 
 Mode = Literal["any", "batch", "stream"]
@@ -37,6 +40,8 @@ COMMON: Final = (
     "includeHeaders",
     "startingOffsets",
     "startingTimestamp",
+    "keyFile",
+    "serverKeyFile",
 )
 BATCH_ONLY: Final = (
     "startingIndex",
@@ -102,6 +107,15 @@ class SourceOptions:
     max_trigger_delay_s: float = DEFAULT_MAX_TRIGGER_DELAY_S
     given: frozenset[str] = frozenset()
     """Canonical names of the options that were set (for mode checks)."""
+    key_file: str | None = None
+    """CURVE: this client's ``.key_secret`` file (the same path on every executor)."""
+    server_key_file: str | None = None
+    """CURVE: the cluster's server ``.key`` (public) file."""
+
+    def curve(self) -> CurveClient | None:
+        """The CURVE keys for a secure cluster, read where the client runs (driver or
+        executor: a secret never travels inside Spark's plan); None for plaintext."""
+        return load_curve(self.key_file, self.server_key_file)
 
     def check_mode(self, mode: Mode) -> SourceOptions:
         """Refuse options that do not apply to a batch read or to a stream."""
@@ -317,7 +331,14 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
         if "maxTriggerDelay" in values
         else DEFAULT_MAX_TRIGGER_DELAY_S,
         given=frozenset(values),
+        key_file=values.get("keyFile"),
+        server_key_file=values.get("serverKeyFile"),
     )
+    if (parsed.key_file is None) != (parsed.server_key_file is None):
+        raise RaftlogSourceError(
+            "raftlog source: a secure cluster needs both keyFile (this client's .key_secret) "
+            "and serverKeyFile (the cluster's server .key)"
+        )
     if (
         parsed.starting_index is not None
         and parsed.ending_index is not None
@@ -334,3 +355,15 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
     ):
         raise RaftlogSourceError("raftlog source: endingTimestamp is before startingTimestamp")
     return parsed.check_mode(mode)
+
+
+def load_curve(key_file: str | None, server_key_file: str | None) -> CurveClient | None:
+    """CURVE client keys from the two key files; a one-line error naming a bad file."""
+    if key_file is None or server_key_file is None:
+        return None
+    try:
+        pair = keys.load(key_file)
+        secret = pair.require_secret(f"keyFile {key_file}")
+        return CurveClient(pair.public, secret, keys.load(server_key_file).public)
+    except ConfigError as exc:
+        raise RaftlogSourceError(f"raftlog source: {exc}") from None

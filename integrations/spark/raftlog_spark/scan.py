@@ -30,9 +30,11 @@ def read_ranges(
     wanted = spec.wanted_topics()
     view = None
     if wanted != frozenset():
-        with SyncTopicClient(opts.peers, opts.ident, timeout=opts.timeout) as topics:
+        with SyncTopicClient(
+            opts.peers, opts.ident, timeout=opts.timeout, curve=opts.curve()
+        ) as topics:
             view = TopicView.fetch(topics, wanted)
-    with LogClient(opts.peers, opts.ident, opts.timeout) as client:
+    with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
 
         def chunks() -> Iterator[list[Any]]:
             for lo, hi in ranges:

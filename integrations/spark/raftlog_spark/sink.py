@@ -39,9 +39,10 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from raftlog.records import Record, check_topic_name
+from raftlog.security.settings import CurveClient
 from raftlog_spark.errors import RaftlogSourceError
 from raftlog_spark.logclient import LogClient
-from raftlog_spark.options import DEFAULT_TIMEOUT, parse_options
+from raftlog_spark.options import DEFAULT_TIMEOUT, load_curve, parse_options
 
 DEFAULT_RECORDS_PER_ENTRY: Final = 500
 MAX_ENTRY_BYTES: Final = 4 * 1024 * 1024
@@ -59,6 +60,12 @@ class SinkOptions:
     topic: str | None = None
     records_per_entry: int = DEFAULT_RECORDS_PER_ENTRY
     checkpoint: str | None = None
+    key_file: str | None = None
+    server_key_file: str | None = None
+
+    def curve(self) -> CurveClient | None:
+        """CURVE keys for a secure cluster, read where the task runs (see SourceOptions)."""
+        return load_curve(self.key_file, self.server_key_file)
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -67,14 +74,13 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         k.lower(): v for k, v in options.items() if k.lower() in {o.lower() for o in SINK_OPTIONS}
     }
     rest = {k: v for k, v in options.items() if k.lower() not in own}
-    common = parse_options(
-        {k: v for k, v in rest.items() if k.lower() in ("peers", "ident", "timeout")}
-    )
-    unknown = [k for k in rest if k.lower() not in ("peers", "ident", "timeout")]
+    shared = ("peers", "ident", "timeout", "keyfile", "serverkeyfile")
+    common = parse_options({k: v for k, v in rest.items() if k.lower() in shared})
+    unknown = [k for k in rest if k.lower() not in shared]
     if unknown:
         raise RaftlogSourceError(
             f"raftlog sink: unknown option(s) {', '.join(sorted(unknown))}; the sink takes "
-            "peers, ident, timeout, topic, recordsPerEntry"
+            "peers, ident, timeout, keyFile, serverKeyFile, topic, recordsPerEntry"
         )
     topic = own.get("topic")
     if topic is not None:
@@ -86,7 +92,14 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     if not per.strip().isdigit() or int(per) < 1:
         raise RaftlogSourceError(f"raftlog sink: recordsPerEntry={per!r} must be >= 1")
     return SinkOptions(
-        common.peers, common.ident, common.timeout, topic, int(per), own.get("checkpointlocation")
+        common.peers,
+        common.ident,
+        common.timeout,
+        topic,
+        int(per),
+        own.get("checkpointlocation"),
+        common.key_file,
+        common.server_key_file,
     )
 
 
@@ -180,7 +193,7 @@ def write_partition(
         (request_id(anchor, write_id, batch, partition, chunk), item)
         for chunk, item in enumerate(_chunks(batches, opts))
     )
-    with LogClient(opts.peers, opts.ident, opts.timeout) as client:
+    with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
         rows, entries = client.publish_all(items)
     return SinkCommit(partition, rows, entries)
 

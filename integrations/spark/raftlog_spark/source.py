@@ -97,7 +97,7 @@ class RaftlogDataSource(DataSource):
     def schema(self) -> StructType:
         check_worker_python()
         opts = parse_options(self.options)
-        with LogClient(opts.peers, opts.ident, opts.timeout) as client:
+        with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
             self._pinned = LogPosition.of(client.log_info())
             if opts.topics is not None:
                 client.check_topics(opts.topics)  # raftlog's UnknownTopic, at load()
@@ -105,7 +105,7 @@ class RaftlogDataSource(DataSource):
 
     @staticmethod
     def _fetch_position(opts: SourceOptions) -> LogPosition:
-        with LogClient(opts.peers, opts.ident, opts.timeout) as client:
+        with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
             return LogPosition.of(client.log_info())
 
     @one_line_errors
@@ -152,7 +152,7 @@ class RaftlogReader(DataSourceReader):
     @one_line_errors
     def partitions(self) -> Sequence[InputPartition]:
         opts = self.opts
-        with LogClient(opts.peers, opts.ident, opts.timeout) as client:
+        with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
             return weighted_split(client, opts, self.spec, self.planned_ranges(client))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -56,7 +56,9 @@ class RaftlogStreamReader(DataSourceStreamReader, _SupportsTriggerAvailableNow):
     @property
     def client(self) -> LogClient:
         if self._client is None:
-            self._client = LogClient(self.opts.peers, self.opts.ident, self.opts.timeout)
+            self._client = LogClient(
+                self.opts.peers, self.opts.ident, self.opts.timeout, self.opts.curve()
+            )
         return self._client
 
     def _position(self) -> LogPosition:
