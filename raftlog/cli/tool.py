@@ -273,11 +273,19 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     inspect = commands.add_parser(
-        "inspect", help="show log bounds, terms, hard state, snapshot and sizes"
+        "inspect",
+        help="show log bounds, terms, hard state, snapshot and sizes",
+        epilog="example: raftlog-tool inspect data/1 --json",
     )
-    dump = commands.add_parser("dump", help="print entries of an index range")
+    dump = commands.add_parser(
+        "dump",
+        help="print entries of an index range",
+        epilog="example: raftlog-tool dump data/1 --from 100 --to 120 --json --data",
+    )
     verify = commands.add_parser(
-        "verify", help="check every checksum and index; exit 1 on corruption"
+        "verify",
+        help="check every checksum and index; exit 1 on corruption",
+        epilog="example: raftlog-tool verify /backup/raftlog-1-2026-11-23",
     )
     reset_term = commands.add_parser(
         "reset-term",
@@ -286,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
         "exits 4 at start). Stop the peer first. Safe only when --term is above every log term "
         "of every peer and every in-range term of any peer still running; see "
         "docs/peer-service.md, 'Recovering from an out-of-range term'.",
+        epilog="example: raftlog-tool reset-term data/2 --term 1000",
     )
     for sub in (inspect, dump, verify, reset_term):
         sub.add_argument("data_dir", metavar="DATA_DIR", type=Path, help="the peer's data dir")
