@@ -79,6 +79,16 @@ def _socket(
     return sock
 
 
+def _bound(sock: S, bind_url: str) -> S:
+    """``sock`` bound to ``bind_url``; closed (not leaked) when the bind fails."""
+    try:
+        sock.bind(bind_url)
+    except zmq.ZMQError:
+        sock.close()
+        raise
+    return sock
+
+
 def peer_router(
     context: zmq.Context[S], bind_url: str, *, max_message_size: int,
     curve: CurveServer | None = None,
@@ -88,12 +98,7 @@ def peer_router(
     sock.setsockopt(zmq.RCVHWM, ROUTER_HIGH_WATER_MARK)
     sock.setsockopt(zmq.SNDHWM, ROUTER_HIGH_WATER_MARK)
     sock.setsockopt(zmq.MAXMSGSIZE, max(MAX_MESSAGE_SIZE, max_message_size))
-    try:
-        sock.bind(bind_url)
-    except zmq.ZMQError:
-        sock.close()
-        raise
-    return sock
+    return _bound(sock, bind_url)
 
 
 def peer_dealer(
@@ -121,12 +126,7 @@ def broadcast_pub(
     """The PUB socket the BroadcastStateMachine publishes committed entries on."""
     sock = _socket(context, zmq.PUB, curve, ZAP_DOMAIN_BROADCAST)
     sock.setsockopt(zmq.SNDHWM, PUB_HIGH_WATER_MARK)
-    try:
-        sock.bind(bind_url)
-    except zmq.ZMQError:
-        sock.close()
-        raise
-    return sock
+    return _bound(sock, bind_url)
 
 
 def client_dealer(
