@@ -19,7 +19,7 @@ RUN_STAMP  := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 PYTEST_ARGS ?=
 
-.PHONY: install install-run test lint interop run run-secure bench
+.PHONY: install install-run test lint interop run run-secure bench browser
 
 # The full developer set-up (what `make test`, `make lint` and `make bench` use).
 install: $(TEST_STAMP)
@@ -59,7 +59,17 @@ run-secure: install-run
 interop:
 	bash tests/interop/install_reference.sh
 
-test: install interop
+# Debian's chromium for the status-page browser test (tests/integration/browser), which
+# Playwright drives through executable_path: it never downloads a browser of its own.
+# Installed when missing and we are root; otherwise the test skips and says why.
+browser:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+	  >/dev/null || echo "make browser: could not install chromium; the browser test skips"; \
+	else echo "make browser: chromium missing and not root; the browser test skips"; fi
+
+test: install interop browser
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: install

@@ -19,6 +19,7 @@ Example::
     url = "tcp://127.0.0.1:8047"   # advertised ROUTER URL (what the cluster config says)
     pub_url = "tcp://127.0.0.1:8048"
     # bind = "tcp://0.0.0.0:8047"  # optional: where to bind, if not the advertised URL
+    # http_url = "http://127.0.0.1:8049"  # optional: /metrics, /healthz, /readyz, status page
     # [peers.raft]                 # optional per-peer option overrides
 """
 
@@ -54,6 +55,15 @@ class PeerSettings:
     options: RaftOptions
     security: PeerSecurity | None = None
     """CURVE keys and the access policy's sources; None for a plaintext cluster."""
+    http_url: str | None = None
+    """Where this peer serves HTTP (/metrics, /healthz, /readyz, the status page), e.g.
+    ``http://127.0.0.1:8049``; None (no ``http_url`` in the file) leaves the listener off."""
+    peer_http_urls: tuple[tuple[str, str], ...] = ()
+    """(peer id, http_url) of every peer in the file that has one: the status page links
+    to the other members' pages."""
+    ready_max_lag: int = 1000
+    """``/readyz`` fails while the applied index trails the commit index by more entries
+    (``ready_max_lag`` in the peer's table or in [cluster])."""
 
     @property
     def is_member(self) -> bool:
@@ -78,6 +88,22 @@ def _validate_bind_url(url: object, what: str) -> str:
     if not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ConfigError(f"{what} has an invalid port: {url!r}")
     return url
+
+
+def validate_http_url(url: object, what: str) -> str:
+    """``http://HOST:PORT`` (no path): where a peer's HTTP listener binds and is reached."""
+    if not isinstance(url, str) or not url.startswith("http://"):
+        raise ConfigError(f"{what} must look like http://HOST:PORT, got {url!r}")
+    host, sep, port = url[7:].rstrip("/").rpartition(":")
+    if not sep or not host or "/" in host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise ConfigError(f"{what} must look like http://HOST:PORT, got {url!r}")
+    return f"http://{host}:{port}"
+
+
+def split_http_url(url: str) -> tuple[str, int]:
+    """(host, port) of a validated ``http_url`` (brackets of an IPv6 literal removed)."""
+    host, _, port = url[7:].rpartition(":")
+    return host.strip("[]"), int(port)
 
 
 def load_cluster_file(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -137,6 +163,7 @@ def load_peer_config(
     mine: dict[str, Any] | None = None
     seen_ids: set[str] = set()
     seen_urls: set[str] = set()
+    http_urls: list[tuple[str, str]] = []
     for n, raw in enumerate(raw_peers, 1):
         if not isinstance(raw, dict):
             raise ConfigError(f"{source}: [[peers]] entry {n} must be a table")
@@ -151,6 +178,10 @@ def load_peer_config(
         seen_ids.add(pid)
         seen_urls.add(purl)
         peers.append(Peer(pid, purl))
+        if raw.get("http_url") is not None:
+            http_urls.append(
+                (pid, validate_http_url(raw["http_url"], f"{source}: peer {pid} http_url"))
+            )
         if pid == peer_id:
             mine = raw
 
@@ -203,7 +234,22 @@ def load_peer_config(
         peers=tuple(peers),
         options=options,
         security=security,
+        http_url=(
+            validate_http_url(http_url, f"peer {peer_id} http_url")
+            if (http_url := mine.get("http_url")) is not None
+            else None
+        ),
+        peer_http_urls=tuple(http_urls),
+        ready_max_lag=_ready_max_lag(mine.get("ready_max_lag", cluster.get("ready_max_lag"))),
     )
+
+
+def _ready_max_lag(value: object) -> int:
+    if value is None:
+        return 1000
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ConfigError(f"ready_max_lag must be a non-negative integer, got {value!r}")
+    return value
 
 
 def check_data_dir(path: Path) -> None:

@@ -198,6 +198,10 @@ class Histogram(_Family):
         """Record into the unlabelled series."""
         self.labels().observe(value)
 
+    def series(self) -> Iterator[tuple[tuple[str, ...], HistogramValue]]:
+        """Every series with its label values (an exporter builds its buckets from these)."""
+        yield from self._children.items()
+
     def samples(self) -> Iterator[Sample]:
         """Cumulative ``_bucket`` series with ``le``, then ``_sum`` and ``_count``."""
         for key, child in self._children.items():
@@ -213,6 +217,9 @@ class Histogram(_Family):
 
 Family = Counter | Gauge | Histogram
 _F = TypeVar("_F", Counter, Gauge, Histogram)
+
+BATCH_BUCKETS: Final = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+"""Entries per synced write: 1 when idle, hundreds when group commit gathers a burst."""
 
 
 class Registry:
@@ -336,6 +343,74 @@ class PeerMetrics:
                 "raftlog_zap_handshakes",
                 "CURVE handshakes the ZAP handler decided, by result (accepted, refused).",
                 ("result",),
+            )
+        )
+
+        self.elections_started = self._add(
+            Counter(
+                "raftlog_elections_started",
+                "Times this peer became a candidate (a rising rate means an unstable leader "
+                "or a partitioned peer).",
+            )
+        )
+        self.elections_won = self._add(
+            Counter("raftlog_elections_won", "Times this peer became the leader.")
+        )
+        self.fsync_seconds = self._add(
+            Histogram(
+                "raftlog_fsync_duration_seconds",
+                "Wall time of one synced Ready write (hard state + entries, one fdatasync): "
+                "the floor of every acknowledgement's latency.",
+            )
+        )
+        self.fsync_batch_entries = self._add(
+            Histogram(
+                "raftlog_fsync_batch_entries",
+                "Entries written by one synced Ready write (group commit's batch size).",
+                buckets=BATCH_BUCKETS,
+            )
+        )
+        self.entries_appended = self._add(
+            Counter(
+                "raftlog_log_entries_appended",
+                "Log entries made durable on this peer (own proposals or replicated).",
+            )
+        )
+        self.entries_applied = self._add(
+            Counter(
+                "raftlog_log_entries_applied",
+                "Committed log entries applied to the state machines on this peer.",
+            )
+        )
+
+        self.update_latency_seconds = self._add(
+            Histogram(
+                "raftlog_update_latency_seconds",
+                "On the leader: from accepting a RequestUpdate/publish to its committed "
+                "reply (append, fsync, replication to a majority, apply).",
+            )
+        )
+        self.proposals = self._add(
+            Counter(
+                "raftlog_proposals",
+                "Client updates offered to the leader, by result (appended, duplicate of a "
+                "retried request id, not_leader, expired, refused by the topic rules).",
+                ("result",),
+            )
+        )
+
+        self.compactions = self._add(
+            Counter(
+                "raftlog_compactions",
+                "Log compactions: a state-machine snapshot installed and the log prefix dropped "
+                "(threshold or raftlog-admin compact).",
+            )
+        )
+        self.compaction_seconds = self._add(
+            Histogram(
+                "raftlog_compaction_duration_seconds",
+                "Wall time of one compaction (snapshot, install, prefix drop); the loop waits "
+                "for it.",
             )
         )
 

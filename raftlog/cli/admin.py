@@ -200,8 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = OneLineParser(
         prog=PROG,
         description="Inspect and administer a raftlog (or zmq-raft) cluster.",
-        epilog="exit codes: 0 done, 1 refused (by the cluster or a safety check), "
-        "2 bad usage or input, 3 cluster unavailable, 130 interrupted.\n"
+        epilog="exit codes: 0 done, 1 refused (by the cluster or a safety check) or, for "
+        "status, a member down, 2 bad usage or input, 3 cluster unavailable, "
+        "130 interrupted; health: 0 OK, 1 degraded, 2 critical (Nagios).\n"
         "Each command has its own --help with examples.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -230,8 +231,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="the cluster's max_log_entry_data_size in bytes (default: from --config, "
         f"else the peers' default {MAX_ENTRY_DATA_SIZE})",
     )
+    parser.add_argument(
+        "--output",
+        "-o",
+        choices=("table", "json"),
+        default="table",
+        help="status and config show: a table (default) or JSON for scripts",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _command(sub, "status", "every peer's role, term, indexes and lag", "  raftlog-admin status\n")
+    _command(
+        sub,
+        "status",
+        "every peer's role, term, indexes and lag (exit 1 when a member is down)",
+        "  raftlog-admin status\n  raftlog-admin -o json status\n",
+    )
+    _command(
+        sub,
+        "health",
+        "one-line Nagios-style check: 0 all members up and one leader, 1 degraded, "
+        "2 no quorum, no leader or unreachable",
+        "  raftlog-admin -c cluster.toml health\n",
+    )
     _add_config_parsers(sub)
     _add_publish_parser(sub)
     _add_read_parsers(sub)
@@ -348,6 +368,8 @@ async def run(args: argparse.Namespace) -> int:
     async with make_client(args, target) as client:
         if args.command == "status":
             return await admin_cluster.cmd_status(args, client)
+        if args.command == "health":
+            return await admin_cluster.cmd_health(args, client)
         if args.command == "config":
             if args.action == "show":
                 return await admin_cluster.cmd_config_show(args, client)

@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections.abc import Sequence
 from typing import Final
 
+from raftlog.cli.admin_health import cluster_health, status_json
 from raftlog.cli.admin_io import (
+    EXIT_DEGRADED,
     EXIT_OK,
     EXIT_UNAVAILABLE,
     STATUS_HEADER,
@@ -52,13 +55,15 @@ NOTHING: Final = (
     "retries remain idempotent: docs/protocol.md §12.7, option request_id_ttl; and the log "
     "is never compacted past a record a topic still retains: docs/topics.md)"
 )
+HEALTH_LEADER_WAIT: Final = 5.0
+"""Seconds ``health`` waits for a leader's configuration before judging the seed peers."""
 DEFAULT_MAX_LAG: Final = 1000
 """Entries a new voter may be behind the leader before ``config add`` refuses it."""
 
 
 # -- status ------------------------------------------------------------------------------------
 async def cmd_status(args: argparse.Namespace, client: RaftClient) -> int:
-    """Every peer's own view; exit 3 when no leader answers."""
+    """Every peer's own view; exit 3 when no leader answers, 1 when a member is down."""
     try:
         info = await client.request_config()
         members = list(info.peers)
@@ -68,17 +73,41 @@ async def cmd_status(args: argparse.Namespace, client: RaftClient) -> int:
         info, members, reason = None, [Peer("?", u) for u in client.peer_urls], str(exc)
     rows = await peer_statuses(client, members, args.timeout)
     leader_last = max((r.last_index for r in rows if r.is_leader), default=None)
-    print_table(STATUS_HEADER, status_cells(rows, leader_last))
+    if args.output == "json":
+        print(status_json(rows, leader_last))
+    else:
+        print_table(STATUS_HEADER, status_cells(rows, leader_last))
     if info is None:
         print(f"raftlog-admin: unavailable: {reason}", file=sys.stderr)
         return EXIT_UNAVAILABLE
+    down = [r.peer.id for r in rows if r.info is None]
+    if down:
+        print(f"raftlog-admin: degraded: member(s) down: {', '.join(down)}", file=sys.stderr)
+        return EXIT_DEGRADED
     return EXIT_OK
+
+
+async def cmd_health(args: argparse.Namespace, client: RaftClient) -> int:
+    """Nagios-style check (``admin_health``): 0 OK, 1 degraded, 2 critical."""
+    try:
+        info = await client.request_config(timeout=min(args.timeout, HEALTH_LEADER_WAIT))
+        members = list(info.peers)
+    except ClusterUnavailableError:  # no leader: judge the seed peers by what they say
+        members = [Peer("?", u) for u in client.peer_urls]
+    rows = await peer_statuses(client, members, args.timeout)
+    health = cluster_health(rows)
+    print(health.line)
+    return health.code
 
 
 # -- config ------------------------------------------------------------------------------------
 async def cmd_config_show(args: argparse.Namespace, client: RaftClient) -> int:
     """The configuration as the leader knows it."""
     info = await client.request_config()
+    if args.output == "json":
+        peers = [{"id": p.id, "url": p.url, "leader": p.id == info.leader_id} for p in info.peers]
+        print(json.dumps({"leader_id": info.leader_id, "peers": peers}, indent=2))
+        return EXIT_OK
     for peer in info.peers:
         mark = "  (leader)" if peer.id == info.leader_id else ""
         print(f"{peer.id}\t{peer.url}{mark}")

@@ -27,6 +27,8 @@ from raftlog.rpc.messages import Peer, RequestLogInfoResponse, SnapshotChunk
 
 EXIT_OK: Final = 0
 EXIT_REFUSED: Final = 1
+EXIT_DEGRADED: Final = 1
+"""``status``: the cluster answers but a member is down (Nagios' WARNING, as ``health``)."""
 EXIT_USAGE: Final = 2
 EXIT_UNAVAILABLE: Final = 3
 EXIT_INTERRUPTED: Final = 130

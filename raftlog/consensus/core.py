@@ -326,6 +326,13 @@ class RaftCore:
     def config_known(self) -> bool:
         return self._s.membership.known
 
+    def match_indexes(self) -> dict[str, int]:
+        """On a leader: each other peer's highest index known replicated (its progress);
+        empty elsewhere. A copy, for monitoring (``raftlog.observability``)."""
+        if self._s.role is not Role.LEADER:
+            return {}
+        return {peer: p.match for peer, p in self._s.progress.items()}
+
     @property
     def pending_config_change(self) -> int | None:
         """Joint index of the ConfigUpdate this leader started and has not completed."""

@@ -115,6 +115,13 @@ class ClientService:
         self._waiting: dict[int, list[_Waiter]] = {}
         self._waiting_heap: list[int] = []
         self._config_waiting: dict[int, list[tuple[bytes, bytes]]] = {}
+        self._waiting_since: dict[int, float] = {}
+        """When the first update waiting on each index was accepted (latency histogram)."""
+        self._latency = metrics.update_latency_seconds.labels()
+        self._proposed = {
+            kind: metrics.proposals.labels(result=kind)
+            for kind in ("appended", "duplicate", "not_leader", "expired", "refused")
+        }
 
     @property
     def pending_updates(self) -> int:
@@ -143,23 +150,28 @@ class ClientService:
     def _update(self, routing: bytes, rid: bytes, data: bytes, *, publish: bool) -> None:
         result = self._proposer.propose(rid, data, self._now_ms(), self._prepare)
         if isinstance(result, Appended | Duplicate):
+            self._proposed["appended" if isinstance(result, Appended) else "duplicate"].inc()
             index = result.index
             if index <= self._machine.last_applied:
                 self._answer_done((routing, rid, publish), index)
                 return
-            due = self._clock() + self._accepted_delay
-            self._accept_later.append((due, index, routing, rid, publish))
+            now = self._clock()
+            self._accept_later.append((now + self._accepted_delay, index, routing, rid, publish))
             waiters = self._waiting.get(index)
             if waiters is None:
                 self._waiting[index] = [(routing, rid, publish)]
+                self._waiting_since[index] = now
                 heapq.heappush(self._waiting_heap, index)
             elif all(w[:2] != (routing, rid) for w in waiters):
                 waiters.append((routing, rid, publish))
         elif isinstance(result, NotLeader):
+            self._proposed["not_leader"].inc()
             self._answer(routing, rid, publish, UpdateStatus.NOT_LEADER, leader_id=result.leader_id)
         elif isinstance(result, Expired):
+            self._proposed["expired"].inc()
             self._answer(routing, rid, publish, UpdateStatus.EXPIRED)
         elif isinstance(result, Refused):
+            self._proposed["refused"].inc()
             reason = result.reason
             error = reason if isinstance(reason, TopicError) else TopicError("Refused", str(reason))
             self._refuse(routing, rid, error, publish=publish)
@@ -217,10 +229,15 @@ class ClientService:
     def on_applied(self, applied: int) -> None:
         """Answer every update whose entry the state machine has now applied."""
         heap = self._waiting_heap
+        if not heap or heap[0] > applied:
+            return
+        now = self._clock()
         while heap and heap[0] <= applied:
             index = heapq.heappop(heap)
+            since = self._waiting_since.pop(index, now)
             for waiter in self._waiting.pop(index, ()):
                 self._answer_done(waiter, index)
+                self._latency.observe(now - since)
 
     # -- ConfigUpdate ----------------------------------------------------------------------
     def config_update(self, routing: bytes, msg_id: bytes, msg: ConfigUpdate) -> None:
@@ -252,6 +269,7 @@ class ClientService:
                 self._answer(routing, rid, publish, UpdateStatus.NOT_LEADER, leader_id=leader_id)
         self._waiting.clear()
         self._waiting_heap.clear()
+        self._waiting_since.clear()
         for waiters in self._config_waiting.values():
             for routing, rid in waiters:
                 status = ConfigUpdateStatus.NOT_LEADER

@@ -15,9 +15,11 @@ housekeeping forgets expired request ids first (``request_id_ttl``) and bounds t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Protocol
 
+from raftlog.metrics import PeerMetrics
 from raftlog.server.interfaces import EventLog
 from raftlog.storage.base import SnapshotMeta
 
@@ -95,8 +97,10 @@ class CompactionPolicy:
         threshold: int | None,
         request_id_ttl: int | None,
         request_id_cache_max: int | None,
+        metrics: PeerMetrics | None = None,
     ) -> None:
         self._log = log
+        self._metrics = metrics if metrics is not None else PeerMetrics()
         self._snapshots = snapshots
         self._machine = machine
         self._term_at = term_at
@@ -129,8 +133,11 @@ class CompactionPolicy:
         term = self._term_at(index) if index > self._log.snapshot_index else None
         if term is None:
             return None
+        started = time.perf_counter()
         self._snapshots.install(index, term, self._machine.snapshot(index))
         self._log.compact(index, term)
+        self._metrics.compactions.inc()
+        self._metrics.compaction_seconds.observe(time.perf_counter() - started)
         self._events.info(
             "log_compacted", index=index, term=term, first_index=self._log.first_index
         )

@@ -27,6 +27,7 @@ from raftlog.cli.common import add_version_argument
 from raftlog.config import PeerSettings, check_data_dir, load_peer_config
 from raftlog.errors import ConfigError, DurableStateOutOfRangeError, StorageError
 from raftlog.log import configure_logging, get_logger
+from raftlog.observability.http import ListenerError
 from raftlog.server.exit_codes import (
     EXIT_CONFIG,
     EXIT_OK,
@@ -137,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_STORAGE
     except zmq.ZMQError as exc:
         print(f"raftlog-peer: error: cannot bind sockets: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except ListenerError as exc:
+        print(f"raftlog-peer: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -51,6 +51,7 @@ from raftlog.errors import ClusterUnavailableError, ConfigError
 from raftlog.ids import RequestIdGenerator
 from raftlog.log import get_logger
 from raftlog.metrics import PeerMetrics
+from raftlog.observability.peer_hook import PeerObserver
 from raftlog.rpc.denied import AccessDenied
 from raftlog.rpc.messages import ConfigPayload
 from raftlog.rpc.ranges import OutOfRangeError
@@ -100,6 +101,7 @@ class PeerNode:
         self._poller = zmq.Poller()
         self._sockets_open = False
         self.secure: SecurePeer | None = None
+        self.observer = PeerObserver(settings, self.metrics)  # metrics, views, HTTP listener
         try:
             if settings.security is not None:  # ZAP must answer before any socket binds
                 self.secure = SecurePeer(
@@ -186,10 +188,10 @@ class PeerNode:
             log=self.store,
             hard_state=self.hard_state,
             snapshots=self.snapshots,
-            ready_store=RocksReadyStore(self.store, self.hard_state),
+            ready_store=self.observer.timed(RocksReadyStore(self.store, self.hard_state)),
             machine=self.machine,
             outbox=PeerOutbox(self.channels, services.peers.send_reply),
-            on_applied=self.clients.on_applied,
+            on_applied=self.observer.counting(self.clients.on_applied, self.machine.last_applied),
             react=self._react,
         )
         self.executor.core = self.core
@@ -199,6 +201,7 @@ class PeerNode:
             opts.election_timeout_min / 4, self.metrics, self.log, time.monotonic
         )
         """``stall.max_ms``: the longest single pass of the loop so far (issue #12)."""
+        self.observer.start(self.core, self.clients, self.entries, self.topics)
         self.log.info(
             "peer_started",
             url=settings.url,
@@ -346,6 +349,7 @@ class PeerNode:
             self._reload()
         self.machine.on_timer(now)
         self.topic_clock.on_timer()  # retention's clock ticks (issue #11)
+        self.observer.on_timer(now)
         self.clients.send_overdue_accepts(now)
         self.entries.sweep(now)
         if now >= self._next_housekeeping:
@@ -361,6 +365,7 @@ class PeerNode:
         soft = ready.soft_state
         if soft is not None:
             is_leader = soft.role is Role.LEADER
+            self.observer.on_role(soft.role, self._was_leader)
             if self._was_leader and not is_leader:
                 self.clients.fail_all(soft.leader_id)
                 self.entries.drop_all()
@@ -425,6 +430,7 @@ class PeerNode:
             # broadcast machine alone holds a socket
             machine = getattr(self, "machine", None)
             attempt((machine if machine is not None else self.broadcast).close)
+        attempt(self.observer.close)
         if self.secure is not None:
             attempt(self.secure.close)
         attempt(lambda: self._context.destroy(linger=0))  # closes what a failure left open

@@ -167,6 +167,7 @@ def build_services(
         threshold=options.log_compaction_threshold,
         request_id_ttl=options.request_id_ttl,
         request_id_cache_max=options.request_id_cache_max,
+        metrics=metrics,
     )
     compaction.add_limit(topics.compaction_limit)  # never past a retained record (issue #11)
     info = InfoService(

@@ -131,6 +131,7 @@ class PeerProcess:
     """Where the peer binds its ROUTER if not at ``url`` (e.g. behind a fault proxy)."""
     env: dict[str, str] = field(default_factory=dict)
     """Extra environment of the next start (e.g. ``RAFTLOG_FAILPOINTS``)."""
+    http_url: str | None = None
 
     @property
     def running(self) -> bool:
@@ -150,10 +151,12 @@ class PeerCluster:
         extra_peers: Iterable[tuple[str, str]] = (),
         ports: Sequence[int] | None = None,
         security: SecureSetup | None = None,
+        http: bool = False,
     ) -> None:
         """``ports`` optionally fixes the ``2 * len(ids)`` ports to use (router, pub for each
         peer in turn) instead of free ephemeral ones picked here; ``security`` runs the
-        cluster with CURVE (probes then use its admin key)."""
+        cluster with CURVE (probes then use its admin key); ``http`` gives every peer an
+        ``http_url`` on a free port (the monitoring listener)."""
         self.directory = directory
         self.ident = ident
         self.security = security
@@ -170,6 +173,9 @@ class PeerCluster:
                 directory / "data" / peer_id,
                 directory / f"{peer_id}.log",
             )
+        if http:
+            for peer, port in zip(self.peers.values(), free_ports(len(ids)), strict=True):
+                peer.http_url = f"http://127.0.0.1:{port}"
         self._outsiders: set[str] = set()
         self.config_path = directory / "cluster.toml"
         self._raft = dict(raft or {})
@@ -193,6 +199,8 @@ class PeerCluster:
                 lines.append(f'key = "{self.security.peer_key(peer.id)}"')
             if peer.bind_url is not None:
                 lines.append(f'bind = "{peer.bind_url}"')
+            if peer.http_url is not None:
+                lines.append(f'http_url = "{peer.http_url}"')
         for peer_id, url, pub_port in self._extra:
             lines += ["[[peers]]", f'id = "{peer_id}"', f'url = "{url}"']
             lines.append(f'pub_url = "{url.rsplit(":", 1)[0]}:{pub_port}"')

@@ -104,3 +104,52 @@ def test_data_dir_checks_do_not_create_anything(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(ConfigError, match="not a directory"):
         check_data_dir(blocker / "x")
+
+
+HTTP = """
+[cluster]
+ident = "c1"
+data_dir = "{data}"
+ready_max_lag = 50
+[[peers]]
+id = "1"
+url = "tcp://127.0.0.1:9001"
+pub_url = "tcp://127.0.0.1:9002"
+http_url = "http://127.0.0.1:9049/"
+[[peers]]
+id = "2"
+url = "tcp://127.0.0.1:9003"
+pub_url = "tcp://127.0.0.1:9004"
+ready_max_lag = 7
+"""
+
+
+def test_http_url_is_per_peer_and_off_when_absent(tmp_path: Path) -> None:
+    path = write(tmp_path, HTTP)
+    one = load_peer_config(path, "1")
+    assert one.http_url == "http://127.0.0.1:9049"
+    assert one.peer_http_urls == (("1", "http://127.0.0.1:9049"),)
+    assert one.ready_max_lag == 50
+    two = load_peer_config(path, "2")
+    assert two.http_url is None and two.ready_max_lag == 7
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ('"127.0.0.1:9049"', "http://HOST:PORT"),
+        ('"http://127.0.0.1"', "http://HOST:PORT"),
+        ('"http://127.0.0.1:99999"', "http://HOST:PORT"),
+        ("9049", "http://HOST:PORT"),
+    ],
+)
+def test_a_bad_http_url_is_one_clear_error(tmp_path: Path, value: str, message: str) -> None:
+    path = write(tmp_path, HTTP.replace('"http://127.0.0.1:9049/"', value))
+    with pytest.raises(ConfigError, match=message):
+        load_peer_config(path, "1")
+
+
+def test_a_bad_ready_max_lag_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, HTTP.replace("ready_max_lag = 7", "ready_max_lag = -1"))
+    with pytest.raises(ConfigError, match="ready_max_lag"):
+        load_peer_config(path, "2")

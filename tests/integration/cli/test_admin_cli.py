@@ -86,3 +86,27 @@ def test_membership_commands_and_exit_codes(cluster: PeerCluster) -> None:
         check=False,
     )
     assert down.returncode == 3
+
+
+def test_health_status_exit_codes_and_json_when_a_follower_dies(cluster: PeerCluster) -> None:
+    healthy = admin(cluster, "health")
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    assert healthy.stdout.startswith("RAFTLOG OK - 3/3 members up")
+    doc = json.loads(admin(cluster, "-o", "json", "status").stdout)
+    assert sorted(p["role"] for p in doc["peers"]) == ["follower", "follower", "leader"]
+    shown = json.loads(admin(cluster, "-o", "json", "config", "show").stdout)
+    assert len(shown["peers"]) == 3 and shown["leader_id"] == cluster.leader()
+    leader = cluster.wait_leader()
+    follower = next(p for p in cluster.peers if p != leader)
+    cluster.kill(follower)
+    degraded = admin(cluster, "health")
+    assert degraded.returncode == 1, degraded.stdout + degraded.stderr
+    assert f"down: {follower}" in degraded.stdout
+    status = admin(cluster, "status")
+    assert status.returncode == 1 and "down" in status.stdout
+    assert f"member(s) down: {follower}" in status.stderr
+    others = [p for p in cluster.peers if p not in (follower, leader)]
+    cluster.kill(others[0])
+    critical = admin(cluster, "health")
+    assert critical.returncode == 2, critical.stdout + critical.stderr
+    assert critical.stdout.startswith("RAFTLOG CRITICAL")

@@ -212,3 +212,18 @@ def test_config_completion_answers_the_waiters_with_the_joint_index() -> None:
     s.svc.config_update(b"c", RID, ConfigUpdate(RID, ()))
     s.svc.on_config_completed(5)
     assert s.wire()[-1] == (b"c", [RID, b"\x01", pack_json(5)])
+
+
+def test_update_latency_runs_from_acceptance_to_the_committed_reply() -> None:
+    s = Setup(Appended(5), Appended(6), NotLeader("2"), applied=4)
+    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.clock[0] = 0.5
+    s.svc.request_update(b"b", b"s" * 12, RequestUpdate(b"s" * 12, b"y"))
+    s.svc.request_update(b"c", b"t" * 12, RequestUpdate(b"t" * 12, b"z"))
+    s.clock[0] = 0.75
+    s.apply(6)
+    latency = s.metrics.update_latency_seconds.labels()
+    assert latency.count == 2
+    assert latency.sum == pytest.approx(0.75 + 0.25)
+    results = {k[0]: c.value for k, c in s.metrics.proposals.series() if c.value}
+    assert results == {"appended": 2, "not_leader": 1}

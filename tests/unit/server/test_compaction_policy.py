@@ -5,6 +5,7 @@ from __future__ import annotations
 from server_fakes import EventRecorder
 
 from raftlog.entry import EntryType, LogEntry
+from raftlog.metrics import PeerMetrics
 from raftlog.server.compaction import CompactionPolicy
 from raftlog.storage.memory import MemoryLogStore, MemorySnapshotStore
 
@@ -34,6 +35,7 @@ class Setup:
         self.snapshots = MemorySnapshotStore()
         self.machine = Machine(applied)
         self.events = EventRecorder()
+        self.metrics = PeerMetrics()
         settings: dict[str, int | None] = {
             "threshold": None,
             "request_id_ttl": None,
@@ -49,6 +51,7 @@ class Setup:
             threshold=settings["threshold"],
             request_id_ttl=settings["request_id_ttl"],
             request_id_cache_max=settings["request_id_cache_max"],
+            metrics=self.metrics,
         )
 
 
@@ -68,6 +71,8 @@ def test_never_past_the_applied_index_nor_twice_to_the_same_index() -> None:
     s.log.prune_request_ids(100)
     assert s.policy.compact() == 8 and s.log.snapshot_index == 8
     assert s.policy.compact() is None
+    assert s.metrics.compactions.value == 1  # counted once: the refusal is not a compaction
+    assert s.metrics.compaction_seconds.labels().count == 1
 
 
 def test_registered_limits_bound_the_target() -> None:

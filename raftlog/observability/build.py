@@ -1,0 +1,96 @@
+"""Builds a :class:`PeerView` from the parts of a running peer (called by the loop).
+
+Takes narrow Protocols, not ``PeerNode``, so the view is testable with fakes and the node
+keeps no monitoring code beyond one call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, Protocol
+
+from raftlog.consensus import Role
+from raftlog.observability.view import PeerView, members_of
+from raftlog.rpc.messages import ConfigPayload
+
+MAX_TOPIC_NAMES: Final = 200
+"""Topic names a view carries at most (the count is always exact)."""
+
+
+class CoreReadings(Protocol):
+    """What the view reads from ``RaftCore`` (all cheap properties)."""
+
+    @property
+    def peer_id(self) -> str: ...
+    @property
+    def role(self) -> Role: ...
+    @property
+    def term(self) -> int: ...
+    @property
+    def leader_id(self) -> str | None: ...
+    @property
+    def commit_index(self) -> int: ...
+    @property
+    def applied_index(self) -> int: ...
+    @property
+    def first_index(self) -> int: ...
+    @property
+    def last_index(self) -> int: ...
+    @property
+    def config(self) -> ConfigPayload: ...
+    @property
+    def config_index(self) -> int: ...
+    def match_indexes(self) -> dict[str, int]: ...
+
+
+class PendingUpdates(Protocol):
+    """The client service: how many updates wait for their reply."""
+
+    @property
+    def pending_updates(self) -> int: ...
+
+
+class OpenStreams(Protocol):
+    """The RequestEntries service: how many pipelines it serves."""
+
+    @property
+    def open_pipelines(self) -> int: ...
+
+
+class TopicCatalog(Protocol):
+    """The topic machine: the topics that exist as of the applied index."""
+
+    @property
+    def topics(self) -> Mapping[str, object]: ...
+
+
+def build_peer_view(
+    core: CoreReadings, clients: PendingUpdates, entries: OpenStreams, topics: TopicCatalog
+) -> PeerView:
+    """A fresh view (a few attribute reads, one dict copy of the leader's progress)."""
+    config = core.config
+    leader = core.role is Role.LEADER
+    match = core.match_indexes() if leader else None
+    if match is not None:
+        match[core.peer_id] = core.last_index  # the leader has its own log
+    return PeerView(
+        peer_id=core.peer_id,
+        role=core.role.value,
+        term=core.term,
+        leader_id=core.peer_id if leader else core.leader_id,
+        commit_index=core.commit_index,
+        applied_index=core.applied_index,
+        first_index=core.first_index,
+        last_index=core.last_index,
+        config_index=core.config_index,
+        config_joint=config.is_joint,
+        members=members_of(
+            tuple((p.id, p.url) for p in config.new),
+            None if config.old is None else tuple((p.id, p.url) for p in config.old),
+            match,
+        ),
+        pending_updates=clients.pending_updates,
+        open_entries_streams=entries.open_pipelines,
+        topics=len(topics.topics),
+        topic_names=tuple(sorted(topics.topics)[:MAX_TOPIC_NAMES]),
+    )

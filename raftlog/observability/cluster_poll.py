@@ -1,0 +1,186 @@
+"""What the status page shows: this peer's view plus every member's own RequestLogInfo.
+
+Runs in the HTTP listener's event loop, never in the consensus loop: every
+``POLL_INTERVAL`` it asks each member of the configuration in the latest
+:class:`PeerView` for its log info through the project's one client transport
+(:class:`~raftlog.client.RaftClient`, ``peer_url`` + ``fail_fast``), so a member killed
+with ``kill -9`` shows as down within about a second. It also remembers the last
+leader changes it saw (the page's "recent elections").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Final
+
+from raftlog.client import RaftClient
+from raftlog.errors import RaftlogError
+from raftlog.observability.view import PeerView, ViewBox
+from raftlog.rpc.messages import RequestLogInfoResponse
+from raftlog.security.settings import CurveClient
+
+POLL_INTERVAL: Final = 0.5
+"""Seconds between two rounds of RequestLogInfo to every member."""
+PROBE_TIMEOUT: Final = 0.8
+"""Seconds one member may take to answer before it counts as down this round."""
+ELECTIONS_KEPT: Final = 20
+
+
+@dataclass(frozen=True, slots=True)
+class MemberState:
+    """One member's last answer (None: it did not answer the last round)."""
+
+    info: RequestLogInfoResponse | None
+    last_seen: float | None
+    """Wall time of its last answer (None: never answered)."""
+
+
+class ClusterPoller:
+    """Polls the members named by the latest view; ``snapshot()`` renders the page's JSON."""
+
+    def __init__(
+        self,
+        views: ViewBox,
+        ident: str,
+        http_urls: dict[str, str] | None = None,
+        curve: CurveClient | None = None,
+    ) -> None:
+        """``curve``: this peer's own CURVE client keys in a secure cluster (the members
+        admit each other), None for plaintext."""
+        self._views = views
+        self._curve = curve
+        self._ident = ident
+        self._http_urls = dict(http_urls or {})
+        self._members: dict[str, MemberState] = {}
+        self._elections: deque[dict[str, Any]] = deque(maxlen=ELECTIONS_KEPT)
+        self._last_leader: tuple[int, str | None] | None = None
+        self._client: RaftClient | None = None
+
+    async def run(self) -> None:
+        """Poll until cancelled (the listener cancels it when it stops)."""
+        try:
+            while True:
+                view = self._views.latest()
+                if view is not None:
+                    self._note_leader(view)
+                    await self._round(view)
+                await asyncio.sleep(POLL_INTERVAL)
+        finally:
+            if self._client is not None:
+                await self._client.aclose()
+
+    def _client_for(self, view: PeerView) -> RaftClient:
+        if self._client is None:
+            self._client = RaftClient(
+                [m.url for m in view.members] or ["tcp://127.0.0.1:1"],
+                self._ident,
+                timeout=PROBE_TIMEOUT,
+                refused_timeout=PROBE_TIMEOUT / 2,
+                curve=self._curve,
+            )
+        return self._client
+
+    async def _round(self, view: PeerView) -> None:
+        client = self._client_for(view)
+        members = [m for m in view.members if m.id != view.peer_id]
+        answers = await asyncio.gather(
+            *(self._ask(client, m.url) for m in members), return_exceptions=False
+        )
+        now = time.time()
+        seen: dict[str, MemberState] = {}
+        for member, info in zip(members, answers, strict=True):
+            before = self._members.get(member.id)
+            last = now if info is not None else (before.last_seen if before else None)
+            seen[member.id] = MemberState(info, last)
+        self._members = seen
+
+    @staticmethod
+    async def _ask(client: RaftClient, url: str) -> RequestLogInfoResponse | None:
+        try:
+            return await client.request_log_info(
+                peer_url=url, fail_fast=True, timeout=PROBE_TIMEOUT
+            )
+        except (TimeoutError, RaftlogError, OSError):
+            return None
+
+    def _note_leader(self, view: PeerView) -> None:
+        current = (view.term, view.leader_id)
+        if current != self._last_leader and view.leader_id is not None:
+            self._elections.appendleft(
+                {"time": view.wall_time, "term": view.term, "leader_id": view.leader_id}
+            )
+        self._last_leader = current
+
+    def snapshot(self) -> dict[str, Any]:
+        """The page's JSON: this peer, every member as it answered, the leader, the
+        configuration, recent elections and topics."""
+        view = self._views.latest()
+        if view is None:
+            return {"ready": False}
+        rows = [self._member_row(view, m.id, m.url, m.voter_in) for m in view.members]
+        if not any(r["id"] == view.peer_id for r in rows):  # a CLIENT-state peer
+            rows.append(self._member_row(view, view.peer_id, "", "none"))
+        # the highest commit any member reports: the leader's, or newer than our view of it
+        commit = max((r["commit_index"] or 0 for r in rows), default=0)
+        for row in rows:
+            applied = row["applied_index"]
+            row["lag"] = None if applied is None or not commit else max(0, commit - applied)
+        leader = next((r["id"] for r in rows if r["role"] == "leader"), view.leader_id)
+        return {
+            "ready": True,
+            "self": view.peer_id,
+            "generated_at": time.time(),
+            "leader_id": leader,
+            "term": max([view.term, *(r["term"] or 0 for r in rows)]),
+            "config": {"index": view.config_index, "joint": view.config_joint},
+            "members": rows,
+            "elections": list(self._elections),
+            "topics": {"count": view.topics, "names": list(view.topic_names)},
+            "pending_updates": view.pending_updates,
+            "request_entries_streams": view.open_entries_streams,
+        }
+
+    def _member_row(self, view: PeerView, pid: str, url: str, voter_in: str) -> dict[str, Any]:
+        row: dict[str, Any] = {
+            "id": pid,
+            "url": url,
+            "voter_in": voter_in,
+            "http_url": self._http_urls.get(pid),
+            "self": pid == view.peer_id,
+        }
+        if pid == view.peer_id:
+            row.update(
+                up=True,
+                role=view.role,
+                term=view.term,
+                commit_index=view.commit_index,
+                applied_index=view.applied_index,
+                last_index=view.last_index,
+                last_seen=view.wall_time,
+            )
+            return row
+        state = self._members.get(pid)
+        info = state.info if state is not None else None
+        row["last_seen"] = state.last_seen if state is not None else None
+        if info is None:
+            row.update(
+                up=False,
+                role="down",
+                term=None,
+                commit_index=None,
+                applied_index=None,
+                last_index=None,
+            )
+        else:
+            row.update(
+                up=True,
+                role="leader" if info.is_leader else "follower",
+                term=info.term,
+                commit_index=info.commit_index,
+                applied_index=info.last_applied,
+                last_index=info.last_index,
+            )
+        return row

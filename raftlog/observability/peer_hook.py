@@ -1,0 +1,94 @@
+"""``PeerObserver``: everything monitoring needs from a running peer, in one object.
+
+Why one object: ``PeerNode`` is the consensus driver and stays small; it hands this
+observer its parts once and calls it at three points (each timer pass, each role change,
+close). The observer wraps the synced write and the applied callback with their metrics,
+publishes the :class:`PeerView` at most every 200 ms, and runs the HTTP listener when the
+peer has an ``http_url``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from raftlog.config import PeerSettings, split_http_url
+from raftlog.consensus import Role
+from raftlog.metrics import PeerMetrics
+from raftlog.observability.build import (
+    CoreReadings,
+    OpenStreams,
+    PendingUpdates,
+    TopicCatalog,
+    build_peer_view,
+)
+from raftlog.observability.http import HttpListener, start_listener
+from raftlog.observability.probes import TimedReadyStore, counting_applied
+from raftlog.observability.view import ViewBox, ViewPublisher
+from raftlog.storage.base import ReadyStore
+
+
+class PeerObserver:
+    """The monitoring side of one peer (see the module docstring)."""
+
+    def __init__(self, settings: PeerSettings, metrics: PeerMetrics) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.views = ViewBox()
+        """The latest ``PeerView`` (published by the loop, read by the HTTP listener)."""
+        self._publisher: ViewPublisher | None = None
+        self._http: HttpListener | None = None
+
+    def timed(self, store: ReadyStore) -> ReadyStore:
+        """``store`` with its synced writes timed and counted."""
+        return TimedReadyStore(store, self.metrics)
+
+    def counting(self, on_applied: Callable[[int], None], applied: int) -> Callable[[int], None]:
+        """``on_applied`` that also counts applied entries (from ``applied``)."""
+        return counting_applied(on_applied, self.metrics, applied)
+
+    def start(
+        self,
+        core: CoreReadings,
+        clients: PendingUpdates,
+        entries: OpenStreams,
+        topics: TopicCatalog,
+    ) -> None:
+        """Publish the first view and start the listener (``ListenerError`` if its port
+        cannot be bound)."""
+        self._publisher = ViewPublisher(
+            self.views, lambda: build_peer_view(core, clients, entries, topics)
+        )
+        self._publisher.maybe_publish(time.monotonic())
+        settings = self.settings
+        if settings.http_url is not None:
+            host, port = split_http_url(settings.http_url)
+            self._http = start_listener(
+                host,
+                port,
+                self.views,
+                self.metrics.registry,
+                settings.data_dir,
+                ident=settings.ident,
+                http_urls=dict(settings.peer_http_urls),
+                curve=None if settings.security is None else settings.security.client,
+                ready_max_lag=settings.ready_max_lag,
+            )
+
+    def on_timer(self, now: float) -> None:
+        """Each timer pass of the loop: a fresh view if the last one is old enough."""
+        if self._publisher is not None:
+            self._publisher.maybe_publish(now)
+
+    def on_role(self, role: Role, was_leader: bool) -> None:
+        """A role change from a Ready's soft state: count elections started and won."""
+        if role is Role.CANDIDATE:
+            self.metrics.elections_started.inc()
+        elif role is Role.LEADER and not was_leader:
+            self.metrics.elections_won.inc()
+
+    def close(self) -> None:
+        """Stop the listener (idempotent)."""
+        if self._http is not None:
+            self._http.stop()
+            self._http = None

@@ -1,0 +1,129 @@
+"""``PeerView``: an immutable picture of one peer, published by the loop, read by HTTP.
+
+Why a published snapshot rather than reading the node from the HTTP thread: the core, the
+stores and the services are single-threaded objects; reading them from another thread could
+see a half-updated state (or, for RocksDB iterators, race a write). The loop instead builds
+a frozen :class:`PeerView` at most every ``PUBLISH_INTERVAL`` and replaces one reference --
+an atomic store in CPython -- so the cost on the loop is a few attribute reads per interval
+and the readers never lock anything.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+PUBLISH_INTERVAL: Final = 0.2
+"""Seconds between two published views: fresh enough for a status page and a scrape,
+cheap enough to be invisible next to the loop's per-message work."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemberView:
+    """One member of the configuration as the publishing peer sees it."""
+
+    id: str
+    url: str
+    voter_in: str
+    """``"new"``, ``"old"`` or ``"both"``: which side of a (joint) configuration lists it."""
+    match_index: int | None = None
+    """Highest index known replicated to it (leader only; None elsewhere)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PeerView:
+    """What one peer knows about itself and the cluster at ``published_at``."""
+
+    peer_id: str
+    role: str
+    term: int
+    leader_id: str | None
+    commit_index: int
+    applied_index: int
+    first_index: int
+    last_index: int
+    config_index: int
+    config_joint: bool
+    members: tuple[MemberView, ...]
+    pending_updates: int
+    """RequestUpdate/publish requests waiting for their entry to be applied."""
+    open_entries_streams: int
+    """RequestEntries pipelines currently served."""
+    topics: int
+    """Topics that exist as of the applied index."""
+    topic_names: tuple[str, ...] = ()
+    """Their names, sorted (the status page lists them; at most ``MAX_TOPIC_NAMES``)."""
+    published_at: float = field(default_factory=time.monotonic)
+    """``time.monotonic()`` when the loop built it: a stale view means a stuck loop."""
+    wall_time: float = field(default_factory=time.time)
+
+    @property
+    def is_leader(self) -> bool:
+        """True when this peer leads (its match indexes are then meaningful)."""
+        return self.role == "leader"
+
+    def lag_of(self, member: MemberView) -> int | None:
+        """Entries a follower is behind this leader's log (None when not leader)."""
+        if member.match_index is None:
+            return None
+        return max(0, self.last_index - member.match_index)
+
+
+class ViewBox:
+    """Holds the latest :class:`PeerView`; written by the loop, read by any thread."""
+
+    def __init__(self) -> None:
+        self._view: PeerView | None = None
+
+    def publish(self, view: PeerView) -> None:
+        """Replace the view (one reference store: atomic for readers)."""
+        self._view = view
+
+    def latest(self) -> PeerView | None:
+        """The last published view, or None before the first one."""
+        return self._view
+
+
+class ViewPublisher:
+    """Calls ``build`` and publishes its result at most every ``interval`` seconds.
+
+    The loop calls :meth:`maybe_publish` on every timer pass; most calls are one float
+    compare."""
+
+    def __init__(
+        self, box: ViewBox, build: Callable[[], PeerView], interval: float = PUBLISH_INTERVAL
+    ) -> None:
+        self._box = box
+        self._build = build
+        self._interval = interval
+        self._next = 0.0
+
+    def maybe_publish(self, now: float) -> None:
+        """Publish a fresh view if the last one is ``interval`` old."""
+        if now >= self._next:
+            self._next = now + self._interval
+            self._box.publish(self._build())
+
+
+def members_of(
+    new: tuple[tuple[str, str], ...],
+    old: tuple[tuple[str, str], ...] | None,
+    match: Mapping[str, int] | None,
+) -> tuple[MemberView, ...]:
+    """Members of a (possibly joint) configuration given as (id, url) pairs, each tagged
+    with the side(s) listing it and, on a leader, its match index."""
+    old_ids = {pid for pid, _ in old or ()}
+    new_ids = {pid for pid, _ in new}
+    out: list[MemberView] = []
+    seen: set[str] = set()
+    for pid, url in (*new, *(old or ())):
+        if pid in seen:
+            continue
+        seen.add(pid)
+        side = "both" if pid in old_ids and pid in new_ids else "new" if pid in new_ids else "old"
+        if old is None:
+            side = "new"
+        out.append(MemberView(pid, url, side, None if match is None else match.get(pid)))
+    return tuple(out)

@@ -1,0 +1,75 @@
+"""The live status page in a real headless browser (Debian's chromium, driven by Playwright
+with ``executable_path``: Playwright never downloads a browser here).
+
+Three peers; the page of one survivor shows the leader, the leader is killed, and the
+same page -- without a reload -- shows the new leader and the old one down. A screenshot
+of the page is written to ``$RAFTLOG_SCREENSHOT`` when that is set (docs/ keeps one).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from integration.cluster import PeerCluster
+
+CHROMIUM = os.environ.get("RAFTLOG_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+
+if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
+    pytest.skip(
+        f"no chromium at {CHROMIUM}: `make test` installs Debian's chromium when run as root; "
+        "otherwise apt-get install chromium (or set RAFTLOG_CHROMIUM)",
+        allow_module_level=True,
+    )
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture
+def page() -> Iterator[object]:
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        try:
+            yield browser.new_page(viewport={"width": 1280, "height": 820})
+        finally:
+            browser.close()
+
+
+def test_the_page_follows_a_leader_change_live(tmp_path: Path, page: object) -> None:
+    page_: sync_api.Page = page  # type: ignore[assignment]
+    with PeerCluster(tmp_path, http=True) as cluster:
+        cluster.start()
+        leader = cluster.wait_stable_leader()
+        watcher = next(p for p in cluster.peers if p != leader)
+        base = cluster.peers[watcher].http_url
+        assert base is not None
+        page_.goto(base + "/")
+        # the leader row, from the page itself
+        page_.wait_for_selector(
+            f'#members tr[data-peer="{leader}"][data-role="leader"]', timeout=30_000
+        )
+        page_.wait_for_selector(f'#leader[data-leader="{leader}"]', timeout=10_000)
+        assert page_.inner_text("#state") == "healthy"
+
+        cluster.kill(leader)
+        new_leader = cluster.wait_leader(exclude=leader, timeout=30)
+        page_.wait_for_selector(f'#leader[data-leader="{new_leader}"]', timeout=30_000)
+        page_.wait_for_selector(
+            f'#members tr[data-peer="{leader}"][data-role="down"]', timeout=10_000
+        )
+        assert page_.inner_text("#state") == "degraded"
+        shot = os.environ.get("RAFTLOG_SCREENSHOT")
+        if shot:
+            page_.screenshot(path=shot, full_page=True)

@@ -1,0 +1,116 @@
+"""The HTTP app (aiohttp test server, no peer) and the Prometheus collector's output."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client.parser import text_string_to_metric_families
+
+from raftlog.metrics import PeerMetrics
+from raftlog.observability.http import build_app
+from raftlog.observability.view import MemberView, PeerView, ViewBox
+
+
+def _leader_view() -> PeerView:
+    return PeerView(
+        peer_id="1",
+        role="leader",
+        term=3,
+        leader_id="1",
+        commit_index=90,
+        applied_index=90,
+        first_index=1,
+        last_index=100,
+        config_index=1,
+        config_joint=False,
+        members=(
+            MemberView("1", "tcp://a:1", "new", 100),
+            MemberView("2", "tcp://a:2", "new", 100),
+            MemberView("3", "tcp://a:3", "new", 60),
+        ),
+        pending_updates=4,
+        open_entries_streams=1,
+        topics=2,
+        published_at=time.monotonic(),
+    )
+
+
+async def _client(views: ViewBox, metrics: PeerMetrics, data_dir: Path) -> TestClient:
+    client = TestClient(TestServer(build_app(views, metrics.registry, data_dir, ready_max_lag=5)))
+    await client.start_server()
+    return client
+
+
+async def test_metrics_are_prometheus_text_with_conventional_names(tmp_path: Path) -> None:
+    views, metrics = ViewBox(), PeerMetrics()
+    views.publish(_leader_view())
+    metrics.messages_dropped.labels(reason="malformed").inc(3)
+    metrics.fsync_seconds.observe(0.004)
+    metrics.fsync_batch_entries.observe(17)
+    metrics.elections_won.inc()
+    client = await _client(views, metrics, tmp_path)
+    try:
+        response = await client.get("/metrics")
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain")
+        text = await response.text()
+    finally:
+        await client.close()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    assert samples[("raftlog_messages_dropped_total", (("reason", "malformed"),))] == 3
+    assert samples[("raftlog_elections_won_total", ())] == 1
+    assert samples[("raftlog_fsync_duration_seconds_bucket", (("le", "0.005"),))] == 1
+    assert samples[("raftlog_fsync_duration_seconds_count", ())] == 1
+    assert samples[("raftlog_fsync_batch_entries_bucket", (("le", "16.0"),))] == 0
+    assert samples[("raftlog_fsync_batch_entries_bucket", (("le", "32.0"),))] == 1
+    assert samples[("raftlog_role", (("role", "leader"),))] == 1
+    assert samples[("raftlog_role", (("role", "follower"),))] == 0
+    assert samples[("raftlog_term", ())] == 3
+    assert samples[("raftlog_leader", (("leader_id", "1"),))] == 1
+    assert samples[("raftlog_commit_index", ())] == 90
+    assert samples[("raftlog_follower_lag_entries", (("peer_id", "3"),))] == 40
+    assert samples[("raftlog_follower_match_index", (("peer_id", "2"),))] == 100
+
+
+async def test_health_and_readiness_answer_json_with_status(tmp_path: Path) -> None:
+    views = ViewBox()
+    client = await _client(views, PeerMetrics(), tmp_path)
+    try:
+        response = await client.get("/healthz")
+        assert response.status == 503  # nothing published yet
+        assert "not published" in (await response.json())["reason"]
+        views.publish(_leader_view())
+        response = await client.get("/healthz")
+        assert (response.status, (await response.json())["ok"]) == (200, True)
+        response = await client.get("/readyz")
+        assert response.status == 200
+        assert "leader 1" in (await response.json())["reason"]
+        views.publish(replace(_leader_view(), applied_index=80))  # 10 behind, limit 5
+        response = await client.get("/readyz")
+        assert response.status == 503
+        response = await client.get("/readyz?max_lag=20")
+        assert response.status == 200
+        response = await client.get("/readyz?max_lag=lots")
+        assert response.status == 503
+        assert "max_lag" in (await response.json())["reason"]
+    finally:
+        await client.close()
+
+
+async def test_healthz_fails_when_storage_is_gone(tmp_path: Path) -> None:
+    views = ViewBox()
+    views.publish(_leader_view())
+    client = await _client(views, PeerMetrics(), tmp_path / "missing")
+    try:
+        response = await client.get("/healthz")
+        assert response.status == 503
+        assert "storage" in (await response.json())["reason"]
+    finally:
+        await client.close()
