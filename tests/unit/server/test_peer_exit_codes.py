@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from raftlog.cli import peer as peer_main
 from raftlog.errors import StorageError
-from raftlog.server import main as peer_main
 from raftlog.server.exit_codes import EXIT_OK, EXIT_STORAGE
 
 
