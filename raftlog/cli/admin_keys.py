@@ -16,6 +16,7 @@ from typing import Any
 from raftlog.config import load_cluster_file
 from raftlog.errors import ConfigError
 from raftlog.security import keys
+from raftlog.security.settings import keys_dir_of, path_option, security_table
 
 
 def add_parsers(sub: Any) -> None:
@@ -73,11 +74,11 @@ def cmd_keys(args: argparse.Namespace) -> int:
 def init_cluster_keys(config: Path) -> list[str]:
     """Create the missing keys of ``config``; returns one line per thing created/kept."""
     doc = load_cluster_file(config)
-    table = doc.get("security")
-    if not isinstance(table, dict) or table.get("curve") is not True:
+    table = security_table(doc, str(config))  # validated as the peers will read it
+    if table is None:
         raise ConfigError(f"{config}: no [security] table with curve = true")
     base = config.resolve().parent
-    keys_dir = (base / str(table.get("keys_dir", "."))).resolve()
+    keys_dir = keys_dir_of(table, base, str(config)).resolve()
     names: list[str] = []
     for raw in [table.get("server_key"), table.get("client_key")] + [
         p.get("key") for p in doc.get("peers", []) if isinstance(p, dict)
@@ -92,10 +93,10 @@ def init_cluster_keys(config: Path) -> list[str]:
         else:
             keys.generate(name, keys_dir)
             out.append(f"created {secret}")
-    clients = table.get("clients")
+    clients = path_option(table, "clients", base, str(config))
     client_key = table.get("client_key")
-    if isinstance(clients, str) and isinstance(client_key, str):
-        path = (base / clients).resolve()
+    if clients is not None and isinstance(client_key, str):
+        path = clients.resolve()
         if path.exists():
             out.append(f"kept    {path}")
         else:

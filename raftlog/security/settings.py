@@ -74,7 +74,8 @@ class PeerSecurity:
         return AccessPolicy.build(members, allowed.clients, allowed.client_keys)
 
 
-def _section(doc: Mapping[str, Any], source: str) -> dict[str, Any] | None:
+def security_table(doc: Mapping[str, Any], source: str) -> dict[str, Any] | None:
+    """The validated ``[security]`` table when it turns CURVE on, else None (plaintext)."""
     table = doc.get("security")
     if table is None:
         return None
@@ -93,7 +94,8 @@ def _section(doc: Mapping[str, Any], source: str) -> dict[str, Any] | None:
     return table
 
 
-def _path(table: Mapping[str, Any], key: str, base: Path, source: str) -> Path | None:
+def path_option(table: Mapping[str, Any], key: str, base: Path, source: str) -> Path | None:
+    """A path option of the table, relative to ``base`` (the cluster file's folder)."""
     value = table.get(key)
     if value is None:
         return None
@@ -103,8 +105,9 @@ def _path(table: Mapping[str, Any], key: str, base: Path, source: str) -> Path |
     return path if path.is_absolute() else base / path
 
 
-def _keys_dir(table: Mapping[str, Any], base: Path, source: str) -> Path:
-    return _path(table, "keys_dir", base, source) or base
+def keys_dir_of(table: Mapping[str, Any], base: Path, source: str) -> Path:
+    """Where the key files named in the table live (``keys_dir``, default ``base``)."""
+    return path_option(table, "keys_dir", base, source) or base
 
 
 def _server_public(table: Mapping[str, Any], keys_dir: Path, source: str) -> keys.KeyPair:
@@ -122,12 +125,12 @@ def peer_security(
 
     Every member needs a ``key``; a peer outside the file (joining via a membership
     change) passes its own with ``key_override`` (``raftlog-peer --key``)."""
-    table = _section(doc, source)
+    table = security_table(doc, source)
     if table is None:
         if key_override is not None:
             raise ConfigError(f"--key given but {source} does not enable [security] curve")
         return None
-    keys_dir = _keys_dir(table, base, source)
+    keys_dir = keys_dir_of(table, base, source)
     server = _server_public(table, keys_dir, source)
     server_secret = server.require_secret(f"{source}: [security] server_key on peer {peer_id}")
     peer_keys: dict[str, bytes] = {}
@@ -152,7 +155,7 @@ def peer_security(
         server=CurveServer(server.public, server_secret),
         client=CurveClient(own.public, secret, server.public),
         peer_keys=peer_keys,
-        clients_file=_path(table, "clients", base, source),
+        clients_file=path_option(table, "clients", base, source),
         keys_dir=keys_dir,
     )
 
@@ -162,10 +165,10 @@ def client_security(
 ) -> CurveClient | None:
     """A client's CURVE keys from a cluster file: its ``client_key`` (or ``key``, e.g. the
     CLI's ``--key``) and the cluster's server public key. None when curve is off."""
-    table = _section(doc, source)
+    table = security_table(doc, source)
     if table is None:
         return None
-    keys_dir = _keys_dir(table, base, source)
+    keys_dir = keys_dir_of(table, base, source)
     server = _server_public(table, keys_dir, source)
     reference = key if key is not None else table.get("client_key")
     if not isinstance(reference, str) or not reference:

@@ -14,7 +14,6 @@ message property) and re-check it against the policy in force at that moment.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import structlog
@@ -37,7 +36,6 @@ class PolicyAuthenticator(ThreadAuthenticator):
         super().__init__(context=context)
         self._holder = holder
         self._owner = owner
-        self._lock = threading.Lock()
         self._address = ""
         self._accepted = handshakes.labels(result="accepted")
         self._refused = handshakes.labels(result="refused")
@@ -50,8 +48,8 @@ class PolicyAuthenticator(ThreadAuthenticator):
 
     async def handle_zap_message(self, msg: list[bytes]) -> None:
         """Remember the peer address of this request for the refusal event, then decide."""
-        with self._lock:
-            self._address = msg[3].decode("utf-8", "replace") if len(msg) > 3 else "?"
+        # the callback below runs next, in this same ZAP thread: no lock needed
+        self._address = msg[3].decode("utf-8", "replace") if len(msg) > 3 else "?"
         await super().handle_zap_message(msg)
 
     def callback(self, domain: str, key: bytes) -> bool:
