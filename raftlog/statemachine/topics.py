@@ -46,6 +46,7 @@ from raftlog.records import (
     ClockTick,
     RecordBatch,
     RecordFormatError,
+    RecordId,
     TopicCommand,
     TopicEntry,
     TopicProperties,
@@ -53,6 +54,7 @@ from raftlog.records import (
 )
 from raftlog.rpc import topic_counts
 from raftlog.rpc import topics as rpc
+from raftlog.statemachine.topic_counters import TopicCounters
 from raftlog.statemachine.topic_index import TopicIndex, TopicState
 from raftlog.statemachine.topic_reads import EntrySource, TopicReader
 from raftlog.statemachine.topic_snapshot import build_snapshot, parse_snapshot, snapshot_part
@@ -113,6 +115,8 @@ class TopicStateMachine:
         self._entries = entries
         self._log = log
         self._reader = TopicReader(self._index, entries)
+        self.counters = TopicCounters(self._index, self._reader.batch_at)
+        """Per-topic totals for monitoring (fed here; ``topic_counters``)."""
         self._is_leader = False
         self._applied, self._last_time, self._base_time = self._index.load_position()
         self._topics = self._index.topics_as_of()
@@ -222,6 +226,7 @@ class TopicStateMachine:
             sizes[current] = total
         by_topic = {name: (mine_, sizes[name]) for name, mine_ in positions.items()}
         self._index.put_entry(batch, index, self._last_time, by_topic, self._published)
+        self.counters.indexed(by_topic)
 
     def _note_topic(self, batch: Any, name: str, index: int) -> None:
         """A record batch names ``name``: create it if the leader's AUTO_CREATE allowed a
@@ -229,6 +234,7 @@ class TopicStateMachine:
         if name not in self._topics:
             self._set(batch, name, index, TopicState(TopicProperties(), index))
             self._published[name] = 0
+            self.counters.created(name, index)
         elif name not in self._published:
             self._published[name] = self._index.published_bytes(name)
 
@@ -239,6 +245,7 @@ class TopicStateMachine:
             self._index.delete_topic_records(batch, name)
             self._published[name] = 0
             self._set(batch, name, index, TopicState(props, index))
+            self.counters.created(name, index)
         elif command.op == "update":
             old = self._topics[name]
             # What retention removed so far stays removed, whatever the new limits say. The
@@ -259,6 +266,7 @@ class TopicStateMachine:
             self._set(batch, name, index, None)
             self._index.delete_topic_records(batch, name)
             self._published.pop(name, None)
+            self.counters.deleted(name)
 
     def _set(self, batch: Any, name: str, index: int, state: TopicState | None) -> None:
         if state is None:
@@ -291,6 +299,7 @@ class TopicStateMachine:
         self._topics = topics
         self._published.clear()
         self._gc_floor = index + 1
+        self.seed_counters()
 
     def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
         """The topic read RPCs (``TR``, ``TD``, ``TL``); bad requests are answered with a typed
@@ -316,6 +325,10 @@ class TopicStateMachine:
         """Drop index keys of compacted entries now and then; returns when to run next."""
         if now >= self._next_gc:
             self._next_gc = now + GC_INTERVAL
+            # retention counted before the clean-up drops the keys it walks
+            self.counters.advance_all(
+                self._topics, self._retention_start, self._entries.first_index
+            )
             self._collect()
         return self._next_gc
 
@@ -356,6 +369,13 @@ class TopicStateMachine:
         return self._reader.describe(name, self._state(name), self._last_time, self._applied)
 
     # -- retention and compaction ----------------------------------------------------------
+    def _retention_start(self, name: str, state: TopicState) -> RecordId:
+        return self._reader.start(name, state, self._last_time, self._applied)
+
+    def seed_counters(self) -> None:
+        """(Re)derive the monitoring totals from the index (start-up, snapshot restore)."""
+        self.counters.seed_all(self._topics, self._retention_start, self._entries.first_index)
+
     def compaction_limit(self) -> int:
         """The highest index the log may be compacted to without losing a retained record:
         just below the first record any topic retains (``last_applied`` when none does)."""
@@ -418,6 +438,7 @@ def open_topic_machine(
         if machine.last_applied < applied and log is not None:
             log.info("topic_index_catch_up", start=machine.last_applied, upto=applied)
         machine.catch_up(snapshots, applied)
+        machine.seed_counters()
     except BaseException:
         machine.close()
         raise

@@ -1,0 +1,190 @@
+"""Per-topic monitoring totals (``topic_counters``): fed by apply, advanced by retention,
+derived again after a restart and a snapshot restore -- always equal to what a read returns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_topic_machine import Log, read
+
+from raftlog.records import Record, RecordId, TopicCommand, encode_command
+from raftlog.statemachine.composite import CompositeStateMachine
+from raftlog.statemachine.topic_counters import TopicTotals
+from raftlog.statemachine.topics import TopicStateMachine, open_topic_machine
+from raftlog.storage.memory import MemorySnapshotStore
+
+
+@pytest.fixture
+def log() -> Log:
+    return Log()
+
+
+@pytest.fixture
+def machine(tmp_path: Path, log: Log) -> Iterator[TopicStateMachine]:
+    m = TopicStateMachine(tmp_path / "topics", log.store)
+    yield m
+    m.close()
+
+
+def totals(machine: TopicStateMachine, name: str) -> TopicTotals:
+    got = machine.counters.get(name)
+    assert got is not None, f"no totals for {name}"
+    return got
+
+
+def retained(machine: TopicStateMachine, name: str) -> tuple[int, int]:
+    """What a read returns: (records, bytes)."""
+    records = read(machine, name, limit=10_000).records
+    return len(records), sum(r.record.size for r in records)
+
+
+def test_publishes_count_records_and_bytes_per_topic(log: Log, machine: TopicStateMachine) -> None:
+    log.create("a")
+    log.create("b")
+    log.publish(Record("a", b"12345"), Record("b", b"xy"), Record("a", b"678", b"k"))
+    log.publish(Record("b", b"z"))
+    log.apply(machine)
+    a, b = totals(machine, "a"), totals(machine, "b")
+    assert (a.records, a.bytes, a.published_records, a.published_bytes) == (2, 9, 2, 9)
+    assert (b.records, b.bytes, b.published_records, b.published_bytes) == (2, 3, 2, 3)
+    assert (a.records, a.bytes) == retained(machine, "a")
+    assert machine.counters.stats(10) == (("a", 2, 9, 2, 9, 0, 0), ("b", 2, 3, 2, 3, 0, 0))
+    assert machine.counters.stats(1) == (("a", 2, 9, 2, 9, 0, 0),)
+
+
+def test_auto_created_recreated_and_deleted_topics(log: Log, machine: TopicStateMachine) -> None:
+    log.publish(Record("auto", b"abc"), auto=True)
+    log.apply(machine)
+    assert totals(machine, "auto").records == 1
+    log.add(encode_command(TopicCommand("delete", "auto")))
+    log.apply(machine)
+    assert machine.counters.get("auto") is None
+    log.create("auto")
+    log.publish(Record("auto", b"q"))
+    log.apply(machine)
+    t = totals(machine, "auto")
+    assert (t.records, t.bytes, t.expired_records) == (1, 1, 0)  # a new incarnation
+
+
+def test_time_retention_moves_records_from_the_gauge_to_the_expired_counter(
+    log: Log, machine: TopicStateMachine
+) -> None:
+    log.create("t", retention_ms=1_000)
+    log.publish(Record("t", b"aa"), Record("t", b"bb"), at=1_000)
+    log.publish(Record("t", b"ccc"), at=1_500)
+    log.apply(machine)
+    machine.on_timer(0.0)
+    assert (totals(machine, "t").records, totals(machine, "t").expired_records) == (3, 0)
+    log.tick(2_000)  # the first entry's two records expire
+    log.apply(machine)
+    machine.on_timer(10.0)
+    t = totals(machine, "t")
+    assert (t.records, t.bytes, t.expired_records, t.expired_bytes) == (1, 3, 2, 4)
+    assert (t.records, t.bytes) == retained(machine, "t")
+    log.tick(2_500)
+    log.apply(machine)
+    machine.on_timer(20.0)
+    t = totals(machine, "t")
+    assert (t.records, t.bytes, t.expired_records, t.expired_bytes) == (0, 0, 3, 7)
+    assert t.published_records == 3  # the rate counter never goes down
+
+
+def test_size_retention_cutting_inside_an_entry(log: Log, machine: TopicStateMachine) -> None:
+    log.create("s", max_bytes=250)
+    log.publish(*(Record("s", b"%d" % n + b"x" * 99) for n in range(3)))  # 3 x 100 B
+    log.apply(machine)
+    machine.on_timer(0.0)
+    t = totals(machine, "s")
+    assert (t.records, t.bytes, t.expired_records) == (2, 200, 1)
+    log.publish(Record("s", b"3" + b"x" * 99))
+    log.apply(machine)
+    machine.on_timer(10.0)
+    t = totals(machine, "s")
+    assert (t.records, t.bytes, t.expired_records, t.expired_bytes) == (2, 200, 2, 200)
+    assert (t.records, t.bytes) == retained(machine, "s")
+    assert t.start.position == 2  # the cut is inside the first entry
+
+
+def test_a_lowered_limit_counts_what_it_removes(log: Log, machine: TopicStateMachine) -> None:
+    log.create("u")
+    log.publish(Record("u", b"a" * 100))
+    log.publish(Record("u", b"b" * 100))
+    log.apply(machine)
+    machine.on_timer(0.0)
+    log.add(encode_command(TopicCommand("update", "u", {"max_bytes": 100})))
+    log.apply(machine)
+    machine.on_timer(10.0)
+    t = totals(machine, "u")
+    assert (t.records, t.bytes, t.expired_records, t.expired_bytes) == (1, 100, 1, 100)
+
+
+def test_totals_are_derived_again_after_a_restart(log: Log, tmp_path: Path) -> None:
+    log.create("r", max_bytes=250)
+    log.create("plain")
+    log.publish(*(Record("r", b"%d" % n + b"x" * 99) for n in range(3)))
+    log.publish(Record("plain", b"p" * 7), Record("r", b"y" * 10))
+    first = TopicStateMachine(tmp_path / "topics", log.store)
+    log.apply(first)
+    first.on_timer(0.0)
+    before = first.counters.stats(10)
+    first.close()
+    snapshots = MemorySnapshotStore()
+    again = open_topic_machine(tmp_path / "topics", log.store, snapshots, log.store.last_index)
+    try:
+        after = again.counters.stats(10)
+        # the gauges come back; the counters restart at zero, like any process's counters
+        assert [s[:3] for s in after] == [s[:3] for s in before]
+        assert [s[3:] for s in after] == [(0, 0, 0, 0)] * 2
+        assert totals(again, "r").records == retained(again, "r")[0] == 3
+        assert totals(again, "r").bytes == retained(again, "r")[1] == 210
+    finally:
+        again.close()
+
+
+def test_a_restart_mid_catch_up_counts_nothing_twice(log: Log, tmp_path: Path) -> None:
+    log.create("c")
+    log.publish(Record("c", b"1"))
+    m = TopicStateMachine(tmp_path / "topics", log.store)
+    log.apply(m)
+    m.close()
+    log.publish(Record("c", b"22"))  # the index misses this one: catch-up re-applies it
+    again = open_topic_machine(tmp_path / "topics", log.store, MemorySnapshotStore(), 3)
+    try:
+        t = totals(again, "c")
+        assert (t.records, t.bytes, t.published_records) == (2, 3, 0)
+    finally:
+        again.close()
+
+
+def test_a_snapshot_restore_and_compaction(log: Log, tmp_path: Path) -> None:
+    log.create("k")
+    for n in range(5):
+        log.publish(Record("k", b"v%d" % n))
+    original = TopicStateMachine(tmp_path / "orig", log.store)
+    log.apply(original)
+    data = CompositeStateMachine([original]).snapshot(4)
+    original.close()
+    log.store.compact(4, 1)  # entries 1..4 (create + 3 records) leave the log
+    snapshots = MemorySnapshotStore()
+    snapshots.install(4, 1, data)
+    behind = open_topic_machine(tmp_path / "behind", log.store, snapshots, log.store.last_index)
+    try:
+        t = totals(behind, "k")
+        assert (t.records, t.bytes) == retained(behind, "k") == (2, 4)
+        assert t.start >= RecordId(5, 0)
+    finally:
+        behind.close()
+
+
+def test_records_below_a_compacted_log_count_as_gone(log: Log, machine: TopicStateMachine) -> None:
+    log.create("g")
+    first = log.publish(Record("g", b"1"))
+    log.publish(Record("g", b"2"))
+    log.apply(machine)
+    machine.on_timer(0.0)
+    log.store.compact(first, 1)  # (the peer never does this past a retained record)
+    machine.on_timer(10.0)
+    t = totals(machine, "g")
+    assert (t.records, t.expired_records) == (retained(machine, "g")[0], 1) == (1, 1)
