@@ -10,11 +10,14 @@ from collections.abc import Mapping
 from typing import Final, Protocol
 
 from raftlog.consensus import Role
+from raftlog.observability.elections import LeaderChange
 from raftlog.observability.view import PeerView, members_of
 from raftlog.rpc.messages import ConfigPayload
+from raftlog.statemachine.topic_counters import TopicStat
 
-MAX_TOPIC_NAMES: Final = 200
-"""Topic names a view carries at most (the count is always exact)."""
+MAX_TOPIC_NAMES: Final = 500
+"""Topics a view (and so /metrics and the page) carries at most, the first by name (the
+count is always exact): a label set per topic is what a Prometheus server can afford."""
 
 
 class CoreReadings(Protocol):
@@ -57,15 +60,33 @@ class OpenStreams(Protocol):
     def open_pipelines(self) -> int: ...
 
 
+class TopicTotalsSource(Protocol):
+    """Per-topic totals (``TopicCounters``)."""
+
+    def stats(self, limit: int) -> tuple[TopicStat, ...]: ...
+
+
 class TopicCatalog(Protocol):
-    """The topic machine: the topics that exist as of the applied index."""
+    """The topic machine: the topics that exist as of the applied index, and their totals."""
 
     @property
     def topics(self) -> Mapping[str, object]: ...
+    @property
+    def counters(self) -> TopicTotalsSource: ...
+
+
+class RecentElections(Protocol):
+    """The peer's own ring of leader changes (``ElectionLog``)."""
+
+    def recent(self) -> tuple[LeaderChange, ...]: ...
 
 
 def build_peer_view(
-    core: CoreReadings, clients: PendingUpdates, entries: OpenStreams, topics: TopicCatalog
+    core: CoreReadings,
+    clients: PendingUpdates,
+    entries: OpenStreams,
+    topics: TopicCatalog,
+    elections: RecentElections,
 ) -> PeerView:
     """A fresh view (a few attribute reads, one dict copy of the leader's progress)."""
     config = core.config
@@ -93,4 +114,6 @@ def build_peer_view(
         open_entries_streams=entries.open_pipelines,
         topics=len(topics.topics),
         topic_names=tuple(sorted(topics.topics)[:MAX_TOPIC_NAMES]),
+        topic_stats=topics.counters.stats(MAX_TOPIC_NAMES),
+        elections=elections.recent(),
     )

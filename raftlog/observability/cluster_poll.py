@@ -4,8 +4,9 @@ Runs in the HTTP listener's event loop, never in the consensus loop: every
 ``POLL_INTERVAL`` it asks each member of the configuration in the latest
 :class:`PeerView` for its log info through the project's one client transport
 (:class:`~raftlog.client.RaftClient`, ``peer_url`` + ``fail_fast``), so a member killed
-with ``kill -9`` shows as down within about a second. It also remembers the last
-leader changes it saw (the page's "recent elections").
+with ``kill -9`` shows as down within about a second. The page's "recent elections" are
+the peer's own ring (``PeerView.elections``), so a freshly opened page shows history; the
+topics' publish rates come from successive views' publish counters (``PublishRates``).
 """
 
 from __future__ import annotations
@@ -21,12 +22,42 @@ from raftlog.errors import RaftlogError
 from raftlog.observability.view import PeerView, ViewBox
 from raftlog.rpc.messages import RequestLogInfoResponse
 from raftlog.security.settings import CurveClient
+from raftlog.statemachine.topic_counters import TopicStat
 
 POLL_INTERVAL: Final = 0.5
 """Seconds between two rounds of RequestLogInfo to every member."""
 PROBE_TIMEOUT: Final = 0.8
 """Seconds one member may take to answer before it counts as down this round."""
-ELECTIONS_KEPT: Final = 20
+RATE_WINDOW: Final = 10.0
+"""Seconds of publish counters a topic's publish rate is averaged over."""
+
+
+class PublishRates:
+    """Records per second published to each topic, from the views' publish counters
+    (``TopicStat[3]``), averaged over the last ``RATE_WINDOW`` seconds."""
+
+    def __init__(self, window: float = RATE_WINDOW) -> None:
+        self._window = window
+        self._samples: deque[tuple[float, dict[str, int]]] = deque()
+
+    def observe(self, view: PeerView) -> None:
+        """Add the view's counters (once per published view)."""
+        if self._samples and self._samples[-1][0] >= view.published_at:
+            return
+        self._samples.append((view.published_at, {s[0]: s[3] for s in view.topic_stats}))
+        while len(self._samples) > 2 and view.published_at - self._samples[1][0] >= self._window:
+            self._samples.popleft()
+
+    def rate(self, topic: str) -> float | None:
+        """Records/s over the window (None: not two samples of the topic yet). A counter
+        that went down (the topic was re-created) counts from zero."""
+        if len(self._samples) < 2:
+            return None
+        (t0, first), (t1, last) = self._samples[0], self._samples[-1]
+        if topic not in last or topic not in first or t1 <= t0:
+            return None
+        gained = last[topic] - first[topic]
+        return (last[topic] if gained < 0 else gained) / (t1 - t0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +86,7 @@ class ClusterPoller:
         self._ident = ident
         self._http_urls = dict(http_urls or {})
         self._members: dict[str, MemberState] = {}
-        self._elections: deque[dict[str, Any]] = deque(maxlen=ELECTIONS_KEPT)
-        self._last_leader: tuple[int, str | None] | None = None
+        self.rates = PublishRates()
         self._client: RaftClient | None = None
 
     async def run(self) -> None:
@@ -65,7 +95,7 @@ class ClusterPoller:
             while True:
                 view = self._views.latest()
                 if view is not None:
-                    self._note_leader(view)
+                    self.rates.observe(view)
                     await self._round(view)
                 await asyncio.sleep(POLL_INTERVAL)
         finally:
@@ -106,14 +136,6 @@ class ClusterPoller:
         except (TimeoutError, RaftlogError, OSError):
             return None
 
-    def _note_leader(self, view: PeerView) -> None:
-        current = (view.term, view.leader_id)
-        if current != self._last_leader and view.leader_id is not None:
-            self._elections.appendleft(
-                {"time": view.wall_time, "term": view.term, "leader_id": view.leader_id}
-            )
-        self._last_leader = current
-
     def snapshot(self) -> dict[str, Any]:
         """The page's JSON: this peer, every member as it answered, the leader, the
         configuration, recent elections and topics."""
@@ -137,10 +159,29 @@ class ClusterPoller:
             "term": max([view.term, *(r["term"] or 0 for r in rows)]),
             "config": {"index": view.config_index, "joint": view.config_joint},
             "members": rows,
-            "elections": list(self._elections),
-            "topics": {"count": view.topics, "names": list(view.topic_names)},
+            "elections": [
+                {"time": e.time, "term": e.term, "leader_id": e.leader_id, "reason": e.reason}
+                for e in view.elections
+            ],
+            "topics": {
+                "count": view.topics,
+                "names": list(view.topic_names),
+                "stats": [self._topic_row(stat) for stat in view.topic_stats],
+            },
             "pending_updates": view.pending_updates,
             "request_entries_streams": view.open_entries_streams,
+        }
+
+    def _topic_row(self, stat: TopicStat) -> dict[str, Any]:
+        name, records, size, published, published_bytes, expired, _ = stat
+        return {
+            "name": name,
+            "records": records,
+            "bytes": size,
+            "published": published,
+            "published_bytes": published_bytes,
+            "expired": expired,
+            "rate": self.rates.rate(name),
         }
 
     def _member_row(self, view: PeerView, pid: str, url: str, voter_in: str) -> dict[str, Any]:

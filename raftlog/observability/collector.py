@@ -11,6 +11,7 @@ scrape tolerates.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Final
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -146,3 +147,38 @@ def view_metrics(view: PeerView) -> Iterator[Metric]:
             lag.add_metric([member.id], float(behind))
     yield match
     yield lag
+    yield from topic_metrics(view)
+
+
+TOPIC_FAMILIES: Final = (
+    # (name, help, kind, index in a TopicStat)
+    ("raftlog_topic_records", "Records a topic retains (time/size retention window).", 1),
+    ("raftlog_topic_bytes", "Bytes of the records a topic retains.", 2),
+    (
+        "raftlog_topic_records_published",
+        "Records published to a topic and applied on this peer since it started "
+        "(rate() is the publish rate).",
+        3,
+    ),
+    ("raftlog_topic_bytes_published", "Bytes published to a topic since the peer started.", 4),
+    (
+        "raftlog_topic_records_expired",
+        "Records time or size retention removed from a topic since the peer started.",
+        5,
+    ),
+    ("raftlog_topic_bytes_expired", "Bytes retention removed from a topic since start.", 6),
+)
+
+
+def topic_metrics(view: PeerView) -> Iterator[Metric]:
+    """Per-topic gauges and counters, labelled ``topic`` (the view's first
+    ``MAX_TOPIC_NAMES`` topics by name)."""
+    for name, help, field in TOPIC_FAMILIES:
+        family: GaugeMetricFamily | CounterMetricFamily
+        if field <= 2:
+            family = GaugeMetricFamily(name, help, labels=["topic"])
+        else:
+            family = CounterMetricFamily(name, help, labels=["topic"])
+        for stat in view.topic_stats:
+            family.add_metric([stat[0]], float(stat[field]))
+        yield family

@@ -2,9 +2,10 @@
 
 Why one object: ``PeerNode`` is the consensus driver and stays small; it hands this
 observer its parts once and calls it at three points (each timer pass, each role change,
-close). The observer wraps the synced write and the applied callback with their metrics,
-publishes the :class:`PeerView` at most every 200 ms, and runs the HTTP listener when the
-peer has an ``http_url``.
+close). The observer wraps the synced write, the applied callback, the executor's snapshot
+store and outbox with their metrics, keeps the ring of recent leader changes, counts the
+ROUTER's connections, publishes the :class:`PeerView` at most every 200 ms, and runs the
+HTTP listener when the peer has an ``http_url``.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import zmq
+
 from raftlog.config import PeerSettings, split_http_url
-from raftlog.consensus import Role
+from raftlog.consensus import Role, SoftState
 from raftlog.metrics import PeerMetrics
 from raftlog.observability.build import (
     CoreReadings,
@@ -22,10 +25,18 @@ from raftlog.observability.build import (
     TopicCatalog,
     build_peer_view,
 )
+from raftlog.observability.connections import ConnectionMonitor
+from raftlog.observability.elections import ElectionLog
 from raftlog.observability.http import HttpListener, start_listener
-from raftlog.observability.probes import TimedReadyStore, counting_applied
+from raftlog.observability.probes import (
+    ReceivedSnapshots,
+    SentSnapshots,
+    TimedReadyStore,
+    counting_applied,
+)
 from raftlog.observability.view import ViewBox, ViewPublisher
-from raftlog.storage.base import ReadyStore
+from raftlog.server.ready_executor import Outbox
+from raftlog.storage.base import ReadyStore, SnapshotStore
 
 
 class PeerObserver:
@@ -36,8 +47,11 @@ class PeerObserver:
         self.metrics = metrics
         self.views = ViewBox()
         """The latest ``PeerView`` (published by the loop, read by the HTTP listener)."""
+        self.elections = ElectionLog(settings.id)
+        """The last leader changes this peer lived through (published with the view)."""
         self._publisher: ViewPublisher | None = None
         self._http: HttpListener | None = None
+        self._connections: ConnectionMonitor | None = None
 
     def timed(self, store: ReadyStore) -> ReadyStore:
         """``store`` with its synced writes timed and counted."""
@@ -47,18 +61,29 @@ class PeerObserver:
         """``on_applied`` that also counts applied entries (from ``applied``)."""
         return counting_applied(on_applied, self.metrics, applied)
 
+    def receiving(self, snapshots: SnapshotStore) -> SnapshotStore:
+        """The executor's snapshot store, counting the snapshots received from a leader."""
+        return ReceivedSnapshots(snapshots, self.metrics)
+
+    def sending(self, outbox: Outbox) -> Outbox:
+        """The executor's outbox, counting the snapshots sent to followers."""
+        return SentSnapshots(outbox, self.metrics)
+
     def start(
         self,
         core: CoreReadings,
         clients: PendingUpdates,
         entries: OpenStreams,
         topics: TopicCatalog,
+        router: zmq.Socket[bytes] | None = None,
     ) -> None:
-        """Publish the first view and start the listener (``ListenerError`` if its port
-        cannot be bound)."""
+        """Publish the first view, count ``router``'s connections and start the listener
+        (``ListenerError`` if its port cannot be bound)."""
         self._publisher = ViewPublisher(
-            self.views, lambda: build_peer_view(core, clients, entries, topics)
+            self.views, lambda: build_peer_view(core, clients, entries, topics, self.elections)
         )
+        if router is not None:
+            self._connections = ConnectionMonitor(router, self.metrics)
         self._publisher.maybe_publish(time.monotonic())
         settings = self.settings
         if settings.http_url is not None:
@@ -80,15 +105,26 @@ class PeerObserver:
         if self._publisher is not None:
             self._publisher.maybe_publish(now)
 
-    def on_role(self, role: Role, was_leader: bool) -> None:
-        """A role change from a Ready's soft state: count elections started and won."""
+    def on_soft_state(self, soft: SoftState, was_leader: bool) -> None:
+        """A Ready's soft state (role, leader or term changed): count elections started
+        and won, remember the leader change."""
+        role = soft.role
         if role is Role.CANDIDATE:
             self.metrics.elections_started.inc()
         elif role is Role.LEADER and not was_leader:
             self.metrics.elections_won.inc()
+        self.elections.on_soft_state(role, soft.leader_id, soft.term)
+
+    def on_stepped_down(self, term: int, reason: str) -> None:
+        """This leader stepped down (the ``SteppedDown`` event's reason)."""
+        self.elections.on_stepped_down(term, reason)
 
     def close(self) -> None:
-        """Stop the listener (idempotent)."""
+        """Stop the connection monitor and the listener (idempotent; before the ROUTER
+        closes)."""
+        if self._connections is not None:
+            self._connections.stop()
+            self._connections = None
         if self._http is not None:
             self._http.stop()
             self._http = None

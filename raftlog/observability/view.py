@@ -15,6 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from raftlog.observability.elections import LeaderChange
+from raftlog.statemachine.topic_counters import TopicStat
+
 PUBLISH_INTERVAL: Final = 0.2
 """Seconds between two published views: fresh enough for a status page and a scrape,
 cheap enough to be invisible next to the loop's per-message work."""
@@ -55,6 +58,11 @@ class PeerView:
     """Topics that exist as of the applied index."""
     topic_names: tuple[str, ...] = ()
     """Their names, sorted (the status page lists them; at most ``MAX_TOPIC_NAMES``)."""
+    topic_stats: tuple[TopicStat, ...] = ()
+    """Per-topic totals ``(topic, records, bytes, published_records, published_bytes,
+    expired_records, expired_bytes)``, sorted by name (at most ``MAX_TOPIC_NAMES``)."""
+    elections: tuple[LeaderChange, ...] = ()
+    """The last leader changes this peer lived through, newest first."""
     published_at: float = field(default_factory=time.monotonic)
     """``time.monotonic()`` when the loop built it: a stale view means a stuck loop."""
     wall_time: float = field(default_factory=time.time)

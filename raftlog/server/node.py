@@ -187,10 +187,10 @@ class PeerNode:
         self.executor = ReadyExecutor(
             log=self.store,
             hard_state=self.hard_state,
-            snapshots=self.snapshots,
+            snapshots=self.observer.receiving(self.snapshots),
             ready_store=self.observer.timed(RocksReadyStore(self.store, self.hard_state)),
             machine=self.machine,
-            outbox=PeerOutbox(self.channels, services.peers.send_reply),
+            outbox=self.observer.sending(PeerOutbox(self.channels, services.peers.send_reply)),
             on_applied=self.observer.counting(self.clients.on_applied, self.machine.last_applied),
             react=self._react,
         )
@@ -201,7 +201,7 @@ class PeerNode:
             opts.election_timeout_min / 4, self.metrics, self.log, time.monotonic
         )
         """``stall.max_ms``: the longest single pass of the loop so far (issue #12)."""
-        self.observer.start(self.core, self.clients, self.entries, self.topics)
+        self.observer.start(self.core, self.clients, self.entries, self.topics, self.router)
         self.log.info(
             "peer_started",
             url=settings.url,
@@ -365,7 +365,7 @@ class PeerNode:
         soft = ready.soft_state
         if soft is not None:
             is_leader = soft.role is Role.LEADER
-            self.observer.on_role(soft.role, self._was_leader)
+            self.observer.on_soft_state(soft, self._was_leader)
             if self._was_leader and not is_leader:
                 self.clients.fail_all(soft.leader_id)
                 self.entries.drop_all()
@@ -394,6 +394,7 @@ class PeerNode:
                 )
             elif isinstance(event, SteppedDown):
                 self.log.info("stepped_down", term=event.term, reason=event.reason)
+                self.observer.on_stepped_down(event.term, event.reason)
             elif isinstance(event, TruncationRefused):
                 self.metrics.truncations_refused.inc()
                 self.log.error("truncation_refused", **_fields(event))
@@ -420,6 +421,7 @@ class PeerNode:
             except Exception as exc:  # collected; the first one is raised at the end
                 errors.append(exc)
 
+        attempt(self.observer.close)  # its ROUTER monitor goes before the ROUTER
         if self._sockets_open:
             self._sockets_open = False
             if hasattr(self, "channels"):
@@ -430,7 +432,6 @@ class PeerNode:
             # broadcast machine alone holds a socket
             machine = getattr(self, "machine", None)
             attempt((machine if machine is not None else self.broadcast).close)
-        attempt(self.observer.close)
         if self.secure is not None:
             attempt(self.secure.close)
         attempt(lambda: self._context.destroy(linger=0))  # closes what a failure left open

@@ -7,6 +7,7 @@ from pathlib import Path
 import zmq
 
 from integration.cluster import PeerCluster, wait_for
+from integration.peer.test_http_endpoints import _samples
 from integration.peer.updates import update
 from raftlog.rpc.codec import encode_request
 from raftlog.rpc.messages import EntriesStatus, RequestEntries, RequestEntriesResponse
@@ -20,7 +21,7 @@ RAFT = {
 
 
 def test_restarted_peer_catches_up_by_snapshot_after_compaction(tmp_path: Path) -> None:
-    with PeerCluster(tmp_path, raft=RAFT) as cluster:
+    with PeerCluster(tmp_path, raft=RAFT, http=True) as cluster:
         cluster.start()
         leader = cluster.wait_leader()
         follower = next(p for p in cluster.peers if p != leader)
@@ -43,6 +44,16 @@ def test_restarted_peer_catches_up_by_snapshot_after_compaction(tmp_path: Path) 
             "the follower to replicate new entries",
             lambda: cluster.log_info(follower).last_applied >= newer,
         )
+        # the transfer on both ends' /metrics (issue #14)
+        received = ("raftlog_snapshot_transfers_total", (("direction", "received"),))
+        sent = ("raftlog_snapshot_transfers_total", (("direction", "sent"),))
+        base = cluster.peers[follower].http_url
+        assert base is not None
+        got = wait_for("the received snapshot on /metrics", lambda: _samples(base).get(received))
+        assert got == 1
+        assert _samples(base)[("raftlog_snapshot_transfer_bytes_total", received[1])] > 0
+        senders = [p.http_url for pid, p in cluster.peers.items() if pid != follower]
+        assert sum(_samples(u).get(sent, 0) for u in senders if u is not None) >= 1
 
 
 def test_request_entries_from_zero_streams_the_snapshot_then_entries(tmp_path: Path) -> None:

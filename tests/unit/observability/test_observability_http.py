@@ -34,6 +34,7 @@ def _leader_view() -> PeerView:
         pending_updates=4,
         open_entries_streams=1,
         topics=2,
+        topic_stats=(("audit", 3, 30, 5, 50, 2, 20), ("orders", 1, 10, 1, 10, 0, 0)),
         published_at=time.monotonic(),
     )
 
@@ -51,6 +52,10 @@ async def test_metrics_are_prometheus_text_with_conventional_names(tmp_path: Pat
     metrics.fsync_seconds.observe(0.004)
     metrics.fsync_batch_entries.observe(17)
     metrics.elections_won.inc()
+    metrics.snapshot_transfers.labels(direction="sent").inc()
+    metrics.snapshot_transfer_seconds.labels(direction="sent").observe(0.3)
+    metrics.client_connections.set(2)
+    metrics.client_connects.inc(2)
     client = await _client(views, metrics, tmp_path)
     try:
         response = await client.get("/metrics")
@@ -77,6 +82,20 @@ async def test_metrics_are_prometheus_text_with_conventional_names(tmp_path: Pat
     assert samples[("raftlog_commit_index", ())] == 90
     assert samples[("raftlog_follower_lag_entries", (("peer_id", "3"),))] == 40
     assert samples[("raftlog_follower_match_index", (("peer_id", "2"),))] == 100
+    audit = (("topic", "audit"),)
+    assert samples[("raftlog_topic_records", audit)] == 3
+    assert samples[("raftlog_topic_bytes", audit)] == 30
+    assert samples[("raftlog_topic_records_published_total", audit)] == 5
+    assert samples[("raftlog_topic_bytes_published_total", audit)] == 50
+    assert samples[("raftlog_topic_records_expired_total", audit)] == 2
+    assert samples[("raftlog_topic_bytes_expired_total", audit)] == 20
+    assert samples[("raftlog_topic_records", (("topic", "orders"),))] == 1
+    assert samples[("raftlog_snapshot_transfers_total", (("direction", "sent"),))] == 1
+    assert (
+        samples[("raftlog_snapshot_transfer_duration_seconds_count", (("direction", "sent"),))] == 1
+    )
+    assert samples[("raftlog_client_connections", ())] == 2
+    assert samples[("raftlog_client_connects_total", ())] == 2
 
 
 async def test_health_and_readiness_answer_json_with_status(tmp_path: Path) -> None:

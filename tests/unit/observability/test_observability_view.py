@@ -8,6 +8,7 @@ from pathlib import Path
 
 from raftlog.consensus import Role
 from raftlog.observability.build import build_peer_view
+from raftlog.observability.elections import LeaderChange
 from raftlog.observability.health import (
     STALE_AFTER,
     loop_verdict,
@@ -16,6 +17,7 @@ from raftlog.observability.health import (
 )
 from raftlog.observability.view import PeerView, ViewBox, ViewPublisher, members_of
 from raftlog.rpc.messages import ConfigPayload, Peer
+from raftlog.statemachine.topic_counters import TopicStat
 
 
 class FakeCore:
@@ -43,8 +45,19 @@ class FakeEntries:
     open_pipelines = 2
 
 
+class FakeCounters:
+    def stats(self, limit: int) -> tuple[TopicStat, ...]:
+        return (("audit", 3, 30, 5, 50, 2, 20), ("orders", 1, 10, 1, 10, 0, 0))[:limit]
+
+
 class FakeTopics:
     topics: Mapping[str, object] = {"orders": object(), "audit": object()}
+    counters = FakeCounters()
+
+
+class FakeElections:
+    def recent(self) -> tuple[LeaderChange, ...]:
+        return (LeaderChange(5.0, 7, "2", "new leader heard"),)
 
 
 PEERS = tuple(Peer(i, f"tcp://127.0.0.1:{8000 + int(i)}") for i in ("1", "2", "3"))
@@ -52,17 +65,19 @@ PEERS = tuple(Peer(i, f"tcp://127.0.0.1:{8000 + int(i)}") for i in ("1", "2", "3
 
 def _view(**changes: object) -> PeerView:
     core = FakeCore(Role.FOLLOWER, ConfigPayload(new=PEERS))
-    view = build_peer_view(core, FakeClients(), FakeEntries(), FakeTopics())
+    view = build_peer_view(core, FakeClients(), FakeEntries(), FakeTopics(), FakeElections())
     return replace(view, **changes)  # type: ignore[arg-type]
 
 
 def test_leader_view_carries_every_members_match_and_lag() -> None:
     core = FakeCore(Role.LEADER, ConfigPayload(new=PEERS))
-    view = build_peer_view(core, FakeClients(), FakeEntries(), FakeTopics())
+    view = build_peer_view(core, FakeClients(), FakeEntries(), FakeTopics(), FakeElections())
     assert view.is_leader and view.leader_id == "1"
     lags = {m.id: view.lag_of(m) for m in view.members}
     assert lags == {"1": 0, "2": 0, "3": 12}
     assert (view.pending_updates, view.open_entries_streams, view.topics) == (5, 2, 2)
+    assert [s[0] for s in view.topic_stats] == ["audit", "orders"]
+    assert view.elections == (LeaderChange(5.0, 7, "2", "new leader heard"),)
 
 
 def test_follower_view_has_no_match_indexes() -> None:

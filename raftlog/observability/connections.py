@@ -1,0 +1,80 @@
+"""Counts the TCP connections on a peer's ROUTER from its ZeroMQ socket-monitor events.
+
+Why the socket monitor rather than the dispatcher's view of routing ids: a ROUTER hides
+connections -- a client that connects and never sends, or one whose connection dropped, is
+invisible to the dispatcher, and a routing id says nothing about when it went away. libzmq
+reports every accepted and closed connection as an event on a PAIR socket; a small daemon
+thread reads them, so the consensus loop does no work for it. The counts include the other
+peers' channels and their status pollers (a ROUTER cannot tell them from clients); on a
+healthy cluster of N members that is about 2 x (N - 1) connections besides the clients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Final
+
+import zmq
+from zmq.utils.monitor import parse_monitor_message
+
+from raftlog import sockets
+from raftlog.metrics import PeerMetrics
+
+ROUTER_EVENTS: Final = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_MONITOR_STOPPED
+POLL_MS: Final = 200
+"""How often the thread looks at its stop flag when no event comes."""
+
+
+class ConnectionMonitor:
+    """Feeds ``client_connections`` / ``client_connects`` / ``client_disconnects``.
+
+    Created and stopped from the loop's thread (``router`` is the loop's socket: only
+    ``monitor``/``disable_monitor`` touch it, before and after the thread runs); the PAIR
+    socket is used by the monitor thread alone."""
+
+    def __init__(self, router: zmq.Socket[bytes], metrics: PeerMetrics) -> None:
+        self._router = router
+        self._open = metrics.client_connections.labels()
+        self._connects = metrics.client_connects.labels()
+        self._disconnects = metrics.client_disconnects.labels()
+        self._pair: zmq.Socket[bytes] = sockets.connection_monitor(router, ROUTER_EVENTS)
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name="raftlog-router-monitor", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        pair = self._pair
+        try:
+            while not self._stopping.is_set():
+                if not pair.poll(POLL_MS):
+                    continue
+                event = parse_monitor_message(pair.recv_multipart())["event"]
+                if event == zmq.EVENT_MONITOR_STOPPED:
+                    return
+                self.on_event(event)
+        except zmq.ZMQError:
+            return  # the context is going away: the peer is stopping
+        finally:
+            pair.close(linger=0)
+
+    def on_event(self, event: int) -> None:
+        """Count one monitor event (public for tests with fake events)."""
+        if event == zmq.EVENT_ACCEPTED:
+            self._connects.inc()
+            self._open.inc()
+        elif event == zmq.EVENT_DISCONNECTED:
+            self._disconnects.inc()
+            self._open.set(max(0.0, self._open.value - 1))
+
+    def stop(self) -> None:
+        """Stop the monitor and its thread (idempotent; before the ROUTER closes)."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        if not self._router.closed:
+            with contextlib.suppress(zmq.ZMQError):  # closed meanwhile: nothing to stop
+                self._router.disable_monitor()
+        self._thread.join(2 * POLL_MS / 1000)
