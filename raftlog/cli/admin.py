@@ -21,7 +21,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, NoReturn
 
@@ -73,6 +73,9 @@ class Target:
     max_entry_size: int
     curve: CurveClient | None = None
     """The client's CURVE keys when the cluster file turns security on."""
+    names: dict[str, str] = field(default_factory=dict)
+    """Peer ids by URL, from the cluster file (``status`` names seeds outside the
+    configuration with them)."""
 
 
 def resolve_target(args: argparse.Namespace) -> Target:
@@ -83,12 +86,15 @@ def resolve_target(args: argparse.Namespace) -> Target:
     if config is None and not peers and DEFAULT_CONFIG.is_file():
         config = str(DEFAULT_CONFIG)
     limit = MAX_ENTRY_DATA_SIZE
+    names: dict[str, str] = {}
     curve: CurveClient | None = None
     auth_key = args.auth_key or os.environ.get("RAFTLOG_CLIENT_KEY")
     if config is not None:
         doc = load_cluster_file(config)
         curve = client_security(doc, config, Path(config).resolve().parent, key=auth_key)
-        urls = [str(p["url"]) for p in doc.get("peers", []) if isinstance(p, dict) and "url" in p]
+        listed = [p for p in doc.get("peers", []) if isinstance(p, dict) and "url" in p]
+        urls = [str(p["url"]) for p in listed]
+        names = {str(p["url"]): str(p["id"]) for p in listed if "id" in p}
         ident = ident or doc.get("cluster", {}).get("ident")
         configured = doc.get("raft", {}).get("max_log_entry_data_size")
         if isinstance(configured, int) and configured > 0:
@@ -105,7 +111,7 @@ def resolve_target(args: argparse.Namespace) -> Target:
         limit = args.max_entry_size
     if auth_key is not None and curve is None:
         raise UsageError("--auth-key needs a --config file whose [security] turns curve on")
-    return Target(urls, ident, limit, curve)
+    return Target(urls, ident, limit, curve, names)
 
 
 def make_client(args: argparse.Namespace, target: Target) -> RaftClient:
@@ -236,14 +242,24 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         choices=("table", "json"),
         default="table",
-        help="status and config show: a table (default) or JSON for scripts",
+        help="status, config show, topics list and topics describe: a table (default) or "
+        "JSON for scripts",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _command(
+    status = _command(
         sub,
         "status",
-        "every peer's role, term, indexes and lag (exit 1 when a member is down)",
-        "  raftlog-admin status\n  raftlog-admin -o json status\n",
+        "every peer's role, term, indexes and lag, members first, then the peers outside "
+        "the configuration it can see (exit 1 when a member is down)",
+        "  raftlog-admin status\n  raftlog-admin -o json status\n"
+        "  raftlog-admin status --also 4=tcp://10.0.0.4:8047   # a peer catching up\n",
+    )
+    status.add_argument(
+        "--also",
+        action="append",
+        default=[],
+        metavar="ID=URL",
+        help="also show this peer (e.g. one started outside the configuration); repeatable",
     )
     _command(
         sub,
@@ -367,7 +383,7 @@ async def run(args: argparse.Namespace) -> int:
         raise UsageError("--from-time needs --topic")
     async with make_client(args, target) as client:
         if args.command == "status":
-            return await admin_cluster.cmd_status(args, client)
+            return await admin_cluster.cmd_status(args, client, target.names)
         if args.command == "health":
             return await admin_cluster.cmd_health(args, client)
         if args.command == "config":

@@ -21,7 +21,7 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from raftlog.cli.admin_health import cluster_health, status_json
@@ -62,16 +62,30 @@ DEFAULT_MAX_LAG: Final = 1000
 
 
 # -- status ------------------------------------------------------------------------------------
-async def cmd_status(args: argparse.Namespace, client: RaftClient) -> int:
-    """Every peer's own view; exit 3 when no leader answers, 1 when a member is down."""
+async def cmd_status(
+    args: argparse.Namespace, client: RaftClient, names: Mapping[str, str] | None = None
+) -> int:
+    """Every peer's own view -- the members, then the peers outside the configuration it
+    can see (seeds of the cluster file or ``--peers``, and ``--also``: CLIENT-state peers
+    catching up, or removed ones); exit 3 when no leader answers, 1 when a member is down.
+    ``names``: peer ids by URL (the cluster file's), for seeds outside the configuration."""
+    names = names or {}
     try:
         info = await client.request_config()
         members = list(info.peers)
     except AuthenticationError:
         raise  # not "down": the peers are there but refuse this key (exit 1, one line)
     except ClusterUnavailableError as exc:
-        info, members, reason = None, [Peer("?", u) for u in client.peer_urls], str(exc)
+        info, reason = None, str(exc)
+        members = [Peer(names.get(u, "?"), u) for u in client.peer_urls]
     rows = await peer_statuses(client, members, args.timeout)
+    if info is not None:
+        rows += await peer_statuses(
+            client,
+            outside(members, client.peer_urls, names, args.also),
+            args.timeout,
+            member=False,
+        )
     leader_last = max((r.last_index for r in rows if r.is_leader), default=None)
     if args.output == "json":
         print(status_json(rows, leader_last))
@@ -80,7 +94,7 @@ async def cmd_status(args: argparse.Namespace, client: RaftClient) -> int:
     if info is None:
         print(f"raftlog-admin: unavailable: {reason}", file=sys.stderr)
         return EXIT_UNAVAILABLE
-    down = [r.peer.id for r in rows if r.info is None]
+    down = [r.peer.id for r in rows if r.member and r.info is None]
     if down:
         print(f"raftlog-admin: degraded: member(s) down: {', '.join(down)}", file=sys.stderr)
         return EXIT_DEGRADED
@@ -98,6 +112,20 @@ async def cmd_health(args: argparse.Namespace, client: RaftClient) -> int:
     health = cluster_health(rows)
     print(health.line)
     return health.code
+
+
+def outside(
+    members: Sequence[Peer], seeds: Sequence[str], names: Mapping[str, str], also: Sequence[str]
+) -> list[Peer]:
+    """The peers to show besides the members: ``--also ID=URL`` items and the seed URLs,
+    each once, minus every URL the configuration lists."""
+    listed = {p.url for p in members}
+    out: list[Peer] = []
+    for peer in [*parse_peer_args(also), *(Peer(names.get(u, "?"), u) for u in seeds)]:
+        if peer.url not in listed:
+            listed.add(peer.url)
+            out.append(peer)
+    return out
 
 
 # -- config ------------------------------------------------------------------------------------

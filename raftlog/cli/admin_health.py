@@ -72,17 +72,23 @@ def _ids(ids: Sequence[str]) -> str:
 
 
 def status_json(rows: Sequence[PeerRow], leader_last: int | None) -> str:
-    """``status -o json``: one object per member with the table's facts as numbers."""
+    """``status -o json``: one object per peer (members, then the non-members it could
+    see) with the table's facts as numbers."""
     return json.dumps({"peers": [_row_json(r, leader_last) for r in rows]}, indent=2)
 
 
 def _row_json(row: PeerRow, leader_last: int | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"id": row.peer.id, "url": row.peer.url, "up": row.info is not None}
+    out: dict[str, Any] = {
+        "id": row.peer.id,
+        "url": row.peer.url,
+        "up": row.info is not None,
+        "member": row.member,
+        "role": row.role,
+    }
     info = row.info
     if info is None:
         return out
     out.update(
-        role="leader" if info.is_leader else "follower",
         leader_id=info.leader_id,
         term=info.term,
         first_index=info.first_index,

@@ -75,6 +75,17 @@ class PeerRow:
 
     peer: Peer
     info: RequestLogInfoResponse | None
+    member: bool = True
+    """False for a peer outside the configuration (CLIENT state: catching up, or removed)."""
+
+    @property
+    def role(self) -> str:
+        """``leader``, ``follower``, ``client`` (answers, not a member) or ``down``."""
+        if self.info is None:
+            return "down"
+        if self.info.is_leader:
+            return "leader"
+        return "follower" if self.member else "client"
 
     @property
     def is_leader(self) -> bool:
@@ -87,7 +98,9 @@ class PeerRow:
         return self.info.last_index if self.info is not None else 0
 
 
-async def peer_status(client: RaftClient, peer: Peer, timeout: float) -> PeerRow:
+async def peer_status(
+    client: RaftClient, peer: Peer, timeout: float, *, member: bool = True
+) -> PeerRow:
     """RequestLogInfo asked of this one peer (not the leader), over the client's transport:
     its own view, or ``info=None`` when it refuses or stays silent."""
     try:
@@ -95,16 +108,29 @@ async def peer_status(client: RaftClient, peer: Peer, timeout: float) -> PeerRow
             peer_url=peer.url, fail_fast=True, timeout=min(timeout, PEER_PROBE_TIMEOUT)
         )
     except (ClusterUnavailableError, RaftlogError):
-        return PeerRow(peer, None)
-    return PeerRow(peer, info)
+        return PeerRow(peer, None, member)
+    return PeerRow(peer, info, member)
 
 
-async def peer_statuses(client: RaftClient, peers: Sequence[Peer], timeout: float) -> list[PeerRow]:
+async def peer_statuses(
+    client: RaftClient, peers: Sequence[Peer], timeout: float, *, member: bool = True
+) -> list[PeerRow]:
     """:func:`peer_status` of every peer, asked concurrently."""
-    return list(await asyncio.gather(*(peer_status(client, p, timeout) for p in peers)))
+    asked = (peer_status(client, p, timeout, member=member) for p in peers)
+    return list(await asyncio.gather(*asked))
 
 
-STATUS_HEADER: Final = ("ID", "URL", "ROLE", "TERM", "COMMIT", "APPLIED", "LAST", "LAG")
+STATUS_HEADER: Final = (
+    "ID",
+    "URL",
+    "ROLE",
+    "TERM",
+    "COMMIT",
+    "APPLIED",
+    "LAST",
+    "LAG",
+    "MEMBER",
+)
 
 
 def status_cells(rows: Sequence[PeerRow], leader_last: int | None) -> list[tuple[str, ...]]:
@@ -113,21 +139,22 @@ def status_cells(rows: Sequence[PeerRow], leader_last: int | None) -> list[tuple
     cells: list[tuple[str, ...]] = []
     for row in rows:
         info = row.info
+        member = "yes" if row.member else "no"
         if info is None:
-            cells.append((row.peer.id, row.peer.url, "down", "-", "-", "-", "-", "-"))
+            cells.append((row.peer.id, row.peer.url, "down", "-", "-", "-", "-", "-", member))
             continue
-        role = "leader" if info.is_leader else "follower"
         lag = "-" if leader_last is None else str(max(0, leader_last - info.last_applied))
         cells.append(
             (
                 row.peer.id,
                 row.peer.url,
-                role,
+                row.role,
                 str(info.term),
                 str(info.commit_index),
                 str(info.last_applied),
                 str(info.last_index),
                 lag,
+                member,
             )
         )
     return cells
@@ -156,7 +183,7 @@ def print_table(
         print(plain_table(header, cells), file=stream)
         return
     table = Table(*header, box=None, header_style="bold", pad_edge=False)
-    styles = {"leader": "green", "down": "red"}
+    styles = {"leader": "green", "down": "red", "client": "magenta"}
     for row in cells:
         table.add_row(*(Text(v, style=styles.get(v, "")) for v in row))
     Console(file=stream).print(table)

@@ -7,12 +7,14 @@ import dataclasses
 import datetime as dt
 import json
 import sys
+from typing import Any
 
 from raftlog.cli.admin_io import EXIT_OK, UsageError
 from raftlog.cli.admin_publish import PublishReport, publish_stream
 from raftlog.client import RaftClient
 from raftlog.client.topics import TopicClient, make_record
 from raftlog.records import LoggedRecord, RecordId
+from raftlog.rpc.topics import TopicInfo
 
 PUBLISH_IN_FLIGHT = 64
 READ_PAGE = 1000
@@ -69,6 +71,24 @@ def property_lines(properties: object) -> list[tuple[str, str]]:
     return shown
 
 
+def topic_info_json(info: TopicInfo) -> dict[str, Any]:
+    """``topics describe -o json``: every field of the answer (``TopicInfo``), record ids
+    as ``{"index", "position"}``, properties as an object (unset limits are null)."""
+    return {f.name: _jsonable(getattr(info, f.name)) for f in dataclasses.fields(info)}
+
+
+def _jsonable(value: object) -> object:
+    if isinstance(value, RecordId):
+        return {"index": value.index, "position": value.position}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "backslashreplace")
+    return value
+
+
 def parse_time(text: str) -> int:
     """Milliseconds since the epoch from ``1700000000000`` or an ISO 8601 time (UTC if no
     zone is given)."""
@@ -120,10 +140,17 @@ async def cmd_topics(args: argparse.Namespace, client: RaftClient) -> int:
             else:
                 print(f"created topic {args.name} at index {index}")
         elif args.action == "list":
-            for name in await tc.list_topics():
-                print(name)
+            names = await tc.list_topics()
+            if getattr(args, "output", "table") == "json":
+                print(json.dumps({"topics": list(names)}, indent=2))
+            else:
+                for name in names:
+                    print(name)
         elif args.action == "describe":
             info = await tc.describe(args.name)
+            if getattr(args, "output", "table") == "json":
+                print(json.dumps(topic_info_json(info), indent=2))
+                return EXIT_OK
             rows = [("topic", info.name), ("created at", f"index {info.created_index}")]
             rows += property_lines(info.properties)
             rows.append(("published", f"{info.published_bytes} bytes"))

@@ -110,3 +110,33 @@ def test_health_status_exit_codes_and_json_when_a_follower_dies(cluster: PeerClu
     critical = admin(cluster, "health")
     assert critical.returncode == 2, critical.stdout + critical.stderr
     assert critical.stdout.startswith("RAFTLOG CRITICAL")
+
+
+def test_status_shows_a_peer_outside_the_configuration_and_topics_as_json(
+    cluster: PeerCluster,
+) -> None:
+    outsider = cluster.add_outsider("4")
+    cluster.start("4")
+    wait_for("the outsider answers", lambda: cluster.log_info("4"))
+    also = f"4={outsider.url}"
+    status = admin(cluster, "status", "--also", also)
+    assert status.returncode == 0, status.stderr  # a non-member is never "a member down"
+    rows = {r.split()[0]: r.split() for r in status.stdout.splitlines()[1:]}
+    assert rows["4"][2] == "client" and rows["4"][-1] == "no"
+    assert all(rows[p][-1] == "yes" for p in ("1", "2", "3"))
+    doc = json.loads(admin(cluster, "-o", "json", "status", "--also", also).stdout)
+    mine = next(p for p in doc["peers"] if p["id"] == "4")
+    assert (mine["role"], mine["member"], mine["up"]) == ("client", False, True)
+    cluster.kill("4")
+    gone = admin(cluster, "status", "--also", also)
+    assert gone.returncode == 0, gone.stderr  # only members decide the exit code
+
+    assert admin(cluster, "topics", "create", "events", "--retention-ms", "60000").returncode == 0
+    listed = json.loads(admin(cluster, "-o", "json", "topics", "list").stdout)
+    assert listed == {"topics": ["events"]}
+    assert admin(cluster, "publish", "--topic", "events", stdin="a\nb\n").returncode == 0
+    described = json.loads(admin(cluster, "-o", "json", "topics", "describe", "events").stdout)
+    assert described["name"] == "events"
+    assert described["properties"]["retention_ms"] == 60000
+    assert described["first"]["position"] == 0 and described["last"]["position"] == 0
+    assert described["published_bytes"] == 2

@@ -1,9 +1,10 @@
-"""``cluster_health``'s Nagios verdicts and ``status -o json`` (pure)."""
+"""``cluster_health``'s Nagios verdicts, ``status`` rows and ``-o json`` views (pure)."""
 
 from __future__ import annotations
 
 import json
 
+from raftlog.cli.admin_cluster import outside
 from raftlog.cli.admin_health import (
     HEALTH_CRITICAL,
     HEALTH_DEGRADED,
@@ -11,9 +12,12 @@ from raftlog.cli.admin_health import (
     cluster_health,
     status_json,
 )
-from raftlog.cli.admin_io import PeerRow
+from raftlog.cli.admin_io import PeerRow, render_table
+from raftlog.cli.admin_topics import topic_info_json
 from raftlog.client import Peer
+from raftlog.records import RecordId, TopicProperties
 from raftlog.rpc.messages import RequestLogInfoResponse
+from raftlog.rpc.topics import TopicInfo
 
 
 def _row(pid: str, *, up: bool = True, leader: str | None = "1", term: int = 4) -> PeerRow:
@@ -51,4 +55,52 @@ def test_status_json_has_numbers_and_down_members() -> None:
     doc = json.loads(status_json([_row("1"), _row("2", up=False)], leader_last=10))
     first, second = doc["peers"]
     assert first["role"] == "leader" and first["commit_index"] == 10 and first["lag"] == 1
-    assert second == {"id": "2", "url": "tcp://127.0.0.1:8002", "up": False}
+    assert second == {
+        "id": "2",
+        "url": "tcp://127.0.0.1:8002",
+        "up": False,
+        "member": True,
+        "role": "down",
+    }
+
+
+def test_peers_outside_the_configuration_show_as_client_and_not_members() -> None:
+    outsider = PeerRow(_row("4").peer, _row("4").info, member=False)
+    gone = PeerRow(_row("5").peer, None, member=False)
+    doc = json.loads(status_json([_row("1"), outsider, gone], leader_last=10))
+    assert [(p["id"], p["role"], p["member"]) for p in doc["peers"]] == [
+        ("1", "leader", True),
+        ("4", "client", False),
+        ("5", "down", False),
+    ]
+    table = render_table([_row("1"), outsider], leader_last=10).splitlines()
+    assert table[0].split()[-1] == "MEMBER"
+    assert table[2].split()[2] == "client" and table[2].split()[-1] == "no"
+
+
+def test_outside_lists_seeds_and_extra_peers_not_in_the_configuration() -> None:
+    members = [Peer("1", "tcp://10.0.0.1:1"), Peer("2", "tcp://10.0.0.1:2")]
+    seeds = ["tcp://10.0.0.1:1", "tcp://10.0.0.1:3", "tcp://10.0.0.1:9"]
+    got = outside(members, seeds, {"tcp://10.0.0.1:3": "3"}, ["4=tcp://10.0.0.1:4", "9=tcp://10.0.0.1:9"])
+    assert got == [Peer("4", "tcp://10.0.0.1:4"), Peer("9", "tcp://10.0.0.1:9"), Peer("3", "tcp://10.0.0.1:3")]
+
+
+def test_topic_describe_json_names_every_field() -> None:
+    info = TopicInfo(
+        "orders",
+        TopicProperties(retention_ms=1000),
+        created_index=3,
+        first=RecordId(5, 0),
+        last=RecordId(9, 2),
+        last_append_time_ms=77,
+        published_bytes=120,
+    )
+    doc = topic_info_json(info)
+    assert doc["name"] == "orders" and doc["created_index"] == 3
+    assert doc["properties"] == {
+        "retention_ms": 1000,
+        "max_bytes": None,
+        "max_record_bytes": None,
+    }
+    assert doc["first"] == {"index": 5, "position": 0} and doc["low_water"] is None
+    assert json.loads(json.dumps(doc)) == doc
