@@ -1,21 +1,26 @@
 """The live status page in a real headless browser (Debian's chromium, driven by Playwright
 with ``executable_path``: Playwright never downloads a browser here).
 
-Three peers; the page of one survivor shows the leader, the leader is killed, and the
-same page -- without a reload -- shows the new leader and the old one down. A screenshot
+Three peers; the page of one survivor shows the leader and the leader change the peer
+remembers from before the page was opened, a topic's records and publish rate appear live,
+the leader is killed, and the same page -- without a reload -- shows the new leader and
+the old one down. A screenshot
 of the page is written to ``$RAFTLOG_SCREENSHOT`` when that is set (docs/ keeps one).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from integration.cluster import PeerCluster
+from integration.peer.test_monitoring_live import _publish
 
 CHROMIUM = os.environ.get("RAFTLOG_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
@@ -62,6 +67,19 @@ def test_the_page_follows_a_leader_change_live(tmp_path: Path, page: object) -> 
         )
         page_.wait_for_selector(f'#leader[data-leader="{leader}"]', timeout=10_000)
         assert page_.inner_text("#state") == "healthy"
+        # the election happened before the page was opened: the peer's own ring shows it
+        page_.wait_for_selector("#elections li[data-term]", timeout=10_000)
+        assert f"peer {leader} leads" in page_.inner_text("#elections")
+        with ThreadPoolExecutor(1) as pool:  # Playwright's sync API holds this thread's loop
+            pool.submit(asyncio.run, _publish(cluster, "orders", 30, 10)).result(120)
+        page_.wait_for_selector(
+            '#topics tr[data-topic="orders"][data-records="300"]', timeout=30_000
+        )
+        page_.wait_for_function(
+            """() => document.querySelector('#topics tr[data-topic="orders"] .rate')
+                       .textContent.endsWith('rec/s')""",
+            timeout=30_000,
+        )
 
         cluster.kill(leader)
         new_leader = cluster.wait_leader(exclude=leader, timeout=30)
