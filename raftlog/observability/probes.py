@@ -113,8 +113,9 @@ class ReceivedSnapshots:
 class SentSnapshots:
     """The Ready executor's outbox, counting the snapshots this leader sends: a transfer to
     a follower starts with its chunk at offset 0 and completes with the chunk that reaches
-    the snapshot's total size. A retransmission (the very same request object again) is not
-    a new chunk."""
+    the snapshot's total size. A retransmission (the chunk at the same snapshot index and
+    offset as the last one sent to that follower) is not a new chunk; only that pair is
+    remembered, never the chunk's data."""
 
     def __init__(self, inner: Outbox, metrics: PeerMetrics) -> None:
         self._inner = inner
@@ -122,7 +123,7 @@ class SentSnapshots:
         self._bytes = metrics.snapshot_transfer_bytes.labels(direction="sent")
         self._seconds = metrics.snapshot_transfer_seconds.labels(direction="sent")
         self._started: dict[str, tuple[int, float]] = {}
-        self._last: dict[str, InstallSnapshot] = {}
+        self._last: dict[str, tuple[int, int]] = {}
 
     def connect(self, peers: Sequence[Peer]) -> None:
         """As ``inner.connect``."""
@@ -131,9 +132,11 @@ class SentSnapshots:
     def send_request(self, to: str, message: PeerRequest) -> None:
         """As ``inner.send_request``; InstallSnapshot chunks are timed per follower."""
         self._inner.send_request(to, message)
-        if isinstance(message, InstallSnapshot) and self._last.get(to) is not message:
-            self._last[to] = message
-            self._chunk(to, message)
+        if isinstance(message, InstallSnapshot):
+            key = (message.last_included_index, message.offset)
+            if self._last.get(to) != key:
+                self._last[to] = key
+                self._chunk(to, message)
 
     def _chunk(self, to: str, chunk: InstallSnapshot) -> None:
         now = time.monotonic()
