@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from integration.cluster import PeerCluster
-from integration.peer.test_monitoring_live import _publish
+from integration.peer.monitoring_helpers import publish_batches
 
 CHROMIUM = os.environ.get("RAFTLOG_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
@@ -71,7 +71,7 @@ def test_the_page_follows_a_leader_change_live(tmp_path: Path, page: object) -> 
         page_.wait_for_selector("#elections li[data-term]", timeout=10_000)
         assert f"peer {leader} leads" in page_.inner_text("#elections")
         with ThreadPoolExecutor(1) as pool:  # Playwright's sync API holds this thread's loop
-            pool.submit(asyncio.run, _publish(cluster, "orders", 30, 10)).result(120)
+            pool.submit(asyncio.run, publish_batches(cluster, "orders", 30, 10)).result(120)
         page_.wait_for_selector(
             '#topics tr[data-topic="orders"][data-records="300"]', timeout=30_000
         )

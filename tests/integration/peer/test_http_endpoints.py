@@ -4,33 +4,13 @@ from __future__ import annotations
 
 import json
 import socket
-import urllib.error
-import urllib.request
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from integration.cluster import PeerCluster, wait_for
+from integration.peer.monitoring_helpers import http_get as _get
+from integration.peer.monitoring_helpers import metric_samples as _samples
 from integration.peer.updates import update
 from integration.secure_setup import SecureSetup
-
-
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def _samples(base: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    status, text = _get(base + "/metrics")
-    assert status == 200
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 def test_every_peer_serves_metrics_health_and_readiness(tmp_path: Path) -> None:
@@ -67,8 +47,7 @@ def test_every_peer_serves_metrics_health_and_readiness(tmp_path: Path) -> None:
         assert follower_base is not None
         wait_for(
             "the follower applied the update",
-            lambda: _samples(follower_base).get(("raftlog_log_entries_applied_total", ()), 0)
-            >= 1,
+            lambda: _samples(follower_base).get(("raftlog_log_entries_applied_total", ()), 0) >= 1,
         )
         assert _samples(follower_base)[("raftlog_role", (("role", "follower"),))] == 1
 

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from integration.cluster import PeerCluster, wait_for
-from integration.peer.test_http_endpoints import _get, _samples
-from raftlog.client import RaftClient
-from raftlog.client.topics import TopicClient
+from integration.peer.monitoring_helpers import http_get as _get
+from integration.peer.monitoring_helpers import metric_samples as _samples
+from integration.peer.monitoring_helpers import publish_batches
 from raftlog.observability.cluster_poll import POLL_INTERVAL, PROBE_TIMEOUT
-from raftlog.records import Record
 
 ADMIN = Path(sys.executable).with_name("raftlog-admin")
 DOWN_WITHIN = 2.0
@@ -32,24 +31,11 @@ def _cluster_data(base: str) -> dict[str, Any]:
     return data
 
 
-async def _publish(cluster: PeerCluster, topic: str, batches: int, per_batch: int) -> None:
-    async with (
-        RaftClient(cluster.urls, cluster.ident, timeout=15.0) as raft,
-        TopicClient(raft) as topics,
-    ):
-        await topics.create_topic(topic)
-        for n in range(batches):
-            await topics.publish_batch(
-                [Record(topic, b"v%d-%d" % (n, i)) for i in range(per_batch)]
-            )
-            await asyncio.sleep(0.05)
-
-
 def test_topics_and_elections_on_metrics_and_the_page(tmp_path: Path) -> None:
     with PeerCluster(tmp_path, http=True) as cluster:
         cluster.start()
         leader = cluster.wait_stable_leader()
-        asyncio.run(_publish(cluster, "orders", batches=20, per_batch=5))
+        asyncio.run(publish_batches(cluster, "orders", batches=20, per_batch=5))
         follower = next(p for p in cluster.peers if p != leader)
         base = cluster.peers[follower].http_url
         assert base is not None

@@ -7,7 +7,7 @@ from pathlib import Path
 import zmq
 
 from integration.cluster import PeerCluster, wait_for
-from integration.peer.test_http_endpoints import _samples
+from integration.peer.monitoring_helpers import metric_samples as _samples
 from integration.peer.updates import update
 from raftlog.rpc.codec import encode_request
 from raftlog.rpc.messages import EntriesStatus, RequestEntries, RequestEntriesResponse
