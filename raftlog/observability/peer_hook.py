@@ -61,6 +61,11 @@ class PeerObserver:
         """``on_applied`` that also counts applied entries (from ``applied``)."""
         return counting_applied(on_applied, self.metrics, applied)
 
+    def watch_connections(self, router: zmq.Socket[bytes]) -> None:
+        """Count ``router``'s TCP connections from now on (call right after it is bound)."""
+        if self._connections is None:
+            self._connections = ConnectionMonitor(router, self.metrics)
+
     def receiving(self, snapshots: SnapshotStore) -> SnapshotStore:
         """The executor's snapshot store, counting the snapshots received from a leader."""
         return ReceivedSnapshots(snapshots, self.metrics)
@@ -75,15 +80,12 @@ class PeerObserver:
         clients: PendingUpdates,
         entries: OpenStreams,
         topics: TopicCatalog,
-        router: zmq.Socket[bytes] | None = None,
     ) -> None:
-        """Publish the first view, count ``router``'s connections and start the listener
-        (``ListenerError`` if its port cannot be bound)."""
+        """Publish the first view and start the listener (``ListenerError`` if its port
+        cannot be bound)."""
         self._publisher = ViewPublisher(
             self.views, lambda: build_peer_view(core, clients, entries, topics, self.elections)
         )
-        if router is not None:
-            self._connections = ConnectionMonitor(router, self.metrics)
         self._publisher.maybe_publish(time.monotonic())
         settings = self.settings
         if settings.http_url is not None:

@@ -146,6 +146,7 @@ class PeerNode:
             max_message_size=2 * opts.max_log_entry_data_size,
             curve=settings.security.server if settings.security else None,
         )
+        self.observer.watch_connections(self.router)  # before anyone can connect and go
         self._poller.register(self.router, zmq.POLLIN)
         self.core = RaftCore(
             core_config(settings),
@@ -201,7 +202,7 @@ class PeerNode:
             opts.election_timeout_min / 4, self.metrics, self.log, time.monotonic
         )
         """``stall.max_ms``: the longest single pass of the loop so far (issue #12)."""
-        self.observer.start(self.core, self.clients, self.entries, self.topics, self.router)
+        self.observer.start(self.core, self.clients, self.entries, self.topics)
         self.log.info(
             "peer_started",
             url=settings.url,
