@@ -12,15 +12,16 @@ those keys (amortised: each entry's key is walked once in its lifetime).
 The definitions (docs/operations.md §9 lists the metrics built on them):
 
 * *retained records/bytes* of a topic (gauges): its records from the retention start on --
-  time and size retention, the low-water mark and the incarnation (``topic_reads.start``).
-  Records hidden earlier by their own per-record TTL still count until the topic's window
-  passes them (counting TTL expiries would need every TTL record's deadline tracked, also
-  across restarts); so for a topic that relies on per-record TTLs the gauges are an upper
-  bound.
+  time and size retention, the low-water mark and the incarnation (``topic_reads.start``)
+  -- minus those whose own per-record TTL ran out. The machine reports each TTL record as
+  it applies it (``ttl``); a record with a TTL applied *before the peer's last start* is
+  not known here, so it counts until the topic's window passes it (an upper bound for
+  topics relying on TTLs, until their pre-restart records age out of the window).
 * *published records/bytes* (counters): records this peer applied to the topic since the
   process started (Prometheus counters restart at zero with the process; ``rate()`` copes).
-* *expired records/bytes* (counters): records that time or size retention removed since the
-  process started (a deleted topic's records are not "expired": the topic is gone).
+* *expired records/bytes* (counters): records that time, size or TTL retention removed
+  since the process started (a deleted topic's records are not "expired": the topic is
+  gone).
 
 Survives restart and snapshot install by derivation, not persistence: on load (and after a
 restore) each topic is *seeded* from the index -- one walk of its retained keys, at start-up
@@ -29,18 +30,58 @@ only -- so nothing here is ever written to disk or has to agree with the index f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Final, Protocol, TypeVar
+import heapq
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Final, Protocol
 
 from raftlog.records import RecordBatch, RecordId
-from raftlog.statemachine.topic_index import EntryRecords
+from raftlog.statemachine.topic_index import EntryRecords, TopicState
 
 MAX_SEED_ENTRIES: Final = 10_000_000
 """Entries walked at most to seed one topic (a safety bound: a bigger topic's count starts
 from what was walked and says so in ``TopicTotals.seeded_exactly``)."""
 
-_S = TypeVar("_S")
+
+class RetentionReader(Protocol):
+    """Where a topic's retention starts (``TopicReader.start``) and the record batch of a
+    log entry (``TopicReader.batch_at``)."""
+
+    def start(self, name: str, state: TopicState, clock_ms: int, applied: int) -> RecordId:
+        """No record before this id is retained."""
+        ...
+
+    def batch_at(self, index: int) -> RecordBatch | None:
+        """The record batch in log entry ``index`` (None: compacted, or not a batch)."""
+        ...
+
+
+class FirstIndex(Protocol):
+    """The log's first readable index (``LogStore.first_index``)."""
+
+    @property
+    def first_index(self) -> int:
+        """The first index readable as an entry."""
+        ...
+
+
+class TopicMachineState(Protocol):
+    """What the counters read from the topic machine when they seed or advance."""
+
+    @property
+    def topics(self) -> Mapping[str, TopicState]:
+        """The live topics as of the applied index."""
+        ...
+
+    @property
+    def last_time(self) -> int:
+        """The log clock."""
+        ...
+
+    @property
+    def last_applied(self) -> int:
+        """The applied index."""
+        ...
 
 
 class CounterIndex(Protocol):
@@ -68,6 +109,10 @@ class TopicTotals:
     expired_records: int = 0
     expired_bytes: int = 0
     seeded_exactly: bool = True
+    ttl_due: list[tuple[int, int, int, int]] = field(default_factory=list)
+    """Heap of ``(deadline, index, position, size)`` of the TTL records applied."""
+    ttl_gone: dict[RecordId, int] = field(default_factory=dict)
+    """TTL-expired records at or after ``start`` (already subtracted) and their sizes."""
 
 
 TopicStat = tuple[str, int, int, int, int, int, int]
@@ -78,11 +123,12 @@ expired_bytes)``: one topic in a published view (a plain tuple: cheap to copy ev
 class TopicCounters:
     """The totals of every live topic (module docstring)."""
 
-    def __init__(self, index: CounterIndex, batch_at: Callable[[int], RecordBatch | None]) -> None:
-        """``batch_at(index)``: the record batch of a log entry (None: compacted), read only
-        when size retention starts inside an entry, to size the records before the cut."""
+    def __init__(self, index: CounterIndex, reader: RetentionReader, log: FirstIndex) -> None:
+        """``reader.batch_at`` is read only when size retention starts inside an entry, to
+        size the records before the cut."""
         self._index = index
-        self._batch_at = batch_at
+        self._reader = reader
+        self._log = log
         self._topics: dict[str, TopicTotals] = {}
 
     # -- fed by the machine's apply ---------------------------------------------------------
@@ -108,6 +154,13 @@ class TopicCounters:
             totals.published_records += count
             totals.published_bytes += size
 
+    def ttl(self, name: str, index: int, position: int, deadline_ms: int, size: int) -> None:
+        """An applied record with its own TTL: it expires when the log clock reaches
+        ``deadline_ms`` (``append time + ttl_ms``, as ``topic_reads.ttl_expired``)."""
+        totals = self._topics.get(name)
+        if totals is not None:
+            heapq.heappush(totals.ttl_due, (deadline_ms, index, position, size))
+
     # -- seeding (start-up, restore) ----------------------------------------------------------
     def seed(self, name: str, start: RecordId) -> None:
         """Derive ``name``'s retained totals from the index (records from ``start`` on)."""
@@ -120,57 +173,89 @@ class TopicCounters:
         totals.bytes = max(0, self._index.published_bytes(name) - self._bytes_before(name, start))
         self._topics[name] = totals
 
-    def seed_all(
-        self,
-        topics: Mapping[str, _S],
-        start_of: Callable[[str, _S], RecordId],
-        first_index: int,
-    ) -> None:
-        """Forget everything and seed every topic from its retention start (as
-        :meth:`advance_all` computes it)."""
+    def seed_all(self, machine: TopicMachineState) -> None:
+        """Forget everything and seed every topic of ``machine`` from its retention start
+        (as :meth:`advance_all` computes it): at start-up and after a snapshot restore."""
         self._topics.clear()
-        floor = RecordId(first_index, 0)
-        for name, state in topics.items():
-            self.seed(name, max(start_of(name, state), floor))
+        for name, state in machine.topics.items():
+            self.seed(name, self._start(machine, name, state))
+
+    def _start(self, machine: TopicMachineState, name: str, state: TopicState) -> RecordId:
+        """The topic's retention start, or the log's first index when compaction passed
+        it: records below it are gone (only per-record TTLs let compaction pass a topic's
+        retention start)."""
+        start = self._reader.start(name, state, machine.last_time, machine.last_applied)
+        return max(start, RecordId(self._log.first_index, 0))
 
     # -- retention ----------------------------------------------------------------------------
-    def advance_all(
-        self,
-        topics: Mapping[str, _S],
-        start_of: Callable[[str, _S], RecordId],
-        first_index: int,
-    ) -> None:
-        """:meth:`advance` every topic to its retention start (``start_of(name, state)``), or
-        to the log's ``first_index`` when compaction passed that: records below it are gone
-        (only per-record TTLs let compaction pass a topic's retention start)."""
-        floor = RecordId(first_index, 0)
-        for name, state in topics.items():
-            self.advance(name, max(start_of(name, state), floor))
+    def advance_all(self, machine: TopicMachineState) -> None:
+        """:meth:`advance` every topic of ``machine`` (once a second, before the machine's
+        index clean-up)."""
+        for name, state in machine.topics.items():
+            self.advance(name, self._start(machine, name, state), machine.last_time)
 
-    def advance(self, name: str, start: RecordId) -> None:
-        """Retention now starts at ``start`` for ``name``: count what it removed since the
-        last call (only the removed entries' keys are walked). Call before the index drops
-        keys below the log's first index, or the removed range may be gone."""
+    def advance(self, name: str, start: RecordId, clock_ms: int) -> None:
+        """Retention now starts at ``start`` for ``name`` and the log clock is at
+        ``clock_ms``: count what the window and the TTLs removed since the last call (only
+        the removed entries' keys are walked). Call before the index drops keys below the
+        log's first index, or the removed range may be gone."""
         totals = self._topics.get(name)
         if totals is None:
             self.seed(name, start)
             return
+        if start > totals.start:
+            self._move_window(name, totals, start)
+        due = totals.ttl_due
+        while due and due[0][0] <= clock_ms:
+            _, index, position, size = heapq.heappop(due)
+            rid = RecordId(index, position)
+            if rid >= totals.start and rid not in totals.ttl_gone:
+                totals.ttl_gone[rid] = size
+                self._expire(totals, 1, size)
+        if totals.ttl_gone:
+            self._skip_expired_prefix(name, totals)
+
+    def _skip_expired_prefix(self, name: str, totals: TopicTotals) -> None:
+        """Move the cursor over the TTL-expired records at its front (counted already), so
+        ``ttl_gone`` holds only the expired records behind a still-retained one: without
+        this a topic with TTLs but no time/size window would remember every expired record
+        (walks only the records skipped, plus one)."""
+        gone = totals.ttl_gone
+        cursor = totals.start
+        for entry in self._index.entries(name, cursor.index):
+            for position in entry.positions:
+                rid = RecordId(entry.index, position)
+                if rid < cursor:
+                    continue
+                if gone.pop(rid, None) is None:
+                    totals.start = rid
+                    return
+                cursor = RecordId(entry.index, position + 1)
+        totals.start = cursor
+
+    def _move_window(self, name: str, totals: TopicTotals, start: RecordId) -> None:
         old = totals.start
-        if start <= old:
-            return
         removed = 0
         for entry in self._index.entries(name, old.index):
             if entry.index > start.index:
                 break
             removed += sum(1 for p in entry.positions if old <= RecordId(entry.index, p) < start)
         gone = max(0, self._bytes_before(name, start) - self._bytes_before(name, old))
-        gone = min(gone, totals.bytes)
-        removed = min(removed, totals.records)
+        # records a TTL removed already were subtracted then
+        for rid in [r for r in totals.ttl_gone if r < start]:
+            removed -= 1
+            gone -= totals.ttl_gone.pop(rid)
         totals.start = start
-        totals.records -= removed
-        totals.bytes -= gone
-        totals.expired_records += removed
-        totals.expired_bytes += gone
+        self._expire(totals, removed, gone)
+
+    @staticmethod
+    def _expire(totals: TopicTotals, records: int, size: int) -> None:
+        records = max(0, min(records, totals.records))
+        size = max(0, min(size, totals.bytes))
+        totals.records -= records
+        totals.bytes -= size
+        totals.expired_records += records
+        totals.expired_bytes += size
 
     def _bytes_before(self, name: str, rid: RecordId) -> int:
         """Bytes published to the topic before record ``rid`` (its running byte sum)."""
@@ -180,7 +265,7 @@ class TopicCounters:
         before = entry.bytes_before
         if entry.index != rid.index or rid.position == 0:
             return before
-        batch = self._batch_at(entry.index)
+        batch = self._reader.batch_at(entry.index)
         if batch is None:
             return before
         for position in entry.positions:

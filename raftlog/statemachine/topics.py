@@ -46,7 +46,6 @@ from raftlog.records import (
     ClockTick,
     RecordBatch,
     RecordFormatError,
-    RecordId,
     TopicCommand,
     TopicEntry,
     TopicProperties,
@@ -115,7 +114,7 @@ class TopicStateMachine:
         self._entries = entries
         self._log = log
         self._reader = TopicReader(self._index, entries)
-        self.counters = TopicCounters(self._index, self._reader.batch_at)
+        self.counters = TopicCounters(self._index, self._reader, entries)
         """Per-topic totals for monitoring (fed here; ``topic_counters``)."""
         self._is_leader = False
         self._applied, self._last_time, self._base_time = self._index.load_position()
@@ -221,7 +220,9 @@ class TopicStateMachine:
             if headers:
                 total += sum(len(k.encode()) + len(v) for k, v in headers.items())
             if record.ttl_ms is not None:
-                heapq.heappush(self._ttl_deadlines, self._last_time + record.ttl_ms)
+                due = self._last_time + record.ttl_ms
+                heapq.heappush(self._ttl_deadlines, due)
+                self.counters.ttl(name, index, position, due, record.size)
         if current is not None:
             sizes[current] = total
         by_topic = {name: (mine_, sizes[name]) for name, mine_ in positions.items()}
@@ -299,7 +300,7 @@ class TopicStateMachine:
         self._topics = topics
         self._published.clear()
         self._gc_floor = index + 1
-        self.seed_counters()
+        self.counters.seed_all(self)
 
     def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
         """The topic read RPCs (``TR``, ``TD``, ``TL``); bad requests are answered with a typed
@@ -326,9 +327,7 @@ class TopicStateMachine:
         if now >= self._next_gc:
             self._next_gc = now + GC_INTERVAL
             # retention counted before the clean-up drops the keys it walks
-            self.counters.advance_all(
-                self._topics, self._retention_start, self._entries.first_index
-            )
+            self.counters.advance_all(self)
             self._collect()
         return self._next_gc
 
@@ -369,13 +368,6 @@ class TopicStateMachine:
         return self._reader.describe(name, self._state(name), self._last_time, self._applied)
 
     # -- retention and compaction ----------------------------------------------------------
-    def _retention_start(self, name: str, state: TopicState) -> RecordId:
-        return self._reader.start(name, state, self._last_time, self._applied)
-
-    def seed_counters(self) -> None:
-        """(Re)derive the monitoring totals from the index (start-up, snapshot restore)."""
-        self.counters.seed_all(self._topics, self._retention_start, self._entries.first_index)
-
     def compaction_limit(self) -> int:
         """The highest index the log may be compacted to without losing a retained record:
         just below the first record any topic retains (``last_applied`` when none does)."""
@@ -438,7 +430,7 @@ def open_topic_machine(
         if machine.last_applied < applied and log is not None:
             log.info("topic_index_catch_up", start=machine.last_applied, upto=applied)
         machine.catch_up(snapshots, applied)
-        machine.seed_counters()
+        machine.counters.seed_all(machine)  # the monitoring totals, from the index
     except BaseException:
         machine.close()
         raise

@@ -188,3 +188,50 @@ def test_records_below_a_compacted_log_count_as_gone(log: Log, machine: TopicSta
     machine.on_timer(10.0)
     t = totals(machine, "g")
     assert (t.records, t.expired_records) == (retained(machine, "g")[0], 1) == (1, 1)
+
+
+def test_per_record_ttls_expire_from_the_gauges_once(log: Log, machine: TopicStateMachine) -> None:
+    log.create("m", retention_ms=10_000)
+    log.publish(Record("m", b"brief", ttl_ms=500), Record("m", b"kept"), at=1_000)
+    log.publish(Record("m", b"short", ttl_ms=2_000), at=1_000)
+    log.apply(machine)
+    machine.on_timer(0.0)
+    assert (totals(machine, "m").records, totals(machine, "m").expired_records) == (3, 0)
+    log.tick(1_500)  # "brief" expires by its own TTL
+    log.apply(machine)
+    machine.on_timer(10.0)
+    t = totals(machine, "m")
+    assert (t.records, t.bytes, t.expired_records, t.expired_bytes) == (2, 9, 1, 5)
+    assert (t.records, t.bytes) == retained(machine, "m")
+    log.tick(11_000)  # the topic's window passes all three: "brief" is not counted again
+    log.apply(machine)
+    machine.on_timer(20.0)
+    t = totals(machine, "m")
+    assert (t.records, t.bytes, t.expired_records, t.expired_bytes) == (0, 0, 3, 14)
+    assert t.ttl_gone == {} and t.ttl_due == []
+
+
+def test_a_ttl_only_topic_forgets_the_records_it_expired(
+    log: Log, machine: TopicStateMachine
+) -> None:
+    log.create("ttl")  # no time or size window: only the records' own TTLs remove anything
+    log.publish(Record("ttl", b"long", ttl_ms=5_000), at=1_000)
+    for n in range(3):
+        log.publish(Record("ttl", b"s%d" % n, ttl_ms=100), at=1_000)
+    log.apply(machine)
+    log.tick(1_200)
+    log.apply(machine)
+    machine.on_timer(0.0)
+    t = totals(machine, "ttl")
+    assert (t.records, t.expired_records) == (1, 3) == (retained(machine, "ttl")[0], 3)
+    assert len(t.ttl_gone) == 3  # behind the long-lived first record
+    log.tick(6_000)
+    log.apply(machine)
+    machine.on_timer(10.0)
+    t = totals(machine, "ttl")
+    assert (t.records, t.bytes, t.expired_records) == (0, 0, 4)
+    assert t.ttl_gone == {}  # the cursor moved past all of them
+    log.publish(Record("ttl", b"new"), at=6_000)
+    log.apply(machine)
+    machine.on_timer(20.0)
+    assert (totals(machine, "ttl").records, totals(machine, "ttl").bytes) == (1, 3)
