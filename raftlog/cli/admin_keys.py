@@ -52,13 +52,8 @@ def add_parsers(sub: Any) -> None:
         help="create every missing key a cluster file names, and an admin allowlist",
         epilog="examples:\n  raftlog-admin keys init --config cluster-configs/local-3-secure.toml",
     )
-    init.add_argument(
-        "--config",
-        "-c",
-        dest="key_config",
-        required=True,
-        help="the cluster file ([security] curve = true)",
-    )
+    init.add_argument("--config", "-c", dest="key_config", required=True,
+                      help="the cluster file ([security] curve = true)")
 
 
 def cmd_keys(args: argparse.Namespace) -> int:

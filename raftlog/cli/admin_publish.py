@@ -160,7 +160,9 @@ def _records(fd: int, whole: bool) -> Iterator[tuple[bytes, int]]:
         yield data, len(line)
 
 
-async def read_whole_files(names: Sequence[str], queue: asyncio.Queue[InputRecord | None]) -> None:
+async def read_whole_files(
+    names: Sequence[str], queue: asyncio.Queue[InputRecord | None]
+) -> None:
     """``--whole`` with named files: each file is one record, read with aiofiles.
 
     Why aiofiles here: a whole file may be large (up to the cluster's entry size limit), and
