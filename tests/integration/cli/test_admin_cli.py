@@ -66,6 +66,8 @@ def test_topics_commands_and_refusals(cluster: PeerCluster) -> None:
 def test_membership_commands_and_exit_codes(cluster: PeerCluster) -> None:
     outsider = cluster.add_outsider("4")
     cluster.start("4")
+    # a CLIENT-state peer binds only after its catch-up: slow on a loaded machine
+    wait_for("the outsider answers", lambda: cluster.log_info("4"), timeout=60)
     dry = admin(cluster, "config", "add", f"4={outsider.url}", "--dry-run")
     assert dry.returncode == 0 and "dry run" in dry.stdout
     added = admin(cluster, "config", "add", f"4={outsider.url}")
