@@ -248,8 +248,8 @@ def token_digest(token: str) -> str:
 
 def load_clients(path: Path, keys_dir: Path) -> Allowlist:
     """Parse an allowlist file (TOML: ``[[clients]]`` tables with name, key, role, optional
-    publish/read topic patterns and REST ``token_sha256``; ``[[peers]]`` tables with id and key); one-line ConfigError
-    on anything wrong."""
+    publish/read topic patterns and REST ``token_sha256``; ``[[peers]]`` tables with id and
+    key); one-line ConfigError on anything wrong."""
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
