@@ -4,11 +4,12 @@ Why one object: ``PeerNode`` is the consensus driver and stays small; it hands t
 observer its parts once and calls it at three points (each timer pass, each role change,
 close). The observer wraps the synced write and the applied callback with their metrics,
 publishes the :class:`PeerView` at most every 200 ms, and runs the HTTP listener when the
-peer has an ``http_url``.
+peer has an ``http_url`` (with the REST API, ``raftlog.rest``, mounted at ``/v1``).
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 
@@ -25,6 +26,7 @@ from raftlog.observability.build import (
 from raftlog.observability.http import HttpListener, start_listener
 from raftlog.observability.probes import TimedReadyStore, counting_applied
 from raftlog.observability.view import ViewBox, ViewPublisher
+from raftlog.rest import app as rest
 from raftlog.storage.base import ReadyStore
 
 
@@ -73,6 +75,7 @@ class PeerObserver:
                 http_urls=dict(settings.peer_http_urls),
                 curve=None if settings.security is None else settings.security.client,
                 ready_max_lag=settings.ready_max_lag,
+                mount=functools.partial(rest.mount, settings=settings),
             )
 
     def on_timer(self, now: float) -> None:

@@ -209,12 +209,12 @@ class AccessPolicy:
         clients = list(clients)
         tokens_in = list(client_tokens) if client_tokens is not None else [None] * len(clients)
         tokens: dict[str, Principal] = {}
-        for principal, key, digest in zip(clients, client_keys, tokens_in, strict=True):
-            if key is not None:
-                if key in table:
+        for principal, client_key, digest in zip(clients, client_keys, tokens_in, strict=True):
+            if client_key is not None:
+                if client_key in table:
                     raise ConfigError(f"client {principal.name}: its key is already used by "
-                                      f"{table[key].name}")
-                table[key] = principal
+                                      f"{table[client_key].name}")
+                table[client_key] = principal
             if digest is not None:
                 if digest in tokens:
                     raise ConfigError(f"client {principal.name}: its token is already used "

@@ -1,0 +1,105 @@
+"""The REST sub-application mounted at ``/v1`` on a peer's HTTP listener.
+
+Why a sub-application: its error middleware (every failure as a JSON body with a stable
+code), its start-up (the cluster client on the listener's loop) and its routes stay apart
+from the monitoring app it is mounted on; the listener only calls :func:`mount`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import structlog
+from aiohttp import web
+
+from raftlog.config import PeerSettings
+from raftlog.rest.auth import Authenticator
+from raftlog.rest.context import RestContext
+from raftlog.rest.errors import RestError, from_cluster
+from raftlog.rest.gateway import ClusterGateway
+from raftlog.rest.message_routes import add_message_routes
+from raftlog.rest.names import Namespaces
+from raftlog.rest.openapi import openapi_document
+from raftlog.rest.topic_routes import add_topic_routes
+
+PREFIX: Final = "/v1"
+log = structlog.get_logger("raftlog.rest")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _error_response(error: RestError) -> web.Response:
+    headers = {"WWW-Authenticate": 'Bearer realm="raftlog"'} if error.status == 401 else None
+    return web.json_response(error.body(), status=error.status, headers=headers)
+
+
+@web.middleware
+async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every failure as ``{"error", "message"}`` JSON; nothing a client sends makes a 500
+    without a log line saying why."""
+    try:
+        return await handler(request)
+    except RestError as exc:
+        return _error_response(exc)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return _error_response(RestError(exc.status, exc.reason.replace(" ", ""), exc.reason))
+    except Exception as exc:  # a cluster error not mapped where it arose
+        try:
+            return _error_response(from_cluster(exc))
+        except Exception:
+            log.exception("rest_internal_error", path=request.path)
+            return _error_response(RestError(500, "InternalError", f"{type(exc).__name__}"))
+
+
+_CONTEXT: Final = web.AppKey("rest_context", RestContext)
+
+
+def build_rest_app(ctx: RestContext) -> web.Application:
+    """The ``/v1`` application over ``ctx`` (tests build one with a fake gateway)."""
+    app = web.Application(middlewares=[errors_as_json])
+    app[_CONTEXT] = ctx
+    spec = json.dumps(openapi_document()).encode()
+
+    async def openapi(_request: web.Request) -> web.Response:
+        return web.Response(body=spec, content_type="application/json")
+
+    async def start(_app: web.Application) -> None:
+        await ctx.gateway.start()
+
+    async def stop(_app: web.Application) -> None:
+        await ctx.gateway.close()
+
+    app.router.add_get("/openapi.json", openapi)
+    add_topic_routes(app, ctx)
+    add_message_routes(app, ctx, None)
+    app.on_startup.append(start)
+    app.on_cleanup.append(stop)
+    return app
+
+
+def context_for(settings: PeerSettings) -> RestContext:
+    """The REST context of a peer: its cluster's peers, its own URL, keys and limits."""
+    security = settings.security
+    gateway = ClusterGateway(
+        [peer.url for peer in settings.peers] or [settings.url],
+        settings.url,
+        settings.ident,
+        curve=None if security is None else security.client,
+        max_entry_size=settings.options.max_log_entry_data_size,
+    )
+    return RestContext(
+        gateway=gateway,
+        auth=Authenticator(security),
+        namespaces=Namespaces(settings.rest),
+        settings=settings.rest,
+    )
+
+
+def mount(root: web.Application, settings: PeerSettings) -> None:
+    """Serve the REST API of the peer described by ``settings`` under ``/v1`` of ``root``
+    (the route-registration hook the HTTP listener calls)."""
+    root.add_subapp(PREFIX, build_rest_app(context_for(settings)))
