@@ -47,16 +47,16 @@ def parse_properties(body: Mapping[str, Any], *, update: bool) -> dict[str, int 
             if not update:
                 continue
             value = None
-        elif type(raw) is int or (isinstance(raw, str) and raw.isdigit()):
+        elif (type(raw) is int or (isinstance(raw, str) and raw.isdigit())) and int(raw) > 0:
             value = int(raw)
         else:
-            raise RestError(400, "InvalidProperty", f"{name} must be a positive integer")
+            raise RestError(400, "InvalidProperty", f"{key} must be a positive integer")
         if key == CDAP_TTL:
             if "retention_ms" in body:
                 raise RestError(400, "InvalidProperty", "give ttl or retention_ms, not both")
             name, value = "retention_ms", None if value is None else value * 1000
         if value is not None and not 1 <= value <= MAX_UINT:
-            raise RestError(400, "InvalidProperty", f"{name} must be in 1 .. 2^53-1")
+            raise RestError(400, "InvalidProperty", f"{key} is too large ({name} <= 2^53-1)")
         out[name] = value
     return out
 

@@ -70,11 +70,12 @@ def call(
     body: Any = None,
     *,
     raw: bytes | None = None,
+    chunks: list[bytes] | None = None,
     token: str | None = None,
     headers: dict[str, str] | None = None,
     timeout: float = 15.0,
 ) -> Answer:
-    """One HTTP request; ``body`` is sent as JSON, ``raw`` as is."""
+    """One HTTP request; ``body`` is sent as JSON, ``raw`` as is, ``chunks`` chunked."""
     parts = urlsplit(base)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     try:
@@ -83,7 +84,10 @@ def call(
         if token is not None:
             head["Authorization"] = f"Bearer {token}"
         head.update(headers or {})
-        conn.request(method, path, body=sent, headers=head)
+        if chunks is not None:  # no Content-Length: Transfer-Encoding: chunked
+            conn.request(method, path, body=iter(chunks), headers=head, encode_chunked=True)
+        else:
+            conn.request(method, path, body=sent, headers=head)
         resp = conn.getresponse()
         data = resp.read()
         try:
