@@ -24,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -101,11 +102,13 @@ async def _measure(c: PeerCluster) -> dict[str, float]:
         out["publish_zmq"] = await _spread(PUBLISHES, zmq_publish)
         out["publish_rest"] = await _spread(PUBLISHES, rest_publish)
 
-        for start in range(0, POLL_MESSAGES, 1000):
+        for _batch in range(POLL_MESSAGES // 1000):
             await tc.publish_batch([make_record("reads", PAYLOAD) for _ in range(1000)])
         first = (await tc.read("reads", limit=1)).records[0].id.index
-        await_applied = await tc.read("reads", url=follow_url, limit=1)
-        del await_applied
+        # the reads below go to the follower: wait until it has applied every record
+        while len((await tc.read("reads", url=follow_url, from_index=first + POLL_MESSAGES
+                                 // 1000 - 1, limit=1)).records) == 0:
+            await asyncio.sleep(0.01)
         pages = POLL_MESSAGES // PAGE
         poll_url = f"{follow_http}/v1/namespaces/default/topics/reads/poll"
 
@@ -157,8 +160,6 @@ def _one() -> dict[str, float]:
 
 
 def _ready(url: str) -> bool:
-    import urllib.request
-
     with urllib.request.urlopen(f"{url}/v1/namespaces", timeout=2) as response:
         return bool(response.status == 200)
 

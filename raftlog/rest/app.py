@@ -16,6 +16,7 @@ from aiohttp import web
 
 from raftlog.config import PeerSettings
 from raftlog.rest.auth import Authenticator
+from raftlog.rest.bodies import json_reply
 from raftlog.rest.context import RestContext
 from raftlog.rest.errors import RestError, from_cluster
 from raftlog.rest.gateway import ClusterGateway
@@ -32,7 +33,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 def _error_response(error: RestError) -> web.Response:
     headers = {"WWW-Authenticate": 'Bearer realm="raftlog"'} if error.status == 401 else None
-    return web.json_response(error.body(), status=error.status, headers=headers)
+    return json_reply(error.body(), status=error.status, headers=headers)
 
 
 @web.middleware

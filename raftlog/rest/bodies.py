@@ -61,6 +61,17 @@ async def read_json_object(request: web.Request, limit: int, *, optional: bool =
     return value
 
 
+def _dumps(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False) + "\n"
+
+
+def json_reply(
+    value: object, *, status: int = 200, headers: Mapping[str, str] | None = None
+) -> web.Response:
+    """A JSON answer ending in a newline (so ``curl`` output ends its line)."""
+    return web.json_response(value, status=status, headers=headers, dumps=_dumps)
+
+
 def check_fields(body: Mapping[str, Any], known: frozenset[str]) -> None:
     """400 on a field this endpoint does not know (a typo must not be ignored silently)."""
     unknown = set(body) - known

@@ -29,6 +29,7 @@ from raftlog.rest.bodies import (
     encode_payload,
     encoding_of,
     format_id,
+    json_reply,
     optional_bool,
     optional_int,
     parse_id,
@@ -109,7 +110,7 @@ def add_message_routes(
                 raise RestError(501, "NotImplemented", "transactions are not available")
             return await transactional(request, ctx, name, body)
         ids = await plain_publish(ctx, name, body)
-        return web.json_response({"ids": ids})
+        return json_reply({"ids": ids})
 
     async def poll(request: web.Request) -> web.Response:
         _ns, _topic, name = ctx.names(request)
@@ -131,7 +132,7 @@ def add_message_routes(
             }
             for item in result.records
         ]
-        return web.json_response(messages, headers={"X-Raftlog-More": str(result.more).lower()})
+        return json_reply(messages, headers={"X-Raftlog-More": str(result.more).lower()})
 
     app.router.add_post(base + "/publish", publish)
     app.router.add_post(base + "/poll", poll)

@@ -21,7 +21,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from raftlog.records import MAX_UINT, PROPERTY_NAMES
-from raftlog.rest.bodies import format_id, read_json_object
+from raftlog.rest.bodies import format_id, json_reply, read_json_object
 from raftlog.rest.context import RestContext
 from raftlog.rest.errors import RestError, from_cluster
 from raftlog.rpc.topics import TopicInfo
@@ -101,7 +101,7 @@ def add_topic_routes(app: web.Application, ctx: RestContext) -> None:
             raise from_cluster(exc) from exc
         if index is not None:
             await ctx.gateway.caught_up(index)
-        return web.json_response({"name": topic, "namespace": ns, "createdIndex": index})
+        return json_reply({"name": topic, "namespace": ns, "createdIndex": index})
 
     async def update(request: web.Request) -> web.Response:
         ns, topic, name = ctx.names(request)
@@ -115,7 +115,7 @@ def add_topic_routes(app: web.Application, ctx: RestContext) -> None:
         except Exception as exc:
             raise from_cluster(exc) from exc
         await ctx.gateway.caught_up(index)
-        return web.json_response({"name": topic, "namespace": ns, "index": index})
+        return json_reply({"name": topic, "namespace": ns, "index": index})
 
     async def describe(request: web.Request) -> web.Response:
         ns, topic, name = ctx.names(request)
@@ -126,7 +126,7 @@ def add_topic_routes(app: web.Application, ctx: RestContext) -> None:
             )
         except Exception as exc:
             raise from_cluster(exc) from exc
-        return web.json_response(describe_body(ns, topic, info))
+        return json_reply(describe_body(ns, topic, info))
 
     async def delete(request: web.Request) -> web.Response:
         ns, topic, name = ctx.names(request)
@@ -136,7 +136,7 @@ def add_topic_routes(app: web.Application, ctx: RestContext) -> None:
         except Exception as exc:
             raise from_cluster(exc) from exc
         await ctx.gateway.caught_up(index)
-        return web.json_response({"name": topic, "namespace": ns, "index": index})
+        return json_reply({"name": topic, "namespace": ns, "index": index})
 
     async def list_topics(request: web.Request) -> web.Response:
         ns = request.match_info["ns"]
@@ -149,11 +149,11 @@ def add_topic_routes(app: web.Application, ctx: RestContext) -> None:
         except Exception as exc:
             raise from_cluster(exc) from exc
         visible = tuple(n for n in names if ctx.auth.may_read(who, n))
-        return web.json_response(ctx.namespaces.topics_of(ns, visible))
+        return json_reply(ctx.namespaces.topics_of(ns, visible))
 
     async def list_namespaces(request: web.Request) -> web.Response:
         ctx.auth.require(request, Role.READER)
-        return web.json_response(sorted(ctx.settings.namespaces))
+        return json_reply(sorted(ctx.settings.namespaces))
 
     app.router.add_get("/namespaces", list_namespaces)
     app.router.add_get("/namespaces/{ns}/topics", list_topics)
