@@ -46,6 +46,7 @@ from raftlog.rpc.messages import (
     TYPE_REQUEST_WEBMONITOR_URL,
 )
 from raftlog.rpc.topics import TYPE_DESCRIBE, TYPE_LIST, TYPE_PUBLISH, TYPE_READ
+from raftlog.rpc.transactions import TYPE_TX_STATUS
 from raftlog.security import keys
 
 
@@ -85,6 +86,7 @@ _NEEDED: Final[Mapping[bytes, Permission]] = {
     TYPE_READ: Permission.READ,
     TYPE_DESCRIBE: Permission.READ,
     TYPE_LIST: Permission.READ,
+    TYPE_TX_STATUS: Permission.READ,
     TYPE_REQUEST_UPDATE: Permission.WRITE,
     TYPE_PUBLISH: Permission.WRITE,
     TYPE_CONFIG_UPDATE: Permission.ADMIN,
