@@ -24,6 +24,7 @@ from raftlog.rest.message_routes import add_message_routes
 from raftlog.rest.names import Namespaces
 from raftlog.rest.openapi import openapi_document
 from raftlog.rest.topic_routes import add_topic_routes
+from raftlog.rest.tx_routes import add_transaction_routes
 
 PREFIX: Final = "/v1"
 log = structlog.get_logger("raftlog.rest")
@@ -76,7 +77,7 @@ def build_rest_app(ctx: RestContext) -> web.Application:
 
     app.router.add_get("/openapi.json", openapi)
     add_topic_routes(app, ctx)
-    add_message_routes(app, ctx, None)
+    add_message_routes(app, ctx, add_transaction_routes(app, ctx))
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
     return app

@@ -110,3 +110,26 @@ def test_a_token_removed_from_the_allowlist_stops_working(cluster: RestCluster) 
     finally:
         security.clients_file.write_text(allowlist())
         os.utime(security.clients_file, (later + 5, later + 5))
+
+
+def test_transactions_need_the_publish_right_on_the_topic(cluster: RestCluster) -> None:
+    base = cluster.http_url(cluster.follower())
+    assert call(base, "PUT", f"{B}/escrow", token="admin-token").status == 200
+    assert call(base, "PUT", f"{T}/vault", token="admin-token").status == 200
+    stored = call(base, "POST", f"{B}/escrow/store", {"messages": ["YQ=="]},
+                  token="billing-token")
+    assert stored.status == 200, stored.body
+    txid = stored.body["transaction"]
+    sneaky = call(base, "POST", f"{T}/vault/store", {"transaction": txid,
+                                                     "messages": ["YQ=="]},
+                  token="billing-token")
+    assert sneaky.status == 403
+    assert call(base, "POST", f"{B}/escrow/store", {"messages": ["YQ=="]},
+                token="reader-token").status == 403
+    assert call(base, "POST", f"{T}/vault/rollback", {"transaction": txid},
+                token="billing-token").status == 403
+    committed = call(base, "POST", f"{B}/escrow/publish", {"transaction": txid},
+                     token="billing-token")
+    assert committed.status == 200, committed.body
+    polled = call(base, "POST", f"{B}/escrow/poll", {}, token="billing-token")
+    assert [m["payload"] for m in polled.body] == ["YQ=="]
