@@ -7,12 +7,15 @@ from the monitoring app it is mounted on; the listener only calls :func:`mount`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from typing import Final
 
 import structlog
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from raftlog.config import PeerSettings
 from raftlog.rest.auth import Authenticator
@@ -57,12 +60,40 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
             return _error_response(RestError(500, "InternalError", f"{type(exc).__name__}"))
 
 
+def ends_on_shutdown(closing: asyncio.Event) -> Middleware:
+    """A middleware that answers 503 ``ShuttingDown`` to a request still running when the
+    listener stops (a forwarded write waiting for a leader, a long poll mid-read): the peer's
+    exit must not wait for the clients' time-outs. The client may retry on another peer."""
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        gone = RestError(503, "ShuttingDown", "this peer is stopping; retry on another peer")
+        if closing.is_set():
+            raise gone
+        work = asyncio.ensure_future(handler(request))
+        stop = asyncio.ensure_future(closing.wait())
+        try:
+            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if not work.done():
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
+            raise gone
+        return work.result()
+
+    return guard
+
+
 _CONTEXT: Final = web.AppKey("rest_context", RestContext)
 
 
 def build_rest_app(ctx: RestContext) -> web.Application:
     """The ``/v1`` application over ``ctx`` (tests build one with a fake gateway)."""
-    app = web.Application(middlewares=[errors_as_json])
+    app = web.Application(
+        middlewares=[errors_as_json, ends_on_shutdown(ctx.gateway.closing)]
+    )
     app[_CONTEXT] = ctx
     spec = json.dumps(openapi_document()).encode()
 
@@ -72,6 +103,9 @@ def build_rest_app(ctx: RestContext) -> web.Application:
     async def start(_app: web.Application) -> None:
         await ctx.gateway.start()
 
+    async def shutting_down(_app: web.Application) -> None:
+        ctx.gateway.shutting_down()  # before aiohttp waits for open requests to finish
+
     async def stop(_app: web.Application) -> None:
         await ctx.gateway.close()
 
@@ -79,6 +113,7 @@ def build_rest_app(ctx: RestContext) -> web.Application:
     add_topic_routes(app, ctx)
     add_message_routes(app, ctx, add_transaction_routes(app, ctx))
     app.on_startup.append(start)
+    app.on_shutdown.append(shutting_down)
     app.on_cleanup.append(stop)
     return app
 

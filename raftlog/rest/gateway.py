@@ -56,6 +56,9 @@ class ClusterGateway:
         self._catch_up_timeout = catch_up_timeout
         self._client: RaftClient | None = None
         self._topics: TopicClient | None = None
+        self.closing = asyncio.Event()
+        """Set when the listener shuts down: long polls answer at once instead of holding
+        the peer's exit for up to their ``waitMs``."""
 
     async def start(self) -> None:
         """Create the client on the running (the listener's) loop."""
@@ -67,6 +70,10 @@ class ClusterGateway:
             max_entry_size=self._max_entry_size,
         )
         self._topics = TopicClient(self._client)
+
+    def shutting_down(self) -> None:
+        """The listener is stopping: end every waiting long poll now."""
+        self.closing.set()
 
     async def close(self) -> None:
         """Close the client's sockets (idempotent)."""

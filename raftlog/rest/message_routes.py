@@ -9,12 +9,14 @@ their ids; with ``"transaction"`` it commits a transaction instead (``raftlog.re
 ``{"id", "timestamp", "payload"}`` from this peer's applied state. ``startFrom`` is a message
 id (a string) or an append time in ms (a number); no ``startFrom`` starts at the oldest
 retained message. With ``waitMs`` an empty answer waits up to that long for messages
-(``[rest] max_wait_ms`` caps it), so a consumer need not spin.
+(``[rest] max_wait_ms`` caps it), so a consumer need not spin; a peer shutting down ends
+the wait at once (an empty answer) rather than holding its exit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -121,9 +123,12 @@ def add_message_routes(
         wait_ms = optional_int(body, "waitMs", 0, MAX_UINT) or 0
         deadline = time.monotonic() + min(wait_ms, ctx.settings.max_wait_ms) / 1000
         result = await _read(ctx, name, body)
-        while not result.records and time.monotonic() < deadline:
-            await asyncio.sleep(POLL_INTERVAL)
-            result = await _read(ctx, name, body)
+        closing = ctx.gateway.closing
+        while not result.records and time.monotonic() < deadline and not closing.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(closing.wait(), POLL_INTERVAL)
+            if not closing.is_set():
+                result = await _read(ctx, name, body)
         messages = [
             {
                 "id": format_id(item.id),

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from integration.cluster import PeerCluster
+from integration.cluster import PeerCluster, wait_for
 
-from .helpers import RestCluster, call, started
+from .helpers import Answer, RestCluster, call, started
 
 pytestmark = pytest.mark.timeout(90)
 T = "/v1/namespaces/default/topics"
@@ -273,3 +273,33 @@ def test_writes_survive_a_leader_change(cluster: PeerCluster, tmp_path: Path) ->
     finally:
         cluster.start(leader)
         cluster.wait_stable_leader()
+
+
+def test_a_waiting_long_poll_does_not_hold_a_stopping_peer(cluster: RestCluster) -> None:
+    leader = cluster.http_url(cluster.wait_leader())
+    peer = cluster.follower()
+    base = cluster.http_url(peer)
+    assert call(leader, "PUT", f"{T}/quiet").status == 200
+    got: dict[str, object] = {}
+
+    def poll() -> None:
+        try:
+            got["answer"] = call(base, "POST", f"{T}/quiet/poll", {"waitMs": 5000})
+        except OSError as exc:  # the connection closed by the stopping peer is fine too
+            got["answer"] = exc
+
+    thread = threading.Thread(target=poll)
+    thread.start()
+    time.sleep(0.3)  # the poll is waiting now
+    started_at = time.monotonic()
+    try:
+        assert cluster.terminate(peer) == 0
+        assert time.monotonic() - started_at < 3.0  # not the 5 s the poll asked to wait
+        thread.join(10)
+        answer = got["answer"]
+        if isinstance(answer, Answer):  # what it had, or "retry elsewhere"
+            assert answer.body == [] or answer.body["error"] == "ShuttingDown", answer.body
+    finally:
+        cluster.start(peer)
+        cluster.wait_stable_leader()
+        wait_for("REST back", lambda: call(base, "GET", "/v1/namespaces").status == 200)
