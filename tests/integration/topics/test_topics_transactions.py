@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from integration.cluster import PeerCluster, wait_for
-from raftlog.client import SyncTopicClient
+from integration.cluster import PEER_BIN, PeerCluster, wait_for
+from raftlog.client import SyncRaftClient, SyncTopicClient
 from raftlog.client.topics import TopicClient
 from raftlog.errors import (
     TransactionAbortedError,
@@ -19,6 +20,7 @@ from raftlog.errors import (
     UnknownTransactionError,
 )
 from raftlog.records import LoggedRecord, Record
+from raftlog.rpc.messages import Peer
 
 from .helpers import Row, read_all, start_cluster, topic_client, wait_applied
 
@@ -224,3 +226,79 @@ def test_sync_client_transactions_resume_across_clients(tmp_path: Path) -> None:
             assert [r.record.value for r in one.read("s").records] == [b"a", b"b", b"c", b"d"]
     finally:
         cluster.stop()
+
+
+async def test_compaction_stops_before_an_open_transaction_and_a_new_peer_agrees(
+    tmp_path: Path,
+) -> None:
+    # request ids must not pin the log, so `compact` has work to do
+    cluster = start_cluster(tmp_path, raft={"request_id_ttl": None, "request_id_cache_max": 50})
+    try:
+        async with topic_client(cluster) as topics:
+            raft = topics.raft_client
+            await topics.create_topic("kept")
+            await topics.create_topic("short", retention_ms=500)
+            async with topics.transaction() as gone:  # committed, then expired: garbage
+                await gone.store("short", [b"s1", b"s2"])
+            dropped = await topics.begin_transaction()  # rolled back: garbage
+            await dropped.publish("kept", b"never")
+            await dropped.rollback()
+            for n in range(100):
+                await raft.request_update(b"plain %d" % n)
+            opened = await topics.begin_transaction(timeout=300)
+            begin = (await opened.status()).begin_index
+            await opened.publish("kept", b"k1")
+            for n in range(100):
+                last = await raft.request_update(b"more %d" % n)
+            await asyncio.sleep(1.0)  # "short" expires (the leader's clock tick)
+            for peer in cluster.peers.values():
+                await wait_applied(topics, "short", peer.url, last)
+                async with asyncio.timeout(10):
+                    while (await topics.describe("short", url=peer.url)).first is not None:
+                        await asyncio.sleep(0.1)
+
+            compacted = await asyncio.to_thread(_compact_all, cluster)
+            assert set(compacted.values()) == {begin - 1}, compacted  # not into the open one
+
+            # a fourth peer joins: the snapshot, then the open transaction's entries
+            cluster.add_outsider("4")
+            cluster.start("4")
+            wait_for(
+                "peer 4 to catch up",
+                lambda: (i := cluster.log_info("4")) is not None and i.last_applied >= last,
+                timeout=60,
+            )
+            with SyncRaftClient(cluster.urls[:3], cluster.ident, timeout=30) as client:
+                client.config_update([Peer(i, cluster.peers[i].url) for i in ("1", "2", "3", "4")])
+            await opened.publish("kept", b"k2")
+            commit = await opened.commit()
+            everywhere = {
+                p.id: (await wait_applied(topics, "kept", p.url, commit),
+                       await read_all(topics, "kept", p.url))[1]
+                for p in cluster.peers.values()
+            }
+            assert len({tuple(rows) for rows in everywhere.values()}) == 1, everywhere
+            assert [(r[0], r[1], r[5]) for r in everywhere["4"]] == [
+                (commit, 0, b"k1"), (commit, 1, b"k2")
+            ]
+            shorts = [await read_all(topics, "short", p.url) for p in cluster.peers.values()]
+            assert shorts == [[]] * 4
+            # committed and retained: its stores must stay, so compaction still stops there
+            again = await asyncio.to_thread(_compact_all, cluster)
+            assert set(again.values()) <= {0, begin - 1}, again
+    finally:
+        cluster.stop()
+
+
+def _compact_all(cluster: PeerCluster) -> dict[str, int]:
+    done = subprocess.run(
+        [str(PEER_BIN.with_name("raftlog-admin")), "--config", str(cluster.config_path),
+         "--timeout", "20", "compact"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = {}
+    for line in done.stdout.splitlines():
+        url, text = line.split("\t")
+        out[url] = int(text.split()[-1]) if text.startswith("compacted to") else 0
+    return out
