@@ -127,6 +127,7 @@ class TransactionTable:
     def load(self) -> None:
         """(Re)read the open transactions from the index (start-up, snapshot restore)."""
         self.open.clear()
+        self._recent.clear()
         for key, value in self._index.items(b"e", b"f", "transactions"):
             txid, deadline, records, size, state, _, _ = msgpack.unpackb(value)
             if state is None:
