@@ -303,3 +303,19 @@ def test_a_waiting_long_poll_does_not_hold_a_stopping_peer(cluster: RestCluster)
         cluster.start(peer)
         cluster.wait_stable_leader()
         wait_for("REST back", lambda: call(base, "GET", "/v1/namespaces").status == 200)
+
+
+def test_a_start_below_what_retention_removed_is_410_with_the_first_available(
+    cluster: RestCluster,
+) -> None:
+    base = cluster.http_url(cluster.follower())
+    assert call(base, "PUT", f"{T}/small", {"max_bytes": 250}).status == 200
+    ids = []
+    for n in range(4):  # 100 bytes each: only the newest two fit in 250 bytes
+        ids += call(base, "POST", f"{T}/small/publish",
+                    {"messages": [b64(bytes([n]) * 100)]}).body["ids"]
+    gone = call(base, "POST", f"{T}/small/poll", {"startFrom": ids[0]})
+    assert gone.status == 410 and gone.body["error"] == "RecordsExpired", gone.body
+    assert gone.body["firstAvailable"] == ids[2]
+    kept = call(base, "POST", f"{T}/small/poll", {"startFrom": gone.body["firstAvailable"]})
+    assert [m["id"] for m in kept.body] == ids[2:]
