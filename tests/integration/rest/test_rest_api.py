@@ -140,7 +140,7 @@ def test_publish_and_poll_by_id_time_inclusive_and_limit(base: str) -> None:
 def test_long_poll_waits_for_a_publish(cluster: RestCluster) -> None:
     leader = cluster.http_url(cluster.wait_leader())
     follower = cluster.http_url(cluster.follower())
-    assert call(leader, "PUT", f"{T}/waiting").status == 200
+    assert call(follower, "PUT", f"{T}/waiting").status == 200  # applied there on return
     got: dict[str, object] = {}
 
     def poll() -> None:
@@ -276,10 +276,9 @@ def test_writes_survive_a_leader_change(cluster: PeerCluster, tmp_path: Path) ->
 
 
 def test_a_waiting_long_poll_does_not_hold_a_stopping_peer(cluster: RestCluster) -> None:
-    leader = cluster.http_url(cluster.wait_leader())
     peer = cluster.follower()
     base = cluster.http_url(peer)
-    assert call(leader, "PUT", f"{T}/quiet").status == 200
+    assert call(base, "PUT", f"{T}/quiet").status == 200
     got: dict[str, object] = {}
 
     def poll() -> None:

@@ -43,7 +43,8 @@ def test_store_then_publish_commits_everything_at_once(cluster: RestCluster) -> 
     second = call(leader, "POST", f"{T}/tx-b/store",
                   {"transaction": txid, "messages": ["b1"], "encoding": "text"})
     assert second.status == 200, second.body
-    call(leader, "POST", f"{T}/tx-a/publish", {"messages": ["plain"], "encoding": "text"})
+    # through the follower that is read below: it answers once it has applied the write
+    call(follower, "POST", f"{T}/tx-a/publish", {"messages": ["plain"], "encoding": "text"})
     assert texts(follower, "tx-a") == ["plain"] and texts(follower, "tx-b") == []
     committed = call(follower, "POST", f"{T}/tx-a/publish",
                      {"transaction": txid, "messages": ["a3"], "encoding": "text"})
