@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from raftlog.errors import RemoteProtocolError
+from raftlog.records import RecordId
 from raftlog.records_tx import check_txid
 from raftlog.rpc.frames import TRUE_FRAME, decode_json, json_to_uint, pack_json
 from raftlog.rpc.topic_errors import check_status
@@ -53,6 +54,14 @@ class TransactionInfo:
     bytes: int
     end_index: int | None = None
     commit_index: int | None = None
+
+    @property
+    def record_ids(self) -> list[RecordId]:
+        """The message ids of a committed transaction's records, in store order across its
+        topics: ``(commit_index, 0 .. records-1)`` (empty unless committed)."""
+        if self.state != "committed" or self.commit_index is None:
+            return []
+        return [RecordId(self.commit_index, k) for k in range(self.records)]
 
 
 def encode_status_request(txid: str) -> list[bytes]:

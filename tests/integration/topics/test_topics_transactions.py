@@ -105,6 +105,7 @@ async def test_atomic_across_leader_kill9_committed_all_aborted_and_expired_none
             assert [(r[0], r[1], r[5]) for r in audit] == [(commit, 5, b"a0"), (commit, 6, b"a1")]
             info = await topics.transaction_status(keep.id, url=cluster.peers[old].url)
             assert (info.state, info.commit_index, info.records) == ("committed", commit, 12)
+            assert info.record_ids[0].index == commit and info.record_ids[-1].position == 11
     finally:
         cluster.stop()
 
