@@ -29,6 +29,7 @@ from raftlog.records_tx import MAX_TX_TIMEOUT_MS
 from raftlog.rest.bodies import (
     check_fields,
     decode_messages,
+    format_id,
     json_reply,
     optional_int,
     read_json_object,
@@ -124,7 +125,7 @@ def add_transaction_routes(app: web.Application, ctx: RestContext) -> Transactio
             {
                 "transaction": txid,
                 "commitIndex": index,
-                "ids": [f"{index}-{position}" for position in range(info.records)],
+                "ids": [format_id(rid) for rid in info.record_ids],
             }
         )
 
