@@ -127,6 +127,7 @@ def context_for(settings: PeerSettings) -> RestContext:
         settings.ident,
         curve=None if security is None else security.client,
         max_entry_size=settings.options.max_log_entry_data_size,
+        timeout=settings.rest.request_timeout_ms / 1000,
     )
     return RestContext(
         gateway=gateway,

@@ -27,7 +27,8 @@ from raftlog.errors import ClusterUnavailableError
 from raftlog.security.settings import CurveClient
 
 REQUEST_TIMEOUT: Final = 10.0
-"""Seconds a forwarded request may take (leader elections included) before 503."""
+"""Seconds a forwarded request may take (leader elections included) before 503 (the default
+of ``[rest] request_timeout_ms``)."""
 CATCH_UP_TIMEOUT: Final = 2.0
 """Seconds a follower's gateway waits for its peer to apply a write it forwarded."""
 CATCH_UP_INTERVAL: Final = 0.005

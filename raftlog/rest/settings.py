@@ -9,6 +9,7 @@ operator looks for them. Example::
     namespaces = ["default", "billing"]   # "default" always exists
     max_body_bytes = 4194304              # larger request bodies get 413
     max_wait_ms = 30000                   # the longest long-poll (waitMs) a client may ask
+    request_timeout_ms = 10000            # a forwarded request without a leader: 503 after
 
 Deliberately light: ``raftlog.config`` imports it, and a peer without HTTP never loads
 aiohttp because of it.
@@ -29,7 +30,8 @@ NAMESPACE_RE: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 first ``.`` (docs/rest.md, "Namespaces")."""
 DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 DEFAULT_MAX_WAIT_MS: Final = 30_000
-_KNOWN: Final = frozenset({"namespaces", "max_body_bytes", "max_wait_ms"})
+DEFAULT_REQUEST_TIMEOUT_MS: Final = 10_000
+_KNOWN: Final = frozenset({"namespaces", "max_body_bytes", "max_wait_ms", "request_timeout_ms"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,9 @@ class RestSettings:
     """Largest request body read; a larger one is refused with 413 before it is buffered."""
     max_wait_ms: int = DEFAULT_MAX_WAIT_MS
     """Upper bound of a poll's ``waitMs`` (a client asking more waits this long)."""
+    request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
+    """How long a request may wait for the cluster (a leader election, a slow peer) before
+    it is answered 503 ``Unavailable``."""
 
 
 def _positive(table: Mapping[str, Any], key: str, default: int, source: str) -> int:
@@ -72,4 +77,7 @@ def rest_settings(doc: Mapping[str, Any], source: str) -> RestSettings:
         namespaces=namespaces,
         max_body_bytes=_positive(table, "max_body_bytes", DEFAULT_MAX_BODY_BYTES, source),
         max_wait_ms=_positive(table, "max_wait_ms", DEFAULT_MAX_WAIT_MS, source),
+        request_timeout_ms=_positive(
+            table, "request_timeout_ms", DEFAULT_REQUEST_TIMEOUT_MS, source
+        ),
     )

@@ -14,7 +14,7 @@ from integration.cluster import PeerCluster, wait_for
 from integration.secure_setup import SecureSetup
 
 REST_TABLE = ["[rest]", 'namespaces = ["default", "billing"]', "max_body_bytes = 65536",
-              "max_wait_ms = 5000"]
+              "max_wait_ms = 5000", "request_timeout_ms = 4000"]
 
 
 class RestCluster(PeerCluster):

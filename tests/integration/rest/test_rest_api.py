@@ -318,3 +318,26 @@ def test_a_start_below_what_retention_removed_is_410_with_the_first_available(
     assert gone.body["firstAvailable"] == ids[2]
     kept = call(base, "POST", f"{T}/small/poll", {"startFrom": gone.body["firstAvailable"]})
     assert [m["id"] for m in kept.body] == ids[2:]
+
+
+def test_without_a_quorum_writes_are_503_and_local_reads_still_answer(
+    cluster: RestCluster,
+) -> None:
+    leader = cluster.wait_leader()
+    alone = cluster.follower()
+    other = next(p for p in cluster.peers if p not in (leader, alone))
+    base = cluster.http_url(alone)
+    assert call(base, "PUT", f"{T}/minority").status == 200
+    assert call(base, "POST", f"{T}/minority/publish", {"messages": ["YQ=="]}).status == 200
+    cluster.kill(leader)
+    cluster.kill(other)
+    try:
+        started_at = time.monotonic()
+        refused = call(base, "POST", f"{T}/minority/publish", {"messages": ["Yg=="]})
+        assert refused.status == 503 and refused.body["error"] == "Unavailable", refused.body
+        assert time.monotonic() - started_at < 10  # [rest] request_timeout_ms = 4000
+        local = call(base, "POST", f"{T}/minority/poll", {})
+        assert local.status == 200 and [m["payload"] for m in local.body] == ["YQ=="]
+    finally:
+        cluster.start(leader, other)
+        cluster.wait_stable_leader()

@@ -67,6 +67,7 @@ def test_rest_settings_validate_the_table() -> None:
     got = rest_settings({"rest": {"namespaces": ["billing"], "max_body_bytes": 10}}, "f")
     assert got.namespaces == ("default", "billing") and got.max_body_bytes == 10
     for bad in ({"namespaces": ["a.b"]}, {"max_body_bytes": 0}, {"colour": 1},
+                {"request_timeout_ms": -1},
                 {"namespaces": "x"}):
         with pytest.raises(ConfigError, match=r"\[rest\]"):
             rest_settings({"rest": bad}, "f")
