@@ -4,7 +4,7 @@ Why one object: ``PeerNode`` is the consensus driver and stays small; it hands t
 observer its parts once and calls it at three points (each timer pass, each role change,
 close). The observer wraps the synced write and the applied callback with their metrics,
 publishes the :class:`PeerView` at most every 200 ms, and runs the HTTP listener when the
-peer has an ``http_url`` (with the REST API, ``raftlog.rest``, mounted at ``/v1``).
+peer has an ``http_url``.
 """
 
 from __future__ import annotations
