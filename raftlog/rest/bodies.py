@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.records import MAX_POSITION, MAX_UINT, RecordId
 from raftlog.rest.errors import RestError
 
@@ -23,6 +24,10 @@ ENCODINGS: Final = ("base64", "text", "json")
 """How message payloads are written in JSON: base64 strings (any bytes, the default), UTF-8
 text strings, or any JSON value (stored as its compact UTF-8 JSON)."""
 READ_CHUNK: Final = 64 * 1024
+REQUEST_ID_HEADER: Final = "Raftlog-Request-Id"
+"""A client's own 12-byte request id (24 hex digits: 4 bytes of seconds since the epoch, then
+8 unique bytes, as raftlog.ids makes them): a write retried with the same id is applied at
+most once (the cluster's request-id deduplication, for ``request_id_ttl``)."""
 
 
 async def read_body(request: web.Request, limit: int) -> bytes:
@@ -59,6 +64,21 @@ async def read_json_object(request: web.Request, limit: int, *, optional: bool =
     if not isinstance(value, dict):
         raise RestError(400, "BadRequest", "the body must be a JSON object")
     return value
+
+
+def request_id_of(request: web.Request) -> bytes | None:
+    """The ``Raftlog-Request-Id`` header as 12 bytes (None without it; 400 if malformed)."""
+    raw = request.headers.get(REQUEST_ID_HEADER)
+    if raw is None:
+        return None
+    try:
+        rid = bytes.fromhex(raw.strip())
+    except ValueError:
+        rid = b""
+    if len(rid) != REQUEST_ID_SIZE or rid == bytes(REQUEST_ID_SIZE):
+        raise RestError(400, "BadRequest", f"{REQUEST_ID_HEADER} must be {2 * REQUEST_ID_SIZE} "
+                        "hex digits: 4 bytes of seconds since the epoch, 8 unique bytes")
+    return rid
 
 
 def _dumps(value: object) -> str:

@@ -66,6 +66,9 @@ def from_cluster(exc: Exception) -> RestError:
     if isinstance(exc, AccessDeniedError):
         # the cluster refused this peer's gateway (a misconfigured allowlist), not the caller
         return RestError(502, "GatewayRefused", str(exc))
-    if isinstance(exc, (ClusterUnavailableError, RequestExpiredError)):
+    if isinstance(exc, RequestExpiredError):
+        # only a caller's own Raftlog-Request-Id can be too old (the gateway's are fresh)
+        return RestError(400, "RequestIdExpired", str(exc))
+    if isinstance(exc, ClusterUnavailableError):
         return RestError(503, "Unavailable", str(exc))
     raise exc

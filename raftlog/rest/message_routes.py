@@ -36,6 +36,7 @@ from raftlog.rest.bodies import (
     optional_int,
     parse_id,
     read_json_object,
+    request_id_of,
 )
 from raftlog.rest.context import RestContext
 from raftlog.rest.errors import RestError, from_cluster
@@ -52,13 +53,17 @@ TransactionalPublish = Callable[
 ]
 
 
-async def plain_publish(ctx: RestContext, name: str, body: dict[str, Any]) -> list[str]:
+async def plain_publish(
+    ctx: RestContext, name: str, body: dict[str, Any], request_id: bytes | None
+) -> list[str]:
     """Publish ``body``'s messages to log topic ``name`` in one entry; their ids."""
     payloads = decode_messages(body)
     ttl = optional_int(body, "ttlMs", 1, MAX_UINT)
     records = [make_record(name, payload, ttl_ms=ttl) for payload in payloads]
     try:
-        ids = await ctx.gateway.topics.publish_batch(records, timeout=ctx.gateway.timeout)
+        ids = await ctx.gateway.topics.publish_batch(
+            records, request_id=request_id, timeout=ctx.gateway.timeout
+        )
     except Exception as exc:
         raise from_cluster(exc) from exc
     await ctx.gateway.caught_up(ids[0].index)
@@ -111,7 +116,7 @@ def add_message_routes(
             if transactional is None:
                 raise RestError(501, "NotImplemented", "transactions are not available")
             return await transactional(request, ctx, name, body)
-        ids = await plain_publish(ctx, name, body)
+        ids = await plain_publish(ctx, name, body, request_id_of(request))
         return json_reply({"ids": ids})
 
     async def poll(request: web.Request) -> web.Response:

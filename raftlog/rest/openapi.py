@@ -60,6 +60,10 @@ def openapi_document() -> dict[str, Any]:
     topic = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string"}}
     txid = {"type": "string", "description": "a transaction id (1-128 of A-Z a-z 0-9 . _ : -)"}
     one = "/v1/namespaces/{ns}/topics/{topic}"
+    request_id = {"name": "Raftlog-Request-Id", "in": "header", "required": False,
+                  "description": "the client's own request id (24 hex digits, seconds first): "
+                  "a retry with the same id is applied at most once",
+                  "schema": {"type": "string", "pattern": "^[0-9a-fA-F]{24}$"}}
     return {
         "openapi": "3.0.3",
         "info": {
@@ -123,7 +127,7 @@ def openapi_document() -> dict[str, Any]:
                 "summary": "change the named properties (null removes a limit; admin)",
                 "requestBody": _body(_ref("Properties")),
                 "responses": _answers("updated", {"type": "object"}, 400, 404, 413)}},
-            one + "/publish": {"parameters": [ns, topic], "post": {
+            one + "/publish": {"parameters": [ns, topic, request_id], "post": {
                 "summary": "publish messages atomically; with a transaction: store them "
                 "(optional) and commit the transaction",
                 "requestBody": _body(_messages_body(
@@ -137,7 +141,7 @@ def openapi_document() -> dict[str, Any]:
                         "ids": {"type": "array", "items": _ref("MessageId")},
                         "transaction": txid, "commitIndex": {"type": "integer"}}},
                     400, 404, 409, 413)}},
-            one + "/store": {"parameters": [ns, topic], "post": {
+            one + "/store": {"parameters": [ns, topic, request_id], "post": {
                 "summary": "store messages under a transaction (invisible until it commits); "
                 "without an id a new transaction is begun",
                 "requestBody": _body(_messages_body(

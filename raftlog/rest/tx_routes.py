@@ -33,6 +33,7 @@ from raftlog.rest.bodies import (
     json_reply,
     optional_int,
     read_json_object,
+    request_id_of,
 )
 from raftlog.rest.context import RestContext
 from raftlog.rest.errors import RestError, from_cluster
@@ -52,12 +53,13 @@ def _txid(body: dict[str, Any], *, required: bool) -> str | None:
     return txid
 
 
-async def _store(ctx: RestContext, tx: Transaction, name: str, payloads: list[bytes],
-                 timeout_ms: int | None) -> int:
+async def _store(ctx: RestContext, tx: Transaction, name: str, payloads: list[bytes], *,
+                 timeout_ms: int | None, request_id: bytes | None) -> int:
     """Store under ``tx``; a transaction no peer knows is begun under its id first."""
     topics = ctx.gateway.topics
     try:
-        return await tx.store(name, payloads, timeout=ctx.gateway.timeout)
+        return await tx.store(name, payloads, request_id=request_id,
+                              timeout=ctx.gateway.timeout)
     except UnknownTransactionError:
         pass
     await topics.begin_transaction(
@@ -66,7 +68,7 @@ async def _store(ctx: RestContext, tx: Transaction, name: str, payloads: list[by
         exist_ok=True,
         request_timeout=ctx.gateway.timeout,
     )
-    return await tx.store(name, payloads, timeout=ctx.gateway.timeout)
+    return await tx.store(name, payloads, request_id=request_id, timeout=ctx.gateway.timeout)
 
 
 def add_transaction_routes(app: web.Application, ctx: RestContext) -> TransactionalPublish:
@@ -90,7 +92,8 @@ def add_transaction_routes(app: web.Application, ctx: RestContext) -> Transactio
                 )
             else:
                 tx = topics.resume_transaction(txid)
-            index = await _store(ctx, tx, name, payloads, timeout_ms)
+            index = await _store(ctx, tx, name, payloads, timeout_ms=timeout_ms,
+                                   request_id=request_id_of(request))
         except RestError:
             raise
         except Exception as exc:
@@ -101,7 +104,7 @@ def add_transaction_routes(app: web.Application, ctx: RestContext) -> Transactio
         )
 
     async def commit(
-        _request: web.Request, ctx_: RestContext, name: str, body: dict[str, Any]
+        request: web.Request, ctx_: RestContext, name: str, body: dict[str, Any]
     ) -> web.Response:
         txid = _txid(body, required=True)
         assert txid is not None
@@ -112,7 +115,8 @@ def add_transaction_routes(app: web.Application, ctx: RestContext) -> Transactio
         try:
             tx = topics.resume_transaction(txid)
             if payloads:
-                await _store(ctx_, tx, name, payloads, None)
+                await _store(ctx_, tx, name, payloads, timeout_ms=None,
+                             request_id=request_id_of(request))
             index = await tx.commit(timeout=ctx_.gateway.timeout)
             # the leader remembers a finished transaction: how many messages it committed
             info = await tx.status(timeout=ctx_.gateway.timeout)

@@ -341,3 +341,21 @@ def test_without_a_quorum_writes_are_503_and_local_reads_still_answer(
     finally:
         cluster.start(leader, other)
         cluster.wait_stable_leader()
+
+
+def test_a_retried_publish_with_its_request_id_is_applied_once(cluster: RestCluster) -> None:
+    base = cluster.http_url(cluster.follower())
+    assert call(base, "PUT", f"{T}/once").status == 200
+    rid = int(time.time()).to_bytes(4, "big").hex() + "0123456789abcdef"
+    head = {"Raftlog-Request-Id": rid}
+    first = call(base, "POST", f"{T}/once/publish", {"messages": ["YQ=="]}, headers=head)
+    again = call(base, "POST", f"{T}/once/publish", {"messages": ["YQ=="]}, headers=head)
+    assert first.status == again.status == 200 and first.body == again.body
+    assert len(call(base, "POST", f"{T}/once/poll", {}).body) == 1
+    for bad in ("xyz", "00" * 12, "ab" * 11):
+        answer = call(base, "POST", f"{T}/once/publish", {"messages": ["YQ=="]},
+                      headers={"Raftlog-Request-Id": bad})
+        assert answer.status == 400 and "Raftlog-Request-Id" in answer.body["message"]
+    stale = call(base, "POST", f"{T}/once/publish", {"messages": ["YQ=="]},
+                 headers={"Raftlog-Request-Id": "00000001" + "77" * 8})
+    assert stale.status == 400 and stale.body["error"] == "RequestIdExpired", stale.body

@@ -111,3 +111,17 @@ def test_transaction_refusals(cluster: RestCluster) -> None:
     assert ttl.status == 400
     nowhere = call(base, "POST", f"{T}/tx-none/store", {"messages": ["YQ=="]})
     assert nowhere.status == 404 and nowhere.body["error"] == "UnknownTopic"
+
+
+def test_a_retried_store_with_its_request_id_is_stored_once(cluster: RestCluster) -> None:
+    base = cluster.http_url(cluster.follower())
+    assert call(base, "PUT", f"{T}/tx-once").status == 200
+    rid = int(time.time()).to_bytes(4, "big").hex() + "fedcba9876543210"
+    body = {"transaction": "once-1", "messages": ["m"], "encoding": "text"}
+    for _ in range(2):  # the first begins the transaction, the retry changes nothing
+        stored = call(base, "POST", f"{T}/tx-once/store", body,
+                      headers={"Raftlog-Request-Id": rid})
+        assert stored.status == 200, stored.body
+    committed = call(base, "POST", f"{T}/tx-once/publish", {"transaction": "once-1"})
+    assert committed.status == 200 and len(committed.body["ids"]) == 1, committed.body
+    assert texts(base, "tx-once") == ["m"]
