@@ -24,7 +24,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from raftlog.client.transactions import Transaction
-from raftlog.errors import UnknownTransactionError
+from raftlog.errors import ClusterUnavailableError, TopicError, UnknownTransactionError
 from raftlog.records_tx import MAX_TX_TIMEOUT_MS
 from raftlog.rest.bodies import (
     check_fields,
@@ -118,20 +118,18 @@ def add_transaction_routes(app: web.Application, ctx: RestContext) -> Transactio
                 await _store(ctx_, tx, name, payloads, timeout_ms=None,
                              request_id=request_id_of(request))
             index = await tx.commit(timeout=ctx_.gateway.timeout)
-            # the leader remembers a finished transaction: how many messages it committed
-            info = await tx.status(timeout=ctx_.gateway.timeout)
         except RestError:
             raise
         except Exception as exc:
             raise from_cluster(exc) from exc
+        ids: list[str] | None
+        try:  # the leader remembers a finished transaction: the messages it committed
+            info = await tx.status(timeout=ctx_.gateway.timeout)
+            ids = [format_id(rid) for rid in info.record_ids]
+        except (TopicError, ClusterUnavailableError):
+            ids = None  # committed all the same: answer so, without the ids
         await ctx_.gateway.caught_up(index)
-        return json_reply(
-            {
-                "transaction": txid,
-                "commitIndex": index,
-                "ids": [format_id(rid) for rid in info.record_ids],
-            }
-        )
+        return json_reply({"transaction": txid, "commitIndex": index, "ids": ids})
 
     async def rollback(request: web.Request) -> web.Response:
         _ns, _topic, name = ctx.names(request)
