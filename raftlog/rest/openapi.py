@@ -138,7 +138,7 @@ def openapi_document() -> dict[str, Any]:
                 "responses": _answers(
                     "the ids of the published (committed) messages",
                     {"type": "object", "properties": {
-                        "ids": {"type": "array", "items": _ref("MessageId")},
+                        "ids": {"type": "array", "items": _ref("MessageId"), "nullable": True},
                         "transaction": txid, "commitIndex": {"type": "integer"}}},
                     400, 404, 409, 413)}},
             one + "/store": {"parameters": [ns, topic, request_id], "post": {
