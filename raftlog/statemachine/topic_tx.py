@@ -252,6 +252,9 @@ class TransactionTable:
         tx = OpenTransaction(entry.txid, index, clock_ms + entry.timeout_ms)
         self.open[tx.txid] = tx
         heapq.heappush(self._deadlines, (tx.deadline_ms, index, tx.txid))
+        if len(self._deadlines) > 2 * len(self.open) + 1024:  # ended ones wait for their turn
+            self._deadlines = [(t.deadline_ms, t.begin_index, t.txid) for t in self.open.values()]
+            heapq.heapify(self._deadlines)
         batch.put(_begin_key(index), _pack_tx(tx, None))
         batch.put(b"x" + tx.txid.encode(), u64(index))
 
