@@ -41,6 +41,7 @@ so a peer restoring one ends with the same state whatever the limit was.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -418,3 +419,41 @@ def plan_commit(
         if record.ttl_ms is not None:
             ttls.append(record.ttl_ms)
     return CommitPlan(by_topic, ttls)
+
+
+class CommitRecords(Sequence[Record]):
+    """The records a commit made visible, as one sequence (position ``k`` = record ``k`` of
+    the transaction), decoding a store entry only when one of its records is asked for: a
+    page of a large transaction costs the stores it touches, not the whole transaction."""
+
+    def __init__(
+        self, stores: Sequence[tuple[int, int]], read_store: Callable[[int], TxStore | None]
+    ) -> None:
+        self._stores = [index for index, _ in stores]
+        self._ends: list[int] = []
+        total = 0
+        for _, count in stores:
+            total += count
+            self._ends.append(total)
+        self._read_store = read_store
+        self._loaded: dict[int, tuple[Record, ...]] = {}
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    def __getitem__(self, position: Any) -> Any:
+        if not isinstance(position, int):
+            return [self[k] for k in range(len(self))[position]]
+        if not 0 <= position < len(self):
+            raise IndexError(position)
+        which = bisect.bisect_right(self._ends, position)
+        records = self._loaded.get(which)
+        if records is None:
+            entry = self._read_store(self._stores[which])
+            if entry is None:  # only if the log lost it: answered as an error, never guessed
+                raise TopicError(
+                    "Unavailable", f"transaction store {self._stores[which]} is not readable"
+                )
+            records = self._loaded[which] = entry.records
+        start = self._ends[which - 1] if which else 0
+        return records[position - start]
