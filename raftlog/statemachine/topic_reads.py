@@ -46,8 +46,8 @@ from raftlog.records import (
 from raftlog.records_tx import TxControl, TxStore, decode_any_entry
 from raftlog.rpc import topic_counts
 from raftlog.rpc import topics as rpc
+from raftlog.statemachine.topic_commit import CommitRecords
 from raftlog.statemachine.topic_index import TopicIndex, TopicState, u64
-from raftlog.statemachine.topic_tx import CommitRecords
 
 READ_BUDGET: Final = 4 * 1024 * 1024
 """Record bytes per read answer (at least one record is always sent)."""
