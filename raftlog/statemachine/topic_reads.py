@@ -46,8 +46,8 @@ from raftlog.records import (
 from raftlog.records_tx import TxControl, TxStore, decode_any_entry
 from raftlog.rpc import topic_counts
 from raftlog.rpc import topics as rpc
+from raftlog.statemachine.topic_commit import CommitRecords
 from raftlog.statemachine.topic_index import TopicIndex, TopicState, u64
-from raftlog.statemachine.topic_tx import gather_records
 
 READ_BUDGET: Final = 4 * 1024 * 1024
 """Record bytes per read answer (at least one record is always sent)."""
@@ -300,7 +300,7 @@ class TopicReader:
             return entry.records
         if isinstance(entry, TxControl) and entry.op == "commit":
             stores = self._index.commit_stores(index)
-            return None if stores is None else gather_records(stores, self.store_at)
+            return None if stores is None else CommitRecords(stores, self.store_at)
         return None
 
     def store_at(self, index: int) -> TxStore | None:

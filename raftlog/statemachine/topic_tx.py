@@ -43,17 +43,16 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import msgpack
 
 from raftlog.errors import TopicError, TransactionError, transaction_error
-from raftlog.records import Record
 from raftlog.records_tx import TxControl, TxStore
 from raftlog.rpc.transactions import TransactionInfo, TxState
-from raftlog.statemachine.topic_index import TopicIndex, TopicState, u64
+from raftlog.statemachine.topic_index import TopicIndex, u64
 
 MAX_OPEN_TRANSACTIONS: Final = 1000
 """Open transactions at once (each pins log compaction at its begin until it ends)."""
@@ -252,6 +251,9 @@ class TransactionTable:
         tx = OpenTransaction(entry.txid, index, clock_ms + entry.timeout_ms)
         self.open[tx.txid] = tx
         heapq.heappush(self._deadlines, (tx.deadline_ms, index, tx.txid))
+        if len(self._deadlines) > 2 * len(self.open) + 1024:  # ended ones wait for their turn
+            self._deadlines = [(t.deadline_ms, t.begin_index, t.txid) for t in self.open.values()]
+            heapq.heapify(self._deadlines)
         batch.put(_begin_key(index), _pack_tx(tx, None))
         batch.put(b"x" + tx.txid.encode(), u64(index))
 
@@ -363,55 +365,3 @@ class TransactionTable:
                 batch.put(_store_key(tx.begin_index, int(store)), msgpack.packb([records, size]))
             batch.put(_begin_key(tx.begin_index), _pack_tx(tx, None))
             batch.put(b"x" + tx.txid.encode(), u64(tx.begin_index))
-
-
-def gather_records(
-    stores: Sequence[tuple[int, int]], read_store: Callable[[int], TxStore | None]
-) -> list[Record] | None:
-    """The records of ``stores`` in order, read back from the log (None: a store entry is
-    not there any more -- only possible if the log was compacted past it)."""
-    out: list[Record] = []
-    for index, count in stores:
-        entry = read_store(index)
-        if entry is None or len(entry.records) != count:
-            return None
-        out.extend(entry.records)
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class CommitPlan:
-    """What a commit indexes: each topic's positions (record ``k`` of the transaction is
-    position ``k``) and bytes, and the TTLs to watch."""
-
-    by_topic: dict[str, tuple[list[int], int]]
-    ttls: list[int]
-
-
-def plan_commit(
-    stores: Sequence[tuple[int, int]],
-    read_store: Callable[[int], TxStore | None],
-    topics: Mapping[str, TopicState],
-) -> CommitPlan | str:
-    """The plan of a commit of ``stores``, or why the transaction must abort instead: a
-    topic it wrote to was deleted (or deleted and created again) since the store -- all or
-    nothing -- or the stores left the log (impossible under the compaction floor)."""
-    records = gather_records(stores, read_store)
-    if records is None:
-        return "its stored records left the log"
-    at = 0
-    for store_index, count in stores:
-        for record in records[at : at + count]:
-            state = topics.get(record.topic)
-            if state is None or state.created_index > store_index:
-                return f"topic {record.topic!r} was deleted after the store at {store_index}"
-        at += count
-    by_topic: dict[str, tuple[list[int], int]] = {}
-    ttls = []
-    for position, record in enumerate(records):
-        positions, size = by_topic.get(record.topic, ([], 0))
-        positions.append(position)
-        by_topic[record.topic] = (positions, size + record.size)
-        if record.ttl_ms is not None:
-            ttls.append(record.ttl_ms)
-    return CommitPlan(by_topic, ttls)

@@ -56,12 +56,13 @@ from raftlog.records_tx import TxControl, TxStore, decode_any_entry
 from raftlog.rpc import topic_counts
 from raftlog.rpc import topics as rpc
 from raftlog.rpc import transactions as tx_rpc
+from raftlog.statemachine.topic_commit import plan_commit
 from raftlog.statemachine.topic_index import TopicIndex, TopicState
 from raftlog.statemachine.topic_reads import EntrySource, TopicReader
 from raftlog.statemachine.topic_requests import answer_request
 from raftlog.statemachine.topic_rules import check_entry
 from raftlog.statemachine.topic_snapshot import build_snapshot, parse_snapshot, snapshot_part
-from raftlog.statemachine.topic_tx import Finished, TransactionTable, plan_commit
+from raftlog.statemachine.topic_tx import Finished, TransactionTable
 from raftlog.storage.base import SnapshotStore
 
 NAME: Final = "topics"

@@ -106,6 +106,20 @@ async def test_atomic_across_leader_kill9_committed_all_aborted_and_expired_none
             info = await topics.transaction_status(keep.id, url=cluster.peers[old].url)
             assert (info.state, info.commit_index, info.records) == ("committed", commit, 12)
             assert info.record_ids[0].index == commit and info.record_ids[-1].position == 11
+
+            # the leader dies while a commit is in flight: the client retries the same request
+            # id at the next leader; whether the commit made it or not, the outcome is "all,
+            # once" (or the retry commits it)
+            again = await topics.begin_transaction(timeout=120)
+            await again.store("orders", [b"x0", b"x1", b"x2"])
+            leader = cluster.wait_stable_leader(20)
+            committing = asyncio.create_task(again.commit())
+            await asyncio.sleep(0.005)
+            cluster.kill(leader)
+            second = await committing
+            orders = await _same_everywhere(topics, cluster, "orders", second)
+            assert [r[5] for r in orders if r[0] == second] == [b"x0", b"x1", b"x2"]
+            assert [r[5] for r in orders].count(b"x0") == 1
     finally:
         cluster.stop()
 

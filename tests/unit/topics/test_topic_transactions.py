@@ -339,3 +339,38 @@ def test_record_ids_of_a_commit_are_its_index_and_store_order(
     assert [r.id for r in result.records] == [RecordId(commit, 3), RecordId(commit, 4),
                                               RecordId(commit, 5)]
     assert values(result) == [bytes([1, 1]), bytes([2, 0]), bytes([2, 1])]
+
+
+def test_ended_transactions_do_not_pile_up_in_memory(
+    log: TxLog, machine: TopicStateMachine
+) -> None:
+    log.create("a")
+    for n in range(3000):
+        log.begin(f"t{n}", timeout_ms=900_000)
+        log.rollback(f"t{n}")
+    log.begin("last", timeout_ms=1)
+    log.apply(machine)
+    assert len(machine._tx._deadlines) <= 1024 + 2
+    assert machine.next_expiry() == log.now + 1
+
+
+def test_a_page_of_a_large_commit_reads_only_the_stores_it_touches(
+    log: TxLog, machine: TopicStateMachine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log.create("a")
+    log.begin("t")
+    stores = [log.put("t", *(Record("a", b"%d-%d" % (n, k)) for k in range(2))) for n in range(5)]
+    commit = log.commit("t")
+    log.apply(machine)
+    reader = machine._reader
+    asked: list[int] = []
+    original = reader.store_at
+
+    def counting(index: int) -> object:
+        asked.append(index)
+        return original(index)
+
+    monkeypatch.setattr(reader, "store_at", counting)
+    page = read(machine, "a", from_index=commit, from_position=8, limit=1)
+    assert values(page) == [b"4-0"] and page.more
+    assert asked == [stores[4]]
