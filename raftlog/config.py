@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from raftlog.errors import ConfigError
 from raftlog.options import RaftOptions
+from raftlog.rest.settings import RestSettings, rest_settings
 from raftlog.rpc.config import validate_peer_url  # the single owner of the URL rule (§1)
 from raftlog.rpc.messages import Peer
 from raftlog.security.settings import PeerSecurity, peer_security
@@ -64,6 +65,8 @@ class PeerSettings:
     ready_max_lag: int = 1000
     """``/readyz`` fails while the applied index trails the commit index by more entries
     (``ready_max_lag`` in the peer's table or in [cluster])."""
+    rest: RestSettings = field(default_factory=RestSettings)
+    """The REST API's namespaces and limits (the ``[rest]`` table, docs/rest.md)."""
 
     @property
     def is_member(self) -> bool:
@@ -148,7 +151,7 @@ def load_peer_config(
     source = str(path)
     doc = load_cluster_file(path)
     cluster = _table(doc, "cluster", source)
-    unknown = set(doc) - {"cluster", "raft", "peers", "security"}
+    unknown = set(doc) - {"cluster", "raft", "peers", "security", "rest"}
     if unknown:
         raise ConfigError(f"{source}: unknown section(s) {sorted(unknown)}")
 
@@ -241,6 +244,7 @@ def load_peer_config(
         ),
         peer_http_urls=tuple(http_urls),
         ready_max_lag=_ready_max_lag(mine.get("ready_max_lag", cluster.get("ready_max_lag"))),
+        rest=rest_settings(doc, source),
     )
 
 

@@ -141,3 +141,58 @@ class EntriesCompactedError(RaftlogError):
             f"entries from index {requested} were compacted into a snapshot; "
             f"the log now starts at index {first_index}"
         )
+
+
+class TransactionError(TopicError):
+    """A transactional store, commit or rollback was refused (issue #18). ``txid`` names the
+    transaction; ``name`` is the stable wire code. Subclasses say why, so a producer can
+    branch on the type: retry the whole transaction, or give up."""
+
+    def __init__(self, name: str, message: str, txid: str | None = None) -> None:
+        super().__init__(name, message)
+        self.txid = txid
+
+
+class UnknownTransactionError(TransactionError):
+    """No open transaction has this id: never begun, or finished so long ago that the peer
+    no longer remembers how (``UnknownTransaction``)."""
+
+
+class TransactionExpiredError(TransactionError):
+    """The transaction timed out by the log clock before it committed; none of its records
+    will ever be visible (``TransactionExpired``)."""
+
+
+class TransactionAbortedError(TransactionError):
+    """The transaction was rolled back (or aborted at commit because a topic it wrote to was
+    deleted); none of its records will ever be visible (``TransactionAborted``)."""
+
+
+class TransactionCommittedError(TransactionError):
+    """The transaction already committed: it takes no more stores and cannot be rolled back
+    (``TransactionCommitted``)."""
+
+
+class TransactionExistsError(TransactionError):
+    """A transaction with this id is open already (``TransactionExists``)."""
+
+
+class TransactionLimitError(TransactionError):
+    """A bound was reached: open transactions, or records / bytes in one transaction
+    (``TransactionLimit``); the message names the bound."""
+
+
+TRANSACTION_ERRORS: dict[str, type[TransactionError]] = {
+    "UnknownTransaction": UnknownTransactionError,
+    "TransactionExpired": TransactionExpiredError,
+    "TransactionAborted": TransactionAbortedError,
+    "TransactionCommitted": TransactionCommittedError,
+    "TransactionExists": TransactionExistsError,
+    "TransactionLimit": TransactionLimitError,
+}
+"""Wire code -> exception class: what a client raises for a transaction refusal."""
+
+
+def transaction_error(name: str, message: str, txid: str | None = None) -> TransactionError:
+    """The typed error for wire code ``name`` (``TransactionError`` for codes not listed)."""
+    return TRANSACTION_ERRORS.get(name, TransactionError)(name, message, txid)

@@ -6,7 +6,8 @@ data. Layout of the entry *data*::
 
     offset 0   4 bytes  magic  c1 52 4c 54  ("\\xc1RLT")
     offset 4   1 byte   version: 01
-    offset 5   1 byte   kind: 01 record batch, 02 topic admin command, 03 clock tick
+    offset 5   1 byte   kind: 01 record batch, 02 topic admin command, 03 clock tick, 04/05
+                        transaction control / store (``raftlog.records_tx``)
     offset 6   1 byte   flags: bit 0 AUTO_CREATE (set by the leader only); bits 1-7 zero
     offset 7   8 bytes  append time: ms since the Unix epoch, unsigned big-endian,
                         0 when not stamped (clients send 0; the leader stamps it)
@@ -64,7 +65,6 @@ TOPIC_NAME_RE: Final = re.compile(r"[A-Za-z0-9._-]{1,249}")
 PROPERTY_NAMES: Final = ("retention_ms", "max_bytes", "max_record_bytes")
 AdminOp: TypeAlias = Literal["create", "update", "delete"]
 ADMIN_OPS: Final = ("create", "update", "delete")
-
 
 __all__ = ["TopicError"]  # re-exported: it lives in raftlog.errors
 
@@ -425,7 +425,7 @@ def stamp_append_time(data: bytes, now_ms: int, *, auto_create: bool = False) ->
     if not is_topic_data(data) or len(data) <= HEADER_SIZE:
         raise RecordFormatError("not a topic entry")
     _check_uint(now_ms, "append time")
-    flags = FLAG_AUTO_CREATE if auto_create and data[5] == KIND_RECORDS else 0
+    flags = FLAG_AUTO_CREATE if auto_create and data[5] in (KIND_RECORDS, 5) else 0  # 5: store
     return b"".join(
         (data[:FLAGS_OFFSET], bytes((flags,)), now_ms.to_bytes(8, "big"), data[HEADER_SIZE:])
     )

@@ -1,5 +1,6 @@
 """The raftlog client: asyncio ``RaftClient``, blocking ``SyncRaftClient`` and ``Subscriber``;
-topics with ``TopicClient`` and its blocking twin ``SyncTopicClient``.
+topics with ``TopicClient`` and its blocking twin ``SyncTopicClient``; transactions across
+calls with ``Transaction`` / ``SyncTransaction`` (``TopicClient.transaction()``).
 
 Wire-compatible with zmq-raft clusters (docs/protocol.md §10, §11, §13): leader discovery and
 following, idempotent updates (retries reuse the request id), back-pressured RequestEntries
@@ -14,11 +15,24 @@ from raftlog.client.routing import WAIT, Done, Outcome, Redirect
 from raftlog.client.subscriber import Subscriber
 from raftlog.client.sync import SyncRaftClient
 from raftlog.client.sync_topics import SyncTopicClient
+from raftlog.client.sync_transactions import SyncTransaction
 from raftlog.client.topics import TopicClient, make_record
-from raftlog.errors import RecordsExpiredError, TopicError
+from raftlog.client.transactions import Transaction
+from raftlog.errors import (
+    RecordsExpiredError,
+    TopicError,
+    TransactionAbortedError,
+    TransactionCommittedError,
+    TransactionError,
+    TransactionExistsError,
+    TransactionExpiredError,
+    TransactionLimitError,
+    UnknownTransactionError,
+)
 from raftlog.records import LoggedRecord, Record, RecordId, TopicProperties
 from raftlog.rpc.messages import Peer, RequestLogInfoResponse, SnapshotChunk
 from raftlog.rpc.topics import ReadResult, TopicInfo
+from raftlog.rpc.transactions import TransactionInfo
 
 __all__ = [
     "WAIT",
@@ -41,9 +55,19 @@ __all__ = [
     "Subscriber",
     "SyncRaftClient",
     "SyncTopicClient",
+    "SyncTransaction",
     "TopicClient",
     "TopicError",
     "TopicInfo",
     "TopicProperties",
+    "Transaction",
+    "TransactionAbortedError",
+    "TransactionCommittedError",
+    "TransactionError",
+    "TransactionExistsError",
+    "TransactionExpiredError",
+    "TransactionInfo",
+    "TransactionLimitError",
+    "UnknownTransactionError",
     "make_record",
 ]

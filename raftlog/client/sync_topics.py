@@ -24,11 +24,13 @@ from typing import Any, Literal
 
 from raftlog.client.models import DEFAULT_TIMEOUT
 from raftlog.client.sync import SyncRaftClient
+from raftlog.client.sync_transactions import SyncTransaction
 from raftlog.client.topic_stream import POLL_INTERVAL
 from raftlog.client.topics import TopicClient
 from raftlog.errors import ClientClosedError
 from raftlog.records import LoggedRecord, Record, RecordId
 from raftlog.rpc import topics as rpc
+from raftlog.rpc.transactions import TransactionInfo
 from raftlog.security.settings import CurveClient
 
 
@@ -148,6 +150,58 @@ class SyncTopicClient:
             self._topics.publish_batch(records, request_id=request_id, timeout=timeout)
         )
         return result
+
+    # -- transactions (issue #18) ----------------------------------------------------------
+    def begin_transaction(
+        self,
+        *,
+        timeout: float | None = None,
+        txid: str | None = None,
+        exist_ok: bool = False,
+        request_id: bytes | None = None,
+        request_timeout: float | None = None,
+    ) -> SyncTransaction:
+        """See :meth:`TopicClient.begin_transaction`."""
+        handle = self._run(
+            self._topics.begin_transaction(
+                timeout=timeout,
+                txid=txid,
+                exist_ok=exist_ok,
+                request_id=request_id,
+                request_timeout=request_timeout,
+            )
+        )
+        return SyncTransaction(handle, self._run)
+
+    def resume_transaction(self, txid: str) -> SyncTransaction:
+        """See :meth:`TopicClient.resume_transaction`."""
+        return SyncTransaction(self._topics.resume_transaction(txid), self._run)
+
+    @contextlib.contextmanager
+    def transaction(
+        self, *, timeout: float | None = None, txid: str | None = None
+    ) -> Iterator[SyncTransaction]:
+        """``with topics.transaction(timeout=30) as tx: tx.publish(...)``: committed when the
+        block ends normally, rolled back when it raises (the exception propagates)."""
+        tx = self.begin_transaction(timeout=timeout, txid=txid)
+        try:
+            yield tx
+        except BaseException as exc:
+            try:
+                tx.rollback()
+            except Exception as failure:  # the block's error matters more: keep it on top
+                exc.add_note(f"rollback of transaction {tx.id} failed too: {failure!r}")
+            raise
+        tx.commit()
+
+    def transaction_status(
+        self, txid: str, *, url: str | None = None, timeout: float | None = None
+    ) -> TransactionInfo:
+        """See :meth:`TopicClient.transaction_status`."""
+        info: TransactionInfo = self._run(
+            self._topics.transaction_status(txid, url=url, timeout=timeout)
+        )
+        return info
 
     # -- topics ----------------------------------------------------------------------------
     def create_topic(

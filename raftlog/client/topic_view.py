@@ -15,7 +15,11 @@ applied index would return it:
 
 One gap remains, stated rather than hidden: a batch refused at apply for exceeding
 ``max_record_bytes`` while the topic existed (only possible through a leader that does not
-check, e.g. a reference peer) is admitted here; ``TR`` never returns it.
+check, e.g. a reference peer) is admitted here; ``TR`` never returns it. And transactional
+records (issue #18) are not in record batches at all: they live in store entries (kind 05)
+that no reader may show, and become visible only at their commit's index, as ``(commit
+index, k)``; a raw-log reader that shows only record batches never shows uncommitted
+records -- nor committed transactional ones, which ``TR`` reads do show.
 
 Fetch the view once per planned read (at the pinned applied index) and use it for every
 index range of that read, so all tasks agree.

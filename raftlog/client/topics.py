@@ -22,16 +22,18 @@ answer, so they are applied at most once.
 
 from __future__ import annotations
 
-import time
+import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Literal
 
 from raftlog.client.client import RaftClient
+from raftlog.client.record_builder import make_record
 from raftlog.client.routing import WAIT, Done, Outcome, Redirect
 from raftlog.client.topic_stream import POLL_INTERVAL, subscribe
+from raftlog.client.transactions import Transaction, begin_data, new_txid
 from raftlog.entry import REQUEST_ID_SIZE
-from raftlog.errors import RequestExpiredError, TopicError
+from raftlog.errors import RequestExpiredError, TopicError, TransactionExistsError
 from raftlog.records import (
     AdminOp,
     LoggedRecord,
@@ -44,23 +46,9 @@ from raftlog.records import (
 )
 from raftlog.rpc import topic_counts
 from raftlog.rpc import topics as rpc
+from raftlog.rpc import transactions as tx_rpc
 
 __all__ = ["TopicClient", "admin_data", "make_record", "publish_data"]
-
-
-def make_record(
-    topic: str,
-    value: bytes,
-    *,
-    key: bytes | None = None,
-    headers: Mapping[str, bytes] | None = None,
-    timestamp_ms: int | None = None,
-    ttl_ms: int | None = None,
-) -> Record:
-    """A record with the producer timestamp defaulting to now; ``ttl_ms`` gives it a life
-    shorter than its topic's retention (counted from its append time)."""
-    stamp = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-    return Record(topic, bytes(value), key, dict(headers or {}), stamp, ttl_ms)
 
 
 def publish_data(records: Sequence[Record]) -> bytes:
@@ -213,6 +201,63 @@ class TopicClient:
 
     async def delete_topic(self, name: str, *, timeout: float | None = None) -> int:
         return await self.propose(admin_data("delete", name), timeout=timeout)
+
+    # -- transactions (issue #18; raftlog.client.transactions) ------------------------------
+    async def begin_transaction(
+        self,
+        *,
+        timeout: float | None = None,
+        txid: str | None = None,
+        exist_ok: bool = False,
+        request_id: bytes | None = None,
+        request_timeout: float | None = None,
+    ) -> Transaction:
+        """Begin a transaction that times out ``timeout`` seconds (default 60, at most 900)
+        after its begin entry, by the log clock; ``txid`` defaults to a random id. With
+        ``exist_ok`` an open transaction of that id is not an error (its handle is returned:
+        for callers that begin on their first store, like a REST store). ``request_timeout``
+        bounds this call (``ClusterUnavailableError``)."""
+        txid = new_txid() if txid is None else txid
+        data = begin_data(txid, timeout)
+        try:
+            await self.propose(data, request_id=request_id, timeout=request_timeout)
+        except TransactionExistsError:
+            if not exist_ok:
+                raise
+        return Transaction(self, txid)
+
+    def resume_transaction(self, txid: str) -> Transaction:
+        """A handle on transaction ``txid`` begun by another client or call (no round trip:
+        an unknown or finished transaction is reported by the first store or commit)."""
+        return Transaction(self, txid)
+
+    @contextlib.asynccontextmanager
+    async def transaction(
+        self, *, timeout: float | None = None, txid: str | None = None
+    ) -> AsyncIterator[Transaction]:
+        """``async with topics.transaction(timeout=30) as tx: await tx.publish(...)``: begun
+        on entry, committed when the block ends normally, rolled back when it raises (the
+        block's exception propagates; a failed rollback is chained, never hides it)."""
+        tx = await self.begin_transaction(timeout=timeout, txid=txid)
+        try:
+            yield tx
+        except BaseException as exc:
+            try:
+                await tx.rollback()
+            except Exception as failure:  # the block's error matters more: keep it on top
+                exc.add_note(f"rollback of transaction {tx.id} failed too: {failure!r}")
+            raise
+        await tx.commit()
+
+    async def transaction_status(
+        self, txid: str, *, url: str | None = None, timeout: float | None = None
+    ) -> tx_rpc.TransactionInfo:
+        """What peer ``url`` (default: the leader) knows of transaction ``txid`` (``TS``);
+        ``UnknownTransactionError`` if nothing."""
+        frames = await self.request(
+            url, tx_rpc.TYPE_TX_STATUS, tx_rpc.encode_status_request(txid), timeout=timeout
+        )
+        return tx_rpc.decode_status_response(frames)
 
     # -- reading (any peer) ----------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import threading
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Final
@@ -53,10 +54,12 @@ def build_app(
     *,
     ready_max_lag: int,
     poller: ClusterPoller | None = None,
+    mount: Callable[[web.Application], None] | None = None,
 ) -> web.Application:
     """The aiohttp application (separate from the thread so tests can drive it directly).
     With a ``poller`` it also serves the status page (``/``) and its data
-    (``/api/cluster``), and runs the poller while the app runs."""
+    (``/api/cluster``), and runs the poller while the app runs. ``mount`` registers more
+    routes (the REST API, ``raftlog.rest.app.mount``)."""
     prom = CollectorRegistry(auto_describe=False)
     prom.register(PeerCollector(registry, views))
 
@@ -84,6 +87,8 @@ def build_app(
     app.router.add_get("/readyz", readyz)
     if poller is not None:
         _add_status_page(app, poller)
+    if mount is not None:
+        mount(app)
     return app
 
 
@@ -183,11 +188,15 @@ def start_listener(
     http_urls: dict[str, str],
     curve: CurveClient | None = None,
     ready_max_lag: int = DEFAULT_READY_MAX_LAG,
+    mount: Callable[[web.Application], None] | None = None,
 ) -> HttpListener:
-    """Build the app (status page included) and start serving it; the caller stops it.
-    ``curve``: the keys the status page's RequestLogInfo polls use in a secure cluster."""
+    """Build the app (status page included, plus what ``mount`` registers) and start
+    serving it; the caller stops it. ``curve``: the keys the status page's RequestLogInfo
+    polls use in a secure cluster."""
     poller = ClusterPoller(views, ident, http_urls, curve)
-    app = build_app(views, registry, data_dir, ready_max_lag=ready_max_lag, poller=poller)
+    app = build_app(
+        views, registry, data_dir, ready_max_lag=ready_max_lag, poller=poller, mount=mount
+    )
     listener = HttpListener(app, http_url_host, port)
     listener.start()
     return listener

@@ -10,6 +10,7 @@ HTTP listener when the peer has an ``http_url``.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 
@@ -35,6 +36,7 @@ from raftlog.observability.probes import (
     counting_applied,
 )
 from raftlog.observability.view import ViewBox, ViewPublisher
+from raftlog.rest import app as rest
 from raftlog.server.ready_executor import Outbox
 from raftlog.storage.base import ReadyStore, SnapshotStore
 
@@ -100,6 +102,7 @@ class PeerObserver:
                 http_urls=dict(settings.peer_http_urls),
                 curve=None if settings.security is None else settings.security.client,
                 ready_max_lag=settings.ready_max_lag,
+                mount=functools.partial(rest.mount, settings=settings),
             )
 
     def on_timer(self, now: float) -> None:

@@ -33,7 +33,8 @@ from typing import Final
 from raftlog.errors import RemoteProtocolError
 from raftlog.records import MAX_UINT, check_topic_name
 from raftlog.rpc.frames import TRUE_FRAME, decode_json, json_to_uint, pack_json
-from raftlog.rpc.topics import _check_status, _integral, bad_request
+from raftlog.rpc.topic_errors import check_status
+from raftlog.rpc.topics import _integral, bad_request
 
 TYPE_COUNTS: Final = b"TC"
 MAX_BUCKETS: Final = 16_384
@@ -128,7 +129,7 @@ def encode_counts_response(result: CountsResult) -> list[bytes]:
 
 def decode_counts_response(frames: Sequence[bytes]) -> CountsResult:
     """The frames after the id; an error answer raises its ``TopicError``."""
-    _check_status(frames, 1)
+    check_status(frames, 1)
     body = decode_json(frames[1], 1)
     if not isinstance(body, dict):
         raise RemoteProtocolError("counts must be a map", 1)

@@ -54,7 +54,7 @@ from typing import Any, Final
 
 import msgpack
 
-from raftlog.errors import LocalProtocolError, RecordsExpiredError, RemoteProtocolError
+from raftlog.errors import LocalProtocolError, RemoteProtocolError
 from raftlog.records import (
     MAX_POSITION,
     MAX_UINT,
@@ -76,6 +76,7 @@ from raftlog.rpc.frames import (
     json_to_uint,
     pack_json,
 )
+from raftlog.rpc.topic_errors import check_status, error_from, error_map, record_id
 
 TYPE_PUBLISH: Final = b"TP"
 TYPE_READ: Final = b"TR"
@@ -185,58 +186,12 @@ def _unpack(frame: bytes, frame_no: int) -> object:
     return value
 
 
-def _error_map(error: TopicError) -> dict[str, object]:
-    body: dict[str, object] = {"name": error.name, "message": error.message}
-    if isinstance(error, RecordsExpiredError):
-        body["first_available"] = list(error.first_available)
-    return body
-
-
-def encode_error(error: TopicError) -> list[bytes]:
-    return [FALSE_FRAME, pack_json(_error_map(error))]
-
-
-def _error_from(value: object, frame_no: int) -> TopicError:
-    if not isinstance(value, dict):
-        raise RemoteProtocolError("error must be a map", frame_no)
-    name, message = value.get("name"), value.get("message")
-    if not isinstance(name, str) or not isinstance(message, str):
-        raise RemoteProtocolError("error needs string name and message", frame_no)
-    if name == "RecordsExpired":
-        first = _record_id(value.get("first_available"), frame_no)
-        if first is not None:
-            return RecordsExpiredError(message, (first.index, first.position))
-    return TopicError(name, message)
-
-
-def _check_status(frames: Sequence[bytes], expect: int) -> None:
-    """``[01, ...]`` with ``expect`` frames after the status, or raise the error answer."""
-    if not frames:
-        raise RemoteProtocolError("empty topic response")
-    if not decode_bool(frames[0]):
-        if len(frames) != 2:
-            raise RemoteProtocolError("an error answer has exactly two frames")
-        raise _error_from(decode_json(frames[1], 1), 1)
-    if len(frames) < expect + 1:
-        raise RemoteProtocolError(f"expected at least {expect + 1} frames, got {len(frames)}")
-
-
-def _record_id(value: object, frame_no: int) -> RecordId | None:
-    if value is None:
-        return None
-    if not isinstance(value, list) or len(value) != 2:
-        raise RemoteProtocolError("a record id is [index, position]", frame_no)
-    return RecordId(
-        json_to_uint(value[0], frame_no, "index"), json_to_uint(value[1], frame_no, "position")
-    )
-
-
 # --- TP publish ----------------------------------------------------------------------------
 
 
 def encode_publish_rejection(error: TopicError) -> list[bytes]:
     """The frames after the reqid of a refused publish."""
-    return [FALSE_FRAME, JSON_NULL, pack_json(_error_map(error))]
+    return [FALSE_FRAME, JSON_NULL, pack_json(error_map(error))]
 
 
 def encode_publish_reply(reply: PublishReply) -> list[bytes]:
@@ -272,7 +227,7 @@ def decode_publish_reply(frames: Sequence[bytes]) -> PublishReply:
         return PublishReply(PublishStatus.EXPIRED)
     leader = decode_json(frames[1], 1)
     if len(frames) == 3:
-        error = _error_from(decode_json(frames[2], 2), 2)
+        error = error_from(decode_json(frames[2], 2), 2)
         return PublishReply(PublishStatus.REJECTED, error=error)
     if leader is not None and not isinstance(leader, str):
         raise RemoteProtocolError("leader id must be a string or nil", 1)
@@ -350,7 +305,7 @@ def encode_read_response(result: ReadResult) -> list[bytes]:
 
 def decode_read_response(frames: Sequence[bytes]) -> ReadResult:
     """The frames after the id; an error answer raises its ``TopicError``."""
-    _check_status(frames, 1)
+    check_status(frames, 1)
     meta = decode_json(frames[1], 1)
     if not isinstance(meta, dict):
         raise RemoteProtocolError("read meta must be a map", 1)
@@ -413,7 +368,7 @@ def encode_describe_response(info: TopicInfo) -> list[bytes]:
 
 
 def decode_describe_response(frames: Sequence[bytes]) -> TopicInfo:
-    _check_status(frames, 1)
+    check_status(frames, 1)
     body = decode_json(frames[1], 1)
     if not isinstance(body, dict) or not isinstance(body.get("name"), str):
         raise RemoteProtocolError("topic info must be a map with a name", 1)
@@ -428,10 +383,10 @@ def decode_describe_response(frames: Sequence[bytes]) -> TopicInfo:
             optional("retention_ms"), optional("max_bytes"), optional("max_record_bytes")
         ),
         created_index=json_to_uint(body.get("created_index"), 1, "created_index"),
-        first=_record_id(body.get("first"), 1),
-        last=_record_id(body.get("last"), 1),
+        first=record_id(body.get("first"), 1),
+        last=record_id(body.get("last"), 1),
         last_append_time_ms=optional("last_append_time"),
-        low_water=_record_id(body.get("low_water"), 1),
+        low_water=record_id(body.get("low_water"), 1),
         published_bytes=optional("published_bytes") or 0,
         log_clock_ms=optional("log_clock") or 0,
         applied=optional("applied") or 0,
@@ -443,7 +398,7 @@ def encode_list_response(names: Sequence[str]) -> list[bytes]:
 
 
 def decode_list_response(frames: Sequence[bytes]) -> tuple[str, ...]:
-    _check_status(frames, 1)
+    check_status(frames, 1)
     names = decode_json(frames[1], 1)
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise RemoteProtocolError("a topic list is an array of names", 1)

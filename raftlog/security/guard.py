@@ -22,7 +22,8 @@ from typing import Final
 import structlog
 
 from raftlog.metrics import Counter
-from raftlog.records import RecordBatch, TopicCommand, TopicError, decode_entry
+from raftlog.records import RecordBatch, TopicCommand, TopicError
+from raftlog.records_tx import TxStore, decode_any_entry
 from raftlog.rpc.messages import (
     PEER_RPC_TYPES,
     TYPE_REQUEST_BROADCAST_STATE_URL,
@@ -105,8 +106,9 @@ def topic_refusal(principal: Principal, msg_type: bytes, args: list[bytes]) -> s
     Topic admin commands (create/update/delete, carried in an update) need ``admin``; a key
     limited to some topics publishes only topic records to those topics (no plain updates)
     and reads only through topic reads of those topics (not the raw log or the broadcast,
-    which carry every topic). Requests this cannot decode pass: their handler answers them
-    with the precise error."""
+    which carry every topic). A transactional store is checked like a publish of its records
+    (issue #18); begin, commit and rollback carry no records and need only the writer role.
+    Requests this cannot decode pass: their handler answers them with the precise error."""
     if msg_type in RAW_LOG_TYPES:
         if principal.read.unrestricted:
             return None
@@ -129,7 +131,7 @@ def topic_refusal(principal: Principal, msg_type: bytes, args: list[bytes]) -> s
 
 def _publish_refusal(principal: Principal, data: bytes) -> str | None:
     try:
-        entry = decode_entry(data)
+        entry = decode_any_entry(data)
     except TopicError:
         return None  # the topic gate answers a malformed entry itself
     if entry is None:
@@ -140,7 +142,7 @@ def _publish_refusal(principal: Principal, data: bytes) -> str | None:
         if principal.role is not None and principal.role >= Role.ADMIN:
             return None
         return f"{principal.name}: topic {entry.op} needs role admin"
-    if isinstance(entry, RecordBatch) and not principal.publish.unrestricted:
+    if isinstance(entry, RecordBatch | TxStore) and not principal.publish.unrestricted:
         for record in entry.records:
             if not principal.may_publish(record.topic):
                 return f"{principal.name} may not publish to topic {record.topic!r}"

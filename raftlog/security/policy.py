@@ -10,14 +10,22 @@ request on, also on a connection opened before the revocation.
 
 Roles are cumulative: ``reader`` (RequestEntries, RequestConfig, RequestLogInfo, topic
 reads, the PUB broadcast) < ``writer`` (+ RequestUpdate, topic publish) < ``admin`` (+
-ConfigUpdate, compaction, topic create/update/delete). Peers are not clients: a member's key
-may send the peer RPCs (RequestVote, AppendEntries, InstallSnapshot) under its own id only,
-and read the log (a new peer catches up as a reader).
+ConfigUpdate, compaction, topic create/update/delete). A member's key may send the peer RPCs
+(RequestVote, AppendEntries, InstallSnapshot) under its own id only, read the log (a new
+peer catches up as a reader), and send client requests: a peer's REST gateway
+(``raftlog.rest``) forwards writes to the leader with its member key after checking the
+HTTP caller's token itself. That grants a member nothing it lacks: a member can already
+become leader and append what it likes (docs/security.md, "a compromised peer host").
+
+A client may also hold a REST bearer token: the allowlist stores its SHA-256 (never the
+token), and the REST API looks the caller up by it with the same role and topic ACLs.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +46,7 @@ from raftlog.rpc.messages import (
     TYPE_REQUEST_WEBMONITOR_URL,
 )
 from raftlog.rpc.topics import TYPE_DESCRIBE, TYPE_LIST, TYPE_PUBLISH, TYPE_READ
+from raftlog.rpc.transactions import TYPE_TX_STATUS
 from raftlog.security import keys
 
 
@@ -77,6 +86,7 @@ _NEEDED: Final[Mapping[bytes, Permission]] = {
     TYPE_READ: Permission.READ,
     TYPE_DESCRIBE: Permission.READ,
     TYPE_LIST: Permission.READ,
+    TYPE_TX_STATUS: Permission.READ,
     TYPE_REQUEST_UPDATE: Permission.WRITE,
     TYPE_PUBLISH: Permission.WRITE,
     TYPE_CONFIG_UPDATE: Permission.ADMIN,
@@ -147,8 +157,8 @@ class Principal:
         needed = needed_permission(msg_type)
         if needed is Permission.PEER:
             return None if self.peer_id is not None else f"{self.name} is not a member peer"
-        if self.peer_id is not None:  # members read the log (catch-up), nothing else
-            return None if needed is Permission.READ else f"peer {self.peer_id} is no client"
+        if self.peer_id is not None:  # catch-up reads, and the REST gateway's requests
+            return None
         assert self.role is not None
         role = _ROLE_FOR[needed]
         if self.role >= role:
@@ -168,9 +178,15 @@ class Principal:
 
 @dataclass(frozen=True, slots=True)
 class AccessPolicy:
-    """Every key that may connect, by z85 public key."""
+    """Every key that may connect, by z85 public key; REST tokens by their SHA-256."""
 
     principals: Mapping[bytes, Principal]
+    tokens: Mapping[str, Principal] = field(default_factory=dict)
+    """SHA-256 (lower-case hex) of a REST bearer token -> its client."""
+
+    def token_principal(self, token: str) -> Principal | None:
+        """The client a REST bearer token belongs to (None: not listed)."""
+        return self.tokens.get(token_digest(token))
 
     def principal(self, user_id: bytes) -> Principal | None:
         """The principal of an authenticated connection (ZAP's User-Id is the z85 key)."""
@@ -182,20 +198,31 @@ class AccessPolicy:
 
     @classmethod
     def build(cls, peer_keys: Mapping[str, bytes], clients: Iterable[Principal],
-              client_keys: Iterable[bytes]) -> AccessPolicy:
-        """Peers by id -> public key, plus clients paired with their public keys. A key
-        listed twice is an error: one key must not carry two sets of rights."""
+              client_keys: Iterable[bytes | None],
+              client_tokens: Iterable[str | None] | None = None) -> AccessPolicy:
+        """Peers by id -> public key, plus clients paired with their public keys (None: a
+        REST-only client) and optionally their token digests. A key or token listed twice
+        is an error: one credential must not carry two sets of rights."""
         table: dict[bytes, Principal] = {}
         for peer_id, key in peer_keys.items():
             if key in table:
                 raise ConfigError(f"peers {table[key].name} and {peer_id} share a public key")
             table[key] = Principal(name=f"peer {peer_id}", peer_id=peer_id)
-        for principal, key in zip(clients, client_keys, strict=True):
-            if key in table:
-                raise ConfigError(f"client {principal.name}: its key is already used by "
-                                  f"{table[key].name}")
-            table[key] = principal
-        return cls(table)
+        clients = list(clients)
+        tokens_in = list(client_tokens) if client_tokens is not None else [None] * len(clients)
+        tokens: dict[str, Principal] = {}
+        for principal, client_key, digest in zip(clients, client_keys, tokens_in, strict=True):
+            if client_key is not None:
+                if client_key in table:
+                    raise ConfigError(f"client {principal.name}: its key is already used by "
+                                      f"{table[client_key].name}")
+                table[client_key] = principal
+            if digest is not None:
+                if digest in tokens:
+                    raise ConfigError(f"client {principal.name}: its token is already used "
+                                      f"by {tokens[digest].name}")
+                tokens[digest] = principal
+        return cls(table, tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,14 +232,26 @@ class Allowlist:
     the running peers accept it without a restart)."""
 
     clients: list[Principal]
-    client_keys: list[bytes]
+    client_keys: list[bytes | None]
+    """Each client's public key; None for a REST-only client (a token and no key)."""
     peer_keys: dict[str, bytes]
+    client_tokens: list[str | None] = field(default_factory=list)
+    """Each client's REST token digest (``token_sha256``), or None."""
+
+
+TOKEN_DIGEST_RE: Final = re.compile(r"[0-9a-f]{64}")
+
+
+def token_digest(token: str) -> str:
+    """What the allowlist stores for a REST bearer token: its SHA-256, lower-case hex (so a
+    leaked allowlist does not leak the tokens)."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 def load_clients(path: Path, keys_dir: Path) -> Allowlist:
     """Parse an allowlist file (TOML: ``[[clients]]`` tables with name, key, role, optional
-    publish/read topic patterns; ``[[peers]]`` tables with id and key); one-line ConfigError
-    on anything wrong."""
+    publish/read topic patterns and REST ``token_sha256``; ``[[peers]]`` tables with id and
+    key); one-line ConfigError on anything wrong."""
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -228,13 +267,14 @@ def load_clients(path: Path, keys_dir: Path) -> Allowlist:
     if not isinstance(raw_clients, list):
         raise ConfigError(f"{path}: clients must be [[clients]] tables")
     principals: list[Principal] = []
-    public_keys: list[bytes] = []
+    public_keys: list[bytes | None] = []
+    digests: list[str | None] = []
     names: set[str] = set()
     for n, raw in enumerate(raw_clients, 1):
         what = f"{path}: client {n}"
         if not isinstance(raw, dict):
             raise ConfigError(f"{what} must be a table")
-        extra = set(raw) - {"name", "key", "role", "publish", "read"}
+        extra = set(raw) - {"name", "key", "role", "publish", "read", "token_sha256"}
         if extra:
             raise ConfigError(f"{what}: unknown field(s) {sorted(extra)}")
         name = raw.get("name")
@@ -243,10 +283,20 @@ def load_clients(path: Path, keys_dir: Path) -> Allowlist:
         if name in names:
             raise ConfigError(f"{path}: client name {name!r} is listed twice")
         names.add(name)
-        reference = raw.get("key", name)
-        if not isinstance(reference, str):
+        digest = raw.get("token_sha256")
+        if digest is not None and (
+            not isinstance(digest, str) or not TOKEN_DIGEST_RE.fullmatch(digest)
+        ):
+            raise ConfigError(f"{what} ({name}): token_sha256 must be 64 lower-case hex digits "
+                              "(printf %s TOKEN | sha256sum)")
+        # a client with a token and no key is REST-only; otherwise the key defaults to name
+        reference = raw.get("key", name if digest is None else None)
+        if reference is not None and not isinstance(reference, str):
             raise ConfigError(f"{what} ({name}): key must be a string")
-        pair = keys.resolve(reference, keys_dir, f"{what} ({name})")
+        public = (
+            None if reference is None
+            else keys.resolve(reference, keys_dir, f"{what} ({name})").public
+        )
         principals.append(
             Principal(
                 name=name,
@@ -255,8 +305,10 @@ def load_clients(path: Path, keys_dir: Path) -> Allowlist:
                 read=TopicFilter.parse(raw.get("read"), f"{what} ({name}) read"),
             )
         )
-        public_keys.append(pair.public)
-    return Allowlist(principals, public_keys, _extra_peers(doc.get("peers", []), path, keys_dir))
+        public_keys.append(public)
+        digests.append(digest)
+    return Allowlist(principals, public_keys, _extra_peers(doc.get("peers", []), path, keys_dir),
+                     digests)
 
 
 def _extra_peers(raw_peers: object, path: Path, keys_dir: Path) -> dict[str, bytes]:

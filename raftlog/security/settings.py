@@ -71,7 +71,8 @@ class PeerSecurity:
                     f"{self.clients_file}: peer {peer_id} has another key in the cluster file"
                 )
         members = {**allowed.peer_keys, **self.peer_keys}
-        return AccessPolicy.build(members, allowed.clients, allowed.client_keys)
+        return AccessPolicy.build(members, allowed.clients, allowed.client_keys,
+                                  allowed.client_tokens)
 
 
 def security_table(doc: Mapping[str, Any], source: str) -> dict[str, Any] | None:

@@ -63,7 +63,8 @@ from raftlog.server.ready_executor import ReadyExecutor
 from raftlog.server.services import build_services, core_config, now_ms
 from raftlog.statemachine.broadcast import BroadcastStateMachine
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.statemachine.topics import TOPICS_DIR, open_topic_machine
+from raftlog.statemachine.topic_open import open_topic_machine
+from raftlog.statemachine.topics import TOPICS_DIR
 from raftlog.storage.base import HardState
 from raftlog.storage.bounds_check import check_durable_bounds
 from raftlog.storage.ready_store import RocksReadyStore

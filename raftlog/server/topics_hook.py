@@ -16,7 +16,9 @@ what that path asks:
   original index even if the topic changed since (idempotency first), and the request id is
   looked up once. It decodes, checks against the applied topics (``check_entry``), stamps
   the append time (``AppendClock``: never earlier than this leader's previous stamp) and
-  the AUTO_CREATE flag from this peer's ``topic_auto_create`` option;
+  the AUTO_CREATE flag from this peer's ``topic_auto_create`` option; a transaction entry
+  is also checked against the open transactions (``TopicStateMachine.check_transaction``,
+  with the stamp it would get, so a store or commit past its deadline is refused at once);
 * ``refusal_at``: the state machine re-checks at apply, so an admin command committed in
   between can still refuse a batch, deterministically; its publisher is told.
 """
@@ -32,13 +34,13 @@ from raftlog.records import (
     ClockTick,
     RecordFormatError,
     TopicError,
-    decode_entry,
     is_topic_data,
 )
+from raftlog.records_tx import TxControl, TxStore, decode_any_entry
 from raftlog.rpc.topics import bad_request
 from raftlog.statemachine.topic_index import TopicState
 from raftlog.statemachine.topic_reads import wall_ms
-from raftlog.statemachine.topics import check_entry
+from raftlog.statemachine.topic_rules import check_entry
 
 
 class TopicView(Protocol):
@@ -51,6 +53,10 @@ class TopicView(Protocol):
 
     def refusal_at(self, index: int) -> TopicError | None:
         """Why the batch at ``index`` was refused at apply, if it was."""
+        ...
+
+    def check_transaction(self, entry: TxControl | TxStore, now_ms: int) -> TopicError | None:
+        """Why a transaction entry stamped ``now_ms`` would be refused (issue #18)."""
         ...
 
 
@@ -76,17 +82,22 @@ class TopicGate:
         if not is_topic_data(data):
             return data
         try:
-            entry = decode_entry(data)
+            entry = decode_any_entry(data)
         except RecordFormatError as exc:
             return exc
         if entry is None:  # unreachable: the magic was checked
             return data
         if isinstance(entry, ClockTick):  # issue #11: the leader's own (raftlog.server.topic_clock)
             return RecordFormatError("clock ticks are appended by the leader only")
+        now = self._now_ms()
+        if isinstance(entry, TxControl | TxStore):  # the stamp it would get decides expiry
+            error = self._machine.check_transaction(entry, max(self.clock.last_ms, now))
+            if error is not None:
+                return error
         error = check_entry(entry, self._machine.topics, self._auto_create)
         if error is not None:
             return error
-        return self.clock.stamp(data, self._now_ms(), auto_create=self._auto_create)
+        return self.clock.stamp(data, now, auto_create=self._auto_create)
 
     def check_publish(self, msg_id: bytes, args: Sequence[bytes]) -> TopicError | None:
         """Why the frames of a ``TP`` request are unacceptable, or None."""

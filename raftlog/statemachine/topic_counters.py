@@ -31,11 +31,11 @@ only -- so nothing here is ever written to disk or has to agree with the index f
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from raftlog.records import RecordBatch, RecordId
+from raftlog.records import Record, RecordId
 from raftlog.statemachine.topic_index import EntryRecords, TopicState
 
 MAX_SEED_ENTRIES: Final = 10_000_000
@@ -44,15 +44,15 @@ from what was walked and says so in ``TopicTotals.seeded_exactly``)."""
 
 
 class RetentionReader(Protocol):
-    """Where a topic's retention starts (``TopicReader.start``) and the record batch of a
-    log entry (``TopicReader.batch_at``)."""
+    """Where a topic's retention starts (``TopicReader.start``) and the records the index
+    may point at in a log entry (``TopicReader.records_at``: a batch's, or a commit's)."""
 
     def start(self, name: str, state: TopicState, clock_ms: int, applied: int) -> RecordId:
         """No record before this id is retained."""
         ...
 
-    def batch_at(self, index: int) -> RecordBatch | None:
-        """The record batch in log entry ``index`` (None: compacted, or not a batch)."""
+    def records_at(self, index: int) -> Sequence[Record] | None:
+        """The records entry ``index`` made visible (None: compacted, or none)."""
         ...
 
 
@@ -124,7 +124,7 @@ class TopicCounters:
     """The totals of every live topic (module docstring)."""
 
     def __init__(self, index: CounterIndex, reader: RetentionReader, log: FirstIndex) -> None:
-        """``reader.batch_at`` is read only when size retention starts inside an entry, to
+        """``reader.records_at`` is read only when size retention starts inside an entry, to
         size the records before the cut."""
         self._index = index
         self._reader = reader
@@ -265,13 +265,13 @@ class TopicCounters:
         before = entry.bytes_before
         if entry.index != rid.index or rid.position == 0:
             return before
-        batch = self._reader.batch_at(entry.index)
-        if batch is None:
+        records = self._reader.records_at(entry.index)
+        if records is None:
             return before
         for position in entry.positions:
-            if position >= rid.position or position >= len(batch.records):
+            if position >= rid.position or position >= len(records):
                 break
-            before += batch.records[position].size
+            before += records[position].size
         return before
 
     # -- reading ------------------------------------------------------------------------------

@@ -18,6 +18,12 @@ Keys (raw bytes; integers unsigned big-endian so byte order is numeric order)::
                             and the topic's last key holds the bytes published so far
     a <time:8> <idx:8>   -> ""   time index: append time -> record entry index
     i <idx:8>            -> u64  record entry index -> append time (for snapshots "as of")
+    t <commit:8>         -> msgpack [[store index, records], ...]: the stores a transaction
+                            commit made visible, in order (readers resolve a commit's record
+                            positions through it; ``topic_tx``)
+    e <begin:8>          -> a transaction (``topic_tx``): id, deadline, totals, outcome
+    x <txid>             -> u64  begin index of the latest transaction with this id
+    y <begin:8> <store:8> -> msgpack [records, bytes]: one store of a transaction
 
 Topic names never contain 00 (``raftlog.records.check_topic_name``), so each topic's keys are
 one contiguous range and reads never touch another topic's keys. Append times are
@@ -171,6 +177,30 @@ class TopicIndex:
         log. ``sync`` before the log drops entries the index was built from."""
         self._db.write(batch, sync, what)
 
+    # -- raw access for the transaction keys (``topic_tx`` owns their layout) ---------------
+    def get(self, key: bytes, what: str) -> bytes | None:
+        """The value of ``key`` (None: absent)."""
+        return self._db.get(key, what)
+
+    def items(self, lo: bytes, hi: bytes, what: str) -> Iterator[tuple[bytes, bytes]]:
+        """Keys and values in ``[lo, hi)``, in key order."""
+        return self._db.items(lo, hi, what)
+
+    def commit_stores(self, commit_index: int) -> list[tuple[int, int]] | None:
+        """The ``(store index, records)`` a transaction commit at ``commit_index`` made
+        visible, in order (None: no commit there)."""
+        value = self._db.get(b"t" + u64(commit_index), "transaction commit")
+        if value is None:
+            return None
+        return [(int(s), int(n)) for s, n in msgpack.unpackb(value)]
+
+    @staticmethod
+    def put_commit_stores(
+        batch: WriteBatch, commit_index: int, stores: list[tuple[int, int]]
+    ) -> None:
+        """Record which stores the commit at ``commit_index`` made visible."""
+        batch.put(b"t" + u64(commit_index), msgpack.packb([list(s) for s in stores]))
+
     # -- machine position ------------------------------------------------------------------
     def load_position(self) -> tuple[int, int, int]:
         """``(last_applied, last_time, base_time)``."""
@@ -314,6 +344,7 @@ class TopicIndex:
             batch.delete_range(prefix, entry_key(topic, kept.index))
             sizes = _topic_prefix(b"b", topic)
             batch.delete_range(sizes, sizes + u64(kept.bytes_before))
+        batch.delete_range(b"t", b"t" + u64(floor))
         below = self.time_at(floor - 1)
         if below is None:
             return

@@ -31,15 +31,23 @@ record (``first_retained``), so a retained record's entry is always there.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Final, Protocol
 
 from raftlog.entry import ENTRY_HEADER_SIZE
 from raftlog.errors import RecordsExpiredError
-from raftlog.records import LoggedRecord, RecordBatch, RecordFormatError, RecordId, decode_entry
+from raftlog.records import (
+    LoggedRecord,
+    Record,
+    RecordBatch,
+    RecordFormatError,
+    RecordId,
+)
+from raftlog.records_tx import TxControl, TxStore, decode_any_entry
 from raftlog.rpc import topic_counts
 from raftlog.rpc import topics as rpc
-from raftlog.statemachine.topic_index import TopicIndex, TopicState
+from raftlog.statemachine.topic_commit import CommitRecords
+from raftlog.statemachine.topic_index import TopicIndex, TopicState, u64
 
 READ_BUDGET: Final = 4 * 1024 * 1024
 """Record bytes per read answer (at least one record is always sent)."""
@@ -113,15 +121,41 @@ class TopicReader:
         entry = None if index is None else self._index.entry(name, index)
         if entry is None:
             return RecordId(applied + 1, 0)
-        batch = self.batch_at(entry.index)
-        if batch is None:  # compacted: only possible when it holds nothing retained
+        records = self.records_at(entry.index)
+        if records is None:  # compacted: only possible when it holds nothing retained
             return RecordId(entry.index + 1, 0)
         published = entry.bytes_before
         for position in entry.positions:
             if published >= threshold:
                 return RecordId(entry.index, position)
-            published += batch.records[position].size
+            published += records[position].size
         return RecordId(entry.index + 1, 0)
+
+    def retained_floor(self, topics: Mapping[str, TopicState], clock_ms: int, applied: int) -> int:
+        """Just below the first record any of ``topics`` retains (``applied``: none)."""
+        limit = applied
+        for name, state in topics.items():
+            first = self.first_retained(name, state, clock_ms, applied)
+            if first is not None:
+                limit = min(limit, first.index - 1)
+        return limit
+
+    def retention_due(
+        self, topics: Mapping[str, TopicState], clock_ms: int, applied: int
+    ) -> int | None:
+        """The log-clock time at which the oldest retained record of a topic with
+        ``retention_ms`` expires (None: none will)."""
+        soonest = None
+        for name, state in topics.items():
+            retention = state.properties.retention_ms
+            if retention is None:
+                continue
+            start = self.start(name, state, clock_ms, applied)
+            entry = next(self._index.entries(name, start.index), None)
+            if entry is not None:
+                due = entry.append_time_ms + retention
+                soonest = due if soonest is None else min(soonest, due)
+        return soonest
 
     def low_water(self, name: str, state: TopicState, start: RecordId) -> RecordId:
         """The position just after the last record that retention removed (``start`` is
@@ -139,16 +173,16 @@ class TopicReader:
         """Retained records of ``name`` from id ``start`` on (``start`` already at or above
         the retention start), in log order."""
         for entry in self._index.entries(name, start.index):
-            batch = self.batch_at(entry.index)
-            if batch is None:
+            records = self.records_at(entry.index)
+            if records is None:
                 continue  # compacted meanwhile, or not what the index says: skip, never fail
             for position in entry.positions:
                 if entry.index == start.index and position < start.position:
                     continue
-                if position >= len(batch.records):
+                if position >= len(records):
                     continue
                 item = LoggedRecord(
-                    RecordId(entry.index, position), entry.append_time_ms, batch.records[position]
+                    RecordId(entry.index, position), entry.append_time_ms, records[position]
                 )
                 if not ttl_expired(item, clock_ms):
                     yield item
@@ -161,14 +195,14 @@ class TopicReader:
         start = self.start(name, state, clock_ms, applied)
         scanned = 0
         for entry in self._index.entries(name, start.index):
-            batch = self.batch_at(entry.index)
-            if batch is None:
+            records = self.records_at(entry.index)
+            if records is None:
                 continue
             for position in entry.positions:
                 rid = RecordId(entry.index, position)
-                if rid < start or position >= len(batch.records):
+                if rid < start or position >= len(records):
                     continue
-                record = batch.records[position]
+                record = records[position]
                 ttl = record.ttl_ms
                 if ttl is None or entry.append_time_ms + ttl > clock_ms:
                     return rid
@@ -183,14 +217,14 @@ class TopicReader:
         for entry in self._index.entries_before(name, applied + 1):
             if entry.index < start.index:
                 return None
-            batch = self.batch_at(entry.index)
-            if batch is None:
+            records = self.records_at(entry.index)
+            if records is None:
                 return None
             for position in reversed(entry.positions):
                 rid = RecordId(entry.index, position)
                 if rid < start:
                     return None
-                item = LoggedRecord(rid, entry.append_time_ms, batch.records[position])
+                item = LoggedRecord(rid, entry.append_time_ms, records[position])
                 if not ttl_expired(item, clock_ms):
                     return rid, entry.append_time_ms
         return None
@@ -247,16 +281,52 @@ class TopicReader:
                 size += item.record.size
         return rpc.ReadResult(tuple(out), applied, is_leader, more)
 
-    def batch_at(self, index: int) -> RecordBatch | None:
-        """The record batch in log entry ``index`` (None: compacted, or not a batch)."""
+    def _entry_at(self, index: int) -> object:
         if index < self._entries.first_index:
             return None
         try:
             raw = self._entries.raw_entries(index, index + 1)[0]
-            entry = decode_entry(raw[ENTRY_HEADER_SIZE:])
+            return decode_any_entry(raw[ENTRY_HEADER_SIZE:])
         except (IndexError, RecordFormatError):
             return None  # compacted meanwhile, or not what the index says: skip, never fail
-        return entry if isinstance(entry, RecordBatch) else None
+
+    def records_at(self, index: int) -> Sequence[Record] | None:
+        """The records the index may point at in entry ``index``: a record batch's, or the
+        stores a transaction commit there made visible, in order (None: compacted, or
+        neither). A transactional store's own entry never answers: its records exist for
+        readers only at their commit."""
+        entry = self._entry_at(index)
+        if isinstance(entry, RecordBatch):
+            return entry.records
+        if isinstance(entry, TxControl) and entry.op == "commit":
+            stores = self._index.commit_stores(index)
+            return None if stores is None else CommitRecords(stores, self.store_at)
+        return None
+
+    def store_at(self, index: int) -> TxStore | None:
+        """The transactional store in entry ``index`` (None: compacted, or not a store);
+        a store restored from a snapshot comes from its copy in the index."""
+        entry = self._entry_at(index)
+        if entry is None:
+            data = self.store_data(index) if index < self._entries.first_index else None
+            entry = self._decode(data) if data is not None else None
+        return entry if isinstance(entry, TxStore) else None
+
+    def store_data(self, index: int) -> bytes | None:
+        """The topic entry data of store ``index``: from the log, or the index's copy."""
+        if index >= self._entries.first_index:
+            try:
+                return self._entries.raw_entries(index, index + 1)[0][ENTRY_HEADER_SIZE:]
+            except IndexError:
+                return None
+        return self._index.get(b"z" + u64(index), "transaction store copy")
+
+    @staticmethod
+    def _decode(data: bytes) -> object:
+        try:
+            return decode_any_entry(data)
+        except RecordFormatError:
+            return None
 
     def counts(
         self,

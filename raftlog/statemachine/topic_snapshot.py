@@ -6,6 +6,8 @@ retained record as an ordinary log entry after it. What the snapshot must carry 
 compacted prefix decided: which topics exist as of the snapshot index (their properties and
 creation index), each topic's low-water mark -- raised past every record at or below the
 snapshot index, since the restoring peer will never see those -- and the log clock there.
+It also carries the transactions open at the snapshot index with their stores' data (#18;
+``topic_tx``): normally none, as log compaction stops before any open transaction.
 """
 
 from __future__ import annotations
@@ -20,12 +22,17 @@ from raftlog.statemachine.topic_index import TopicIndex, TopicState
 SNAPSHOT_VERSION: Final = 2
 
 
-def build_snapshot(index_db: TopicIndex, index: int, base_time: int) -> bytes:
+def build_snapshot(
+    index_db: TopicIndex, index: int, base_time: int, open_transactions: list[list[Any]]
+) -> bytes:
     """The snapshot as of log index ``index`` (the machine may have applied further: the
-    metadata is versioned, and the clock comes from the entry-time index)."""
+    metadata is versioned, and the clock comes from the entry-time index);
+    ``open_transactions`` are those open at ``index`` (``TransactionTable.snapshot``)."""
     topics = index_db.topics_as_of(index)
     at = index_db.time_at(index)
     body: dict[str, Any] = {"v": SNAPSHOT_VERSION, "topics": {}}
+    if open_transactions:  # absent otherwise: older peers read the snapshot as before
+        body["tx"] = open_transactions
     body["time"] = base_time if at is None else at[1]
     for name, state in topics.items():
         low = state.low_water
@@ -45,12 +52,12 @@ def build_snapshot(index_db: TopicIndex, index: int, base_time: int) -> bytes:
     return packed
 
 
-def parse_snapshot(data: bytes) -> tuple[dict[str, TopicState], int]:
-    """``(topics, log clock)`` of a snapshot. Empty data (a snapshot from before topics
-    existed) is an empty state; anything else must be our format: restoring garbage silently
-    would lose topics."""
+def parse_snapshot(data: bytes) -> tuple[dict[str, TopicState], int, list[list[Any]]]:
+    """``(topics, log clock, open transactions)`` of a snapshot. Empty data (a snapshot from
+    before topics existed) is an empty state; anything else must be our format: restoring
+    garbage silently would lose topics."""
     if not data:
-        return {}, 0
+        return {}, 0, []
     body = msgpack.unpackb(data, raw=False)
     if not isinstance(body, dict) or body.get("v") not in (1, SNAPSHOT_VERSION):
         raise ValueError("unsupported topic snapshot format")
@@ -66,7 +73,10 @@ def parse_snapshot(data: bytes) -> tuple[dict[str, TopicState], int]:
             created,
             RecordId(low_index, low_position),
         )
-    return topics, int(body["time"])
+    open_transactions = body.get("tx", [])
+    if not isinstance(open_transactions, list):
+        raise ValueError("unsupported topic snapshot format (transactions)")
+    return topics, int(body["time"]), open_transactions
 
 
 def snapshot_part(data: bytes, name: str) -> bytes:

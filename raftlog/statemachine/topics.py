@@ -29,6 +29,9 @@ After a crash (or with the database deleted) ``catch_up`` re-applies from the lo
 the index is missing, from its own ``last_applied`` -- restoring the snapshot first if the
 log was compacted past it. Snapshots hold topic metadata (as of the snapshot index, with the
 low-water raised past every record at or below it) and the log clock there.
+
+Transactions (issue #18): stores are invisible until their commit indexes them as one entry
+at the commit's index; the rules, timeouts and their compaction floor: ``topic_tx``.
 """
 
 from __future__ import annotations
@@ -40,23 +43,27 @@ from pathlib import Path
 from typing import Any, Final
 
 from raftlog.entry import ENTRY_HEADER_SIZE, EntryType
-from raftlog.errors import TopicError
+from raftlog.errors import TopicError, TransactionError
 from raftlog.records import (
     MAGIC,
     ClockTick,
     RecordBatch,
     RecordFormatError,
     TopicCommand,
-    TopicEntry,
     TopicProperties,
-    decode_entry,
 )
+from raftlog.records_tx import TxControl, TxStore, decode_any_entry
 from raftlog.rpc import topic_counts
 from raftlog.rpc import topics as rpc
+from raftlog.rpc import transactions as tx_rpc
+from raftlog.statemachine.topic_commit import plan_commit
 from raftlog.statemachine.topic_counters import TopicCounters
 from raftlog.statemachine.topic_index import TopicIndex, TopicState
 from raftlog.statemachine.topic_reads import EntrySource, TopicReader
+from raftlog.statemachine.topic_requests import answer_request
+from raftlog.statemachine.topic_rules import check_entry
 from raftlog.statemachine.topic_snapshot import build_snapshot, parse_snapshot, snapshot_part
+from raftlog.statemachine.topic_tx import Finished, TransactionTable
 from raftlog.storage.base import SnapshotStore
 
 NAME: Final = "topics"
@@ -66,41 +73,7 @@ GC_INTERVAL: Final = 1.0
 MAX_RECENT_REFUSALS: Final = 10_000
 """Refused batch indexes remembered for answering their publishers (``refusal_at``)."""
 CATCH_UP_BYTES: Final = 8 * 1024 * 1024
-__all__ = ["TopicStateMachine", "check_entry", "open_topic_machine", "snapshot_part"]
-
-
-def check_entry(
-    entry: TopicEntry, topics: Mapping[str, TopicState], auto_create: bool
-) -> TopicError | None:
-    """Why ``entry`` would be refused given ``topics``, or None (used at apply and by the
-    leader before proposing). Admin no-ops are errors here, for the proposer only."""
-    if isinstance(entry, ClockTick):
-        return None
-    if isinstance(entry, TopicCommand):
-        exists = entry.topic in topics
-        if entry.op == "create" and exists:
-            return TopicError("TopicExists", f"topic {entry.topic!r} already exists")
-        if entry.op != "create" and not exists:
-            return TopicError("UnknownTopic", f"topic {entry.topic!r} does not exist")
-        return None
-    for position, record in enumerate(entry.records):
-        state = topics.get(record.topic)
-        if state is None:
-            if not auto_create:
-                return TopicError(
-                    "UnknownTopic",
-                    f"record {position}: topic {record.topic!r} does not exist "
-                    "(create it first, or enable topic_auto_create)",
-                )
-            continue
-        limit = state.properties.max_record_bytes
-        if limit is not None and record.size > limit:
-            return TopicError(
-                "RecordTooLarge",
-                f"record {position}: {record.size} bytes exceed max_record_bytes={limit} "
-                f"of topic {record.topic!r}",
-            )
-    return None
+__all__ = ["TopicStateMachine", "check_entry", "snapshot_part"]
 
 
 class TopicStateMachine:
@@ -111,6 +84,7 @@ class TopicStateMachine:
 
     def __init__(self, path: Path, entries: EntrySource, *, log: Any = None) -> None:
         self._index = TopicIndex(path)
+        self._tx = TransactionTable(self._index)
         self._entries = entries
         self._log = log
         self._reader = TopicReader(self._index, entries)
@@ -173,7 +147,7 @@ class TopicStateMachine:
 
     def _apply_data(self, batch: Any, index: int, data: bytes) -> None:
         try:
-            entry = decode_entry(data)
+            entry = decode_any_entry(data)
         except RecordFormatError as exc:
             self.malformed_entries += 1
             self._note("topic_entry_malformed", index=index, reason=str(exc))
@@ -181,7 +155,12 @@ class TopicStateMachine:
         if entry is None:
             return
         self._last_time = max(self._last_time, entry.append_time_ms)
+        if self._tx.open:  # the log clock moved: time out what is due, before this entry
+            self._tx.expire(batch, index, self._last_time)
         if isinstance(entry, ClockTick):
+            return
+        if isinstance(entry, TxControl | TxStore):
+            self._apply_tx(batch, index, entry)
             return
         error = check_entry(
             entry, self._topics, isinstance(entry, RecordBatch) and entry.auto_create
@@ -191,11 +170,7 @@ class TopicStateMachine:
                 self._apply_command(batch, index, entry)
             return
         if error is not None:
-            self.refused_entries += 1
-            self._recent_refusals[index] = error
-            if len(self._recent_refusals) > MAX_RECENT_REFUSALS:
-                self._recent_refusals.popitem(last=False)
-            self._note("topic_batch_refused", index=index, reason=str(error))
+            self._refuse(index, error)
             return
         # The hot loop of every publish on every peer: one dict lookup per topic change,
         # sizes summed without building per-record objects.
@@ -228,6 +203,65 @@ class TopicStateMachine:
         by_topic = {name: (mine_, sizes[name]) for name, mine_ in positions.items()}
         self._index.put_entry(batch, index, self._last_time, by_topic, self._published)
         self.counters.indexed(by_topic)
+
+    def _refuse(self, index: int, error: TopicError) -> None:
+        self.refused_entries += 1
+        self._recent_refusals[index] = error
+        if len(self._recent_refusals) > MAX_RECENT_REFUSALS:
+            self._recent_refusals.popitem(last=False)
+        self._note("topic_batch_refused", index=index, reason=str(error))
+
+    # -- transactions (issue #18; the rules: topic_tx) -------------------------------------
+    def _apply_tx(self, batch: Any, index: int, entry: TxControl | TxStore) -> None:
+        """Apply a transaction entry (the rules: ``topic_tx``), or refuse it."""
+        error = self._tx.check(entry, self._last_time)
+        if error is None and isinstance(entry, TxStore):
+            error = check_entry(entry, self._topics, entry.auto_create)
+        if error is not None:
+            self._refuse(index, error)
+            return
+        if isinstance(entry, TxStore):
+            for record in entry.records:
+                if record.topic not in self._topics:  # AUTO_CREATE (checked above)
+                    self._note_topic(batch, record.topic, index)
+            self._tx.store(batch, index, entry)
+        elif entry.op == "begin":
+            self._tx.begin(batch, index, entry, self._last_time)
+        elif entry.op == "rollback":
+            self._tx.end(batch, entry.txid, Finished("aborted", index))
+        else:
+            self._commit(batch, index, entry.txid)
+
+    def _commit(self, batch: Any, index: int, txid: str) -> None:
+        """Index the transaction's records as one entry at ``index`` -- or abort it whole
+        (``topic_tx.plan_commit``)."""
+        tx = self._tx.open[txid]
+        plan = plan_commit(tx.stores, self._reader.store_at, self._topics)
+        if isinstance(plan, str):
+            self._tx.end(batch, txid, Finished("aborted", index))
+            problem = f"transaction {txid!r} aborted: {plan}"
+            self._refuse(index, TransactionError("TransactionAborted", problem, txid))
+            return
+        if plan.by_topic:
+            for name in plan.by_topic:
+                self._note_topic(batch, name, index)
+            for ttl in plan.ttls:
+                heapq.heappush(self._ttl_deadlines, self._last_time + ttl)
+            self._index.put_entry(batch, index, self._last_time, plan.by_topic, self._published)
+            self._index.put_commit_stores(batch, index, tx.stores)
+            self.counters.indexed(plan.by_topic)
+        self._tx.end(batch, txid, Finished("committed", index, index))
+
+    def check_transaction(self, entry: TxControl | TxStore, now_ms: int) -> TopicError | None:
+        """The gate's question: why refuse ``entry`` stamped ``now_ms`` (apply's rules)."""
+        return self._tx.check(entry, now_ms)
+
+    def transaction(self, txid: str) -> tx_rpc.TransactionInfo:
+        """``TS``: what this peer knows of ``txid``."""
+        info = self._tx.status(txid)
+        if info is None:
+            raise self._tx.why_not_open(txid)
+        return info
 
     def _note_topic(self, batch: Any, name: str, index: int) -> None:
         """A record batch names ``name``: create it if the leader's AUTO_CREATE allowed a
@@ -281,46 +315,34 @@ class TopicStateMachine:
         self._is_leader = is_leader
 
     def snapshot(self, index: int) -> bytes:
-        """Topic metadata and the log clock, both exactly as of ``index`` (see
-        ``topic_snapshot.build_snapshot``)."""
-        return build_snapshot(self._index, index, self._base_time)
+        """Topic metadata, the log clock and the open transactions, all exactly as of
+        ``index`` (see ``topic_snapshot.build_snapshot``)."""
+        open_transactions = self._tx.snapshot(index, self._reader.store_data)
+        return build_snapshot(self._index, index, self._base_time, open_transactions)
 
     def restore(self, index: int, term: int, data: bytes) -> None:
         """Replace everything by the snapshot's metadata; the records below ``index`` are
         gone from the log (none of them retained), so the record indexes restart empty."""
-        topics, base_time = parse_snapshot(data)
+        topics, base_time, open_transactions = parse_snapshot(data)
         batch = self._index.batch()
         self._index.clear(batch)
         for name, state in topics.items():
             self._index.put_version(batch, name, index, state)
+        TransactionTable.restore(batch, open_transactions)
         self._index.put_base_time(batch, base_time)
         self._index.put_position(batch, index, base_time)
         self._index.write(batch, "topic snapshot restore")
         self._applied, self._last_time, self._base_time = index, base_time, base_time
         self._topics = topics
+        self._tx.load()
         self._published.clear()
         self._gc_floor = index + 1
         self.counters.seed_all(self)
 
     def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
-        """The topic read RPCs (``TR``, ``TD``, ``TL``); bad requests are answered with a typed
-        error, never dropped."""
-        try:
-            if msg_type == rpc.TYPE_READ:
-                return rpc.encode_read_response(self.read(rpc.decode_read_request(args)))
-            if msg_type == rpc.TYPE_DESCRIBE:
-                return rpc.encode_describe_response(
-                    self.describe(rpc.decode_describe_request(args))
-                )
-            if msg_type == rpc.TYPE_LIST:
-                return rpc.encode_list_response(list(self._topics))
-            if msg_type == topic_counts.TYPE_COUNTS:
-                return topic_counts.encode_counts_response(
-                    self.counts(topic_counts.decode_counts_request(args))
-                )
-        except TopicError as exc:
-            return rpc.encode_error(exc)
-        return None
+        """The topic read RPCs (``TR``, ``TD``, ``TL``, ``TC``, ``TS``): see
+        ``topic_requests``."""
+        return answer_request(self, msg_type, args)
 
     def on_timer(self, now: float) -> float:
         """Drop index keys of compacted entries now and then; returns when to run next."""
@@ -369,14 +391,11 @@ class TopicStateMachine:
 
     # -- retention and compaction ----------------------------------------------------------
     def compaction_limit(self) -> int:
-        """The highest index the log may be compacted to without losing a retained record:
-        just below the first record any topic retains (``last_applied`` when none does)."""
-        limit = self._applied
-        for name, state in self._topics.items():
-            first = self._reader.first_retained(name, state, self._last_time, self._applied)
-            if first is not None:
-                limit = min(limit, first.index - 1)
-        return limit
+        """The highest index the log may be compacted to without losing a retained record
+        (just below the first record any topic retains; ``last_applied`` when none does)
+        or entering a transaction that needs its entries (``TransactionTable``)."""
+        floor = self._reader.retained_floor(self._topics, self._last_time, self._applied)
+        return self._tx.compaction_floor(floor)
 
     def next_expiry(self) -> int | None:
         """The log-clock time at which the next retained record expires by time or by its
@@ -385,17 +404,12 @@ class TopicStateMachine:
         deadlines = self._ttl_deadlines
         while deadlines and deadlines[0] <= self._last_time:
             heapq.heappop(deadlines)
-        soonest = deadlines[0] if deadlines else None
-        for name, state in self._topics.items():
-            retention = state.properties.retention_ms
-            if retention is None:
-                continue
-            start = self._reader.start(name, state, self._last_time, self._applied)
-            entry = next(self._index.entries(name, start.index), None)
-            if entry is not None:
-                due = entry.append_time_ms + retention
-                soonest = due if soonest is None else min(soonest, due)
-        return soonest
+        dues = (
+            deadlines[0] if deadlines else None,
+            self._tx.next_deadline(),  # transaction timeouts need the log clock to move too
+            self._reader.retention_due(self._topics, self._last_time, self._applied),
+        )
+        return min((due for due in dues if due is not None), default=None)
 
     def counts(self, req: topic_counts.CountsRequest) -> topic_counts.CountsResult:
         """Records per index bucket (``TC``): every topic, or the named ones (each must
@@ -412,26 +426,7 @@ class TopicStateMachine:
         if floor > self._gc_floor:
             batch = self._index.batch()
             self._index.drop_below(batch, floor, list(self._topics))
+            self._tx.collect(batch, floor - 1)
             self._gc_floor = floor
             self._index.write(batch, "topic index cleanup")
 
-
-def open_topic_machine(
-    path: Path,
-    entries: EntrySource,
-    snapshots: SnapshotStore,
-    applied: int,
-    *,
-    log: Any = None,
-) -> TopicStateMachine:
-    """Open the machine and catch it up to ``applied``; closed again if that fails."""
-    machine = TopicStateMachine(path, entries, log=log)
-    try:
-        if machine.last_applied < applied and log is not None:
-            log.info("topic_index_catch_up", start=machine.last_applied, upto=applied)
-        machine.catch_up(snapshots, applied)
-        machine.counters.seed_all(machine)  # the monitoring totals, from the index
-    except BaseException:
-        machine.close()
-        raise
-    return machine

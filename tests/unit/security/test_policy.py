@@ -35,6 +35,7 @@ from raftlog.security.policy import (
     TopicFilter,
     load_clients,
     needed_permission,
+    token_digest,
 )
 
 A, B, C, D = (bytes([65 + n]) * 40 for n in range(4))
@@ -76,11 +77,12 @@ def test_unknown_message_types_need_admin() -> None:
     assert needed_permission(b"ZZ") is Permission.ADMIN
 
 
-def test_members_may_send_peer_rpcs_and_read_but_not_write() -> None:
+def test_members_may_send_peer_rpcs_and_client_requests_for_their_rest_gateway() -> None:
     member = Principal(name="peer 1", peer_id="1")
     assert member.refusal(TYPE_REQUEST_VOTE) is None
     assert member.refusal(TYPE_REQUEST_ENTRIES) is None
-    assert member.refusal(TYPE_REQUEST_UPDATE) is not None
+    # a member's REST gateway forwards writes it has authorised itself (docs/rest.md)
+    assert member.refusal(TYPE_REQUEST_UPDATE) is None
     assert member.may_read("anything") and not member.may_publish("anything")
 
 
@@ -212,3 +214,28 @@ def test_topic_acls_limit_publishing_reading_and_the_raw_log() -> None:
     assert "may not read topic 'hr'" in (refused(A, TYPE_READ, *read_hr) or "")
     assert refused(A, TYPE_DESCRIBE, b"hr") is not None
     assert refused(A, TYPE_LIST) is None  # topic names are not records
+
+
+def test_rest_tokens_are_listed_by_digest_and_may_stand_without_a_key(tmp_path: Path) -> None:
+    keys.generate("billing", tmp_path)
+    web, ops = token_digest("web-secret"), token_digest("ops-secret")
+    (tmp_path / "clients.toml").write_text(
+        f"[[clients]]\nname = 'web'\nrole = 'writer'\npublish = ['web.*']\ntoken_sha256 = '{web}'\n"
+        f"[[clients]]\nname = 'billing'\nkey = 'billing'\nrole = 'admin'\ntoken_sha256 = '{ops}'\n"
+    )
+    allowed = load_clients(tmp_path / "clients.toml", tmp_path)
+    assert allowed.client_keys[0] is None  # REST-only: no key file needed
+    assert allowed.client_keys[1] == keys.load(tmp_path / "billing.key").public
+    policy = AccessPolicy.build({}, allowed.clients, allowed.client_keys, allowed.client_tokens)
+    web_client = policy.token_principal("web-secret")
+    assert web_client is not None and web_client.name == "web"
+    assert web_client.may_publish("web.orders") and not web_client.may_publish("hr")
+    assert policy.token_principal("guess") is None
+    assert len(policy.principals) == 1  # the REST-only client has no CURVE key
+    (tmp_path / "clients.toml").write_text(
+        "[[clients]]\nname = 'web'\nrole = 'writer'\ntoken_sha256 = 'web-secret'\n"
+    )
+    with pytest.raises(ConfigError, match="64 lower-case hex"):
+        load_clients(tmp_path / "clients.toml", tmp_path)
+    with pytest.raises(ConfigError, match="token is already used"):
+        AccessPolicy.build({}, allowed.clients, [None, None], [web, web])

@@ -12,7 +12,8 @@ from test_topic_machine import Log, read
 from raftlog.records import Record, RecordId, TopicCommand, encode_command
 from raftlog.statemachine.composite import CompositeStateMachine
 from raftlog.statemachine.topic_counters import TopicTotals
-from raftlog.statemachine.topics import TopicStateMachine, open_topic_machine
+from raftlog.statemachine.topic_open import open_topic_machine
+from raftlog.statemachine.topics import TopicStateMachine
 from raftlog.storage.memory import MemorySnapshotStore
 
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from raftlog.errors import RemoteProtocolError
 from raftlog.records import LoggedRecord, Record, RecordId, TopicError, TopicProperties
 from raftlog.rpc import topics as rpc
+from raftlog.rpc.topic_errors import encode_error
 
 REC = LoggedRecord(RecordId(7, 1), 1_700_000_000_123, Record("t", b"v", b"k", {"h": b"x"}, 5))
 
@@ -83,7 +84,7 @@ def test_read_response_vector_and_round_trip() -> None:
 
 
 def test_error_answers_raise_their_topic_error() -> None:
-    frames = rpc.encode_error(TopicError("UnknownTopic", "topic 'x' does not exist"))
+    frames = encode_error(TopicError("UnknownTopic", "topic 'x' does not exist"))
     assert frames[0] == b""
     for decode in (rpc.decode_read_response, rpc.decode_describe_response):
         with pytest.raises(TopicError, match="UnknownTopic: topic 'x'") as info:

@@ -1,0 +1,34 @@
+"""What every REST handler needs, in one object built once per peer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from raftlog.rest.auth import Authenticator
+from raftlog.rest.gateway import ClusterGateway
+from raftlog.rest.names import Namespaces
+from raftlog.rest.settings import RestSettings
+
+
+@dataclass(frozen=True, slots=True)
+class RestContext:
+    """The gateway into the cluster, the authenticator, the namespaces and the limits."""
+
+    gateway: ClusterGateway
+    auth: Authenticator
+    namespaces: Namespaces
+    settings: RestSettings
+
+    @property
+    def max_body(self) -> int:
+        """Largest request body read (``[rest] max_body_bytes``)."""
+        return self.settings.max_body_bytes
+
+    def names(self, request: web.Request) -> tuple[str, str, str]:
+        """(namespace, REST topic, log topic) of a ``…/topics/{topic}`` request (404 for an
+        unknown namespace, 400 for a name that cannot be a topic)."""
+        ns = request.match_info["ns"]
+        topic = request.match_info["topic"]
+        return ns, topic, self.namespaces.log_topic(ns, topic)

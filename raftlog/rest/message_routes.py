@@ -1,0 +1,148 @@
+"""Messages: publish and poll (CDAP TMS ``publish`` / ``poll``), transaction-free part.
+
+``POST …/{topic}/publish`` ``{"messages": [...], "encoding": "base64"|"text"|"json"}``
+publishes the messages atomically (one log entry) through the leader and answers 200 with
+their ids; with ``"transaction"`` it commits a transaction instead (``raftlog.rest.tx_routes``).
+
+``POST …/{topic}/poll`` ``{"startFrom": "12-0" | 1700000000000, "inclusive": true,
+"limit": 100, "waitMs": 0, "encoding": "base64"}`` answers a JSON array of
+``{"id", "timestamp", "payload"}`` from this peer's applied state. ``startFrom`` is a message
+id (a string) or an append time in ms (a number); no ``startFrom`` starts at the oldest
+retained message. With ``waitMs`` an empty answer waits up to that long for messages
+(``[rest] max_wait_ms`` caps it), so a consumer need not spin; a peer shutting down ends
+the wait at once (an empty answer) rather than holding its exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from aiohttp import web
+
+from raftlog.client.topics import make_record
+from raftlog.records import MAX_UINT
+from raftlog.rest.bodies import (
+    check_fields,
+    decode_messages,
+    encode_payload,
+    encoding_of,
+    format_id,
+    json_reply,
+    optional_bool,
+    optional_int,
+    parse_id,
+    read_json_object,
+    request_id_of,
+)
+from raftlog.rest.context import RestContext
+from raftlog.rest.errors import RestError, from_cluster
+from raftlog.rpc.topics import DEFAULT_READ_LIMIT, MAX_READ_LIMIT, ReadResult
+from raftlog.security.policy import Role
+
+POLL_INTERVAL: Final = 0.02
+"""Seconds between two local reads while a long poll waits."""
+PUBLISH_FIELDS: Final = frozenset({"messages", "encoding", "transaction", "ttlMs"})
+POLL_FIELDS: Final = frozenset({"startFrom", "inclusive", "limit", "waitMs", "encoding"})
+
+TransactionalPublish = Callable[
+    [web.Request, RestContext, str, dict[str, Any]], Awaitable[web.Response]
+]
+
+
+async def plain_publish(
+    ctx: RestContext, name: str, body: dict[str, Any], request_id: bytes | None
+) -> list[str]:
+    """Publish ``body``'s messages to log topic ``name`` in one entry; their ids."""
+    payloads = decode_messages(body)
+    ttl = optional_int(body, "ttlMs", 1, MAX_UINT)
+    records = [make_record(name, payload, ttl_ms=ttl) for payload in payloads]
+    try:
+        ids = await ctx.gateway.topics.publish_batch(
+            records, request_id=request_id, timeout=ctx.gateway.timeout
+        )
+    except Exception as exc:
+        raise from_cluster(exc) from exc
+    await ctx.gateway.caught_up(ids[0].index)
+    return [format_id(rid) for rid in ids]
+
+
+async def _read(ctx: RestContext, name: str, body: dict[str, Any]) -> ReadResult:
+    start = body.get("startFrom")
+    inclusive = optional_bool(body, "inclusive", True)
+    limit = optional_int(body, "limit", 1, MAX_READ_LIMIT) or DEFAULT_READ_LIMIT
+    from_index = from_position = from_time = None
+    if isinstance(start, str):
+        rid = parse_id(start, "startFrom")
+        from_index, from_position = rid.index, rid.position
+    elif type(start) is int and 0 <= start <= MAX_UINT:
+        # a time: "at or after" when inclusive, "after" otherwise
+        from_time = start if inclusive else start + 1
+        inclusive = True
+    elif start is not None:
+        raise RestError(
+            400, "BadRequest", "startFrom must be a message id (string) or a time in ms (number)"
+        )
+    try:
+        return await ctx.gateway.topics.read(
+            name,
+            from_index=from_index,
+            from_position=from_position,
+            from_time_ms=from_time,
+            inclusive=inclusive,
+            limit=limit,
+            url=ctx.gateway.own_url,
+            timeout=ctx.gateway.timeout,
+        )
+    except Exception as exc:
+        raise from_cluster(exc) from exc
+
+
+def add_message_routes(
+    app: web.Application, ctx: RestContext, transactional: TransactionalPublish | None
+) -> None:
+    """Register publish and poll; ``transactional`` handles a publish naming a transaction."""
+    base = "/namespaces/{ns}/topics/{topic}"
+
+    async def publish(request: web.Request) -> web.Response:
+        _ns, _topic, name = ctx.names(request)
+        ctx.auth.require(request, Role.WRITER, publish=name)
+        body = await read_json_object(request, ctx.max_body)
+        check_fields(body, PUBLISH_FIELDS)
+        if body.get("transaction") is not None:
+            if transactional is None:
+                raise RestError(501, "NotImplemented", "transactions are not available")
+            return await transactional(request, ctx, name, body)
+        ids = await plain_publish(ctx, name, body, request_id_of(request))
+        return json_reply({"ids": ids})
+
+    async def poll(request: web.Request) -> web.Response:
+        _ns, _topic, name = ctx.names(request)
+        ctx.auth.require(request, Role.READER, read=name)
+        body = await read_json_object(request, ctx.max_body, optional=True)
+        check_fields(body, POLL_FIELDS)
+        encoding = encoding_of(body)
+        wait_ms = optional_int(body, "waitMs", 0, MAX_UINT) or 0
+        deadline = time.monotonic() + min(wait_ms, ctx.settings.max_wait_ms) / 1000
+        result = await _read(ctx, name, body)
+        closing = ctx.gateway.closing
+        while not result.records and time.monotonic() < deadline and not closing.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(closing.wait(), POLL_INTERVAL)
+            if not closing.is_set():
+                result = await _read(ctx, name, body)
+        messages = [
+            {
+                "id": format_id(item.id),
+                "timestamp": item.append_time_ms,
+                **encode_payload(item.record.value, encoding),
+            }
+            for item in result.records
+        ]
+        return json_reply(messages, headers={"X-Raftlog-More": str(result.more).lower()})
+
+    app.router.add_post(base + "/publish", publish)
+    app.router.add_post(base + "/poll", poll)

@@ -1,0 +1,68 @@
+"""The topic machine's request types, decoded, answered and encoded in one place.
+
+Bad requests are answered with a typed error (``BadRequest``, ``UnknownTopic``,
+``UnknownTransaction``...), never dropped: a client learns at once what was wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from raftlog.errors import TopicError
+from raftlog.rpc import topic_counts
+from raftlog.rpc import topics as rpc
+from raftlog.rpc import transactions as tx_rpc
+from raftlog.rpc.topic_errors import encode_error
+from raftlog.statemachine.topic_index import TopicState
+
+
+class TopicQueries(Protocol):
+    """The reads of ``TopicStateMachine`` that the requests map to."""
+
+    @property
+    def topics(self) -> Mapping[str, TopicState]:
+        """The applied topics."""
+        ...
+
+    def read(self, req: rpc.ReadRequest) -> rpc.ReadResult:
+        """``TR``."""
+        ...
+
+    def describe(self, name: str) -> rpc.TopicInfo:
+        """``TD``."""
+        ...
+
+    def counts(self, req: topic_counts.CountsRequest) -> topic_counts.CountsResult:
+        """``TC``."""
+        ...
+
+    def transaction(self, txid: str) -> tx_rpc.TransactionInfo:
+        """``TS``."""
+        ...
+
+
+def answer_request(
+    machine: TopicQueries, msg_type: bytes, args: Sequence[bytes]
+) -> list[bytes] | None:
+    """The answer frames to a topic request (None: not a topic request type)."""
+    try:
+        if msg_type == rpc.TYPE_READ:
+            return rpc.encode_read_response(machine.read(rpc.decode_read_request(args)))
+        if msg_type == rpc.TYPE_DESCRIBE:
+            return rpc.encode_describe_response(
+                machine.describe(rpc.decode_describe_request(args))
+            )
+        if msg_type == rpc.TYPE_LIST:
+            return rpc.encode_list_response(list(machine.topics))
+        if msg_type == tx_rpc.TYPE_TX_STATUS:
+            return tx_rpc.encode_status_response(
+                machine.transaction(tx_rpc.decode_status_request(args))
+            )
+        if msg_type == topic_counts.TYPE_COUNTS:
+            return topic_counts.encode_counts_response(
+                machine.counts(topic_counts.decode_counts_request(args))
+            )
+    except TopicError as exc:
+        return encode_error(exc)
+    return None
