@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from raftlog.entry import REQUEST_ID_SIZE
+from raftlog.record_scan import summarize_batch
 from raftlog.records import (
     AppendClock,
     ClockTick,
@@ -38,7 +39,7 @@ from raftlog.records import (
 from raftlog.rpc.topics import bad_request
 from raftlog.statemachine.topic_index import TopicState
 from raftlog.statemachine.topic_reads import wall_ms
-from raftlog.statemachine.topics import check_entry
+from raftlog.statemachine.topics import batch_fits, check_entry
 
 
 class TopicView(Protocol):
@@ -75,6 +76,9 @@ class TopicGate:
         """The data to propose (stamped when it is a topic entry), or why not."""
         if not is_topic_data(data):
             return data
+        summary = summarize_batch(data)  # the common case, without a Record per record
+        if summary is not None and batch_fits(summary, self._machine.topics, self._auto_create):
+            return self.clock.stamp(data, self._now_ms(), auto_create=self._auto_create)
         try:
             entry = decode_entry(data)
         except RecordFormatError as exc:

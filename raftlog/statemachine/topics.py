@@ -41,6 +41,7 @@ from typing import Any, Final
 
 from raftlog.entry import ENTRY_HEADER_SIZE, EntryType
 from raftlog.errors import TopicError
+from raftlog.record_scan import BatchSummary, summarize_batch
 from raftlog.records import (
     MAGIC,
     ClockTick,
@@ -100,6 +101,23 @@ def check_entry(
                 f"of topic {record.topic!r}",
             )
     return None
+
+
+def batch_fits(
+    summary: BatchSummary, topics: Mapping[str, TopicState], auto_create: bool
+) -> bool:
+    """Would ``check_entry`` accept the record batch ``summary`` describes (missing topics
+    allowed with ``auto_create``)? False: decode it in full for the precise refusal."""
+    for name, share in summary.topics.items():
+        state = topics.get(name)
+        if state is None:
+            if not auto_create:
+                return False
+            continue
+        limit = state.properties.max_record_bytes
+        if limit is not None and share.largest > limit:
+            return False
+    return True
 
 
 class TopicStateMachine:
@@ -169,6 +187,12 @@ class TopicStateMachine:
         self._applied = last
 
     def _apply_data(self, batch: Any, index: int, data: bytes) -> None:
+        summary = summarize_batch(data)
+        if summary is not None and batch_fits(summary, self._topics, summary.auto_create):
+            self._apply_summary(batch, index, summary)
+            return
+        # Anything else (commands, ticks, refusals, malformed data) is decoded in full, so
+        # every peer reaches the same decision with the same message.
         try:
             entry = decode_entry(data)
         except RecordFormatError as exc:
@@ -221,6 +245,18 @@ class TopicStateMachine:
         if current is not None:
             sizes[current] = total
         by_topic = {name: (mine_, sizes[name]) for name, mine_ in positions.items()}
+        self._index.put_entry(batch, index, self._last_time, by_topic, self._published)
+
+    def _apply_summary(self, batch: Any, index: int, summary: BatchSummary) -> None:
+        """Index an accepted record batch from its summary (the hot path of every publish on
+        every peer: no Record per record; ``raftlog.record_scan``)."""
+        self._last_time = max(self._last_time, summary.append_time_ms)
+        by_topic: dict[str, tuple[list[int], int]] = {}
+        for name, share in summary.topics.items():
+            self._note_topic(batch, name, index)
+            by_topic[name] = (share.positions, share.size)
+        for ttl in summary.ttls:
+            heapq.heappush(self._ttl_deadlines, self._last_time + ttl)
         self._index.put_entry(batch, index, self._last_time, by_topic, self._published)
 
     def _note_topic(self, batch: Any, name: str, index: int) -> None:
