@@ -36,7 +36,12 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "interop")]
 from integration.cluster import PeerCluster, wait_for  # noqa: E402
 from reference import ReferenceCluster  # noqa: E402
 
-from bench.loadgen import find_leader, read_entries, run_updates, update_once  # noqa: E402
+from bench.loadgen import (  # noqa: E402
+    on_leader_retrying,
+    read_entries,
+    run_updates,
+    update_once,
+)
 from bench.procstat import cpu_seconds, load_average, total_cpu  # noqa: E402
 from bench.reference_client import (  # noqa: E402
     NodeRead,
@@ -53,6 +58,8 @@ ROUNDS = int(os.environ.get("RAFTLOG_BENCH_ROUNDS", "3"))
 INFLIGHT = ((1, 400), (16, 4000), (128, 30000))
 READ_TARGET = 100_000
 READS = 2
+out_notes: dict[str, list[str]] = {"raftlog": [], "reference": []}
+"""Runs cut short by a leader change, per cluster (retried on the new leader; reported)."""
 
 
 class Cluster(Protocol):
@@ -86,6 +93,7 @@ class _Ours:
         return [p.process.pid for p in self.c.peers.values() if p.process is not None]
 
     def leader_pid(self) -> int:
+        self.leader_id = self.c.wait_leader()
         process = self.c.peers[self.leader_id].process
         assert process is not None
         return process.pid
@@ -110,6 +118,7 @@ class _Reference:
         return [self.c.pid(peer_id) for peer_id in self.c.running_ids]
 
     def leader_pid(self) -> int:
+        self.leader_id = self.c.wait_for_leader()
         return self.c.pid(self.leader_id)
 
 
@@ -130,7 +139,7 @@ def _one_round(kind: str, out: dict[str, list[float]]) -> None:
         tempfile.TemporaryDirectory(prefix=f"bench-{kind}-") as tmp,
         _cluster(kind, Path(tmp)) as c,
     ):
-        leader = find_leader(c.urls, c.ident)
+        notes = out_notes[kind]
         # The reference's own client first, then the Python generator, on the same cluster.
         phases = [updates_phase(inflight, total) for inflight, total in INFLIGHT]
         for r in run_phases(c.urls, c.ident, phases):
@@ -141,7 +150,13 @@ def _one_round(kind: str, out: dict[str, list[float]]) -> None:
         written = sum(total for _, total in INFLIGHT)
         for inflight, total in INFLIGHT:
             cpu = total_cpu(c.pids())
-            r = run_updates(leader, c.ident, inflight=inflight, total=total)
+            r = on_leader_retrying(
+                c.urls,
+                c.ident,
+                lambda url, n=inflight, t=total: run_updates(url, c.ident, inflight=n, total=t),
+                notes,
+                f"loadgen.py, {inflight} in flight",
+            )
             written += total
             out[f"rate{inflight}"].append(r.rate)
             out[f"p50_{inflight}"].append(r.p50_ms)
@@ -149,8 +164,14 @@ def _one_round(kind: str, out: dict[str, list[float]]) -> None:
             if inflight == 128:
                 out["update_cpu"].append((total_cpu(c.pids()) - cpu) / total * 1e6)
         if written < READ_TARGET:
-            run_updates(leader, c.ident, inflight=128, total=READ_TARGET - written)
-        _reads(c, leader, out)
+            on_leader_retrying(
+                c.urls,
+                c.ident,
+                lambda url: run_updates(url, c.ident, inflight=128, total=READ_TARGET - written),
+                notes,
+                "filling the log",
+            )
+        _reads(c, out, notes)
         c.kill_leader()
         t0 = time.perf_counter()
         update_once(c.urls, c.ident)
@@ -161,7 +182,7 @@ def _one_round(kind: str, out: dict[str, list[float]]) -> None:
         out["restart"].append(time.perf_counter() - t0)
 
 
-def _reads(c: Any, leader: str, out: dict[str, list[float]]) -> None:
+def _reads(c: Any, out: dict[str, list[float]], notes: list[str]) -> None:
     """The whole log read with each client, ``READS`` times (best kept: a read lasts a
     fraction of a second, so one descheduling by other work on the machine shows), and the
     leader's CPU per entry it served (a figure the machine's load hardly moves)."""
@@ -177,7 +198,9 @@ def _reads(c: Any, leader: str, out: dict[str, list[float]]) -> None:
         if r.rate > node_best:
             node_best, client_cpu = r.rate, r.client_cpu
         cpu = cpu_seconds(c.leader_pid())
-        entries, seconds = read_entries(leader, c.ident)
+        entries, seconds = on_leader_retrying(
+            c.urls, c.ident, lambda url: read_entries(url, c.ident), notes, "loadgen.py read"
+        )
         py_cpu.append((cpu_seconds(c.leader_pid()) - cpu) / entries * 1e6)
         py_best = max(py_best, entries / seconds)
     out["node_read"].append(node_best)
@@ -348,6 +371,12 @@ def _report(
         + " / ".join(f"{v:.2f}" for v in ours["node_read_client_cpu"])
         + ", reference "
         + " / ".join(f"{v:.2f}" for v in ref["node_read_client_cpu"]),
+        "",
+        "Runs cut short by a leader change and retried on the new leader: raftlog "
+        f"{len(out_notes['raftlog'])}, reference {len(out_notes['reference'])}"
+        + "".join(f"; {k}: {n}" for k in out_notes for n in out_notes[k])
+        + ". (The reference client rides out a leader change by itself; its figures then"
+        " include the election.)",
         "",
         f"Load average (1/5/15 min) before the run {load_before}, after it {load_after}; "
         f"the run took {minutes:.1f} min.",
