@@ -91,7 +91,9 @@ _FIELD = st.one_of(
     st.integers(min_value=-2, max_value=(1 << 53) + 1),
     st.binary(max_size=8),
     st.sampled_from(["t", "u", ".", "..", "", "bad name", "x" * 250]),
-    st.dictionaries(st.sampled_from(["h", "i"]), st.one_of(st.binary(max_size=4), st.integers(0, 9))),
+    st.dictionaries(
+        st.sampled_from(["h", "i"]), st.one_of(st.binary(max_size=4), st.integers(0, 9))
+    ),
 )
 _GOOD = st.builds(
     lambda topic, key, value, headers, ts: [topic, key, value, headers, ts],
