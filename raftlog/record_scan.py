@@ -16,8 +16,9 @@ skip work.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 import msgpack
 
@@ -32,6 +33,7 @@ from raftlog.records import (
     MAX_UINT,
     TOPIC_NAME_RE,
     VERSION,
+    TopicProperties,
 )
 
 _MAX_BATCH: Final = MAX_POSITION + 1
@@ -145,3 +147,30 @@ def _summarize(body: list[object], append_time: int, flags: int) -> BatchSummary
         sizes[current], largest[current] = total, top
     shares = {name: TopicShare(p, sizes[name], largest[name]) for name, p in positions.items()}
     return BatchSummary(shares, ttls, append_time, flags)
+
+
+class _WithProperties(Protocol):
+    """What ``batch_fits`` reads of a topic (``TopicState`` has it)."""
+
+    @property
+    def properties(self) -> TopicProperties:
+        """The topic's limits."""
+        ...
+
+
+def batch_fits(
+    summary: BatchSummary, topics: Mapping[str, _WithProperties], auto_create: bool
+) -> bool:
+    """Would ``raftlog.statemachine.topics.check_entry`` accept the record batch ``summary``
+    describes (missing topics allowed with ``auto_create``)? False: decode the batch in full
+    for the precise refusal."""
+    for name, share in summary.topics.items():
+        state = topics.get(name)
+        if state is None:
+            if not auto_create:
+                return False
+            continue
+        limit = state.properties.max_record_bytes
+        if limit is not None and share.largest > limit:
+            return False
+    return True

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from raftlog.entry import REQUEST_ID_SIZE
-from raftlog.record_scan import summarize_batch
+from raftlog.record_scan import batch_fits, summarize_batch
 from raftlog.records import (
     AppendClock,
     ClockTick,
@@ -39,7 +39,7 @@ from raftlog.records import (
 from raftlog.rpc.topics import bad_request
 from raftlog.statemachine.topic_index import TopicState
 from raftlog.statemachine.topic_reads import wall_ms
-from raftlog.statemachine.topics import batch_fits, check_entry
+from raftlog.statemachine.topics import check_entry
 
 
 class TopicView(Protocol):

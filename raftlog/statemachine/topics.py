@@ -41,7 +41,7 @@ from typing import Any, Final
 
 from raftlog.entry import ENTRY_HEADER_SIZE, EntryType
 from raftlog.errors import TopicError
-from raftlog.record_scan import BatchSummary, summarize_batch
+from raftlog.record_scan import BatchSummary, batch_fits, summarize_batch
 from raftlog.records import (
     MAGIC,
     ClockTick,
@@ -101,23 +101,6 @@ def check_entry(
                 f"of topic {record.topic!r}",
             )
     return None
-
-
-def batch_fits(
-    summary: BatchSummary, topics: Mapping[str, TopicState], auto_create: bool
-) -> bool:
-    """Would ``check_entry`` accept the record batch ``summary`` describes (missing topics
-    allowed with ``auto_create``)? False: decode it in full for the precise refusal."""
-    for name, share in summary.topics.items():
-        state = topics.get(name)
-        if state is None:
-            if not auto_create:
-                return False
-            continue
-        limit = state.properties.max_record_bytes
-        if limit is not None and share.largest > limit:
-            return False
-    return True
 
 
 class TopicStateMachine:

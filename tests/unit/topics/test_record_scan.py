@@ -11,7 +11,7 @@ import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raftlog.record_scan import BatchSummary, TopicShare, summarize_batch
+from raftlog.record_scan import BatchSummary, TopicShare, batch_fits, summarize_batch
 from raftlog.records import (
     FLAG_AUTO_CREATE,
     MAGIC,
@@ -26,7 +26,7 @@ from raftlog.records import (
     stamp_append_time,
 )
 from raftlog.statemachine.topic_index import TopicState
-from raftlog.statemachine.topics import batch_fits, check_entry
+from raftlog.statemachine.topics import check_entry
 
 
 def _expected(batch: RecordBatch) -> BatchSummary:
