@@ -239,7 +239,9 @@ class SyncRaftClient:
     def request_entries(
         self, prev_index: int = 0, count: int | None = None, *, timeout: float | None = None
     ) -> Iterator[StreamItem]:
-        """See :meth:`RaftClient.request_entries`; returns a blocking iterator."""
+        """See :meth:`RaftClient.request_entries`; returns a blocking iterator. Items cross
+        from the client's loop thread ``ITEMS_PER_HANDOFF`` at a time (or fewer, at the end
+        of the stream), so the first one is handed out once that many have arrived."""
         stream = self._call(self._open_stream(prev_index, count, timeout))
         return self._iterate(stream)
 
