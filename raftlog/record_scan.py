@@ -24,7 +24,6 @@ import msgpack
 
 from raftlog.records import (
     _HEADER,
-    _KNOWN_FLAGS,
     FLAG_AUTO_CREATE,
     HEADER_SIZE,
     KIND_RECORDS,
@@ -37,6 +36,7 @@ from raftlog.records import (
 )
 
 _MAX_BATCH: Final = MAX_POSITION + 1
+_PLAIN_FLAGS: Final = FLAG_AUTO_CREATE
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,9 @@ def summarize_batch(data: bytes) -> BatchSummary | None:
     if data[:4] != MAGIC or len(data) <= HEADER_SIZE:
         return None
     _, version, kind, flags, append_time = _HEADER.unpack_from(data)
-    if version != VERSION or kind != KIND_RECORDS or flags & ~_KNOWN_FLAGS:
+    # Only the flags this fast path understands: a flag added later (with meaning for how a
+    # batch applies) must go through the full decoder, not be summarised as a plain batch.
+    if version != VERSION or kind != KIND_RECORDS or flags & ~_PLAIN_FLAGS:
         return None
     if append_time > MAX_UINT:
         return None

@@ -143,3 +143,12 @@ def test_batch_fits_agrees_with_check_entry(
     assert batch_fits(summary, topics, auto_create) == (
         check_entry(entry, topics, auto_create) is None
     )
+
+
+def test_flags_beyond_auto_create_always_take_the_full_decoder() -> None:
+    # Even once a new flag becomes known to the decoder (it would carry meaning for how a
+    # batch applies), the fast path must not summarise such a batch as a plain one.
+    item = ["t", None, b"v", {}, 1]
+    assert summarize_batch(_data([item], FLAG_AUTO_CREATE)) is not None
+    for flag in (0x02, 0x04, 0x80):
+        assert summarize_batch(_data([item], flag)) is None
