@@ -3,8 +3,8 @@
 Each module ``bench/bench_<name>.py`` exposes ``run() -> str``, returning a Markdown section
 (its own heading, a table with medians of several runs, and ratios taken within the same run).
 ``python -m bench name ...`` runs only the named suites; every section is kept in
-``bench/results/<name>.md`` (with its own date line) so a partial run refreshes only its part. The report header records the machine,
-the command and the date, as DEVELOPERS.md asks.
+``bench/results/<name>.md`` (with its own date line) so a partial run refreshes only its
+part. Each section records the machine, the command and the date, as DEVELOPERS.md asks.
 """
 
 from __future__ import annotations
@@ -36,17 +36,17 @@ def _machine() -> str:
         mem = f", {pages / 2**30:.0f} GiB RAM"
     except (ValueError, OSError):
         pass
-    return f"{cpu}, {os.cpu_count()} cores{mem}, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    system = f"{platform.system()} {platform.release()}"
+    return f"{cpu}, {os.cpu_count()} cores{mem}, {system}, Python {platform.python_version()}"
 
 
 def main(argv: list[str]) -> int:
     wanted = set(argv)
-    names = sorted(
-        m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)]) if m.name.startswith("bench_")
-    )
+    modules = pkgutil.iter_modules([str(Path(__file__).parent)])
+    names = sorted(m.name for m in modules if m.name.startswith("bench_"))
     results = Path(__file__).parent / "results"
     results.mkdir(exist_ok=True)
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     for name in names:
         short = name.removeprefix("bench_")
         if wanted and short not in wanted:

@@ -29,6 +29,7 @@ sys.path[:0] = [str(ROOT / "tests")]
 
 from integration.cluster import PEER_BIN, PeerCluster  # noqa: E402
 
+from bench.procstat import load_average  # noqa: E402
 from raftlog.client import RaftClient  # noqa: E402
 from raftlog.client.topics import TopicClient, make_record  # noqa: E402
 
@@ -36,14 +37,23 @@ RUNS = int(os.environ.get("RAFTLOG_BENCH_ROUNDS", "3"))
 BATCH = 100
 IN_FLIGHT = 16
 PUBLISH_BATCHES = 500
+BIG_BATCH = 1000
+BIG_IN_FLIGHT = 8
+BIG_BATCHES = 150
 SMALL = 100_000
 LARGE = 400_000
 
 
 async def _publish(
-    tc: TopicClient, batches: int, topic_of: Callable[[int], str], *, random: bool = False
+    tc: TopicClient,
+    batches: int,
+    topic_of: Callable[[int], str],
+    *,
+    random: bool = False,
+    batch: int = BATCH,
+    in_flight: int = IN_FLIGHT,
 ) -> float:
-    """Seconds to publish ``batches`` batches of ``BATCH`` records; batch n goes to topic
+    """Seconds to publish ``batches`` batches of ``batch`` records; batch n goes to topic
     ``topic_of(n)`` (producers batch per topic, as with Kafka)."""
     value = os.urandom(100) if random else b"v" * 100
     queue: asyncio.Queue[int] = asyncio.Queue()
@@ -53,10 +63,10 @@ async def _publish(
     async def worker() -> None:
         while not queue.empty():
             topic = topic_of(queue.get_nowait())
-            await tc.publish_batch([make_record(topic, value) for _ in range(BATCH)])
+            await tc.publish_batch([make_record(topic, value) for _ in range(batch)])
 
     t0 = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+    await asyncio.gather(*(worker() for _ in range(in_flight)))
     return time.perf_counter() - t0
 
 
@@ -113,6 +123,14 @@ async def _round(out: dict[str, list[float]]) -> None:
             out["read_cpu"].append((_peer_cpu(c) - cpu) / n * 1e5)
             out["read_large"].append(n / s)
             out["rare_large"].append(n)
+            cpu, client_cpu = _peer_cpu(c), time.process_time()
+            seconds = await _publish(
+                tc, BIG_BATCHES, lambda n: "common", batch=BIG_BATCH, in_flight=BIG_IN_FLIGHT
+            )
+            records = BIG_BATCHES * BIG_BATCH
+            out["publish_big"].append(records / seconds)
+            out["publish_big_cpu"].append((_peer_cpu(c) - cpu) / records * 1e5)
+            out["publish_big_client_cpu"].append((time.process_time() - client_cpu) / records * 1e5)
 
 
 DISK_PLAIN = 20_000
@@ -178,12 +196,24 @@ async def _disk(out: dict[str, object]) -> None:
 def run() -> str:
     out: dict[str, list[float]] = {
         k: []
-        for k in ("publish", "publish_cpu", "read_small", "read_large", "read_cpu", "rare_large")
+        for k in (
+            "publish",
+            "publish_cpu",
+            "publish_big",
+            "publish_big_cpu",
+            "publish_big_client_cpu",
+            "read_small",
+            "read_large",
+            "read_cpu",
+            "rare_large",
+        )
     }
+    load_before = load_average()
     for n in range(RUNS):
         print(f"   round {n + 1}/{RUNS}", flush=True)
         asyncio.run(_round(out))
     med = {k: statistics.median(v) for k, v in out.items()}
+    publish_rounds = " / ".join(f"{v:,.0f}" for v in out["publish_big"])
     return "\n".join(
         [
             "## Topics",
@@ -196,6 +226,8 @@ def run() -> str:
             "| measure | value |",
             "|---|---:|",
             f"| publish_batch, records/s | {med['publish']:,.0f} |",
+            f"| publish_batch of {BIG_BATCH} records, {BIG_IN_FLIGHT} in flight, records/s "
+            f"| {med['publish_big']:,.0f} |",
             f"| filtered read (1% topic), log of {SMALL:,} records, records/s "
             f"| {med['read_small']:,.0f} |",
             f"| filtered read (1% topic), log of {LARGE:,} records, records/s "
@@ -204,8 +236,15 @@ def run() -> str:
             f"| {med['read_large'] / med['read_small']:.2f} |",
             f"| publish_batch, peer CPU seconds per 100,000 records (3 peers) "
             f"| {med['publish_cpu']:.2f} |",
+            f"| publish_batch of {BIG_BATCH}, peer CPU seconds per 100,000 records (3 peers) "
+            f"| {med['publish_big_cpu']:.2f} |",
+            f"| publish_batch of {BIG_BATCH}, client CPU seconds per 100,000 records "
+            f"(make_record, encoding, transport) | {med['publish_big_client_cpu']:.2f} |",
             f"| filtered read (log of {LARGE:,}), peer CPU seconds per 100,000 records "
             f"| {med['read_cpu']:.2f} |",
+            "",
+            f"publish_batch of {BIG_BATCH} per round: {publish_rounds} records/s. Load average"
+            f" (1/5/15 min) before {load_before}, after the publish rounds {load_average()}.",
             "",
             *_disk_section(),
         ]

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import zmq
 
@@ -32,6 +34,7 @@ from raftlog.security.settings import CurveClient
 from raftlog.transport import recv_frames, send_frames
 
 _CTX = zmq.Context.instance()
+T = TypeVar("T")
 
 
 def find_leader(
@@ -185,3 +188,21 @@ def read_entries(
     finally:
         sock.close(linger=0)
     return count, time.perf_counter() - t0
+
+
+def on_leader_retrying(
+    urls: list[str], ident: str, run: Callable[[str], T], notes: list[str], what: str
+) -> T:
+    """``run(leader_url)``, retried (up to twice) on the new leader when an election cuts it
+    short; each cut is appended to ``notes`` so the report can say so. Why: on a loaded
+    shared machine a cluster (either one) occasionally changes leader mid-run, which says
+    nothing about the throughput being measured but would abort the whole benchmark."""
+    for attempt in range(3):
+        leader = find_leader(urls, ident, timeout=60)
+        try:
+            return run(leader)
+        except RuntimeError as exc:
+            notes.append(f"{what}: {exc}")
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")

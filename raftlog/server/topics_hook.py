@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from raftlog.entry import REQUEST_ID_SIZE
+from raftlog.record_scan import batch_fits, summarize_batch
 from raftlog.records import (
     AppendClock,
     ClockTick,
@@ -81,6 +82,9 @@ class TopicGate:
         """The data to propose (stamped when it is a topic entry), or why not."""
         if not is_topic_data(data):
             return data
+        summary = summarize_batch(data)  # the common case, without a Record per record
+        if summary is not None and batch_fits(summary, self._machine.topics, self._auto_create):
+            return self.clock.stamp(data, self._now_ms(), auto_create=self._auto_create)
         try:
             entry = decode_any_entry(data)
         except RecordFormatError as exc:

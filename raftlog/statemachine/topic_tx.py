@@ -192,6 +192,13 @@ class TransactionTable:
             txid, state, int.from_bytes(begin, "big"), deadline, records, size, end, commit
         )
 
+    def known_status(self, txid: str) -> TransactionInfo:
+        """``status``, or the typed error saying this peer knows nothing of ``txid``."""
+        info = self.status(txid)
+        if info is None:
+            raise self.why_not_open(txid)
+        return info
+
     # -- the rules (called by the topic machine in apply order) ----------------------------
     def expire(self, batch: Any, index: int, clock_ms: int) -> list[str]:
         """Time out every open transaction whose deadline is at or below ``clock_ms`` (the

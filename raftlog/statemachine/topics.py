@@ -24,11 +24,10 @@ the peer's ``compact``). A topic record therefore disappears only by its topic's
 or deletion; a snapshot only needs the topic metadata, and a peer that installs it receives
 every retained record as ordinary log entries after it (see docs/topics.md for why).
 
-Durability: the index and ``last_applied`` are written in one unsynced batch per ``apply``.
-After a crash (or with the database deleted) ``catch_up`` re-applies from the log whatever
-the index is missing, from its own ``last_applied`` -- restoring the snapshot first if the
-log was compacted past it. Snapshots hold topic metadata (as of the snapshot index, with the
-low-water raised past every record at or below it) and the log clock there.
+Durability: the index and ``last_applied`` are written in one unsynced batch per ``apply``;
+after a crash ``catch_up`` re-applies from the log what the index misses (restoring the
+snapshot first if the log was compacted past it). Snapshots hold topic metadata (low-water
+raised past every record at or below the snapshot index) and the log clock there.
 
 Transactions (issue #18): stores are invisible until their commit indexes them as one entry
 at the commit's index; the rules, timeouts and their compaction floor: ``topic_tx``.
@@ -44,6 +43,7 @@ from typing import Any, Final
 
 from raftlog.entry import ENTRY_HEADER_SIZE, EntryType
 from raftlog.errors import TopicError, TransactionError
+from raftlog.record_scan import BatchSummary, batch_fits, summarize_batch
 from raftlog.records import (
     MAGIC,
     ClockTick,
@@ -146,6 +146,17 @@ class TopicStateMachine:
         self._applied = last
 
     def _apply_data(self, batch: Any, index: int, data: bytes) -> None:
+        summary = summarize_batch(data)
+        if (
+            summary is not None
+            and not summary.ttls
+            and batch_fits(summary, self._topics, summary.auto_create)
+        ):
+            self._apply_summary(batch, index, summary)
+            return
+        # Anything else (commands, ticks, transactions, refusals, malformed data, records with
+        # their own TTL: the monitoring counters track those one by one) is decoded in full,
+        # so every peer reaches the same decision with the same message.
         try:
             entry = decode_any_entry(data)
         except RecordFormatError as exc:
@@ -258,10 +269,17 @@ class TopicStateMachine:
 
     def transaction(self, txid: str) -> tx_rpc.TransactionInfo:
         """``TS``: what this peer knows of ``txid``."""
-        info = self._tx.status(txid)
-        if info is None:
-            raise self._tx.why_not_open(txid)
-        return info
+        return self._tx.known_status(txid)
+
+    def _apply_summary(self, batch: Any, index: int, summary: BatchSummary) -> None:
+        """The hot path of every publish on every peer: no Record per record (``record_scan``)."""
+        self._last_time = max(self._last_time, summary.append_time_ms)
+        by_topic: dict[str, tuple[list[int], int]] = {}
+        for name, share in summary.topics.items():
+            self._note_topic(batch, name, index)
+            by_topic[name] = (share.positions, share.size)
+        self._index.put_entry(batch, index, self._last_time, by_topic, self._published)
+        self.counters.indexed(by_topic)
 
     def _note_topic(self, batch: Any, name: str, index: int) -> None:
         """A record batch names ``name``: create it if the leader's AUTO_CREATE allowed a

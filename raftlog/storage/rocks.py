@@ -169,9 +169,9 @@ class RocksLogStore:
         if lo >= hi:
             return []
         try:
-            out, limited = rec.take_payloads(
-                self._db.raw_values(rec.entry_key(lo), rec.entry_key(hi)), lo, max_bytes
-            )
+            stored = self._db.raw_values(rec.entry_key(lo), rec.entry_key(hi))
+            out, limited = rec.take_payloads(stored.values, lo, max_bytes)
+            del stored  # held until here: RocksDB points into its bound keys (ValueRange)
         except StorageError:
             raise
         except Exception as exc:

@@ -1,0 +1,89 @@
+"""Run ``bench/reference_loadgen.js`` (the reference's own ``ZmqRaftClient`` as the load
+generator) from the Python benchmarks.
+
+Why: ``bench/loadgen.py`` is our own wire-level generator; the issue asks for the reference's
+client too, so neither server is measured only with a client written by its own side. One
+Node process per call runs a list of phases against one cluster and returns their results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "tests" / "interop")]
+
+from reference import NODE_MODULES  # noqa: E402
+
+SCRIPT = Path(__file__).with_name("reference_loadgen.js")
+
+
+@dataclass(frozen=True)
+class NodeUpdates:
+    """Result of one "updates" phase (RequestUpdate throughput and latency)."""
+
+    inflight: int
+    rate: float
+    p50_ms: float
+    p99_ms: float
+
+
+@dataclass(frozen=True)
+class NodeRead:
+    """Result of one "read" phase (RequestEntries of the whole log)."""
+
+    entries: int
+    seconds: float
+    client_cpu: float
+    """CPU seconds the Node client used per second of the read (1.0: a whole core)."""
+
+    @property
+    def rate(self) -> float:
+        return self.entries / self.seconds
+
+
+def updates_phase(inflight: int, total: int, size: int = 100) -> dict[str, Any]:
+    """A phase committing ``total`` updates of ``size`` bytes, ``inflight`` outstanding."""
+    return {"kind": "updates", "inflight": inflight, "total": total, "size": size}
+
+
+def read_phase(prev_index: int = 0) -> dict[str, Any]:
+    """A phase reading every committed entry after ``prev_index`` with requestEntries."""
+    return {"kind": "read", "prevIndex": prev_index}
+
+
+def run_phases(
+    urls: Sequence[str], ident: str, phases: Sequence[Mapping[str, Any]], timeout: float = 600.0
+) -> list[NodeUpdates | NodeRead]:
+    """Run ``phases`` in one Node process against the cluster at ``urls``; results in order.
+
+    Raises ``RuntimeError`` with the program's stderr when it fails."""
+    params = {"urls": list(urls), "ident": ident, "phases": list(phases)}
+    env = {**os.environ, "NODE_PATH": str(NODE_MODULES)}
+    proc = subprocess.run(
+        ["node", str(SCRIPT), json.dumps(params)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"reference_loadgen.js exited with {proc.returncode}: {proc.stderr.decode()[-2000:]}"
+        )
+    lines = [ln for ln in proc.stdout.decode().splitlines() if ln.strip()]
+    out: list[NodeUpdates | NodeRead] = []
+    for r in json.loads(lines[-1])["results"]:
+        if r["kind"] == "updates":
+            out.append(NodeUpdates(r["inflight"], r["rate"], r["p50_ms"], r["p99_ms"]))
+        else:
+            out.append(NodeRead(r["entries"], r["seconds"], r["clientCpu"]))
+    return out
