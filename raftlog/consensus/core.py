@@ -71,19 +71,35 @@ class RaftCore:
             election.campaign(self._s)  # a sole member leads at once (§12.1)
 
     # -- inputs ---------------------------------------------------------------------------
-    def tick(self) -> None:
-        """Advance logical time by one tick (election timer, retransmissions, heartbeats)."""
+    def tick(self, count: int = 1) -> None:
+        """Advance logical time by ``count`` ticks: the wall time that passed since the
+        previous call (election timer, retransmissions, heartbeats).
+
+        Inputs stepped since the previous call count as observed at the *end* of that span,
+        which is when the driver read them (it drains its sockets, then ticks for the time
+        that passed). So a follower that heard its leader in between does not let the span
+        run its election timer out: a peer that was paused (SIGSTOP), starved of CPU or
+        stuck in a slow fsync finds the leader's messages queued when it wakes and must not
+        campaign on the time it was away -- doing so deposed the healthy new leader after
+        every pause (issue #12). A leader handles the span in one step: at most one
+        retransmission per follower, and check-quorum counts the answers it just read."""
+        if count < 1:
+            raise LocalProtocolError(f"tick count must be >= 1, got {count}")
         s = self._s
-        s.now += 1
+        heard_leader = s.heard_leader_this_span()
+        s.now += count
         role = s.role
         if role is Role.LEADER:
-            replication.tick(s)
+            replication.tick(s, count)
             return
         if role is Role.CLIENT:
             return
         if role is Role.CANDIDATE:
             election.retransmit_votes(s)
-        s.election_elapsed += 1
+        if heard_leader:
+            s.leader_contact = s.now  # the timer was restarted by that contact, at span end
+            return
+        s.election_elapsed += count
         if s.election_elapsed >= s.election_timeout:
             election.on_election_timeout(s)
 

@@ -283,8 +283,7 @@ class PeerNode:
             now = drained = time.monotonic()
             if now >= next_tick:
                 behind = int((now - next_tick) / self._tick_s) + 1
-                for _ in range(min(behind, MAX_TICK_BACKLOG)):
-                    core.tick()
+                core.tick(min(behind, MAX_TICK_BACKLOG))  # after the drain: see tick()
                 next_tick += behind * self._tick_s
                 self._timers(now)
             readied = time.monotonic()
