@@ -292,9 +292,8 @@ class PeerNode:
             if self.entries.has_due:
                 self.entries.pump(streamed + ENTRIES_BUDGET, time.monotonic)
             self.stall.finish(drained, readied, streamed)
-        self.log.info(
-            "peer_stopping", max_loop_stall_ms=self.stall.max_ms, **self.metrics.registry.totals()
-        )
+        self.stall.close()
+        self.log.info("peer_stopping", **self.stall.summary(), **self.metrics.registry.totals())
 
     def _drain_router(self, until: float) -> None:
         """Handle queued ROUTER messages until the queue is empty or ``until`` passes, so a
