@@ -81,12 +81,16 @@ class RaftCore:
         run its election timer out: a peer that was paused (SIGSTOP), starved of CPU or
         stuck in a slow fsync finds the leader's messages queued when it wakes and must not
         campaign on the time it was away -- doing so deposed the healthy new leader after
-        every pause (issue #12). A leader handles the span in one step: at most one
-        retransmission per follower, and check-quorum counts the answers it just read."""
+        every pause (issue #12). Likewise a candidate's timer starts when its RequestVotes
+        leave (the Ready persisting its term and vote is carried out), not when it decided
+        to campaign: its own slow fsync must not use up the time its voters need to answer.
+        A leader handles the span in one step: at most one retransmission per follower, and
+        check-quorum counts the answers it just read."""
         if count < 1:
             raise LocalProtocolError(f"tick count must be >= 1, got {count}")
         s = self._s
         heard_leader = s.heard_leader_this_span()
+        votes_left, s.votes_left = s.votes_left, False
         s.now += count
         role = s.role
         if role is Role.LEADER:
@@ -95,6 +99,8 @@ class RaftCore:
         if role is Role.CLIENT:
             return
         if role is Role.CANDIDATE:
+            if s.campaign_unsent or votes_left:
+                return  # its timer starts when its RequestVotes leave (``votes_sent``)
             election.retransmit_votes(s)
         if heard_leader:
             s.leader_contact = s.now  # the timer was restarted by that contact, at span end
@@ -254,6 +260,9 @@ class RaftCore:
             raise LocalProtocolError("advance() must be given the last Ready handed out")
         self._outstanding = None
         s = self._s
+        hard = ready.hard_state
+        if s.campaign_unsent and hard is not None and hard.current_term == s.term:
+            election.votes_sent(s)  # this Ready carried the campaign's term and vote
         for op in ready.snapshot_ops:
             if isinstance(op, SnapshotInstall):
                 s.log.snapshot_persisted(op.index, op.term)

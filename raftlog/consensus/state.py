@@ -79,6 +79,11 @@ class CoreState:
         self.votes: dict[str, bool] = {}
         """Candidate: answers received this term (granted or not), own vote included."""
         self.vote_sent_at: dict[str, int] = {}
+        self.campaign_unsent = False
+        """Candidate: this term's RequestVotes wait for the persist of its term and vote
+        (``election.votes_sent`` starts the timer when they leave)."""
+        self.votes_left = False
+        """Candidate: its RequestVotes left since the last tick (``RaftCore.tick``)."""
         self.progress: dict[str, Progress] = {}
         self.departing: dict[str, Peer] = {}
         """Leader: peers a final configuration removed that are still being sent entries

@@ -45,10 +45,12 @@ class GcPauses:
         self._began: float | None = None
 
     def install(self) -> None:
+        """Start timing collections (idempotent)."""
         if self._on_gc not in gc.callbacks:
             gc.callbacks.append(self._on_gc)
 
     def uninstall(self) -> None:
+        """Stop timing: a closed peer must not leave a callback in the interpreter."""
         if self._on_gc in gc.callbacks:
             gc.callbacks.remove(self._on_gc)
 
@@ -109,6 +111,7 @@ class StallWatchdog:
         return StallWatchdog(after_ms, pass_started, log, clock) if after_ms > 0 else None
 
     def start(self) -> None:
+        """Watch the calling thread (the loop's) from a daemon thread (idempotent)."""
         if self._thread is not None:
             return
         self._loop_ident = threading.get_ident()
@@ -116,6 +119,7 @@ class StallWatchdog:
         self._thread.start()
 
     def stop(self) -> None:
+        """End the watching thread (waits for it at most a second)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(1.0)

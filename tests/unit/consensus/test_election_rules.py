@@ -146,7 +146,9 @@ def test_without_spiral_guard_candidate_starts_new_terms() -> None:
     node = make_node(election_ticks=(10, 10), prevent_spiral_elections=False)
     node.tick_until_role(Role.CANDIDATE)
     term = node.core.term
-    node.tick(10)
+    node.tick(10)  # counted from the end of the span in which its RequestVotes left
+    assert node.core.term == term
+    node.tick()
     assert node.core.term == term + 1
 
 
@@ -242,3 +244,27 @@ def test_tick_count_must_be_positive() -> None:
     node = make_node()
     with pytest.raises(LocalProtocolError):
         node.core.tick(0)
+
+
+def test_candidate_timer_starts_when_its_request_votes_leave() -> None:
+    """A slow fsync of the candidate's term and vote does not eat its election timeout: the
+    timer (and the retransmission timer) start when the persisted Ready is carried out."""
+    node = make_node(
+        term=3, election_ticks=(20, 20), vote_timeout_ticks=5, prevent_spiral_elections=False
+    )
+    node.tick(19)
+    node.core.tick()  # the timer fires: a campaign for term 4, its Ready not yet carried out
+    assert node.core.role is Role.CANDIDATE and node.core.term == 4
+    ready = node.core.ready()
+    node.core.tick(25)  # the fsync of term 4 takes longer than the whole election timeout
+    assert node.core.term == 4  # still this campaign: nothing was sent yet
+    node.executor.execute(ready)  # persisted; the RequestVotes leave now
+    node.run()
+    ready = node.tick(4)
+    assert node.core.term == 4 and not requests(ready, RequestVote)  # no resend yet
+    ready = node.tick()
+    assert [m.to for m in requests(ready, RequestVote)] == ["n2", "n3"]  # 5 ticks after
+    node.tick(15)
+    assert node.core.role is Role.CANDIDATE and node.core.term == 4
+    node.tick()  # 20 ticks after the span in which the requests left
+    assert node.core.term == 5
