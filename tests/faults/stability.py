@@ -15,7 +15,8 @@ nobody still raises the term).
 
 Environment: ``RAFTLOG_STABILITY_SECONDS`` (300), ``RAFTLOG_STABILITY_HOG`` (1: a hog on
 core 0; 0: no hog, for a baseline), ``RAFTLOG_STABILITY_KEEP`` (a directory: keep the peers'
-logs there), and ``RAFTLOG_STALL_STACKS_MS`` reaches the peers (their loop's stack is logged
+logs there), ``RAFTLOG_STABILITY_REQUEST_ID_TTL_MS`` (compaction under way, see
+``raft_options``), and ``RAFTLOG_STALL_STACKS_MS`` reaches the peers (their loop's stack is logged
 when a pass runs longer, ``raftlog.server.stall_watch``).
 """
 
@@ -35,8 +36,22 @@ from faults.cluster import IDENT, FaultCluster
 from faults.workload import Workload, max_unavailability
 
 
+def raft_options() -> dict[str, object]:
+    """The peers' defaults, unless ``RAFTLOG_STABILITY_REQUEST_ID_TTL_MS`` asks for compaction
+    under way (a bounded request-id TTL and a 20,000-entry threshold, as the soak's)."""
+    ttl = os.environ.get("RAFTLOG_STABILITY_REQUEST_ID_TTL_MS")
+    if not ttl:
+        return {}
+    return {"request_id_ttl": int(ttl), "log_compaction_threshold": 20_000}
+
+
+def raft_options_env() -> dict[str, str]:
+    ttl = os.environ.get("RAFTLOG_STABILITY_REQUEST_ID_TTL_MS")
+    return {"RAFTLOG_STABILITY_REQUEST_ID_TTL_MS": ttl} if ttl else {}
+
+
 def measure(directory: Path, seconds: float, hog: bool) -> dict[str, object]:
-    with FaultCluster(directory) as cluster:
+    with FaultCluster(directory, raft=raft_options()) as cluster:
         cluster.start()
         cluster.peers.wait_stable_leader(30)
         workload = Workload(cluster.urls, IDENT)
@@ -64,6 +79,7 @@ def measure(directory: Path, seconds: float, hog: bool) -> dict[str, object]:
         gaps = [float(e["max_loop_gap_ms"]) for e in stopping if "max_loop_gap_ms" in e]
         gc_pauses = [float(e["max_gc_pause_ms"]) for e in stopping if "max_gc_pause_ms" in e]
         stall_events = len(cluster.events("loop_stall"))
+        compactions = len(cluster.events("log_compacted"))
         campaigns = sorted(
             (e["timestamp"], e["peer"], e.get("term"))
             for e in cluster.events("role_changed")
@@ -82,6 +98,7 @@ def measure(directory: Path, seconds: float, hog: bool) -> dict[str, object]:
         "max_gc_pause_ms": round(max(gc_pauses), 1) if gc_pauses else "not exposed",
         "loop_stall_events": stall_events,
         "campaigns": len(campaigns),
+        "compactions": compactions,
     }
 
 
@@ -102,7 +119,8 @@ def main() -> int:
         f"Measured {when:%Y-%m-%d %H:%M} UTC on {machine()}; load average before {load_before}, "
         f"after {load()} (**shared machine: other engineers' test runs were going on**). "
         f"Command: `RAFTLOG_STABILITY_SECONDS={seconds:g} RAFTLOG_STABILITY_HOG={int(hog)} "
-        "make stability`.\n\n"
+        + "".join(f"{k}={v} " for k, v in raft_options_env().items())
+        + "make stability`.\n\n"
         + "| "
         + " | ".join(cols)
         + " |\n|"
