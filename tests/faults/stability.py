@@ -42,7 +42,11 @@ def raft_options() -> dict[str, object]:
     ttl = os.environ.get("RAFTLOG_STABILITY_REQUEST_ID_TTL_MS")
     if not ttl:
         return {}
-    return {"request_id_ttl": int(ttl), "log_compaction_threshold": 20_000}
+    return {
+        "request_id_ttl": int(ttl),  # the peers accept 60000 and more
+        "request_id_ttl_accept_margin": max(1000, int(ttl) // 2),
+        "log_compaction_threshold": 20_000,
+    }
 
 
 def raft_options_env() -> dict[str, str]:
