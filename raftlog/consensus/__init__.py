@@ -25,8 +25,12 @@ without a covering snapshot) raises ``ValueError``.
 
 Inputs
 ------
-* ``tick()`` every ``tick_ms``: election timer, vote and AppendEntries retransmission,
-  heartbeats. Time exists for the core only as ticks.
+* ``tick(count=1)``: ``count`` ticks of ``tick_ms`` passed (election timer, vote and
+  AppendEntries retransmission, heartbeats). Time exists for the core only as ticks. Inputs
+  stepped since the previous call count as observed at the end of the span, so a driver
+  that was held up (a stall, SIGSTOP) steps what queued up in its sockets *first* and then
+  calls ``tick(span)`` once: a follower that finds its leader's messages waiting does not
+  campaign on the time it was away (issue #12: a resumed old leader deposed the new one).
 * ``step_request(token, request)``: an inbound RequestVote / AppendEntries /
   InstallSnapshot. ``token`` is opaque (e.g. the ROUTER identity + msgid); the answer comes
   out as ``SendReply(token, response)``. RequestVotes from peers outside the configuration get

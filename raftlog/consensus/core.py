@@ -71,19 +71,41 @@ class RaftCore:
             election.campaign(self._s)  # a sole member leads at once (§12.1)
 
     # -- inputs ---------------------------------------------------------------------------
-    def tick(self) -> None:
-        """Advance logical time by one tick (election timer, retransmissions, heartbeats)."""
+    def tick(self, count: int = 1) -> None:
+        """Advance logical time by ``count`` ticks: the wall time that passed since the
+        previous call (election timer, retransmissions, heartbeats).
+
+        Inputs stepped since the previous call count as observed at the *end* of that span,
+        which is when the driver read them (it drains its sockets, then ticks for the time
+        that passed). So a follower that heard its leader in between does not let the span
+        run its election timer out: a peer that was paused (SIGSTOP), starved of CPU or
+        stuck in a slow fsync finds the leader's messages queued when it wakes and must not
+        campaign on the time it was away -- doing so deposed the healthy new leader after
+        every pause (issue #12). Likewise a candidate's timer starts when its RequestVotes
+        leave (the Ready persisting its term and vote is carried out), not when it decided
+        to campaign: its own slow fsync must not use up the time its voters need to answer.
+        A leader handles the span in one step: at most one retransmission per follower, and
+        check-quorum counts the answers it just read."""
+        if count < 1:
+            raise LocalProtocolError(f"tick count must be >= 1, got {count}")
         s = self._s
-        s.now += 1
+        heard_leader = s.heard_leader_this_span()
+        votes_left, s.votes_left = s.votes_left, False
+        s.now += count
         role = s.role
         if role is Role.LEADER:
-            replication.tick(s)
+            replication.tick(s, count)
             return
         if role is Role.CLIENT:
             return
         if role is Role.CANDIDATE:
+            if s.campaign_unsent or votes_left:
+                return  # its timer starts when its RequestVotes leave (``votes_sent``)
             election.retransmit_votes(s)
-        s.election_elapsed += 1
+        if heard_leader:
+            s.leader_contact = s.now  # the timer was restarted by that contact, at span end
+            return
+        s.election_elapsed += count
         if s.election_elapsed >= s.election_timeout:
             election.on_election_timeout(s)
 
@@ -238,6 +260,9 @@ class RaftCore:
             raise LocalProtocolError("advance() must be given the last Ready handed out")
         self._outstanding = None
         s = self._s
+        hard = ready.hard_state
+        if s.campaign_unsent and hard is not None and hard.current_term == s.term:
+            election.votes_sent(s)  # this Ready carried the campaign's term and vote
         for op in ready.snapshot_ops:
             if isinstance(op, SnapshotInstall):
                 s.log.snapshot_persisted(op.index, op.term)

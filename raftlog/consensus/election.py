@@ -85,6 +85,20 @@ def campaign(s: CoreState) -> None:
         if peer != s.id:
             s.send_after_persist(peer, request)  # only once term and vote are durable
             s.vote_sent_at[peer] = s.now
+    s.campaign_unsent = True
+
+
+def votes_sent(s: CoreState) -> None:
+    """The Ready that made this campaign's term and vote durable has been carried out, so its
+    RequestVotes have left: the candidate's timer starts now. Counting the time of its own
+    fsync as well made a candidate whose disk is slower than the election timeout give up
+    each term just as its requests left, before any answer could come back (elections
+    that never converged under a loaded disk: issue #12)."""
+    s.campaign_unsent = False
+    if s.role is Role.CANDIDATE:
+        s.election_elapsed = 0
+        s.vote_sent_at = dict.fromkeys(s.vote_sent_at, s.now)
+        s.votes_left = True  # sent at the end of the current tick span (``RaftCore.tick``)
 
 
 def retransmit_votes(s: CoreState) -> None:

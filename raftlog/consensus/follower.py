@@ -43,6 +43,7 @@ def _accept_leader(s: CoreState, leader_id: str, term: int) -> bool:
     else:
         s.reset_election_timer()  # the common case: the known leader of this term
     s.leader_contact = s.now
+    s.leader_heard = True
     return True
 
 
@@ -51,6 +52,7 @@ def heard_from_leader(s: CoreState, leader_id: str, term: int) -> None:
     if s.role is Role.FOLLOWER and s.leader_id == leader_id and s.term == term:
         s.reset_election_timer()
         s.leader_contact = s.now
+        s.leader_heard = True
 
 
 def handle_append_entries(s: CoreState, token: object, m: AppendEntries) -> None:

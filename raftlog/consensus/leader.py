@@ -137,10 +137,12 @@ def step_down(s: CoreState, role: Role, reason: str) -> None:
     s.reset_election_timer()
 
 
-def check_quorum(s: CoreState) -> None:
+def check_quorum(s: CoreState, ticks: int = 1) -> None:
     """Extension: step down after a whole minimum election timeout without hearing from a
-    quorum (a partitioned leader then stops accepting proposals it cannot commit)."""
-    s.quorum_elapsed += 1
+    quorum (a partitioned leader then stops accepting proposals it cannot commit). A span of
+    ``ticks`` is judged once, on the answers read during it: a leader that was stalled
+    keeps office if its followers' answers were waiting for it."""
+    s.quorum_elapsed += ticks
     if s.quorum_elapsed < s.cfg.election_ticks[0]:
         return
     s.quorum_elapsed = 0

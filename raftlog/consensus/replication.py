@@ -139,8 +139,9 @@ def send_snapshot_chunk(s: CoreState, pr: Progress) -> None:
     s.send(pr.peer_id, request)
 
 
-def tick(s: CoreState) -> None:
-    """Timeouts and heartbeats of every follower."""
+def tick(s: CoreState, count: int = 1) -> None:
+    """Timeouts and heartbeats of every follower, once for a span of ``count`` ticks (after
+    a stall a timed-out request is re-sent once, not once per tick missed)."""
     now = s.now
     heartbeat = s.cfg.heartbeat_ticks
     for pr in list(s.progress.values()):
@@ -158,7 +159,7 @@ def tick(s: CoreState) -> None:
         elif not inflight:
             pump(s, pr)
     if s.cfg.check_quorum and s.role is Role.LEADER:
-        leader.check_quorum(s)
+        leader.check_quorum(s, count)
 
 
 def _on_timeout(s: CoreState, pr: Progress) -> None:

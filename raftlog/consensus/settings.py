@@ -1,6 +1,6 @@
 """``CoreConfig``: every tunable of the consensus core, in ticks and bytes.
 
-The core never reads a clock: the driver calls ``RaftCore.tick()`` every ``tick_ms`` and
+The core never reads a clock: the driver calls ``RaftCore.tick(n)`` for every ``n * tick_ms`` and
 converts the millisecond options of docs/protocol.md §13 with :meth:`CoreConfig.from_millis`.
 
 ``bugs`` holds *deliberately broken* behaviours (:class:`Bug`). They exist only so that the

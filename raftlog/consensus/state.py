@@ -70,12 +70,20 @@ class CoreState:
         self.role = self.member_role()
         self.leader_id: str | None = None
         self.leader_contact: int | None = None
-        """Tick of the last AppendEntries/InstallSnapshot accepted from ``leader_id``."""
+        """Tick of the last AppendEntries/InstallSnapshot accepted from ``leader_id`` (moved
+        to the end of the tick span in which it was read: ``RaftCore.tick``)."""
+        self.leader_heard = False
+        """``leader_contact`` happened since the last tick (``heard_leader_this_span``)."""
         self.election_elapsed = 0
         self.election_timeout = self.random_timeout() + config.first_election_extra_ticks
         self.votes: dict[str, bool] = {}
         """Candidate: answers received this term (granted or not), own vote included."""
         self.vote_sent_at: dict[str, int] = {}
+        self.campaign_unsent = False
+        """Candidate: this term's RequestVotes wait for the persist of its term and vote
+        (``election.votes_sent`` starts the timer when they leave)."""
+        self.votes_left = False
+        """Candidate: its RequestVotes left since the last tick (``RaftCore.tick``)."""
         self.progress: dict[str, Progress] = {}
         self.departing: dict[str, Peer] = {}
         """Leader: peers a final configuration removed that are still being sent entries
@@ -171,6 +179,12 @@ class CoreState:
         target.append(SendReply(token, message))
 
     # -- transitions shared by every role ---------------------------------------------
+    def heard_leader_this_span(self) -> bool:
+        """Did this follower accept a message from its leader since the last tick? Resets
+        the answer for the next span (``RaftCore.tick``)."""
+        heard, self.leader_heard = self.leader_heard, False
+        return heard and self.role is Role.FOLLOWER and self.leader_id is not None
+
     def reset_election_timer(self) -> None:
         self.election_elapsed = 0
         self.election_timeout = self.random_timeout()

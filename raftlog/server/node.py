@@ -285,8 +285,7 @@ class PeerNode:
             now = drained = time.monotonic()
             if now >= next_tick:
                 behind = int((now - next_tick) / self._tick_s) + 1
-                for _ in range(min(behind, MAX_TICK_BACKLOG)):
-                    core.tick()
+                core.tick(min(behind, MAX_TICK_BACKLOG))  # after the drain: see tick()
                 next_tick += behind * self._tick_s
                 self._timers(now)
             readied = time.monotonic()
@@ -295,9 +294,8 @@ class PeerNode:
             if self.entries.has_due:
                 self.entries.pump(streamed + ENTRIES_BUDGET, time.monotonic)
             self.stall.finish(drained, readied, streamed)
-        self.log.info(
-            "peer_stopping", max_loop_stall_ms=self.stall.max_ms, **self.metrics.registry.totals()
-        )
+        self.stall.close()
+        self.log.info("peer_stopping", **self.stall.summary(), **self.metrics.registry.totals())
 
     def _drain_router(self, until: float) -> None:
         """Handle queued ROUTER messages until the queue is empty or ``until`` passes, so a

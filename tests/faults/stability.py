@@ -8,8 +8,16 @@ stall metric of issue #12). Prints a Markdown block; with ``RAFTLOG_STABILITY_DO
 docs/reliability.md, ``-`` to only print) it replaces the block between the
 ``stability-table`` markers there.
 
+Besides elections: the longest loop pass (``max_loop_stall_ms``), the longest gap between
+two passes (``max_loop_gap_ms``: includes time the peer was not scheduled at all), the
+longest garbage collection, and how many candidacies there were (a candidacy that elects
+nobody still raises the term).
+
 Environment: ``RAFTLOG_STABILITY_SECONDS`` (300), ``RAFTLOG_STABILITY_HOG`` (1: a hog on
-core 0; 0: no hog, for a baseline).
+core 0; 0: no hog, for a baseline), ``RAFTLOG_STABILITY_KEEP`` (a directory: keep the peers'
+logs there), ``RAFTLOG_STABILITY_REQUEST_ID_TTL_MS`` (compaction under way, see
+``raft_options``), and ``RAFTLOG_STALL_STACKS_MS`` reaches the peers (their loop's stack is logged
+when a pass runs longer, ``raftlog.server.stall_watch``).
 """
 
 from __future__ import annotations
@@ -28,8 +36,26 @@ from faults.cluster import IDENT, FaultCluster
 from faults.workload import Workload, max_unavailability
 
 
+def raft_options() -> dict[str, object]:
+    """The peers' defaults, unless ``RAFTLOG_STABILITY_REQUEST_ID_TTL_MS`` asks for compaction
+    under way (a bounded request-id TTL and a 20,000-entry threshold, as the soak's)."""
+    ttl = os.environ.get("RAFTLOG_STABILITY_REQUEST_ID_TTL_MS")
+    if not ttl:
+        return {}
+    return {
+        "request_id_ttl": int(ttl),  # the peers accept 60000 and more
+        "request_id_ttl_accept_margin": max(1000, int(ttl) // 2),
+        "log_compaction_threshold": 20_000,
+    }
+
+
+def raft_options_env() -> dict[str, str]:
+    ttl = os.environ.get("RAFTLOG_STABILITY_REQUEST_ID_TTL_MS")
+    return {"RAFTLOG_STABILITY_REQUEST_ID_TTL_MS": ttl} if ttl else {}
+
+
 def measure(directory: Path, seconds: float, hog: bool) -> dict[str, object]:
-    with FaultCluster(directory) as cluster:
+    with FaultCluster(directory, raft=raft_options()) as cluster:
         cluster.start()
         cluster.peers.wait_stable_leader(30)
         workload = Workload(cluster.urls, IDENT)
@@ -52,12 +78,17 @@ def measure(directory: Path, seconds: float, hog: bool) -> dict[str, object]:
             workload.stop()
         ops = workload.snapshot()
         cluster.peers.stop()
-        stalls = [
-            float(e["max_loop_stall_ms"])
-            for e in cluster.events("peer_stopping")
-            if "max_loop_stall_ms" in e
-        ]
+        stopping = cluster.events("peer_stopping")
+        stalls = [float(e["max_loop_stall_ms"]) for e in stopping if "max_loop_stall_ms" in e]
+        gaps = [float(e["max_loop_gap_ms"]) for e in stopping if "max_loop_gap_ms" in e]
+        gc_pauses = [float(e["max_gc_pause_ms"]) for e in stopping if "max_gc_pause_ms" in e]
         stall_events = len(cluster.events("loop_stall"))
+        compactions = len(cluster.events("log_compacted"))
+        campaigns = sorted(
+            (e["timestamp"], e["peer"], e.get("term"))
+            for e in cluster.events("role_changed")
+            if e.get("role") == "candidate"
+        )
     acked = sum(1 for op in ops if op.outcome == "ok" and started <= (op.complete_t or 0) <= ended)
     return {
         "seconds": round(ended - started),
@@ -67,7 +98,11 @@ def measure(directory: Path, seconds: float, hog: bool) -> dict[str, object]:
         "terms": f"{term_before}->{term_after}",
         "max_unavail_s": round(max_unavailability(ops, started, ended), 2),
         "max_loop_stall_ms": round(max(stalls), 1) if stalls else "not exposed",
+        "max_loop_gap_ms": round(max(gaps), 1) if gaps else "not exposed",
+        "max_gc_pause_ms": round(max(gc_pauses), 1) if gc_pauses else "not exposed",
         "loop_stall_events": stall_events,
+        "campaigns": len(campaigns),
+        "compactions": compactions,
     }
 
 
@@ -75,14 +110,21 @@ def main() -> int:
     seconds = float(os.environ.get("RAFTLOG_STABILITY_SECONDS", "300"))
     hog = os.environ.get("RAFTLOG_STABILITY_HOG", "1") != "0"
     load_before, when = load(), datetime.now(UTC)
-    with tempfile.TemporaryDirectory(prefix="raftlog-stability-") as tmp:
-        result = measure(Path(tmp), seconds, hog)
+    keep = os.environ.get("RAFTLOG_STABILITY_KEEP")
+    if keep:  # the peers' logs stay for a post-mortem (loop_stall, loop_late, campaigns)
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        kept = Path(tempfile.mkdtemp(prefix="raftlog-stability-", dir=keep))
+        result = measure(kept, seconds, hog)
+    else:
+        with tempfile.TemporaryDirectory(prefix="raftlog-stability-") as tmp:
+            result = measure(Path(tmp), seconds, hog)
     cols = list(result)
     text = (
         f"Measured {when:%Y-%m-%d %H:%M} UTC on {machine()}; load average before {load_before}, "
         f"after {load()} (**shared machine: other engineers' test runs were going on**). "
         f"Command: `RAFTLOG_STABILITY_SECONDS={seconds:g} RAFTLOG_STABILITY_HOG={int(hog)} "
-        "make stability`.\n\n"
+        + "".join(f"{k}={v} " for k, v in raft_options_env().items())
+        + "make stability`.\n\n"
         + "| "
         + " | ".join(cols)
         + " |\n|"

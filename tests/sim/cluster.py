@@ -22,6 +22,7 @@ from raftlog.consensus.settings import CoreConfig
 from raftlog.entry import LogEntry
 from raftlog.ids import make_request_id
 from raftlog.rpc.messages import ConfigPayload, Peer, PeerRequest, PeerResponse
+from raftlog.server.node import MAX_TICK_BACKLOG
 from raftlog.server.ready_executor import ReadyExecutor
 from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore, MemorySnapshotStore
 from raftlog.storage.ready_store import MemoryReadyStore
@@ -179,6 +180,8 @@ class SimCluster:
         self.restart_at: dict[str, int] = {}
         self.counters: Counter[str] = Counter()
         """What happened during the run (crashes, installs, truncations, ...)."""
+        self.paused: dict[str, tuple[int, list[tuple[str, object]]]] = {}
+        """Stopped peers (SIGSTOP): the tick they stopped at and what arrived meanwhile."""
 
     # -- time -----------------------------------------------------------------------------
     @property
@@ -200,12 +203,16 @@ class SimCluster:
                 del self.restart_at[peer_id]
                 self.restart(peer_id)
         for node in self.nodes.values():
-            if node.core is not None:
+            if node.core is not None and node.id not in self.paused:
                 node.core.tick()
         for src, dst, payload in self.network.due(self.tick):
+            if dst in self.paused:
+                self.paused[dst][1].append((src, payload))  # queued in its sockets
+                continue
             self.deliver(src, dst, payload)
         for node in self.nodes.values():
-            self.drain(node)
+            if node.id not in self.paused:
+                self.drain(node)
 
     def _executor_of(self, node: SimNode) -> ReadyExecutor:
         """The production executor, injected with this node's in-memory stores, the
@@ -316,6 +323,24 @@ class SimCluster:
             self.counters[type(event).__name__] += 1
 
     # -- faults and maintenance -------------------------------------------------------------
+    def pause(self, peer_id: str) -> None:
+        """SIGSTOP: the peer neither ticks, reads nor writes; messages to it queue up."""
+        self.trace.add("pause", peer_id)
+        self.paused.setdefault(peer_id, (self.tick, []))
+
+    def resume(self, peer_id: str) -> None:
+        """SIGCONT, as the peer's loop (``PeerNode.run``) wakes: it drains everything that
+        queued up, then ticks once for the time that passed (capped at the driver's
+        ``MAX_TICK_BACKLOG``), then carries out its Readies."""
+        paused_at, queued = self.paused.pop(peer_id)
+        self.trace.add("resume", peer_id, self.tick - paused_at)
+        node = self.nodes[peer_id]
+        for src, payload in queued:
+            self.deliver(src, peer_id, payload)
+        if node.core is not None and self.tick > paused_at:
+            node.core.tick(min(self.tick - paused_at, MAX_TICK_BACKLOG))
+        self.drain(node)
+
     def crash(self, peer_id: str, why: str = "crash") -> None:
         node = self.nodes[peer_id]
         if node.core is None:

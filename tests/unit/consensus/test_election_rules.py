@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from consensus_helpers import config, elect, entry, make_node, replies, requests
 
 from raftlog.consensus import Role
+from raftlog.errors import LocalProtocolError
 from raftlog.rpc.messages import AppendEntries, RequestVote, RequestVoteResponse
 
 
@@ -144,7 +146,9 @@ def test_without_spiral_guard_candidate_starts_new_terms() -> None:
     node = make_node(election_ticks=(10, 10), prevent_spiral_elections=False)
     node.tick_until_role(Role.CANDIDATE)
     term = node.core.term
-    node.tick(10)
+    node.tick(10)  # counted from the end of the span in which its RequestVotes left
+    assert node.core.term == term
+    node.tick()
     assert node.core.term == term + 1
 
 
@@ -191,7 +195,9 @@ def test_leader_stickiness_refuses_disruptive_vote_request() -> None:
     ready = node.receive(RequestVote("n3", 9, 5, 5))
     assert replies(ready)[0].message == RequestVoteResponse(3, False)
     assert node.core.term == 3 and node.core.leader_id == "n2"
-    node.tick(20)  # a whole minimum election timeout later it votes again
+    # the contact counts from the end of the tick span it was read in (the first tick);
+    # a whole minimum election timeout after that it votes again
+    node.tick(21)
     ready = node.receive(RequestVote("n3", 9, 5, 5))
     assert node.core.term == 9
 
@@ -203,3 +209,62 @@ def test_client_peer_never_campaigns_but_grants_votes() -> None:
     assert node.core.role is Role.CLIENT and node.core.term == 0
     ready = node.receive(RequestVote("n2", 1, 0, 0))
     assert replies(ready)[0].message == RequestVoteResponse(1, True)
+
+
+def test_leader_heard_before_a_long_tick_span_keeps_the_follower_from_campaigning() -> None:
+    """A paused or starved follower reads the leader's queued AppendEntries, then the driver
+    ticks for the whole time it was away: the span must not run its timer out (issue #12:
+    a resumed old leader campaigned this way and deposed the healthy new leader)."""
+    node = make_node(term=3, election_ticks=(20, 30))
+    node.receive(AppendEntries("n2", 4, 0, 0, 0))
+    node.core.tick(100)
+    ready = node.run()
+    assert node.core.role is Role.FOLLOWER and node.core.term == 4
+    assert not requests(ready, RequestVote)
+    # and it is sticky for a minimum election timeout from the end of that span
+    ready = node.receive(RequestVote("n3", 9, 0, 0))
+    assert replies(ready)[0].message == RequestVoteResponse(4, False)
+    # silence afterwards still makes it campaign after a normal timeout
+    node.tick_until_role(Role.CANDIDATE, limit=31)
+    assert node.core.term == 5
+
+
+def test_a_long_tick_span_without_the_leader_runs_the_timer_out() -> None:
+    """Nothing queued from the leader: a span longer than the timeout elects, as before."""
+    node = make_node(term=3, election_ticks=(20, 30))
+    node.receive(AppendEntries("n2", 3, 0, 0, 0))
+    node.tick()  # the span in which the leader was heard
+    node.core.tick(100)
+    ready = node.run()
+    assert node.core.role is Role.CANDIDATE and node.core.term == 4
+    assert sorted(m.to for m in requests(ready, RequestVote)) == ["n2", "n3"]
+
+
+def test_tick_count_must_be_positive() -> None:
+    node = make_node()
+    with pytest.raises(LocalProtocolError):
+        node.core.tick(0)
+
+
+def test_candidate_timer_starts_when_its_request_votes_leave() -> None:
+    """A slow fsync of the candidate's term and vote does not eat its election timeout: the
+    timer (and the retransmission timer) start when the persisted Ready is carried out."""
+    node = make_node(
+        term=3, election_ticks=(20, 20), vote_timeout_ticks=5, prevent_spiral_elections=False
+    )
+    node.tick(19)
+    node.core.tick()  # the timer fires: a campaign for term 4, its Ready not yet carried out
+    assert node.core.role is Role.CANDIDATE and node.core.term == 4
+    ready = node.core.ready()
+    node.core.tick(25)  # the fsync of term 4 takes longer than the whole election timeout
+    assert node.core.term == 4  # still this campaign: nothing was sent yet
+    node.executor.execute(ready)  # persisted; the RequestVotes leave now
+    node.run()
+    ready = node.tick(4)
+    assert node.core.term == 4 and not requests(ready, RequestVote)  # no resend yet
+    ready = node.tick()
+    assert [m.to for m in requests(ready, RequestVote)] == ["n2", "n3"]  # 5 ticks after
+    node.tick(15)
+    assert node.core.role is Role.CANDIDATE and node.core.term == 4
+    node.tick()  # 20 ticks after the span in which the requests left
+    assert node.core.term == 5

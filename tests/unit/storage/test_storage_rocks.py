@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from storage_helpers import batch, entry, rid
 
+from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import StorageCorruptionError, StorageError
+from raftlog.ids import make_request_id
 from raftlog.storage import _records as rec
 from raftlog.storage import failpoints
 from raftlog.storage._rocksdb import RocksDatabase
@@ -179,3 +181,26 @@ def test_failpoint_spec_parsing(failpoint_spec: None) -> None:
         failpoints.configure("before_sync=explode")
     failpoints.configure("")
     assert not failpoints.ENABLED
+
+
+def test_pruning_request_ids_leaves_one_range_tombstone_not_one_per_id(tmp_path: Path) -> None:
+    """Pruned by-index keys go with one range delete. A point tombstone per key piled up at
+    the front of the by-index prefix, and every later seek there (the next prune,
+    ``oldest_request_index``) walked over all of them: loop stalls of up to 1.3 s with
+    compaction on (issue #12). Only the id -> index keys (random keys) are point-deleted."""
+    store, hard_state, snapshots = open_storage(tmp_path)
+    try:
+        old = [make_request_id(1000, b"abc", 1, n) for n in range(1, 201)]
+        fresh = [make_request_id(5000, b"abc", 1, n) for n in range(1, 11)]
+        store.append(1, [LogEntry(r, EntryType.STATE, 1, b"x") for r in old + fresh])
+        deletes = "rocksdb.num-deletes-active-mem-table"
+        before = store.database.property_int(deletes) or 0
+        assert store.prune_expired_request_ids(2000 * 1000 + 60_000, 60_000) == 200
+        assert (store.database.property_int(deletes) or 0) - before == 200  # not 400
+        assert store.oldest_request_index() == 201
+        assert store.index_of_request(old[0]) is None
+        assert store.index_of_request(fresh[0]) == 201
+    finally:
+        store.close()
+        hard_state.close()
+        snapshots.close()
