@@ -45,11 +45,13 @@ from raftlog_spark.setup import check_driver_python
 from raftlog_spark.sink import _chunks, parse_sink_options, request_id
 
 from raftlog.client import IndexedEntry
+from raftlog.client.topic_view import TopicBounds, TopicView
 from raftlog.entry import EntryType, LogEntry
 from raftlog.records import (
     HEADER_SIZE,
     Record,
     RecordBatch,
+    RecordId,
     TopicCommand,
     decode_entry,
     encode_command,
@@ -311,6 +313,36 @@ def test_row_builder_drops_early_and_builds_spark_shaped_batches() -> None:
     for index, entry in log:
         builder.add(index, entry)
     assert builder.rows == 1 and builder.decoded == 1 and builder.skipped == 2  # 5, 6
+
+
+def test_row_builder_applies_the_topic_view_to_columns_and_records_alike() -> None:
+    """Plain batches (decoded as columns, one check per topic) and batches with TTLs
+    (decoded as records, one check per record) admit exactly what the view admits."""
+    plain = encode_records([Record("t", b"%d" % n) for n in range(4)] + [Record("u", b"u")])
+    with_ttl = encode_records([Record("t", b"x", ttl_ms=1), Record("t", b"y"), Record("t", b"z")])
+    log = [
+        (9, _entry(stamp_append_time(plain, 1000))),  # before the incarnation: nothing
+        (10, _entry(stamp_append_time(plain, 1000))),  # below the low-water index: nothing
+        (12, _entry(stamp_append_time(plain, 1000))),  # low water 12:2 -> positions 2, 3
+        (13, _entry(stamp_append_time(plain, 1000))),  # everything of t; "u" is unknown
+        (14, _entry(stamp_append_time(with_ttl, 1000))),  # TTL ran out for "x" only
+    ]
+    view = TopicView({"t": TopicBounds(10, RecordId(12, 2), 1500)}, 14)
+    table = pa.Table.from_batches(
+        list(to_batches([[IndexedEntry(i, e) for i, e in log]], ScanSpec(), 3, True, view))
+    )
+    indexes, positions = table.column("index").to_pylist(), table.column("position").to_pylist()
+    rows = list(zip(indexes, positions, strict=True))
+    assert rows == [(12, 2), (12, 3), (13, 0), (13, 1), (13, 2), (13, 3), (14, 1), (14, 2)]
+    assert table.column("value").to_pylist() == [b"2", b"3", b"0", b"1", b"2", b"3", b"y", b"z"]
+    for index, entry in log:  # the per-topic rule agrees with the per-record one
+        batch = decode_entry(entry.data)
+        assert isinstance(batch, RecordBatch)
+        for position, record in enumerate(batch.records):
+            if record.ttl_ms is None:
+                first = view.first_admitted(record.topic, index)
+                per_topic = first is not None and position >= first
+                assert per_topic == view.admits(index, position, 1000, record)
 
 
 # -- discovery and diagnostics ---------------------------------------------------------------

@@ -115,10 +115,9 @@ class RowBuilder:
         if needles is not None and not any(n in data for n in needles):
             self.skipped += 1
             return
-        # the columnar fast path has no Record objects (TTLs): with a view, decode them
         records: tuple[Record, ...] = ()
-        columns = record_columns(data) if self._view is None else None
-        if columns is None:  # not a plain batch (or a view needs records): the canonical decoder
+        columns = record_columns(data)  # plain records (no TTL): no Record objects
+        if columns is None:  # not a plain batch: the canonical decoder
             try:
                 batch = decode_entry(data)
             except RecordFormatError as exc:
@@ -138,17 +137,10 @@ class RowBuilder:
             )
         self.decoded += 1
         topics, keys, values, headers, stamps = columns
-        topic_ok = self._topic_ok
-        view = self._view
-        if topic_ok is None and view is None:
+        picked = self._picked(index, stamp, topics, records)
+        if picked is None:
             self._position.extend(range(len(topics)))
         else:
-            picked = [
-                p
-                for p, topic in enumerate(topics)
-                if (topic_ok is None or topic_ok(topic))
-                and (view is None or view.admits(index, p, stamp, records[p]))
-            ]
             if len(picked) != len(topics):
                 topics = tuple(topics[p] for p in picked)
                 keys = tuple(keys[p] for p in picked)
@@ -179,6 +171,37 @@ class RowBuilder:
         else:
             offsets.extend([len(hkeys)] * count)
         self._bytes += len(data)
+
+    def _picked(
+        self, index: int, stamp: int, topics: tuple[str, ...], records: tuple[Record, ...]
+    ) -> list[int] | None:
+        """Positions of the admitted records of an entry, or None for all of them.
+
+        Plain records (``records`` empty: decoded as columns, no TTL) are checked once per
+        distinct topic (:meth:`TopicView.first_admitted`); records from ``decode_entry`` may
+        carry a TTL and are checked one by one (:meth:`TopicView.admits`)."""
+        topic_ok, view = self._topic_ok, self._view
+        if topic_ok is None and view is None:
+            return None
+        if records and view is not None:
+            return [
+                p
+                for p, record in enumerate(records)
+                if (topic_ok is None or topic_ok(record.topic))
+                and view.admits(index, p, stamp, record)
+            ]
+        first: dict[str, int | None] = {}
+        for topic in set(topics):
+            ok = topic_ok is None or topic_ok(topic)
+            first[topic] = (view.first_admitted(topic, index) if view else 0) if ok else None
+        if all(f == 0 for f in first.values()):
+            return None
+        picked = []
+        for p, topic in enumerate(topics):
+            f = first[topic]
+            if f is not None and p >= f:
+                picked.append(p)
+        return picked
 
     def flush(self) -> pa.RecordBatch:
         schema = arrow_schema(self.include_headers)
