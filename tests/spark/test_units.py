@@ -187,6 +187,13 @@ def _mixed_counts(entries: int, heavy_every: int, heavy: int) -> CountsResult:
     return CountsResult(entries, 1, (1,) * entries, records)
 
 
+def test_split_spreads_partitions_over_the_peers_round_robin() -> None:
+    peers = ("tcp://a:1", "tcp://b:1", "tcp://c:1")
+    parts = split(((1, 1000),), num_partitions=5, peers=peers)
+    assert [p.peer for p in parts] == [*peers, *peers[:2]]
+    assert [p.peer for p in split(((1, 10),), num_partitions=2)] == [None, None]
+
+
 def test_split_by_record_counts_balances_mixed_entries() -> None:
     # single-record entries, then entries of 500 records: issue #17's data set at 1/10
     singles, batches = 5_000, 210

@@ -210,6 +210,13 @@ class LogClient:
                     raise
         return TopicView.of(infos)
 
+    def cluster_urls(self) -> tuple[str, ...]:
+        """Every peer's URL as the cluster reports its configuration (the seeds if it
+        reports none): where the planner spreads the tasks' reads."""
+        info = self._call(self._client.request_config())
+        urls = tuple(peer.url for peer in info.peers)
+        return urls or self.peers
+
     def list_topics(self) -> tuple[str, ...]:
         names: tuple[str, ...] = self._call(self.topics.list_topics())
         return names
@@ -286,10 +293,18 @@ class LogClient:
         return int(ids[0].index) if ids else 0
 
     def chunks(
-        self, prev_index: int, count: int, *, chunk_entries: int = CHUNK_ENTRIES
+        self,
+        prev_index: int,
+        count: int,
+        *,
+        chunk_entries: int = CHUNK_ENTRIES,
+        from_peer: str | None = None,
     ) -> Iterator[list[IndexedEntry | SnapshotChunk]]:
-        """The raw stream of ``request_entries(prev_index, count)`` in chunks."""
-        stream = self._client.request_entries(prev_index, count, timeout=self.timeout)
+        """The raw stream of ``request_entries(prev_index, count)`` in chunks (from the peer
+        ``from_peer`` first, follower or not: committed entries only)."""
+        stream = self._client.request_entries(
+            prev_index, count, timeout=self.timeout, from_peer=from_peer
+        )
         # The next chunk is pulled (and its batches acknowledged) on the loop thread while
         # the caller decodes this one, so the peer keeps streaming meanwhile.
         pending: concurrent.futures.Future[Any] | None = self._submit(
@@ -318,8 +333,13 @@ class LogClient:
         fail_on_data_loss: bool = True,
         chunk_entries: int = CHUNK_ENTRIES,
         clock: Callable[[], float] = time.monotonic,
+        from_peer: str | None = None,
     ) -> Iterator[list[IndexedEntry]]:
         """Every entry ``lo..hi`` (inclusive, all committed), in order, in chunks.
+
+        ``from_peer`` is asked first (any peer serves committed entries, up to its own
+        applied index); whatever stops that stream short -- the peer is down, lags, has
+        compacted the range, or is a reference follower -- the rest comes from the leader.
 
         Resumes after the last entry delivered whenever the stream stops short; fails with
         :class:`RaftlogSourceError` after ``timeout`` seconds without progress, and with
@@ -340,7 +360,10 @@ class LogClient:
             compacted = False
             try:
                 count = hi - next_index + 1
-                for chunk in self.chunks(next_index - 1, count, chunk_entries=chunk_entries):
+                peer, from_peer = from_peer, None  # one attempt there, then the leader
+                for chunk in self.chunks(
+                    next_index - 1, count, chunk_entries=chunk_entries, from_peer=peer
+                ):
                     entries: list[IndexedEntry] = []
                     for item in chunk:
                         if isinstance(item, SnapshotChunk):

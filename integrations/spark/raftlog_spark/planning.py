@@ -60,16 +60,23 @@ class LogPosition:
 
 
 class IndexRangePartition(InputPartition):
-    """One task's share: disjoint inclusive index ranges, read in order, and what every task
-    of the read shares, fetched once at planning: the topic read rules (``view``)."""
+    """One task's share: disjoint inclusive index ranges, read in order, the peer to read
+    them from, and what every task of the read shares, fetched once at planning: the topic
+    read rules (``view``)."""
 
     def __init__(
-        self, number: int, ranges: Sequence[tuple[int, int]], view: TopicView | None = None
+        self,
+        number: int,
+        ranges: Sequence[tuple[int, int]],
+        view: TopicView | None = None,
+        peer: str | None = None,
     ) -> None:
         super().__init__(number)
         self.number = number
         self.ranges = tuple((int(lo), int(hi)) for lo, hi in ranges)
         self.view = view
+        self.peer = peer
+        """The peer this task reads from first (planned round-robin over the cluster)."""
 
     @property
     def entries(self) -> int:
@@ -90,6 +97,7 @@ def split(
     records_per_partition: int | None = None,
     segments: Sequence[Segment] | None = None,
     view: TopicView | None = None,
+    peers: Sequence[str] = (),
 ) -> list[IndexRangePartition]:
     """Cut ``ranges`` into partitions of nearly equal weight, in log order, none empty.
 
@@ -97,7 +105,7 @@ def split(
     range); without them every entry weighs the same. The count: ``num_partitions``, else
     ``entries_per_partition`` entries, else ``records_per_partition`` (default
     ``DEFAULT_RECORDS_PER_PARTITION``) of weight per partition. Every partition carries
-    ``view``."""
+    ``view``; partition ``n`` reads from ``peers[n % len(peers)]`` first (round-robin)."""
     total = size(ranges)
     if total == 0:
         return []
@@ -125,7 +133,8 @@ def split(
                 pending.pop(0)
             else:
                 pending[0] = (lo + step, hi)
-        parts.append(IndexRangePartition(number, taken, view))
+        peer = peers[number % len(peers)] if peers else None
+        parts.append(IndexRangePartition(number, taken, view, peer))
     return parts
 
 

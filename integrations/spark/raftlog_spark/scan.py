@@ -25,11 +25,14 @@ def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Itera
     if not ranges:
         return
     view: TopicView | None = getattr(partition, "view", None)
+    peer: str | None = getattr(partition, "peer", None)
     with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
 
         def chunks() -> Iterator[list[Any]]:
             for lo, hi in ranges:
-                yield from client.stream_range(lo, hi, fail_on_data_loss=opts.fail_on_data_loss)
+                yield from client.stream_range(
+                    lo, hi, fail_on_data_loss=opts.fail_on_data_loss, from_peer=peer
+                )
 
         yield from to_batches(chunks(), spec, opts.rows_per_batch, opts.include_headers, view)
 
@@ -50,7 +53,8 @@ def weighted_split(
     client: LogClient, opts: SourceOptions, spec: ScanSpec, ranges: IndexRanges
 ) -> list[IndexRangePartition]:
     """``ranges`` cut into partitions of equal rows, weighed by the leader's ``TC`` counts;
-    each carries the topic read rules for its task (fetched here, once per read)."""
+    each carries the topic read rules for its task (fetched here, once per read) and the
+    peer it reads from first: round-robin over the cluster, followers included."""
     if not ranges:
         return []
     lo, hi = ranges[0][0], ranges[-1][1]
@@ -66,4 +70,5 @@ def weighted_split(
         records_per_partition=opts.records_per_partition,
         segments=segments,
         view=view,
+        peers=client.cluster_urls(),
     )
