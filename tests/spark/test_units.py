@@ -4,8 +4,10 @@ finds the source by name. No cluster and no SparkSession."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import importlib
+import json
 import pkgutil
 import re
 import socket
@@ -32,6 +34,13 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 from raftlog_spark import RaftlogDataSource
+from raftlog_spark.anchors import (
+    ANCHOR_TOPIC,
+    RENEW_AFTER_S,
+    STALE_AFTER_S,
+    AnchorStore,
+    choose,
+)
 from raftlog_spark.balance import ENTRY_COST, bucket_step, rows_upto, weigh
 from raftlog_spark.columns import record_columns
 from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
@@ -49,6 +58,7 @@ from raftlog.client.topic_view import TopicBounds, TopicView
 from raftlog.entry import EntryType, LogEntry
 from raftlog.records import (
     HEADER_SIZE,
+    LoggedRecord,
     Record,
     RecordBatch,
     RecordId,
@@ -426,6 +436,62 @@ def test_sink_request_ids_are_stable_per_chunk_and_fresh_for_the_leader() -> Non
     }
     assert len(others | {first}) == 5
     assert len(first) == 12 and first[:4] == (1_700_000_000).to_bytes(4, "big")
+
+
+def _anchor_record(index: int, query: str, anchor: int, first: int) -> LoggedRecord:
+    value = json.dumps({"anchor": anchor, "from": first}).encode()
+    return LoggedRecord(RecordId(index, 0), 0, Record(ANCHOR_TOPIC, value, query.encode()))
+
+
+def test_stream_anchors_agree_across_attempts_races_and_renewals() -> None:
+    records = [
+        _anchor_record(10, "q", 1000, 0),
+        _anchor_record(11, "other", 5000, 0),
+        _anchor_record(12, "q", 1001, 0),  # a racing writer of batch 0: the first one wins
+        _anchor_record(20, "q", 4700, 7),  # renewed by batch 6, for batches 7 and later
+        _anchor_record(21, "q", 4800, 7),  # renewed again by a replay of batch 6: too late
+    ]
+    assert [choose(records, "q", b, 5000) for b in (0, 6, 7, 9)] == [1000, 1000, 4700, 4700]
+    assert choose(records, "other", 3, 5000) == 5000
+    assert choose(records, "new", 0, 5000) is None
+    assert choose([_anchor_record(30, "q", 9, 5)], "q", 4, 5000) is None  # later batches only
+    assert choose(records, "q", 0, 1001 + STALE_AFTER_S) is None  # too old for new ids
+
+
+class _FakeTopics:
+    """What AnchorStore calls on a LogClient's topic client, in memory."""
+
+    def __init__(self) -> None:
+        self.log: list[LoggedRecord] = []
+
+    async def publish_batch(self, records: list[Record]) -> list[RecordId]:
+        index = 100 + len(self.log)
+        self.log.append(LoggedRecord(RecordId(index, 0), 0, records[0]))
+        return [RecordId(index, 0)]
+
+    async def read(self, topic: str, **after: Any) -> Any:
+        applied = 100 + len(self.log)
+        return type("R", (), {"records": tuple(self.log), "more": False, "applied": applied})
+
+
+class _FakeClient:
+    def __init__(self) -> None:
+        self.topics = _FakeTopics()
+
+    def call(self, coro: Any) -> Any:
+        return asyncio.run(coro)
+
+
+def test_anchor_store_publishes_once_and_renews_for_the_next_batch_only() -> None:
+    client = _FakeClient()
+    now = [10_000.0]
+    store = AnchorStore(client, lambda: now[0])  # type: ignore[arg-type]
+    assert store.anchor("q", 3) == 10_000
+    assert store.anchor("q", 3) == 10_000 and len(client.topics.log) == 1  # a retry
+    now[0] += RENEW_AFTER_S + 1
+    assert store.anchor("q", 4) == 10_000  # old, still used by batch 4 ...
+    assert store.anchor("q", 4) == 10_000  # ... and by its replays
+    assert store.anchor("q", 5) == 10_000 + RENEW_AFTER_S + 1  # renewed from batch 5 on
 
 
 def test_sink_rows_become_batches_and_raw_entries_in_order() -> None:

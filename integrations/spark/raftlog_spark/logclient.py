@@ -180,6 +180,11 @@ class LogClient:
             raise RaftlogSourceError(diagnose(self.peers, self.ident, self.timeout, exc)) from exc
         return info
 
+    def call(self, coro: Any) -> Any:
+        """Run a call of the client or its :attr:`topics` (a coroutine) on the client's
+        loop; no answer within the timeout is a diagnosed source error."""
+        return self._call(coro)
+
     def _call(self, coro: Any) -> Any:
         """Run a client call; no answer within the timeout is a diagnosed source error."""
         try:

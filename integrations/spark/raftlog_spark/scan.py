@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 
 from raftlog.client.topic_view import TopicView
+from raftlog_spark.anchors import ANCHOR_TOPIC
 from raftlog_spark.balance import bucket_step, weigh
 from raftlog_spark.filters import IndexRanges, ScanSpec
 from raftlog_spark.logclient import LogClient
@@ -61,6 +62,9 @@ def weighted_split(
     step = bucket_step(lo, hi)
     wanted = spec.wanted_topics()
     view = None if wanted == frozenset() else client.topic_view(wanted)
+    if view is not None and wanted is None:  # the sink's own records are no data rows
+        internal = {name: bounds for name, bounds in view.topics.items() if name != ANCHOR_TOPIC}
+        view = TopicView(internal, view.applied)
     counts = client.record_counts(lo, hi, step, counted_topics(client, opts, spec))
     segments = weigh(ranges, counts, lo, step, raw_rows=spec.admits_raw)
     return split(
