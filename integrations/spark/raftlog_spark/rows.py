@@ -15,6 +15,7 @@ from typing import Final
 
 import msgpack
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from raftlog.client import IndexedEntry
 from raftlog.client.topic_view import TopicView
@@ -76,7 +77,7 @@ class RowBuilder:
         self._hkeys: list[str] = []
         self._hvalues: list[bytes] = []
         self._time_us: list[int | None] = []
-        self._producer_us: list[int | None] = []
+        self._producer_ms: list[int] = []
         self._bytes = 0
 
     @property
@@ -101,7 +102,7 @@ class RowBuilder:
                 self._value.append(data)
                 self._offsets.append(len(self._hkeys))
                 self._time_us.append(None)
-                self._producer_us.append(None)
+                self._producer_ms.append(0)
                 self._bytes += len(data)
             return
         if len(data) <= HEADER_SIZE or data[KIND_OFFSET] != KIND_RECORDS:
@@ -158,7 +159,7 @@ class RowBuilder:
         self._key.extend(keys)
         self._value.extend(values)
         self._time_us.extend([time_us] * count)
-        self._producer_us.extend([s * 1000 if s else None for s in stamps])
+        self._producer_ms.extend(stamps)  # ms, 0 = none: converted per batch in flush
         offsets, hkeys, hvalues = self._offsets, self._hkeys, self._hvalues
         if not self.include_headers:
             pass  # no headers column: nothing to build
@@ -214,7 +215,7 @@ class RowBuilder:
             pa.array(self._key, pa.binary()),
             pa.array(self._value, pa.binary()),
             pa.array(self._time_us, time_type),
-            pa.array(self._producer_us, time_type),
+            _ms_or_null(self._producer_ms, time_type),
         ]
         if self.include_headers:
             headers = pa.MapArray.from_arrays(
@@ -227,6 +228,13 @@ class RowBuilder:
         batch = pa.RecordBatch.from_arrays(columns, schema=schema)
         self._reset()
         return batch
+
+
+def _ms_or_null(stamps: list[int], time_type: pa.DataType) -> pa.Array:
+    """Times in ms (0: none) as a timestamp array, null for 0 -- vectorised, not per row."""
+    ms = pa.array(stamps, pa.int64())
+    micros = pc.multiply(ms, 1000).cast(time_type)
+    return pc.if_else(pc.equal(ms, 0), pa.scalar(None, time_type), micros)
 
 
 def to_batches(
