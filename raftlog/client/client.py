@@ -429,12 +429,10 @@ class RaftClient:
         ``timeout`` bounds the time without progress. Iterate with ``async for``; leave
         early with ``break`` or, deterministically, ``async with`` / ``aclose()``.
 
-        ``from_peer`` (a peer URL) asks that peer first, follower or not, for *committed*
-        entries (raftlog's ``any_peer`` extension, docs/protocol.md §10.5): readers spread
-        over the peers instead of all loading the leader. A follower serves up to its own
-        applied index, so the stream may end earlier than the leader's would; it continues
-        at the leader if that peer answers "not leader" (a reference peer), is silent, or
-        breaks off.
+        ``from_peer`` (a URL) asks that peer first, even a follower, for committed entries
+        (``any_peer``, docs/protocol.md §10.5), to spread readers over the peers; it serves up
+        to its own applied index (the stream may end earlier), and the leader takes over
+        when that peer refuses (a reference peer), is silent or breaks off.
         """
         if prev_index < 0 or (count is not None and count < 0):
             raise ValueError("prev_index and count must not be negative")
