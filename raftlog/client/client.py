@@ -414,7 +414,12 @@ class RaftClient:
         self._link.close_subscription(sock)
 
     def request_entries(
-        self, prev_index: int = 0, count: int | None = None, *, timeout: float | None = None
+        self,
+        prev_index: int = 0,
+        count: int | None = None,
+        *,
+        timeout: float | None = None,
+        from_peer: str | None = None,
     ) -> EntryStream:
         """Stream the log after ``prev_index`` (§10.5): ``IndexedEntry`` items, preceded by
         ``SnapshotChunk`` items when that part of the log was compacted.
@@ -423,6 +428,11 @@ class RaftClient:
         the stream ends at the leader's last applied index at the time of the request.
         ``timeout`` bounds the time without progress. Iterate with ``async for``; leave
         early with ``break`` or, deterministically, ``async with`` / ``aclose()``.
+
+        ``from_peer`` (a URL) asks that peer first, even a follower, for committed entries
+        (``any_peer``, docs/protocol.md §10.5), to spread readers over the peers; it serves up
+        to its own applied index (the stream may end earlier), and the leader takes over
+        when that peer refuses (a reference peer), is silent or breaks off.
         """
         if prev_index < 0 or (count is not None and count < 0):
             raise ValueError("prev_index and count must not be negative")
@@ -433,6 +443,7 @@ class RaftClient:
             count,
             self.timeout if timeout is None else timeout,
             on_close=self._streams.discard,
+            from_peer=from_peer,
         )
         self._streams.add(stream)
         return stream

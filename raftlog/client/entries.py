@@ -72,11 +72,12 @@ class EntryStream:
         timeout: float,
         *,
         on_close: Callable[[EntryStream], None] | None = None,
+        from_peer: str | None = None,
     ) -> None:
         # The generator holds the state, not this object, so that dropping the stream drops
         # the generator at once (no reference cycle) and asyncio finalizes it.
         self._state = _State(prev_index, count)
-        self._agen = _stream(link, self._state, timeout)
+        self._agen = _stream(link, self._state, timeout, from_peer)
         self._on_close = on_close
 
     @property
@@ -115,7 +116,7 @@ def _frames(link: ClusterLink, req_id: bytes, msg: RequestEntries) -> list[bytes
 
 
 async def _stream(
-    link: ClusterLink, state: _State, timeout: float
+    link: ClusterLink, state: _State, timeout: float, from_peer: str | None = None
 ) -> AsyncGenerator[StreamItem, None]:
     base_timeout = link.response_timeout
     peer_timeout = base_timeout
@@ -126,8 +127,15 @@ async def _stream(
     snap_id: tuple[int, int, int] | None = None  # (index, term, size) of that snapshot
     if state.remaining == 0:
         return
+    preferred = from_peer  # asked first, for committed entries (any_peer); then the leader
     while True:
-        url = await link.leader_url(progress_deadline, started)
+        any_peer = preferred is not None
+        url = (
+            preferred
+            if preferred is not None
+            else await link.leader_url(progress_deadline, started)
+        )
+        preferred = None  # whatever ends this attempt, the next one goes to the leader
         pair = link.open_stream_channel(url)
         channel, waiters = pair
         req_id = link.new_id()
@@ -136,7 +144,7 @@ async def _stream(
             with waiters.register(req_id) as inbox:
                 prev = state.last if snap_prev is None else snap_prev
                 offset = snap_next if snap_prev is not None and snap_next else None
-                first = RequestEntries(prev, state.remaining, offset)
+                first = RequestEntries(prev, state.remaining, offset, any_peer)
                 wait = min(base_timeout, progress_deadline - link.now())
                 if not await channel.send(_frames(link, req_id, first), wait):
                     link.note(url, "unreachable")
@@ -194,7 +202,7 @@ async def _stream(
                         snap_next = chunk.offset + len(chunk.data)
                         if snap_next < chunk.total_size:
                             yield chunk
-                            ack = RequestEntries(snap_prev, None, snap_next)
+                            ack = RequestEntries(snap_prev, None, snap_next, any_peer)
                         else:  # final chunk: continue with the entries after the snapshot
                             state.last, snap_prev, snap_next, snap_id = chunk.index, None, 0, None
                             if state.remaining is not None:
@@ -204,7 +212,7 @@ async def _stream(
                                 yield chunk
                                 return
                             yield chunk
-                            ack = RequestEntries(state.last, state.remaining)
+                            ack = RequestEntries(state.last, state.remaining, None, any_peer)
                     else:
                         if resp.last_index is None or snap_prev is not None:
                             link.note(url, "entries while a snapshot was expected")
@@ -231,7 +239,7 @@ async def _stream(
                             return
                         # §10.5: ack every status-2 batch; the count makes a restart (if the
                         # server dropped the pipeline meanwhile) keep the original bound.
-                        ack = RequestEntries(resp.last_index, state.remaining)
+                        ack = RequestEntries(resp.last_index, state.remaining, None, any_peer)
                     wait = min(base_timeout, progress_deadline - link.now())
                     if not await channel.send(_frames(link, req_id, ack), wait):
                         link.note(url, "unreachable")
@@ -240,7 +248,7 @@ async def _stream(
         finally:
             linger = 0
             if pipeline_open:
-                stop = RequestEntries(state.last, 0)
+                stop = RequestEntries(state.last, 0, None, any_peer)
                 if channel.send_nowait(_frames(link, req_id, stop)):
                     linger = STOP_LINGER_MS
             with contextlib.suppress(Exception):

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from raftlog.client.sync_topics import SyncTopicClient
 from raftlog.errors import TopicError
 from raftlog.records import Record, RecordId
+from raftlog.rpc.topics import TopicInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,17 +57,24 @@ class TopicView:
         """The view of ``topics`` (None: every topic) from the leader. Topics that do not
         exist are simply absent: none of their records is admitted."""
         names = client.list_topics() if topics is None else sorted(set(topics))
-        bounds: dict[str, TopicBounds] = {}
-        applied = 0
+        infos: list[TopicInfo] = []
         for name in names:
             try:
-                info = client.describe(name)
+                infos.append(client.describe(name))
             except TopicError as exc:  # UnknownTopic: deleted between list and describe
-                if exc.name == "UnknownTopic":
-                    continue
-                raise
+                if exc.name != "UnknownTopic":
+                    raise
+        return cls.of(infos)
+
+    @classmethod
+    def of(cls, infos: Iterable[TopicInfo]) -> TopicView:
+        """The view made of ``TD`` describe answers (for clients that fetch them their own
+        way, e.g. on an asyncio loop)."""
+        bounds: dict[str, TopicBounds] = {}
+        applied = 0
+        for info in infos:
             low = info.low_water or RecordId(info.created_index, 0)
-            bounds[name] = TopicBounds(info.created_index, low, info.log_clock_ms)
+            bounds[info.name] = TopicBounds(info.created_index, low, info.log_clock_ms)
             applied = max(applied, info.applied)
         return cls(bounds, applied)
 
@@ -79,3 +87,20 @@ class TopicView:
             return False
         ttl = record.ttl_ms
         return ttl is None or append_time_ms + ttl > bounds.log_clock_ms
+
+    def first_admitted(self, topic: str, index: int) -> int | None:
+        """For records *without a TTL* of ``topic`` in the entry at ``index``: the first
+        position admitted (every later one is too), or None when none is.
+
+        Why: a columnar reader (the Spark source) checks an entry once per distinct topic
+        instead of building a ``Record`` per record for :meth:`admits`; for records without
+        their own TTL the two agree (incarnation and low-water mark only)."""
+        bounds = self.topics.get(topic)
+        if bounds is None or index < bounds.created_index:
+            return None
+        low = bounds.low_water
+        if index > low.index:
+            return 0
+        if index < low.index:
+            return None
+        return low.position

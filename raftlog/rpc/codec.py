@@ -211,7 +211,8 @@ def _decode_request_entries(msg_id: bytes, args: Sequence[bytes]) -> RequestEntr
     count = decode_nuint(args[1], 4) if len(args) > 1 else None
     # An empty offset frame is read as "no offset" (leniency; the reference never sends one).
     offset = decode_nuint(args[2], 5) if len(args) > 2 else None
-    return RequestEntries(decode_uint(args[0], 3), count, offset)
+    any_peer = len(args) > 3 and bool(decode_nuint(args[3], 6))
+    return RequestEntries(decode_uint(args[0], 3), count, offset, any_peer)
 
 
 _ArgDecoder = Callable[[bytes, Sequence[bytes]], Request]
@@ -290,7 +291,10 @@ def _request_type_and_args(msg: Request) -> tuple[bytes, list[bytes]]:
         return TYPE_CONFIG_UPDATE, [pack_json(peers_to_json(msg.peers))]
     if isinstance(msg, RequestEntries):
         args = [encode_uint(msg.prev_index)]
-        if msg.snapshot_offset is not None:
+        if msg.any_peer:  # frame 6 must then be a valid uint: a reference peer reads it
+            offset = encode_uint(msg.snapshot_offset or 0)
+            args += (encode_nuint(msg.count), offset, encode_uint(1))
+        elif msg.snapshot_offset is not None:
             args += (encode_nuint(msg.count), encode_uint(msg.snapshot_offset))
         elif msg.count is not None:
             args.append(encode_uint(msg.count))

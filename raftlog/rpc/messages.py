@@ -213,6 +213,10 @@ class RequestEntries:
     prev_index: int
     count: int | None = None
     snapshot_offset: int | None = None
+    any_peer: bool = False
+    """raftlog extension (frame 7, docs/protocol.md §10.5): committed entries from whichever
+    peer is asked, a follower included, up to that peer's own applied index. The reference
+    ignores frames beyond 6, so its followers still answer "not leader"."""
 
 
 class EntriesStatus(IntEnum):

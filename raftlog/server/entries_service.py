@@ -1,5 +1,6 @@
 """RequestEntries streaming (docs/protocol.md §10.5): pipelined batches of committed entries and
-snapshot chunks, served by the leader up to its state machine's applied index.
+snapshot chunks, served by the leader up to its state machine's applied index -- and, for
+requests that carry raftlog's ``any_peer`` flag, by a follower up to its own applied index.
 
 A stream ("pipeline") is keyed by (ROUTER routing id, request id), as in the reference, so a
 reconnect starts afresh. Up to ``pipelines`` status-2 batches (``snapshot_pipelines`` chunks)
@@ -129,8 +130,12 @@ class EntriesService:
         applied: int,
         now: float,
     ) -> None:
-        """One RequestEntries: start, acknowledge, restart or stop a stream (§10.5)."""
-        if not leader:
+        """One RequestEntries: start, acknowledge, restart or stop a stream (§10.5).
+
+        ``applied`` is this peer's own last applied index. A follower serves only streams
+        that ask for it (``any_peer``, a raftlog extension): up to its own applied index,
+        which never passes its commit index, so it only ever sends committed entries."""
+        if not leader and not msg.any_peer:
             answer = RequestEntriesResponse(EntriesStatus.NOT_LEADER, leader_id=leader_id)
             self._replies.reply(routing, req_id, answer)
             return

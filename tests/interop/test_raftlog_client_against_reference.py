@@ -58,3 +58,30 @@ def test_subscriber_catches_up_then_follows_reference_broadcasts(
 
     got = asyncio.run(asyncio.wait_for(scenario(), 90))
     assert got == [b"history %d" % n for n in range(5)] + [b"live %d" % n for n in range(5)]
+
+
+def test_any_peer_streams_fall_back_to_the_reference_leader(
+    reference_cluster: ReferenceCluster,
+) -> None:
+    """raftlog's any_peer flag (frame 7) is ignored by a reference follower: it answers "not
+    leader" (and keeps running: frame 6 is a valid uint), and the stream continues at the
+    leader with every entry."""
+    leader = reference_cluster.wait_for_leader()
+    follower = next(url for pid, url in reference_cluster.urls.items() if pid != leader)
+    urls, ident = _urls(reference_cluster), reference_cluster.ident
+
+    async def scenario() -> list[bytes]:
+        async with RaftClient(urls, ident, timeout=30) as client:
+            for n in range(5):
+                await client.request_update(b"any %d" % n)
+            got = []
+            async for item in client.request_entries(0, from_peer=follower):
+                if isinstance(item, IndexedEntry) and item.entry.entry_type == EntryType.STATE:
+                    got.append(item.entry.data)
+            info = await client.request_config()
+            assert len(info.peers) == 3 and reference_cluster.wait_for_leader() == leader
+            return got
+
+    got = asyncio.run(asyncio.wait_for(scenario(), 90))
+    assert got[-5:] == [b"any %d" % n for n in range(5)]
+    assert sorted(reference_cluster.running_ids) == sorted(reference_cluster.urls)

@@ -16,6 +16,7 @@ from typing import Any
 from integration.cluster import PeerCluster
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812
+from raftlog_spark.anchors import ANCHOR_TOPIC
 
 from raftlog.client import IndexedEntry, RaftClient, SyncRaftClient
 from raftlog.client.topics import admin_data
@@ -95,8 +96,11 @@ def load_phases(cluster: PeerCluster, phases: int = 4, per_phase: int = 30) -> N
             time.sleep(0.3)
 
 
-def log_rows(cluster: PeerCluster, first: int = 1, last: int | None = None) -> list[Row]:
-    """The rows the source must return for entries ``first..last`` (default: all applied)."""
+def log_rows(
+    cluster: PeerCluster, first: int = 1, last: int | None = None, *, internal: bool = False
+) -> list[Row]:
+    """The rows the source must return for entries ``first..last`` (default: all applied)
+    when it reads every topic: without the sink's anchor records (``internal``: with them)."""
     with SyncRaftClient(cluster.urls, cluster.ident, timeout=30.0) as client:
         count = None if last is None else last - first + 1
         items = list(client.request_entries(first - 1, count))
@@ -111,6 +115,8 @@ def log_rows(cluster: PeerCluster, first: int = 1, last: int | None = None) -> l
             rows.append((item.index, 0, entry.term, None, None, entry.data, {}, None, None))
         elif isinstance(decoded, RecordBatch):
             for position, r in enumerate(decoded.records):
+                if r.topic == ANCHOR_TOPIC and not internal:
+                    continue
                 rows.append(
                     (
                         item.index,

@@ -1,6 +1,8 @@
-"""A leader killed (SIGKILL) while a task streams its range: the read still completes, with
+"""The peer a task streams from, killed (SIGKILL) mid-read: the read still completes, with
 exactly the rows of the log. local[2] never retries a failed task, so a pass means the
-task's own client followed the new leader mid-stream.
+task's own client went on elsewhere mid-stream: to the new leader when the killed peer led,
+to the leader when it was a follower serving committed reads (the planner sends partition
+0 to the first peer of the cluster's configuration).
 
 The kill comes from a downstream ``mapInArrow`` as soon as the first rows reach it. A reader
 can run ahead of its consumer only as far as the buffers between them hold: about 9 MB here
@@ -18,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
+from raftlog_spark.logclient import LogClient
 
 from raftlog.records import Record, encode_records
 
@@ -31,7 +34,7 @@ RECORDS_PER_ENTRY = 60
 VALUE = b"x" * 1000  # 400 x 60 x 1000 B = 24 MB, beyond the ~9 MB a reader can run ahead
 
 
-def test_leader_killed_mid_read_still_completes(spark: SparkSession, tmp_path: Path) -> None:
+def test_serving_peer_killed_mid_read_still_completes(spark: SparkSession, tmp_path: Path) -> None:
     (tmp_path / "cluster").mkdir()
     cluster = start_cluster(tmp_path / "cluster", "raftlog-spark-failover")
     try:
@@ -47,7 +50,10 @@ def test_leader_killed_mid_read_still_completes(spark: SparkSession, tmp_path: P
         publish(cluster, datas)
         expected = log_rows(cluster)
         leader = cluster.wait_stable_leader()
-        process = cluster.peers[leader].process
+        with LogClient(tuple(cluster.urls), cluster.ident, 10.0) as client:
+            first_url = client.cluster_urls()[0]
+        serving = next(p.id for p in cluster.peers.values() if p.url == first_url)
+        process = cluster.peers[serving].process
         assert process is not None
         pid, marker = process.pid, tmp_path / "killed-at"
 
@@ -83,7 +89,9 @@ def test_leader_killed_mid_read_still_completes(spark: SparkSession, tmp_path: P
         assert process.poll() is not None, "the leader was killed"
         assert killed_at < 10, "the kill landed on the first rows of the range"
         assert got == expected
-        assert cluster.wait_stable_leader() != leader
-        print(f"leader {leader} killed after index {killed_at}; read finished in {elapsed:.1f}s")
+        if serving == leader:
+            assert cluster.wait_stable_leader() != leader
+        role = "leader" if serving == leader else "follower"
+        print(f"{role} {serving} killed after index {killed_at}; read finished in {elapsed:.1f}s")
     finally:
         stop_cluster(cluster)

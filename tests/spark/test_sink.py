@@ -12,6 +12,7 @@ from integration.cluster import PeerCluster
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType
+from raftlog_spark.anchors import ANCHOR_TOPIC
 
 from .conftest import source_options
 from .helpers import last_index, log_rows
@@ -104,7 +105,11 @@ def test_stream_write_copies_a_topic_exactly_once_across_a_restart(
             query.stop()
 
     run()
-    assert (checkpoint / "raftlog-sink").exists()  # the ids' anchor, kept for restarts
+    # the ids' anchor is kept in the cluster, not in the checkpoint (which may be HDFS/S3)
+    assert not (checkpoint / "raftlog-sink").exists()
+    assert any(r[3] == ANCHOR_TOPIC for r in log_rows(log_cluster, start + 1, internal=True))
+    everything = spark.read.format("raftlog").options(**source_options(log_cluster)).load()
+    assert everything.where(F.col("topic") == ANCHOR_TOPIC).count() == 0  # no data rows
     copied = [r for r in log_rows(log_cluster, start + 1) if r[3] == "metrics.cpu"]
     commits = sorted(
         (checkpoint / "commits").iterdir(), key=lambda p: int(p.name) if p.name.isdigit() else -1

@@ -4,8 +4,10 @@ finds the source by name. No cluster and no SparkSession."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import importlib
+import json
 import pkgutil
 import re
 import socket
@@ -32,6 +34,13 @@ from pyspark.sql.datasource import (
     StringStartsWith,
 )
 from raftlog_spark import RaftlogDataSource
+from raftlog_spark.anchors import (
+    ANCHOR_TOPIC,
+    RENEW_AFTER_S,
+    STALE_AFTER_S,
+    AnchorStore,
+    choose,
+)
 from raftlog_spark.balance import ENTRY_COST, bucket_step, rows_upto, weigh
 from raftlog_spark.columns import record_columns
 from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
@@ -45,11 +54,14 @@ from raftlog_spark.setup import check_driver_python
 from raftlog_spark.sink import _chunks, parse_sink_options, request_id
 
 from raftlog.client import IndexedEntry
+from raftlog.client.topic_view import TopicBounds, TopicView
 from raftlog.entry import EntryType, LogEntry
 from raftlog.records import (
     HEADER_SIZE,
+    LoggedRecord,
     Record,
     RecordBatch,
+    RecordId,
     TopicCommand,
     decode_entry,
     encode_command,
@@ -185,6 +197,13 @@ def _mixed_counts(entries: int, heavy_every: int, heavy: int) -> CountsResult:
     return CountsResult(entries, 1, (1,) * entries, records)
 
 
+def test_split_spreads_partitions_over_the_peers_round_robin() -> None:
+    peers = ("tcp://a:1", "tcp://b:1", "tcp://c:1")
+    parts = split(((1, 1000),), num_partitions=5, peers=peers)
+    assert [p.peer for p in parts] == [*peers, *peers[:2]]
+    assert [p.peer for p in split(((1, 10),), num_partitions=2)] == [None, None]
+
+
 def test_split_by_record_counts_balances_mixed_entries() -> None:
     # single-record entries, then entries of 500 records: issue #17's data set at 1/10
     singles, batches = 5_000, 210
@@ -313,6 +332,36 @@ def test_row_builder_drops_early_and_builds_spark_shaped_batches() -> None:
     assert builder.rows == 1 and builder.decoded == 1 and builder.skipped == 2  # 5, 6
 
 
+def test_row_builder_applies_the_topic_view_to_columns_and_records_alike() -> None:
+    """Plain batches (decoded as columns, one check per topic) and batches with TTLs
+    (decoded as records, one check per record) admit exactly what the view admits."""
+    plain = encode_records([Record("t", b"%d" % n) for n in range(4)] + [Record("u", b"u")])
+    with_ttl = encode_records([Record("t", b"x", ttl_ms=1), Record("t", b"y"), Record("t", b"z")])
+    log = [
+        (9, _entry(stamp_append_time(plain, 1000))),  # before the incarnation: nothing
+        (10, _entry(stamp_append_time(plain, 1000))),  # below the low-water index: nothing
+        (12, _entry(stamp_append_time(plain, 1000))),  # low water 12:2 -> positions 2, 3
+        (13, _entry(stamp_append_time(plain, 1000))),  # everything of t; "u" is unknown
+        (14, _entry(stamp_append_time(with_ttl, 1000))),  # TTL ran out for "x" only
+    ]
+    view = TopicView({"t": TopicBounds(10, RecordId(12, 2), 1500)}, 14)
+    table = pa.Table.from_batches(
+        list(to_batches([[IndexedEntry(i, e) for i, e in log]], ScanSpec(), 3, True, view))
+    )
+    indexes, positions = table.column("index").to_pylist(), table.column("position").to_pylist()
+    rows = list(zip(indexes, positions, strict=True))
+    assert rows == [(12, 2), (12, 3), (13, 0), (13, 1), (13, 2), (13, 3), (14, 1), (14, 2)]
+    assert table.column("value").to_pylist() == [b"2", b"3", b"0", b"1", b"2", b"3", b"y", b"z"]
+    for index, entry in log:  # the per-topic rule agrees with the per-record one
+        batch = decode_entry(entry.data)
+        assert isinstance(batch, RecordBatch)
+        for position, record in enumerate(batch.records):
+            if record.ttl_ms is None:
+                first = view.first_admitted(record.topic, index)
+                per_topic = first is not None and position >= first
+                assert per_topic == view.admits(index, position, 1000, record)
+
+
 # -- discovery and diagnostics ---------------------------------------------------------------
 def test_spark_finds_the_source_by_name_in_an_installed_layout(tmp_path: Path) -> None:
     """What ``pyspark.sql.worker.lookup_data_sources`` does, over a regular install layout."""
@@ -387,6 +436,62 @@ def test_sink_request_ids_are_stable_per_chunk_and_fresh_for_the_leader() -> Non
     }
     assert len(others | {first}) == 5
     assert len(first) == 12 and first[:4] == (1_700_000_000).to_bytes(4, "big")
+
+
+def _anchor_record(index: int, query: str, anchor: int, first: int) -> LoggedRecord:
+    value = json.dumps({"anchor": anchor, "from": first}).encode()
+    return LoggedRecord(RecordId(index, 0), 0, Record(ANCHOR_TOPIC, value, query.encode()))
+
+
+def test_stream_anchors_agree_across_attempts_races_and_renewals() -> None:
+    records = [
+        _anchor_record(10, "q", 1000, 0),
+        _anchor_record(11, "other", 5000, 0),
+        _anchor_record(12, "q", 1001, 0),  # a racing writer of batch 0: the first one wins
+        _anchor_record(20, "q", 4700, 7),  # renewed by batch 6, for batches 7 and later
+        _anchor_record(21, "q", 4800, 7),  # renewed again by a replay of batch 6: too late
+    ]
+    assert [choose(records, "q", b, 5000) for b in (0, 6, 7, 9)] == [1000, 1000, 4700, 4700]
+    assert choose(records, "other", 3, 5000) == 5000
+    assert choose(records, "new", 0, 5000) is None
+    assert choose([_anchor_record(30, "q", 9, 5)], "q", 4, 5000) is None  # later batches only
+    assert choose(records, "q", 0, 1001 + STALE_AFTER_S) is None  # too old for new ids
+
+
+class _FakeTopics:
+    """What AnchorStore calls on a LogClient's topic client, in memory."""
+
+    def __init__(self) -> None:
+        self.log: list[LoggedRecord] = []
+
+    async def publish_batch(self, records: list[Record]) -> list[RecordId]:
+        index = 100 + len(self.log)
+        self.log.append(LoggedRecord(RecordId(index, 0), 0, records[0]))
+        return [RecordId(index, 0)]
+
+    async def read(self, topic: str, **after: Any) -> Any:
+        applied = 100 + len(self.log)
+        return type("R", (), {"records": tuple(self.log), "more": False, "applied": applied})
+
+
+class _FakeClient:
+    def __init__(self) -> None:
+        self.topics = _FakeTopics()
+
+    def call(self, coro: Any) -> Any:
+        return asyncio.run(coro)
+
+
+def test_anchor_store_publishes_once_and_renews_for_the_next_batch_only() -> None:
+    client = _FakeClient()
+    now = [10_000.0]
+    store = AnchorStore(client, lambda: now[0])  # type: ignore[arg-type]
+    assert store.anchor("q", 3) == 10_000
+    assert store.anchor("q", 3) == 10_000 and len(client.topics.log) == 1  # a retry
+    now[0] += RENEW_AFTER_S + 1
+    assert store.anchor("q", 4) == 10_000  # old, still used by batch 4 ...
+    assert store.anchor("q", 4) == 10_000  # ... and by its replays
+    assert store.anchor("q", 5) == 10_000 + RENEW_AFTER_S + 1  # renewed from batch 5 on
 
 
 def test_sink_rows_become_batches_and_raw_entries_in_order() -> None:

@@ -47,8 +47,8 @@ def record_columns(data: bytes) -> Columns | None:
         return None
     if type(body) is not list or not body or len(body) > MAX_POSITION + 1:
         return None
-    if any(type(item) is not list or len(item) != 5 for item in body):
-        return None
+    if set(map(type, body)) != {list} or set(map(len, body)) != {RECORD_FIELDS}:
+        return None  # (C-level checks: no Python code runs per record)
     topics, keys, values, headers, stamps = zip(*body, strict=True)
     if (
         set(map(type, values)) != {bytes}
@@ -60,9 +60,12 @@ def record_columns(data: bytes) -> Columns | None:
         or set(map(type, topics)) != {str}
     ):
         return None
-    for named in headers:
-        if named and (set(map(type, named)) != {str} or set(map(type, named.values())) != {bytes}):
-            return None
+    if any(headers):
+        for named in headers:
+            if named and (
+                set(map(type, named)) != {str} or set(map(type, named.values())) != {bytes}
+            ):
+                return None
     try:
         for topic in set(topics):
             check_topic_name(topic)

@@ -1,10 +1,11 @@
 """``LogClient``: the raftlog client as the driver and the tasks use it.
 
-It drives an asyncio :class:`raftlog.client.RaftClient` on a private event loop *in the
-calling thread*, and pulls stream items in chunks (one loop run per chunk of up to
-``CHUNK_ENTRIES`` entries / ``CHUNK_BYTES`` bytes). ``SyncRaftClient`` would hop to its loop
-thread once per entry, which caps a task at ~8,500 entries/s on the reference machine;
-chunked pulls read ~70,000 entries/s. Leader following, retries and fail-over are the
+It drives an asyncio :class:`raftlog.client.RaftClient` on a private event loop in a thread
+of its own, and hands stream items over in chunks of up to ``CHUNK_ENTRIES`` entries /
+``CHUNK_BYTES`` bytes: while the caller decodes one chunk, the loop thread already pulls
+(and acknowledges) the next, so the peer keeps streaming during decoding. ``SyncRaftClient``
+hops threads once per entry, which caps a task at ~8,500 entries/s on the reference machine.
+Leader following, retries and fail-over are the
 client's; :meth:`LogClient.stream_range` adds what a task needs on top: a range is read to
 its end even if the stream ends early (a new leader whose state machine still lags) or the
 client gives up for a while (an election longer than the client's timeout), as long as
@@ -14,8 +15,10 @@ progress resumes within ``timeout`` seconds.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from types import TracebackType
@@ -23,8 +26,9 @@ from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
 
 from raftlog.client import IndexedEntry, RaftClient, RequestLogInfoResponse, SnapshotChunk
+from raftlog.client.topic_view import TopicView
 from raftlog.client.topics import TopicClient
-from raftlog.errors import ClusterUnavailableError, RaftlogError
+from raftlog.errors import ClusterUnavailableError, RaftlogError, TopicError
 from raftlog.records import Record
 from raftlog.rpc.topic_counts import CountsResult
 from raftlog.security.settings import CurveClient
@@ -33,7 +37,7 @@ from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
 T = TypeVar("T")
 
 CHUNK_ENTRIES: Final = 4096
-CHUNK_BYTES: Final = 4 * 1024 * 1024
+CHUNK_BYTES: Final = 256 * 1024
 RETRY_PAUSE: Final = 0.1
 PUBLISH_WINDOW: Final = 8
 """Entries a sink task has in flight (each waits for its commit)."""
@@ -103,11 +107,15 @@ class LogClient:
         self.timeout = timeout
         self.curve = curve
         self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="raftlog-spark-client", daemon=True
+        )
+        self._thread.start()
         self._topics: TopicClient | None = None
         try:
             self._client: RaftClient = self._run(self._create())
         except BaseException:
-            self._loop.close()
+            self._stop_loop()
             raise
 
     async def _create(self) -> RaftClient:
@@ -120,13 +128,22 @@ class LogClient:
             self._topics = TopicClient(self._client)
         return self._topics
 
-    def _run(self, coro: Any) -> Any:
+    def _submit(self, coro: Any) -> concurrent.futures.Future[Any]:
+        """Start ``coro`` on the client's loop thread."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # no running loop in this thread: the normal case
-            return self._loop.run_until_complete(coro)
+            return asyncio.run_coroutine_threadsafe(coro, self._loop)
         coro.close()
         raise RuntimeError("LogClient cannot be used inside a running event loop")
+
+    def _run(self, coro: Any) -> Any:
+        return self._submit(coro).result()
+
+    def _stop_loop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
 
     def close(self) -> None:
         if self._loop.is_closed():
@@ -138,9 +155,9 @@ class LogClient:
             with contextlib.suppress(Exception):
                 self._run(self._client.aclose())
             with contextlib.suppress(Exception):
-                self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+                self._run(self._loop.shutdown_asyncgens())
         finally:
-            self._loop.close()
+            self._stop_loop()
 
     def __enter__(self) -> LogClient:
         return self
@@ -163,6 +180,11 @@ class LogClient:
             raise RaftlogSourceError(diagnose(self.peers, self.ident, self.timeout, exc)) from exc
         return info
 
+    def call(self, coro: Any) -> Any:
+        """Run a call of the client or its :attr:`topics` (a coroutine) on the client's
+        loop; no answer within the timeout is a diagnosed source error."""
+        return self._call(coro)
+
     def _call(self, coro: Any) -> Any:
         """Run a client call; no answer within the timeout is a diagnosed source error."""
         try:
@@ -175,6 +197,30 @@ class LogClient:
         peers' rule: ``TD`` describe)."""
         for name in sorted(names):
             self._call(self.topics.describe(name))
+
+    def topic_view(self, topics: frozenset[str] | None) -> TopicView:
+        """The topic read rules of ``topics`` (None: all) at the leader's applied index
+        (:class:`raftlog.client.topic_view.TopicView`); topics that do not exist are absent."""
+        view: TopicView = self._call(self._topic_view(topics))
+        return view
+
+    async def _topic_view(self, topics: frozenset[str] | None) -> TopicView:
+        names = await self.topics.list_topics() if topics is None else sorted(topics)
+        infos = []
+        for name in names:
+            try:
+                infos.append(await self.topics.describe(name))
+            except TopicError as exc:  # UnknownTopic: deleted between list and describe
+                if exc.name != "UnknownTopic":
+                    raise
+        return TopicView.of(infos)
+
+    def cluster_urls(self) -> tuple[str, ...]:
+        """Every peer's URL as the cluster reports its configuration (the seeds if it
+        reports none): where the planner spreads the tasks' reads."""
+        info = self._call(self._client.request_config())
+        urls = tuple(peer.url for peer in info.peers)
+        return urls or self.peers
 
     def list_topics(self) -> tuple[str, ...]:
         names: tuple[str, ...] = self._call(self.topics.list_topics())
@@ -252,18 +298,34 @@ class LogClient:
         return int(ids[0].index) if ids else 0
 
     def chunks(
-        self, prev_index: int, count: int, *, chunk_entries: int = CHUNK_ENTRIES
+        self,
+        prev_index: int,
+        count: int,
+        *,
+        chunk_entries: int = CHUNK_ENTRIES,
+        from_peer: str | None = None,
     ) -> Iterator[list[IndexedEntry | SnapshotChunk]]:
-        """The raw stream of ``request_entries(prev_index, count)`` in chunks."""
-        stream = self._client.request_entries(prev_index, count, timeout=self.timeout)
+        """The raw stream of ``request_entries(prev_index, count)`` in chunks (from the peer
+        ``from_peer`` first, follower or not: committed entries only)."""
+        stream = self._client.request_entries(
+            prev_index, count, timeout=self.timeout, from_peer=from_peer
+        )
+        # The next chunk is pulled (and its batches acknowledged) on the loop thread while
+        # the caller decodes this one, so the peer keeps streaming meanwhile.
+        pending: concurrent.futures.Future[Any] | None = self._submit(
+            _pull(stream, chunk_entries, CHUNK_BYTES)
+        )
         try:
-            while True:
-                items, ended = self._run(_pull(stream, chunk_entries, CHUNK_BYTES))
+            while pending is not None:
+                items, ended = pending.result()
+                pending = None if ended else self._submit(_pull(stream, chunk_entries, CHUNK_BYTES))
                 if items:
                     yield items
-                if ended:
-                    return
         finally:
+            if pending is not None:
+                pending.cancel()
+                with contextlib.suppress(BaseException):
+                    pending.result()
             if not self._loop.is_closed():
                 with contextlib.suppress(Exception):
                     self._run(stream.aclose())
@@ -276,8 +338,13 @@ class LogClient:
         fail_on_data_loss: bool = True,
         chunk_entries: int = CHUNK_ENTRIES,
         clock: Callable[[], float] = time.monotonic,
+        from_peer: str | None = None,
     ) -> Iterator[list[IndexedEntry]]:
         """Every entry ``lo..hi`` (inclusive, all committed), in order, in chunks.
+
+        ``from_peer`` is asked first (any peer serves committed entries, up to its own
+        applied index); whatever stops that stream short -- the peer is down, lags, has
+        compacted the range, or is a reference follower -- the rest comes from the leader.
 
         Resumes after the last entry delivered whenever the stream stops short; fails with
         :class:`RaftlogSourceError` after ``timeout`` seconds without progress, and with
@@ -298,7 +365,10 @@ class LogClient:
             compacted = False
             try:
                 count = hi - next_index + 1
-                for chunk in self.chunks(next_index - 1, count, chunk_entries=chunk_entries):
+                peer, from_peer = from_peer, None  # one attempt there, then the leader
+                for chunk in self.chunks(
+                    next_index - 1, count, chunk_entries=chunk_entries, from_peer=peer
+                ):
                     entries: list[IndexedEntry] = []
                     for item in chunk:
                         if isinstance(item, SnapshotChunk):

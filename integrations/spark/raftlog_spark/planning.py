@@ -24,6 +24,7 @@ from typing import Any, Final
 from pyspark.sql.datasource import InputPartition
 
 from raftlog.client import IndexedEntry
+from raftlog.client.topic_view import TopicView
 from raftlog.entry import EntryType
 from raftlog.records import HEADER_SIZE, append_time_of, is_topic_data
 from raftlog_spark.balance import Segment, balanced_cuts
@@ -59,12 +60,23 @@ class LogPosition:
 
 
 class IndexRangePartition(InputPartition):
-    """One task's share: disjoint inclusive index ranges, read in order."""
+    """One task's share: disjoint inclusive index ranges, read in order, the peer to read
+    them from, and what every task of the read shares, fetched once at planning: the topic
+    read rules (``view``)."""
 
-    def __init__(self, number: int, ranges: Sequence[tuple[int, int]]) -> None:
+    def __init__(
+        self,
+        number: int,
+        ranges: Sequence[tuple[int, int]],
+        view: TopicView | None = None,
+        peer: str | None = None,
+    ) -> None:
         super().__init__(number)
         self.number = number
         self.ranges = tuple((int(lo), int(hi)) for lo, hi in ranges)
+        self.view = view
+        self.peer = peer
+        """The peer this task reads from first (planned round-robin over the cluster)."""
 
     @property
     def entries(self) -> int:
@@ -84,13 +96,16 @@ def split(
     entries_per_partition: int | None = None,
     records_per_partition: int | None = None,
     segments: Sequence[Segment] | None = None,
+    view: TopicView | None = None,
+    peers: Sequence[str] = (),
 ) -> list[IndexRangePartition]:
     """Cut ``ranges`` into partitions of nearly equal weight, in log order, none empty.
 
     ``segments`` weigh the ranges (:func:`raftlog_spark.balance.weigh`: rows per index
     range); without them every entry weighs the same. The count: ``num_partitions``, else
     ``entries_per_partition`` entries, else ``records_per_partition`` (default
-    ``DEFAULT_RECORDS_PER_PARTITION``) of weight per partition."""
+    ``DEFAULT_RECORDS_PER_PARTITION``) of weight per partition. Every partition carries
+    ``view``; partition ``n`` reads from ``peers[n % len(peers)]`` first (round-robin)."""
     total = size(ranges)
     if total == 0:
         return []
@@ -118,7 +133,8 @@ def split(
                 pending.pop(0)
             else:
                 pending[0] = (lo + step, hi)
-        parts.append(IndexRangePartition(number, taken))
+        peer = peers[number % len(peers)] if peers else None
+        parts.append(IndexRangePartition(number, taken, view, peer))
     return parts
 
 

@@ -15,6 +15,7 @@ from typing import Final
 
 import msgpack
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from raftlog.client import IndexedEntry
 from raftlog.client.topic_view import TopicView
@@ -76,7 +77,7 @@ class RowBuilder:
         self._hkeys: list[str] = []
         self._hvalues: list[bytes] = []
         self._time_us: list[int | None] = []
-        self._producer_us: list[int | None] = []
+        self._producer_ms: list[int] = []
         self._bytes = 0
 
     @property
@@ -101,7 +102,7 @@ class RowBuilder:
                 self._value.append(data)
                 self._offsets.append(len(self._hkeys))
                 self._time_us.append(None)
-                self._producer_us.append(None)
+                self._producer_ms.append(0)
                 self._bytes += len(data)
             return
         if len(data) <= HEADER_SIZE or data[KIND_OFFSET] != KIND_RECORDS:
@@ -115,10 +116,9 @@ class RowBuilder:
         if needles is not None and not any(n in data for n in needles):
             self.skipped += 1
             return
-        # the columnar fast path has no Record objects (TTLs): with a view, decode them
         records: tuple[Record, ...] = ()
-        columns = record_columns(data) if self._view is None else None
-        if columns is None:  # not a plain batch (or a view needs records): the canonical decoder
+        columns = record_columns(data)  # plain records (no TTL): no Record objects
+        if columns is None:  # not a plain batch: the canonical decoder
             try:
                 batch = decode_entry(data)
             except RecordFormatError as exc:
@@ -138,17 +138,10 @@ class RowBuilder:
             )
         self.decoded += 1
         topics, keys, values, headers, stamps = columns
-        topic_ok = self._topic_ok
-        view = self._view
-        if topic_ok is None and view is None:
+        picked = self._picked(index, stamp, topics, records)
+        if picked is None:
             self._position.extend(range(len(topics)))
         else:
-            picked = [
-                p
-                for p, topic in enumerate(topics)
-                if (topic_ok is None or topic_ok(topic))
-                and (view is None or view.admits(index, p, stamp, records[p]))
-            ]
             if len(picked) != len(topics):
                 topics = tuple(topics[p] for p in picked)
                 keys = tuple(keys[p] for p in picked)
@@ -166,7 +159,7 @@ class RowBuilder:
         self._key.extend(keys)
         self._value.extend(values)
         self._time_us.extend([time_us] * count)
-        self._producer_us.extend([s * 1000 if s else None for s in stamps])
+        self._producer_ms.extend(stamps)  # ms, 0 = none: converted per batch in flush
         offsets, hkeys, hvalues = self._offsets, self._hkeys, self._hvalues
         if not self.include_headers:
             pass  # no headers column: nothing to build
@@ -180,6 +173,37 @@ class RowBuilder:
             offsets.extend([len(hkeys)] * count)
         self._bytes += len(data)
 
+    def _picked(
+        self, index: int, stamp: int, topics: tuple[str, ...], records: tuple[Record, ...]
+    ) -> list[int] | None:
+        """Positions of the admitted records of an entry, or None for all of them.
+
+        Plain records (``records`` empty: decoded as columns, no TTL) are checked once per
+        distinct topic (:meth:`TopicView.first_admitted`); records from ``decode_entry`` may
+        carry a TTL and are checked one by one (:meth:`TopicView.admits`)."""
+        topic_ok, view = self._topic_ok, self._view
+        if topic_ok is None and view is None:
+            return None
+        if records and view is not None:
+            return [
+                p
+                for p, record in enumerate(records)
+                if (topic_ok is None or topic_ok(record.topic))
+                and view.admits(index, p, stamp, record)
+            ]
+        first: dict[str, int | None] = {}
+        for topic in set(topics):
+            ok = topic_ok is None or topic_ok(topic)
+            first[topic] = (view.first_admitted(topic, index) if view else 0) if ok else None
+        if all(f == 0 for f in first.values()):
+            return None
+        picked = []
+        for p, topic in enumerate(topics):
+            f = first[topic]
+            if f is not None and p >= f:
+                picked.append(p)
+        return picked
+
     def flush(self) -> pa.RecordBatch:
         schema = arrow_schema(self.include_headers)
         time_type = schema.field("timestamp").type
@@ -191,7 +215,7 @@ class RowBuilder:
             pa.array(self._key, pa.binary()),
             pa.array(self._value, pa.binary()),
             pa.array(self._time_us, time_type),
-            pa.array(self._producer_us, time_type),
+            _ms_or_null(self._producer_ms, time_type),
         ]
         if self.include_headers:
             headers = pa.MapArray.from_arrays(
@@ -204,6 +228,13 @@ class RowBuilder:
         batch = pa.RecordBatch.from_arrays(columns, schema=schema)
         self._reset()
         return batch
+
+
+def _ms_or_null(stamps: list[int], time_type: pa.DataType) -> pa.Array:
+    """Times in ms (0: none) as a timestamp array, null for 0 -- vectorised, not per row."""
+    ms = pa.array(stamps, pa.int64())
+    micros = pc.multiply(ms, 1000).cast(time_type)
+    return pc.if_else(pc.equal(ms, 0), pa.scalar(None, time_type), micros)
 
 
 def to_batches(

@@ -8,8 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from raftlog.client import SyncTopicClient
 from raftlog.client.topic_view import TopicView
+from raftlog_spark.anchors import ANCHOR_TOPIC
 from raftlog_spark.balance import bucket_step, weigh
 from raftlog_spark.filters import IndexRanges, ScanSpec
 from raftlog_spark.logclient import LogClient
@@ -18,27 +18,22 @@ from raftlog_spark.planning import IndexRangePartition, split
 from raftlog_spark.rows import to_batches
 
 
-def read_ranges(
-    opts: SourceOptions, spec: ScanSpec, ranges: IndexRanges
-) -> Iterator[pa.RecordBatch]:
-    """A task's rows: every admitted row of the entries in ``ranges``, as Arrow batches."""
+def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Iterator[pa.RecordBatch]:
+    """A task's rows: every admitted row of the entries in the partition's ranges, as Arrow
+    batches, by the topic read rules fetched at planning (issue #11: the records a ``TR``
+    read at the planned applied index returns; every task of a read uses the same view)."""
+    ranges: IndexRanges = getattr(partition, "ranges", ())
     if not ranges:
         return
-    # Topic rows follow the topic read rules (issue #11: the records a TR read returns). The
-    # view is fetched per task; fetching it once at planning and shipping it in the
-    # partitions would make every task use the same applied index.
-    wanted = spec.wanted_topics()
-    view = None
-    if wanted != frozenset():
-        with SyncTopicClient(
-            opts.peers, opts.ident, timeout=opts.timeout, curve=opts.curve()
-        ) as topics:
-            view = TopicView.fetch(topics, wanted)
+    view: TopicView | None = getattr(partition, "view", None)
+    peer: str | None = getattr(partition, "peer", None)
     with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
 
         def chunks() -> Iterator[list[Any]]:
             for lo, hi in ranges:
-                yield from client.stream_range(lo, hi, fail_on_data_loss=opts.fail_on_data_loss)
+                yield from client.stream_range(
+                    lo, hi, fail_on_data_loss=opts.fail_on_data_loss, from_peer=peer
+                )
 
         yield from to_batches(chunks(), spec, opts.rows_per_batch, opts.include_headers, view)
 
@@ -58,11 +53,18 @@ def counted_topics(client: LogClient, opts: SourceOptions, spec: ScanSpec) -> fr
 def weighted_split(
     client: LogClient, opts: SourceOptions, spec: ScanSpec, ranges: IndexRanges
 ) -> list[IndexRangePartition]:
-    """``ranges`` cut into partitions of equal rows, weighed by the leader's ``TC`` counts."""
+    """``ranges`` cut into partitions of equal rows, weighed by the leader's ``TC`` counts;
+    each carries the topic read rules for its task (fetched here, once per read) and the
+    peer it reads from first: round-robin over the cluster, followers included."""
     if not ranges:
         return []
     lo, hi = ranges[0][0], ranges[-1][1]
     step = bucket_step(lo, hi)
+    wanted = spec.wanted_topics()
+    view = None if wanted == frozenset() else client.topic_view(wanted)
+    if view is not None and wanted is None:  # the sink's own records are no data rows
+        internal = {name: bounds for name, bounds in view.topics.items() if name != ANCHOR_TOPIC}
+        view = TopicView(internal, view.applied)
     counts = client.record_counts(lo, hi, step, counted_topics(client, opts, spec))
     segments = weigh(ranges, counts, lo, step, raw_rows=spec.admits_raw)
     return split(
@@ -71,4 +73,6 @@ def weighted_split(
         entries_per_partition=opts.entries_per_partition,
         records_per_partition=opts.records_per_partition,
         segments=segments,
+        view=view,
+        peers=client.cluster_urls(),
     )

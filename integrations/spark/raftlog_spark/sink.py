@@ -11,9 +11,10 @@ Exactly once: every entry's request id is derived from (write id, batch id, part
 chunk number), so a retried task, or a micro-batch replayed after a restart, sends the
 same ids, and raftlog answers a known request id with the index it already has instead of
 appending again (PROTOCOL §3). Request ids carry a timestamp that the leader checks
-(``raftlog.ids``): it is fixed when the write starts -- the job for a batch write; for a
-stream, the first start of the query, kept in ``<checkpointLocation>/raftlog-sink`` when
-the checkpoint is a local path. This needs what Spark's own idempotent sinks need: a task
+(``raftlog.ids``), the *anchor*: for a batch write, the job's start; for a stream, kept
+per query and batch in the cluster itself (:mod:`raftlog_spark.anchors`), so it does not
+depend on the checkpoint's file system; the write id of a stream is its query id, which
+Spark keeps in the checkpoint. This needs what Spark's own idempotent sinks need: a task
 that is retried must see the same rows in the same order (true for a source read like
 raftlog's, Parquet, or Kafka's; not after a non-deterministic shuffle).
 """
@@ -21,13 +22,10 @@ raftlog's, Parquet, or Kafka's; not after a non-deterministic shuffle).
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
 import pyarrow as pa
@@ -40,15 +38,13 @@ from pyspark.sql.types import StructType
 
 from raftlog.records import Record, check_topic_name
 from raftlog.security.settings import CurveClient
+from raftlog_spark.anchors import AnchorStore
 from raftlog_spark.errors import RaftlogSourceError
 from raftlog_spark.logclient import LogClient
 from raftlog_spark.options import DEFAULT_TIMEOUT, load_curve, parse_options
 
 DEFAULT_RECORDS_PER_ENTRY: Final = 500
 MAX_ENTRY_BYTES: Final = 4 * 1024 * 1024
-ANCHOR_MAX_AGE_S: Final = 6 * 3600
-"""Request ids older than 8 h (minus a 15 min margin) are refused as expired: a stream's
-anchor is renewed after 6 h."""
 SINK_OPTIONS: Final = ("topic", "recordsPerEntry", "checkpointLocation", "path")
 
 
@@ -182,18 +178,24 @@ def _chunks(batches: Iterator[pa.RecordBatch], opts: SinkOptions) -> Iterator[li
 
 
 def write_partition(
-    opts: SinkOptions, batches: Iterator[pa.RecordBatch], anchor: int, write_id: str, batch: int
+    opts: SinkOptions,
+    batches: Iterator[pa.RecordBatch],
+    anchor: int | None,
+    write_id: str,
+    batch: int,
 ) -> SinkCommit:
-    """Write one task's rows, every entry with its derived request id."""
+    """Write one task's rows, every entry with its derived request id (``anchor`` None: a
+    stream's, from the cluster's anchor records, :mod:`raftlog_spark.anchors`)."""
     from pyspark import TaskContext  # noqa: PLC0415 - only inside tasks
 
     context = TaskContext.get()
     partition = context.partitionId() if context is not None else 0
-    items = (
-        (request_id(anchor, write_id, batch, partition, chunk), item)
-        for chunk, item in enumerate(_chunks(batches, opts))
-    )
     with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
+        fixed = AnchorStore(client).anchor(write_id, batch) if anchor is None else anchor
+        items = (
+            (request_id(fixed, write_id, batch, partition, chunk), item)
+            for chunk, item in enumerate(_chunks(batches, opts))
+        )
         rows, entries = client.publish_all(items)
     return SinkCommit(partition, rows, entries)
 
@@ -211,35 +213,14 @@ class RaftlogWriter(DataSourceArrowWriter):
         return write_partition(self.opts, iterator, self.anchor, self.write_id, 0)
 
 
-def _stream_anchor(opts: SinkOptions) -> tuple[int, str | None]:
-    """(anchor, write id) of a stream: kept under a local checkpoint so that a restarted
-    query replays a micro-batch with the same request ids."""
-    now = int(time.time())
-    where = opts.checkpoint
-    if where is None or ("://" in where and not where.startswith("file:")):
-        return now, None
-    path = Path(where.removeprefix("file:")) / "raftlog-sink"
-    try:
-        state = json.loads(path.read_text())
-        if now - int(state["anchor"]) < ANCHOR_MAX_AGE_S:
-            return int(state["anchor"]), str(state["write_id"])
-    except (OSError, ValueError, KeyError):
-        pass
-    write_id = uuid.uuid4().hex
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"anchor": now, "write_id": write_id}))
-    os.replace(tmp, path)
-    return now, write_id
-
-
 class RaftlogStreamWriter(DataSourceStreamArrowWriter):
-    """Streaming writes: request ids from (query, micro-batch id, partition, chunk)."""
+    """Streaming writes: request ids from (query, micro-batch id, partition, chunk), anchored
+    by the cluster's anchor records (:mod:`raftlog_spark.anchors`), so a replay after a
+    restart matches whatever the checkpoint location is (local, HDFS, S3)."""
 
     def __init__(self, opts: SinkOptions, schema: StructType) -> None:
         check_columns(schema, opts)
         self.opts = opts
-        self.anchor, self.write_id = _stream_anchor(opts)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         from pyspark import TaskContext  # noqa: PLC0415 - only inside tasks
@@ -247,8 +228,12 @@ class RaftlogStreamWriter(DataSourceStreamArrowWriter):
         context = TaskContext.get()
         query = context.getLocalProperty("sql.streaming.queryId") if context else None
         batch = context.getLocalProperty("streaming.sql.batchId") if context else None
-        write_id = self.write_id or query or "stream"
-        return write_partition(self.opts, iterator, self.anchor, write_id, int(batch or 0))
+        if not query or batch is None:
+            raise RaftlogSourceError(
+                "raftlog sink: a streaming write outside a streaming query (no query or "
+                "batch id in the task)"
+            )
+        return write_partition(self.opts, iterator, None, query, int(batch))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         """Nothing to finish: every entry was committed by raftlog when its task wrote it."""

@@ -48,7 +48,7 @@ from raftlog_spark.planning import (
     batch_ranges,
     plan_batch,
 )
-from raftlog_spark.scan import base_spec, read_ranges, weighted_split
+from raftlog_spark.scan import base_spec, read_partition, weighted_split
 from raftlog_spark.schema import schema_for
 from raftlog_spark.setup import check_worker_python, one_line_errors
 from raftlog_spark.sink import RaftlogStreamWriter, RaftlogWriter, parse_sink_options
@@ -156,7 +156,7 @@ class RaftlogReader(DataSourceReader):
             return weighted_split(client, opts, self.spec, self.planned_ranges(client))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_ranges(self.opts, self.spec, getattr(partition, "ranges", ()))
+        return read_partition(self.opts, self.spec, partition)
 
 
 class RaftlogPushdownReader(RaftlogReader):

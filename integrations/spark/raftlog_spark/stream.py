@@ -16,7 +16,7 @@ from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
 from raftlog_spark.logclient import LogClient
 from raftlog_spark.options import SourceOptions
 from raftlog_spark.planning import LogPosition, stream_ranges, time_ranges
-from raftlog_spark.scan import base_spec, counted_topics, read_ranges, weighted_split
+from raftlog_spark.scan import base_spec, counted_topics, read_partition, weighted_split
 from raftlog_spark.setup import one_line_errors
 
 try:  # PySpark >= 4.2: admission control and Trigger.AvailableNow for Python streams
@@ -211,7 +211,7 @@ class RaftlogStreamReader(DataSourceStreamReader, _SupportsTriggerAvailableNow):
         return weighted_split(self.client, self.opts, self.spec, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_ranges(self.opts, self.spec, getattr(partition, "ranges", ()))
+        return read_partition(self.opts, self.spec, partition)
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to release: committed entries stay readable until compaction."""

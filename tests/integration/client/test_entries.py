@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 
 import pytest
 
-from integration.cluster import PeerCluster
+from integration.cluster import PeerCluster, probe, wait_for
 from raftlog.client import IndexedEntry, RaftClient, SnapshotChunk
 from raftlog.entry import EntryType
+from raftlog.rpc.messages import EntriesStatus, RequestEntries, RequestEntriesResponse
 
 from .conftest import client_for, read_log, started_cluster, stop_cluster
 
@@ -138,3 +140,45 @@ async def test_compacted_log_streams_snapshot_then_entries(tmp_path: Path) -> No
             assert isinstance(counted[0], SnapshotChunk) and len(counted) == len(chunks) + 2
     finally:
         stop_cluster(cluster)
+
+
+async def test_a_follower_serves_committed_entries_to_any_peer_streams(
+    shared_cluster: PeerCluster, written: dict[int, bytes]
+) -> None:
+    """raftlog's any_peer extension (§10.5): a follower streams committed entries when asked
+    with the flag, and still answers "not leader" without it (what a reference client
+    sends); the client reads the same log from a follower as from the leader, and falls
+    back to the leader when the peer it prefers is down."""
+    leader_id = shared_cluster.wait_stable_leader()
+    follower = next(p for p in shared_cluster.peers.values() if p.id != leader_id)
+    last = max(written)
+
+    def applied() -> bool:
+        info = shared_cluster.log_info(follower.id)
+        return info is not None and info.last_applied >= last
+
+    wait_for("the follower to apply every entry", applied, 20)
+    ident = shared_cluster.ident
+    plain = probe(follower.url, ident, RequestEntries(0, 5))
+    assert [r.status for r in plain if isinstance(r, RequestEntriesResponse)] == [
+        EntriesStatus.NOT_LEADER
+    ]
+    flagged = probe(follower.url, ident, RequestEntries(0, 5, 0, True))
+    assert isinstance(flagged[0], RequestEntriesResponse)
+    assert (flagged[0].status, flagged[0].last_index) == (EntriesStatus.LAST, 5)
+    assert len(flagged[0].entries) == 5
+
+    async def read(client: RaftClient, peer: str) -> dict[int, bytes]:
+        out: dict[int, bytes] = {}
+        async for item in client.request_entries(0, last, timeout=20.0, from_peer=peer):
+            assert isinstance(item, IndexedEntry)
+            if item.entry.entry_type == EntryType.STATE:
+                out[item.index] = item.entry.data
+        return out
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        dead = f"tcp://127.0.0.1:{free.getsockname()[1]}"
+    async with client_for(shared_cluster) as client:
+        assert await read(client, follower.url) == written
+        assert await read(client, dead) == written  # nobody there: the leader serves

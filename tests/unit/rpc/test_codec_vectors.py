@@ -119,6 +119,18 @@ REQUEST_VECTORS: list[tuple[str, Request, str]] = [
         "05 | 3c | 733363723374 | 00 | (empty) | 000001",
     ),
     ("entries-stop", RequestEntries(300, 0), "05 | 3c | 733363723374 | 2c01 | 00"),
+    # raftlog's any_peer flag: frame 7, after a valid offset frame (a reference peer decodes
+    # frame 6 as a uint and would stop on an empty one; it ignores frame 7)
+    (
+        "entries-any-peer",
+        RequestEntries(10, None, 0, True),
+        "05 | 3c | 733363723374 | 0a | (empty) | 00 | 01",
+    ),
+    (
+        "entries-any-peer-ack",
+        RequestEntries(20, 5, 65536, True),
+        "05 | 3c | 733363723374 | 14 | 05 | 000001 | 01",
+    ),
     ("broadcast-url", RequestBroadcastStateUrl(), "06 | 2a | 733363723374"),
 ]
 

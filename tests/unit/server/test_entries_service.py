@@ -52,6 +52,22 @@ def test_not_leader_answers_status_0_with_the_leader() -> None:
     assert h.ask(RequestEntries(0), applied=5, leader=False) == [[ID, b"\x00", b"\xa1B"]]
 
 
+def test_a_follower_serves_committed_entries_to_any_peer_requests_only() -> None:
+    """raftlog's any_peer extension: a follower streams up to its own applied index (never
+    past its commit index); a request without the flag (a reference client) still gets
+    "not leader"."""
+    h = Harness(10)
+    assert h.ask(RequestEntries(0), applied=6, leader=False) == [[ID, b"\x00", b"\xa1B"]]
+    out = h.ask(RequestEntries(2, None, 0, True), applied=6, leader=False)
+    assert [summary(f) for f in out] == [(1, 6, 4)]
+    assert out[0][4:] == [entry(n).to_bytes() for n in range(3, 7)]
+    h = Harness(10_000, size=1000, pipelines=2)  # a long stream: acknowledged batches
+    out = h.ask(RequestEntries(0, None, 0, True), applied=9_000, leader=False)
+    assert len(out) == 2
+    more = h.ask(RequestEntries(summary(out[0])[1], None, 0, True), applied=9_000, leader=False)
+    assert len(more) == 1 and summary(more[0])[0] == 2
+
+
 def test_small_range_is_one_last_batch_served_up_to_applied_only() -> None:
     h = Harness(10)
     out = h.ask(RequestEntries(2), applied=7)
