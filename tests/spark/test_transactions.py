@@ -1,70 +1,199 @@
-"""The Spark source across transactions (issue #18): a batch read after a commit, a rollback
-and a transaction still open. Uncommitted and rolled-back records must never show; committed
-ones should show at the commit's position, as every topic read shows them."""
+"""The Spark source across transactions (issue #18): read committed, at the commit's position.
+
+One cluster holds plain records and five transactions: one committed whose stores span two
+topics and lie far (more than a partition's worth of entries) from its commit, one rolled
+back, one timed out, one still open, and one committed after the planned end of a stream's
+first run. Committed records must show exactly once, as ``(commit index, k)`` with the
+fields every ``TR`` read gives them (the reference: the peers' own topic reads, not code the
+source shares); the others never.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from integration.cluster import PeerCluster
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from raftlog.client import SyncTopicClient
+from raftlog.records import Record
 
 from .conftest import source_options
-from .helpers import spark_rows, start_cluster, stop_cluster
+from .helpers import Row, last_index, spark_rows, start_cluster, stop_cluster
 
 pytestmark = pytest.mark.timeout(240)
 
+TOPICS = ("tx", "tx2")
+FILLER = 40
+"""Plain entries between a transaction's stores and its commit: with entriesPerPartition
+below it, the stores and the commit are read by different tasks."""
+HIDDEN = (b"rolled-1", b"open-1", b"expired-1")
+
+
+@dataclass
+class TxLog:
+    cluster: PeerCluster
+    commit: int
+    first: int
+
+
+def _publish_filler(topics: SyncTopicClient, n: int) -> None:
+    for i in range(n):
+        topics.publish("tx", f"filler-{i}".encode())
+
+
+def _wait_expired(topics: SyncTopicClient, txid: str) -> None:
+    deadline = time.monotonic() + 30
+    while topics.transaction_status(txid).state != "expired":
+        assert time.monotonic() < deadline, "the transaction did not time out"
+        time.sleep(0.2)
+
 
 @pytest.fixture(scope="module")
-def tx_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PeerCluster, int]]:
+def tx_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TxLog]:
     cluster = start_cluster(Path(tmp_path_factory.mktemp("spark-tx")), "raftlog-spark-tx")
     try:
         with SyncTopicClient(cluster.urls, cluster.ident, timeout=30) as topics:
-            topics.create_topic("tx")
+            for name in TOPICS:
+                topics.create_topic(name)
+            first = last_index(cluster) + 1
             topics.publish("tx", b"plain-1")
             rolled = topics.begin_transaction(timeout=300)
             kept = topics.begin_transaction(timeout=300)
             still_open = topics.begin_transaction(timeout=300)
+            expiring = topics.begin_transaction(timeout=1)
             rolled.store("tx", [b"rolled-1"])
-            kept.store("tx", [b"committed-1", b"committed-2"])
+            expiring.store("tx2", [b"expired-1"])
+            kept.store(
+                None,
+                [
+                    Record("tx", b"committed-1", key=b"k1", headers={"h": b"v"}, timestamp_ms=7),
+                    Record("tx2", b"other-1", key=b"k2"),
+                ],
+            )
+            _publish_filler(topics, FILLER)
+            kept.store("tx", [b"committed-2"])
             still_open.store("tx", [b"open-1"])
             rolled.rollback()
+            _wait_expired(topics, expiring.id)
             commit = kept.commit()
             topics.publish("tx", b"plain-2")
-        yield cluster, commit
+        yield TxLog(cluster, commit, first)
     finally:
         stop_cluster(cluster)
 
 
-def _values(spark: SparkSession, cluster: PeerCluster) -> list[tuple[Any, ...]]:
-    df = spark.read.format("raftlog").options(**source_options(cluster, topics="tx")).load()
-    return [(row[0], row[1], row[5]) for row in spark_rows(df)]
+def _tr_rows(cluster: PeerCluster, names: tuple[str, ...], first: int) -> list[Row]:
+    """Every record of ``names`` from index ``first`` as the peers' ``TR`` reads give them,
+    as Spark rows without the term: the reference."""
+    rows: list[Row] = []
+    with SyncTopicClient(cluster.urls, cluster.ident, timeout=30) as topics:
+        for name in names:
+            result = topics.read(name, from_index=first, limit=10_000)
+            assert not result.more
+            for item in result.records:
+                r = item.record
+                rows.append(
+                    (
+                        item.id.index,
+                        item.id.position,
+                        r.topic,
+                        r.key,
+                        r.value,
+                        dict(r.headers),
+                        item.append_time_ms,
+                        r.timestamp_ms or None,
+                    )
+                )
+    return sorted(rows, key=lambda row: (row[0], row[1]))
 
 
-def test_uncommitted_and_rolled_back_records_never_show(
-    spark: SparkSession, tx_cluster: tuple[PeerCluster, int]
-) -> None:
-    values = [v for _, _, v in _values(spark, tx_cluster[0])]
-    assert b"rolled-1" not in values and b"open-1" not in values
+def _without_term(rows: list[Row]) -> list[Row]:
+    return [row[:2] + row[3:] for row in rows]
+
+
+def _read(spark: SparkSession, log: TxLog, **extra: Any) -> list[Row]:
+    options = source_options(log.cluster, startingIndex=log.first, **extra)
+    return spark_rows(spark.read.format("raftlog").options(**options).load())
+
+
+def test_committed_records_show_at_the_commit_position(spark: SparkSession, tx_log: TxLog) -> None:
+    rows = _read(spark, tx_log, topics="tx")
+    at_commit = [(r[0], r[1], r[5]) for r in rows if r[0] == tx_log.commit]
+    c = tx_log.commit
+    assert at_commit == [(c, 0, b"committed-1"), (c, 2, b"committed-2")]
+    values = [r[5] for r in rows]
     assert values[0] == b"plain-1" and values[-1] == b"plain-2"
+    assert not set(HIDDEN) & set(values)
+    assert _without_term(rows) == _tr_rows(tx_log.cluster, ("tx",), tx_log.first)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the Spark source scans raw log entries and skips transaction entries (kinds 04/05, "
-    "integrations/spark/raftlog_spark/rows.py), so committed transactional records are missing; "
-    "a commit's records are (commit index, k) -> the stores named by TS / the topic index",
-)
-def test_committed_records_show_at_the_commit_position(
-    spark: SparkSession, tx_cluster: tuple[PeerCluster, int]
+def test_stores_and_commit_in_different_partitions_all_topics(
+    spark: SparkSession, tx_log: TxLog
 ) -> None:
-    cluster, commit = tx_cluster
-    rows = _values(spark, cluster)
-    assert [(i, p, v) for i, p, v in rows if i == commit] == [
-        (commit, 0, b"committed-1"), (commit, 1, b"committed-2")
+    rows = _read(spark, tx_log, entriesPerPartition=FILLER // 4)
+    assert _without_term(rows) == _tr_rows(tx_log.cluster, TOPICS, tx_log.first)
+    at_commit = [r for r in rows if r[0] == tx_log.commit]
+    assert [(r[1], r[3], r[4], r[5], r[6], r[8]) for r in at_commit] == [
+        (0, "tx", b"k1", b"committed-1", {"h": b"v"}, 7),
+        (1, "tx2", b"k2", b"other-1", {}, None),
+        (2, "tx", None, b"committed-2", {}, None),
     ]
+    assert len({(r[0], r[1]) for r in rows}) == len(rows)
+    assert not set(HIDDEN) & {r[5] for r in rows}
+
+
+def test_topic_filter_keeps_the_commit_positions(spark: SparkSession, tx_log: TxLog) -> None:
+    rows = _read(spark, tx_log, topics="tx2", numPartitions=3)
+    assert [(r[0], r[1], r[5]) for r in rows] == [(tx_log.commit, 1, b"other-1")]
+    pattern = _read(spark, tx_log, topicPattern="tx.*", recordsPerPartition=5)
+    assert _without_term(pattern) == _tr_rows(tx_log.cluster, TOPICS, tx_log.first)
+
+
+def test_stream_across_a_commit(spark: SparkSession, tx_log: TxLog, tmp_path: Path) -> None:
+    """Micro-batches of a few entries each, a run before and after a further commit: every
+    committed record once, in its commit's batch; nothing uncommitted."""
+    got: list[Row] = []
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        got.extend(spark_rows(batch))
+
+    def run() -> None:
+        options = source_options(
+            tx_log.cluster, startingOffsets=tx_log.first, maxEntriesPerTrigger=7
+        )
+        query = (
+            spark.readStream.format("raftlog")
+            .options(**options)
+            .load()
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            assert query.awaitTermination(180), "the availableNow query did not finish"
+        finally:
+            query.stop()
+
+    run()
+    with SyncTopicClient(tx_log.cluster.urls, tx_log.cluster.ident, timeout=30) as topics:
+        later = topics.begin_transaction(timeout=300)
+        later.store("tx2", [b"later-1", b"later-2"])
+        topics.publish("tx", b"plain-3")
+        later_commit = later.commit()
+    run()
+    rows = sorted(got, key=lambda row: (row[0], row[1]))
+    topic_rows = [r for r in rows if r[3] is not None]
+    assert _without_term(topic_rows) == _tr_rows(tx_log.cluster, TOPICS, tx_log.first)
+    assert [(r[1], r[5]) for r in rows if r[0] == later_commit] == [
+        (0, b"later-1"),
+        (1, b"later-2"),
+    ]
+    assert len({(r[0], r[1]) for r in rows}) == len(rows)
+    assert not set(HIDDEN) & {r[5] for r in rows}

@@ -1,7 +1,10 @@
 """Entries to Arrow record batches, column by column (no per-row tuples).
 
 For each STATE entry: raw data gives one row; a topic record batch (decoded with
-``raftlog.records.decode_entry``) gives one row per admitted record. Cheap checks come
+``raftlog.records.decode_entry``) gives one row per admitted record; a transaction commit
+(kind 04 ``commit``) gives one row per admitted record it made visible, at ``(commit index,
+k)``, as the ``commits`` resolver (``raftlog_spark.commits``) fetches them -- transactional
+stores (kind 05) and the other control entries give none (read committed). Cheap checks come
 first, on the entry's bytes, so rejected entries are never decoded: the entry type, the
 topic magic and kind, the append time in the header (time filters), and whether the
 MessagePack encoding of some wanted topic name occurs in the entry at all (topic filters).
@@ -10,7 +13,7 @@ MessagePack encoding of some wanted topic name occurs in the entry at all (topic
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Final
 
 import msgpack
@@ -23,6 +26,7 @@ from raftlog.entry import EntryType, LogEntry
 from raftlog.records import (
     HEADER_SIZE,
     KIND_RECORDS,
+    LoggedRecord,
     Record,
     RecordBatch,
     RecordFormatError,
@@ -30,6 +34,7 @@ from raftlog.records import (
     decode_entry,
     is_topic_data,
 )
+from raftlog.records_tx import KIND_TX, TxControl, decode_any_entry
 from raftlog_spark.columns import record_columns
 from raftlog_spark.filters import ScanSpec
 from raftlog_spark.schema import arrow_schema
@@ -39,6 +44,9 @@ log = logging.getLogger("raftlog_spark")
 MAX_BATCH_BYTES: Final = 32 * 1024 * 1024
 KIND_OFFSET: Final = 5
 STATE: Final = int(EntryType.STATE)
+
+CommitRecords = Callable[[int], Sequence[LoggedRecord]]
+"""The records commit ``index`` made visible, already filtered by the topic read rules."""
 
 
 class RowBuilder:
@@ -50,8 +58,11 @@ class RowBuilder:
         rows_per_batch: int,
         include_headers: bool = True,
         view: TopicView | None = None,
+        *,
+        commits: CommitRecords | None = None,
     ) -> None:
         self.rows_per_batch = rows_per_batch
+        self._commits = commits  # None: no topic records wanted, commits give no rows
         self.include_headers = include_headers
         self._view = view  # the topic read rules (raftlog.client.topic_view), issue #11
         self._topic_ok = spec.topic_checker()
@@ -104,6 +115,9 @@ class RowBuilder:
                 self._time_us.append(None)
                 self._producer_ms.append(0)
                 self._bytes += len(data)
+            return
+        if len(data) > HEADER_SIZE and data[KIND_OFFSET] == KIND_TX:
+            self._add_commit(index, entry.term, data)
             return
         if len(data) <= HEADER_SIZE or data[KIND_OFFSET] != KIND_RECORDS:
             return  # an admin command (or a malformed entry, skipped like the state machine)
@@ -172,6 +186,43 @@ class RowBuilder:
         else:
             offsets.extend([len(hkeys)] * count)
         self._bytes += len(data)
+
+    def _add_commit(self, index: int, term: int, data: bytes) -> None:
+        """The rows of a transaction commit: its records from the topic index, one per
+        admitted record at ``(index, k)``; begin and rollback entries give none."""
+        if self._commits is None:
+            return
+        stamp = append_time_of(data)
+        if self._time is not None and not self._time.admits(stamp * 1000 if stamp else None):
+            self.skipped += 1
+            return
+        try:
+            control = decode_any_entry(data)
+        except RecordFormatError:
+            return  # the state machine skips it too: no commit happened
+        if not isinstance(control, TxControl) or control.op != "commit":
+            return
+        topic_ok = self._topic_ok
+        items = [
+            item for item in self._commits(index) if topic_ok is None or topic_ok(item.record.topic)
+        ]
+        self.decoded += 1
+        for item in items:
+            record = item.record
+            self._index.append(index)
+            self._position.append(item.id.position)
+            self._term.append(term)
+            self._topic.append(record.topic)
+            self._key.append(record.key)
+            self._value.append(record.value)
+            self._time_us.append(item.append_time_ms * 1000 if item.append_time_ms else None)
+            self._producer_ms.append(record.timestamp_ms)
+            if self.include_headers:
+                if record.headers:
+                    self._hkeys.extend(record.headers.keys())
+                    self._hvalues.extend(record.headers.values())
+                self._offsets.append(len(self._hkeys))
+            self._bytes += record.size
 
     def _picked(
         self, index: int, stamp: int, topics: tuple[str, ...], records: tuple[Record, ...]
@@ -243,10 +294,13 @@ def to_batches(
     rows_per_batch: int,
     include_headers: bool = True,
     view: TopicView | None = None,
+    *,
+    commits: CommitRecords | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of the rows of ``chunks`` (never an empty batch); with ``view``, topic
-    records are the ones a ``TR`` read returns (incarnation, retention, TTL)."""
-    builder = RowBuilder(spec, rows_per_batch, include_headers, view)
+    records are the ones a ``TR`` read returns (incarnation, retention, TTL); ``commits``
+    resolves the records of transaction commits (None: commits give no rows)."""
+    builder = RowBuilder(spec, rows_per_batch, include_headers, view, commits=commits)
     for chunk in chunks:
         for item in chunk:
             builder.add(item.index, item.entry)

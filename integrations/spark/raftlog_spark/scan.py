@@ -11,6 +11,7 @@ import pyarrow as pa
 from raftlog.client.topic_view import TopicView
 from raftlog_spark.anchors import ANCHOR_TOPIC
 from raftlog_spark.balance import bucket_step, weigh
+from raftlog_spark.commits import CommitReader
 from raftlog_spark.filters import IndexRanges, ScanSpec
 from raftlog_spark.logclient import LogClient
 from raftlog_spark.options import SourceOptions
@@ -21,7 +22,9 @@ from raftlog_spark.rows import to_batches
 def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Iterator[pa.RecordBatch]:
     """A task's rows: every admitted row of the entries in the partition's ranges, as Arrow
     batches, by the topic read rules fetched at planning (issue #11: the records a ``TR``
-    read at the planned applied index returns; every task of a read uses the same view)."""
+    read at the planned applied index returns; every task of a read uses the same view).
+    A transaction commit in the ranges gives its committed records, fetched from the topic
+    index (``raftlog_spark.commits``), wherever their store entries lie (issue #18)."""
     ranges: IndexRanges = getattr(partition, "ranges", ())
     if not ranges:
         return
@@ -35,7 +38,10 @@ def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Itera
                     lo, hi, fail_on_data_loss=opts.fail_on_data_loss, from_peer=peer
                 )
 
-        yield from to_batches(chunks(), spec, opts.rows_per_batch, opts.include_headers, view)
+        commits = None if view is None else CommitReader(client, view).records
+        yield from to_batches(
+            chunks(), spec, opts.rows_per_batch, opts.include_headers, view, commits=commits
+        )
 
 
 def base_spec(opts: SourceOptions) -> ScanSpec:
