@@ -139,11 +139,14 @@ def test_stores_and_commit_in_different_partitions_all_topics(
     rows = _read(spark, tx_log, entriesPerPartition=FILLER // 4)
     assert _without_term(rows) == _tr_rows(tx_log.cluster, TOPICS, tx_log.first)
     at_commit = [r for r in rows if r[0] == tx_log.commit]
-    assert [(r[1], r[3], r[4], r[5], r[6], r[8]) for r in at_commit] == [
-        (0, "tx", b"k1", b"committed-1", {"h": b"v"}, 7),
-        (1, "tx2", b"k2", b"other-1", {}, None),
-        (2, "tx", None, b"committed-2", {}, None),
+    assert [(r[1], r[3], r[4], r[5], r[6]) for r in at_commit] == [
+        (0, "tx", b"k1", b"committed-1", {"h": b"v"}),
+        (1, "tx2", b"k2", b"other-1", {}),
+        (2, "tx", None, b"committed-2", {}),
     ]
+    # producer timestamps are the records' own; the append time is the commit's, for all
+    assert [r[8] for r in at_commit[:2]] == [7, None]
+    assert len({r[7] for r in at_commit}) == 1
     assert len({(r[0], r[1]) for r in rows}) == len(rows)
     assert not set(HIDDEN) & {r[5] for r in rows}
 
