@@ -18,8 +18,9 @@ One gap remains, stated rather than hidden: a batch refused at apply for exceedi
 check, e.g. a reference peer) is admitted here; ``TR`` never returns it. And transactional
 records (issue #18) are not in record batches at all: they live in store entries (kind 05)
 that no reader may show, and become visible only at their commit's index, as ``(commit
-index, k)``; a raw-log reader that shows only record batches never shows uncommitted
-records -- nor committed transactional ones, which ``TR`` reads do show.
+index, k)``; a raw-log reader must skip the stores and, at a commit entry, fetch the
+commit's records with ``TR`` reads from ``(commit index, 0)`` (the Spark source does), then
+filter them with :meth:`TopicView.admits` like any record.
 
 Fetch the view once per planned read (at the pinned applied index) and use it for every
 index range of that read, so all tasks agree.
