@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from integration.cluster import PeerCluster
 from pyspark.sql import DataFrame, SparkSession
+from raftlog_spark.logclient import LogClient
 
 from raftlog.client import SyncTopicClient
 from raftlog.records import Record
@@ -149,6 +150,18 @@ def test_stores_and_commit_in_different_partitions_all_topics(
     assert len({r[7] for r in at_commit}) == 1
     assert len({(r[0], r[1]) for r in rows}) == len(rows)
     assert not set(HIDDEN) & {r[5] for r in rows}
+
+
+def test_planner_counts_weigh_the_commit_not_the_stores(tx_log: TxLog) -> None:
+    """``TC`` (what partitions are balanced by) counts a commit's records at the commit."""
+    cluster, c = tx_log.cluster, tx_log.commit
+    with LogClient(tuple(cluster.urls), cluster.ident, 30.0) as client:
+        everything = client.record_counts(tx_log.first, c, c - tx_log.first + 1, None)
+        at_commit = client.record_counts(c, c, 1, frozenset(TOPICS))
+        of_tx2 = client.record_counts(c, c, 1, frozenset({"tx2"}))
+    assert everything is not None and at_commit is not None and of_tx2 is not None
+    assert at_commit.records == (3,) and of_tx2.records == (1,)
+    assert everything.records == (1 + FILLER + 3,)  # plain-1, filler, the commit's three
 
 
 def test_topic_filter_keeps_the_commit_positions(spark: SparkSession, tx_log: TxLog) -> None:
