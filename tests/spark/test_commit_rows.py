@@ -165,3 +165,7 @@ def test_commit_reader_pages_stops_at_the_commit_and_applies_the_view(
     assert got == [(0, "a"), (1, "b"), (2, "a"), (3, "a"), (5, "a"), (6, "a"), (8, "c")]
     assert ("late", 7, 0) not in fake.calls
     assert [c for c in fake.calls if c[0] == "a"] == [("a", 7, 0), ("a", 7, 3), ("a", 7, 6)]
+    only_b = CommitReader(cast(LogClient, FakeClient(fake)), view, lambda t: t == "b")
+    fake.calls.clear()
+    assert [(r.id.position, r.record.topic) for r in only_b.records(7)] == [(1, "b")]
+    assert fake.calls == [("b", 7, 0)]  # no round trip for topics the read does not want

@@ -40,16 +40,20 @@ class CommitReader:
         self,
         client: LogClient,
         view: TopicView,
+        wanted: Callable[[str], bool] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
         self._view = view
+        self._wanted = wanted  # the read's topic filter (None: every topic of the view)
         self._clock = clock
 
     def records(self, index: int) -> list[LoggedRecord]:
         view = self._view
         found: list[LoggedRecord] = []
         for topic, bounds in sorted(view.topics.items()):
+            if self._wanted is not None and not self._wanted(topic):
+                continue  # not a topic of this read (e.g. a topicPattern): no round trip
             if index < bounds.created_index or index < bounds.low_water.index:
                 continue  # another incarnation, or removed by retention: nothing to ask
             found.extend(self._topic_records(topic, index))

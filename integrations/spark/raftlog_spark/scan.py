@@ -38,7 +38,7 @@ def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Itera
                     lo, hi, fail_on_data_loss=opts.fail_on_data_loss, from_peer=peer
                 )
 
-        commits = None if view is None else CommitReader(client, view).records
+        commits = None if view is None else CommitReader(client, view, spec.topic_checker()).records
         yield from to_batches(
             chunks(), spec, opts.rows_per_batch, opts.include_headers, view, commits=commits
         )
