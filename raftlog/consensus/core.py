@@ -3,6 +3,7 @@ docstring of ``raftlog.consensus``)."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from random import Random
 
@@ -67,6 +68,8 @@ class RaftCore:
             new_request_id=new_request_id,
         )
         self._outstanding: Ready | None = None
+        self._persisting: deque[Ready] = deque()
+        """Dispatched Readies whose writes are not durable yet, oldest first."""
         if self._s.can_campaign() and self._s.membership.members == {config.peer_id}:
             election.campaign(self._s)  # a sole member leads at once (§12.1)
 
@@ -204,7 +207,7 @@ class RaftCore:
             or s.events
             or s.snapshot_ops
             or s.log.has_pending_append()
-            or (s.commit > s.handed_out and s.log.last_index > s.handed_out)
+            or (s.commit > s.handed_out and s.log.persisted_last_index > s.handed_out)
             or reported is None
             or reported.role is not s.role
             or reported.term != s.term
@@ -230,7 +233,7 @@ class RaftCore:
             soft_state=soft,
             hard_state=hard,
             snapshot_ops=tuple(s.snapshot_ops),
-            append=s.log.pending_append(),
+            append=s.log.take_append(),
             messages_now=tuple(s.msgs_now),
             messages_after_persist=tuple(s.msgs_after),
             committed=self._take_committed(),
@@ -244,8 +247,11 @@ class RaftCore:
         return ready
 
     def _take_committed(self) -> CommittedEntries | None:
+        """Committed entries not handed out yet, and only those durable here: a follower may
+        learn that an entry is committed before its own write of it completes (the write is
+        in flight on the storage thread); it applies it in a later Ready."""
         s = self._s
-        high = min(s.commit, s.log.last_index)
+        high = min(s.commit, s.log.persisted_last_index)
         low = s.handed_out + 1
         if high < low:
             return None
@@ -254,11 +260,32 @@ class RaftCore:
         return CommittedEntries(low, tuple(entries))
 
     def advance(self, ready: Ready) -> None:
-        """``ready`` has been carried out: its writes are durable, its messages sent and its
-        committed entries applied (or being applied, reported through ``applied``)."""
+        """``ready`` has been carried out completely: its writes are durable, its messages
+        sent and its committed entries applied (or being applied, reported through
+        ``applied``). The synchronous form of ``dispatched`` followed by ``persisted``."""
+        self.dispatched(ready)
+        if ready.needs_persist:
+            self.persisted(ready)
+
+    def dispatched(self, ready: Ready) -> None:
+        """``ready`` is taken: its ``messages_now`` are sent, its writes queued (they become
+        durable in the order the Readies were handed out) and its ``messages_after_persist``
+        held until they are. The next ``ready()`` may be taken now; until ``persisted`` the
+        entries of this one do not count as durable (a leader does not count its own copy,
+        a follower does not apply them)."""
         if ready is not self._outstanding:
             raise LocalProtocolError("advance() must be given the last Ready handed out")
         self._outstanding = None
+        if ready.needs_persist:
+            self._persisting.append(ready)
+
+    def persisted(self, ready: Ready) -> None:
+        """The writes of ``ready`` (hard state, snapshot operations, append) are durable.
+        Readies are persisted in the order they were dispatched (one storage thread, one
+        WAL); anything else is a driver bug and raises ``LocalProtocolError``."""
+        if not self._persisting or self._persisting[0] is not ready:
+            raise LocalProtocolError("persisted() must be given the oldest dispatched write")
+        self._persisting.popleft()
         s = self._s
         hard = ready.hard_state
         if s.campaign_unsent and hard is not None and hard.current_term == s.term:

@@ -10,8 +10,12 @@ View invariants (index ``i``):
 * ``i >= unstable_first`` is read from ``_unstable``; ``first_index <= i < unstable_first`` from
   the store (the store may hold more entries at or after ``unstable_first``: they are being
   truncated and are invisible).
-* ``_stable_last`` bounds the store's last index as far as truncation is concerned: a write is
-  pending whenever ``_unstable`` is non-empty or ``unstable_first <= _stable_last``.
+* ``unstable_first <= _in_progress_next <= last_index + 1``: entries below ``_in_progress_next``
+  were handed to the driver in a ``LogAppend`` (``take_append``) that is not durable yet --
+  several writes may be in flight at once (a storage thread), and they complete in order.
+* ``_written_last`` is the store's last index once every write handed out so far is done: a
+  write is pending whenever unstable entries at or after ``_in_progress_next`` exist or
+  ``_in_progress_next <= _written_last`` (a truncation the store has not been told of).
 * A pending snapshot install ``_snapshot = (index, term)`` hides everything at or below
   ``index`` until it is persisted.
 
@@ -41,7 +45,8 @@ class RaftLog:
         self._unstable_first = last + 1
         self._unstable: list[LogEntry] = []
         self._unstable_ids: dict[bytes, int] = {}
-        self._stable_last = last
+        self._in_progress_next = last + 1
+        self._written_last = last
         self._snapshot: tuple[int, int] | None = None
         # Entries made durable most recently, still in memory: a leader sends them to its
         # followers right after its own fsync, and reading them back from the store (and
@@ -175,6 +180,8 @@ class RaftLog:
             self._drop_unstable_from(0)
             self._unstable_first = first_index
             self._forget_recent_from(first_index)
+        # a write in flight may still carry the dropped entries: the next one truncates them
+        self._in_progress_next = min(self._in_progress_next, first_index)
         self._extend(entries)
 
     def install_snapshot(self, index: int, term: int) -> bool:
@@ -190,30 +197,45 @@ class RaftLog:
                 self._forget_id(self._unstable[position], first_unstable + position)
             del self._unstable[:count]
             self._unstable_first = index + 1
+            self._in_progress_next = max(self._in_progress_next, index + 1)
         elif not kept:
             self._drop_unstable_from(0)
             self._unstable_first = index + 1
+            self._in_progress_next = index + 1
         self._snapshot = (index, term)
         self._recent, self._recent_first, self._recent_bytes = [], index + 1, 0
         return kept
 
     # -- persistence bookkeeping --------------------------------------------------------
     def has_pending_append(self) -> bool:
-        return bool(self._unstable) or self._unstable_first <= self._stable_last
+        start = self._in_progress_next
+        return start - self._unstable_first < len(self._unstable) or start <= self._written_last
 
     def pending_append(self) -> LogAppend | None:
-        """The write ``Ready.append`` must carry, if any."""
-        if self._unstable or self._unstable_first <= self._stable_last:
-            return LogAppend(self._unstable_first, tuple(self._unstable))
+        """The write the next ``Ready.append`` will carry, if any (read-only)."""
+        start = self._in_progress_next
+        offset = start - self._unstable_first
+        if offset < len(self._unstable) or start <= self._written_last:
+            return LogAppend(start, tuple(self._unstable[offset:]))
         return None
 
+    def take_append(self) -> LogAppend | None:
+        """``pending_append``, now handed to the driver: it is in flight until ``stable_to``
+        (the next one starts after it, unless a truncation reaches back into it)."""
+        append = self.pending_append()
+        if append is not None:
+            self._in_progress_next = self.last_index + 1
+            self._written_last = self.last_index
+        return append
+
     def stable_to(self, written: LogAppend) -> None:
-        """``written`` is durable: drop the prefix of the tail that it made stable."""
+        """``written`` is durable: drop the prefix of the tail that it made stable. Writes
+        complete in the order they were taken; an entry replaced since (a truncation) is not
+        the one written, so the identity check stops there."""
         first = written.first_index
         entries = written.entries
-        self._stable_last = first + len(entries) - 1
         if self._unstable_first != first:
-            return  # truncated below ``first`` since: everything is rewritten next time
+            return  # truncated below ``first`` since: a later write rewrites that range
         unstable = self._unstable
         count = 0
         limit = min(len(entries), len(unstable))
@@ -224,6 +246,7 @@ class RaftLog:
             self._remember(first, unstable[:count])
             del unstable[:count]
             self._unstable_first = first + count
+            self._in_progress_next = max(self._in_progress_next, self._unstable_first)
 
     def snapshot_persisted(self, index: int, term: int) -> None:
         """The driver installed snapshot ``(index, term)`` and compacted the store."""

@@ -39,7 +39,7 @@ def test_truncation_hides_stable_suffix_until_written() -> None:
     replacement = entry(2)
     log.truncate_and_append(2, [replacement])
     assert log.last_index == 2 and log.term_at(2) == 2 and log.term_at(3) is None
-    pending = log.pending_append()
+    pending = log.take_append()
     assert pending == LogAppend(2, (replacement,))
     store.append(pending.first_index, pending.entries)
     log.stable_to(pending)
@@ -51,7 +51,7 @@ def test_stable_to_keeps_entries_replaced_after_the_ready_was_taken() -> None:
     log, store = _log([])
     first = entry(1)
     log.append([first])
-    written = log.pending_append()
+    written = log.take_append()
     assert written is not None
     log.truncate_and_append(1, [entry(2)])  # a conflict arrived while persisting
     store.append(written.first_index, written.entries)
@@ -59,6 +59,40 @@ def test_stable_to_keeps_entries_replaced_after_the_ready_was_taken() -> None:
     assert log.term_at(1) == 2
     again = log.pending_append()
     assert again is not None and again.first_index == 1 and again.entries[0].term == 2
+
+
+def test_writes_in_flight_are_not_handed_out_again_and_complete_in_order() -> None:
+    log, store = _log([])
+    log.append([entry(1), entry(1)])
+    first = log.take_append()
+    assert first == LogAppend(1, first.entries) and len(first.entries) == 2
+    assert log.take_append() is None  # nothing new while the first write is in flight
+    log.append([entry(1)])
+    second = log.take_append()
+    assert second is not None and second.first_index == 3 and len(second.entries) == 1
+    assert log.persisted_last_index == 0
+    for write in (first, second):
+        store.append(write.first_index, write.entries)
+        log.stable_to(write)
+    assert log.persisted_last_index == 3 and log.pending_append() is None
+
+
+def test_a_truncation_into_a_write_in_flight_is_written_after_it() -> None:
+    log, store = _log([])
+    log.append([entry(1), entry(1), entry(1)])
+    first = log.take_append()
+    assert first is not None
+    replacement = entry(2)
+    log.truncate_and_append(2, [replacement])  # a new leader overwrites 2..3 meanwhile
+    second = log.take_append()
+    assert second == LogAppend(2, (replacement,))
+    store.append(first.first_index, first.entries)
+    log.stable_to(first)
+    assert log.persisted_last_index == 1  # only the entry that was not replaced
+    store.append(second.first_index, second.entries)
+    log.stable_to(second)
+    assert log.persisted_last_index == 2 and log.term_at(2) == 2
+    assert store.last_index == 2 and store.term_at(2) == 2
 
 
 def test_request_ids_in_a_truncated_stable_suffix_are_not_found() -> None:
@@ -101,7 +135,7 @@ class _CountingStore(MemoryLogStore):
 
 
 def _persist(log: RaftLog, store: MemoryLogStore) -> None:
-    pending = log.pending_append()
+    pending = log.take_append()
     assert pending is not None
     store.append(pending.first_index, pending.entries)
     log.stable_to(pending)
