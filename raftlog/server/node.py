@@ -11,7 +11,11 @@ propose, append, replicate, reply -- is all socket work). Each pass of the loop:
 3. runs the timers (broadcast heartbeat, RequestEntries expiry, request-id pruning,
    compaction);
 4. carries out the core's Readies with ``ReadyExecutor`` -- the one place where the order
-   persist -> send -> apply -> advance lives (the simulator and the catch-up use it too);
+   send -> write -> reply after durable -> apply lives (the simulator and the catch-up use it
+   too). The writes go to the ``StorageThread``: while it fsyncs, this loop keeps receiving,
+   replicating and batching; when it is done it wakes the poller (its pipe is registered
+   there) and the executor sends what waited for durability (votes, AppendEntries replies)
+   and lets the core count the leader's own copy;
 5. gives RequestEntries streaming a slice of at most ``ENTRIES_BUDGET`` (batches are never
    sent from the message handler: a burst of streams must not hold back heartbeats).
 
@@ -28,6 +32,7 @@ crash-stop is the failure Raft tolerates; the store itself stays consistent.
 from __future__ import annotations
 
 import random
+import sys
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -61,6 +66,7 @@ from raftlog.server.loop_health import LoopStallMeter, react_to_guard_event
 from raftlog.server.peers import PeerChannels, PeerOutbox
 from raftlog.server.ready_executor import ReadyExecutor
 from raftlog.server.services import build_services, core_config, now_ms
+from raftlog.server.storage_thread import StorageThread
 from raftlog.statemachine.broadcast import BroadcastStateMachine
 from raftlog.statemachine.composite import CompositeStateMachine
 from raftlog.statemachine.topic_open import open_topic_machine
@@ -78,6 +84,9 @@ DRAIN_BUDGET: Final = 0.005
 ENTRIES_BUDGET: Final = 0.005
 """Seconds of RequestEntries streaming per pass at most (one batch per due stream in turn)."""
 HOUSEKEEPING_INTERVAL: Final = 1.0
+GIL_SWITCH_INTERVAL: Final = 0.0005
+"""Seconds a thread waits for the GIL before the holder is asked to release it (see
+``_open``: the storage thread's completions must not wait 5 ms for the loop)."""
 MAX_TICK_BACKLOG: Final = 100
 """Ticks replayed at most after a stall (e.g. a very slow fsync); the rest are skipped."""
 
@@ -101,6 +110,7 @@ class PeerNode:
         self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._poller = zmq.Poller()
         self._sockets_open = False
+        self.storage: StorageThread | None = None
         self.secure: SecurePeer | None = None
         self.observer = PeerObserver(settings, self.metrics)  # metrics, views, HTTP listener
         try:
@@ -186,6 +196,14 @@ class PeerNode:
         self.compaction = services.compaction
         self.topic_clock = services.topic_clock
         self.dispatcher = services.dispatcher
+        # A thread that wants the GIL waits for the holder up to the switch interval before
+        # asking it to let go: 5 ms by default, longer than an fsync here. The storage thread
+        # needs the GIL for a moment after each write while this loop is busy in Python, so
+        # the default would hold every completion (and the replies waiting for it) back.
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL)
+        self.storage = StorageThread(self.store, self.hard_state, self.metrics)
+        self.store.before_write = self.storage.wait  # compaction and pruning never overtake it
+        self._poller.register(self.storage.fd, zmq.POLLIN)
         self.executor = ReadyExecutor(
             log=self.store,
             hard_state=self.hard_state,
@@ -193,6 +211,7 @@ class PeerNode:
             ready_store=self.observer.timed(RocksReadyStore(self.store, self.hard_state)),
             machine=self.machine,
             outbox=self.observer.sending(PeerOutbox(self.channels, services.peers.send_reply)),
+            writes=self.storage,
             on_applied=self.observer.counting(self.clients.on_applied, self.machine.last_applied),
             react=self._react,
         )
@@ -278,18 +297,19 @@ class PeerNode:
             ready_sockets = self._poller.poll(timeout_ms)
             self.stall.start()
             for socket, _ in ready_sockets:  # peer traffic first: it keeps the cluster alive
-                if socket is not self.router:
-                    self._drain_peer(socket)
+                if socket is not self.router and isinstance(socket, zmq.Socket):
+                    self._drain_peer(socket)  # (the storage thread's pipe: see _handle_ready)
             if ready_sockets:
                 self._drain_router(time.monotonic() + DRAIN_BUDGET)
             now = drained = time.monotonic()
-            if now >= next_tick:
+            ticked = now >= next_tick
+            if ticked:
                 behind = int((now - next_tick) / self._tick_s) + 1
                 core.tick(min(behind, MAX_TICK_BACKLOG))  # after the drain: see tick()
                 next_tick += behind * self._tick_s
                 self._timers(now)
             readied = time.monotonic()
-            self._handle_ready()
+            self._handle_ready(hold_while_writing=not ticked)
             streamed = time.monotonic()
             if self.entries.has_due:
                 self.entries.pump(streamed + ENTRIES_BUDGET, time.monotonic)
@@ -357,9 +377,10 @@ class PeerNode:
             self.compaction.housekeeping(now_ms())
 
     # -- the Ready contract: carried out by ReadyExecutor ---------------------------------
-    def _handle_ready(self) -> None:
-        """Carry out every pending Ready (``ReadyExecutor`` holds the order)."""
-        self.executor.drain()
+    def _handle_ready(self, *, hold_while_writing: bool = False) -> None:
+        """Carry out every pending Ready (``ReadyExecutor`` holds the order); while a write
+        is in flight only on passes where the clock ticked (see ``ReadyExecutor.drain``)."""
+        self.executor.drain(hold_while_writing=hold_while_writing)
 
     def _react(self, ready: Ready) -> None:
         soft = ready.soft_state
@@ -421,6 +442,8 @@ class PeerNode:
             except Exception as exc:  # collected; the first one is raised at the end
                 errors.append(exc)
 
+        if self.storage is not None:  # the write in flight finishes; nothing waits for it
+            attempt(self.storage.close)
         attempt(self.observer.close)  # its ROUTER monitor goes before the ROUTER
         if self._sockets_open:
             self._sockets_open = False

@@ -1,19 +1,32 @@
 """The one place where a Ready is carried out, in the only safe order.
 
 Used by the peer (``PeerNode``), the catch-up of a non-member peer (``CatchUp``) and the
-deterministic simulator (``tests/sim/cluster.py``), so the 300 simulated seeds check the very
-code the peers run. The order (``raftlog.consensus.ready`` has the contract):
+deterministic simulator (``tests/sim/cluster.py``), so the simulated seeds check the very
+code the peers run. The writes go through a ``DurableWrites`` seam
+(``raftlog.server.durable_writes``): the peer's storage thread, inline writes for the
+catch-up, delayed and crashable writes in the simulator. A Ready is *dispatched* at once and
+*completed* when its writes are durable, so the loop takes the next Ready while an fsync runs.
+
+Dispatch (``execute``), in order:
 
 0. connect peers named by a ``ConfigChanged`` event, then send ``messages_now`` (the leader's
    AppendEntries may leave before its own copy is durable);
-1-3. persist: the hard state and the entries in **one synced batch** (``ReadyStore.persist``);
-   when the Ready also carries snapshot operations, the hard state is written first on its
-   own, then the snapshot operations, then the entries -- a Ready of that kind is rare and
-   the hard state must not trail a snapshot that a crash could leave installed;
-4. send ``messages_after_persist`` (votes, replies: they promise 1-3 are durable);
-5. apply ``committed`` and report progress (``applied``);
+1-3. submit the hard state and the append as one write (``DurableWrites.submit``). A Ready
+   with snapshot operations first waits for every write in flight, then is written inline:
+   the hard state on its own, the snapshot operations, then the entries (rare; the hard
+   state must not trail a snapshot that a crash could leave installed);
+5. apply ``committed`` and report progress (``applied``): the core hands out only entries
+   that are durable here already, so this need not wait;
 6. let the driver react to ``soft_state`` and ``events``;
-7. ``core.advance(ready)``.
+7a. ``core.dispatched(ready)``: the core may hand out the next Ready.
+
+Completion (``collect``, on every pass; at once for inline writes), oldest Ready first, once
+every write submitted up to and including its own is durable:
+
+4. send ``messages_after_persist`` (votes, replies: they promise 1-3 are durable). A Ready
+   without writes but with such messages waits too: a reply to a heartbeat promises the
+   entries of the write in flight before it;
+7b. ``core.persisted(ready)``: the entries are stable; a leader counts its own copy now.
 
 ``crash_point(name)`` is the simulator's seam: it may end the process's life between two
 steps (``before_persist``, ``before_restore``, ``after_persist``); production passes none.
@@ -21,6 +34,7 @@ steps (``before_persist``, ``before_restore``, ``after_persist``); production pa
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
@@ -34,7 +48,8 @@ from raftlog.consensus import (
     SnapshotInstall,
 )
 from raftlog.rpc.messages import Peer, PeerRequest, PeerResponse
-from raftlog.storage.base import HardStateStore, LogStore, ReadyStore, SnapshotStore
+from raftlog.server.durable_writes import DurableWrites, SynchronousWrites
+from raftlog.storage.base import HardState, HardStateStore, LogStore, ReadyStore, SnapshotStore
 
 
 class AppliedMachine(Protocol):
@@ -90,8 +105,12 @@ class ReadyCore(Protocol):
         """The state machine reached ``index``."""
         ...
 
-    def advance(self, ready: Ready) -> None:
-        """``ready`` is carried out."""
+    def dispatched(self, ready: Ready) -> None:
+        """``ready`` is taken: sent, its writes queued, its committed entries applied."""
+        ...
+
+    def persisted(self, ready: Ready) -> None:
+        """The writes of ``ready`` are durable."""
         ...
 
     def connect_to(self) -> tuple[Peer, ...]:
@@ -108,7 +127,7 @@ def _never(_where: str) -> bool:
 
 
 class ReadyExecutor:
-    """Carries out Readies against injected stores, state machine and outbox."""
+    """Carries out Readies against injected stores, writes, state machine and outbox."""
 
     def __init__(
         self,
@@ -119,6 +138,7 @@ class ReadyExecutor:
         ready_store: ReadyStore,
         machine: AppliedMachine,
         outbox: Outbox,
+        writes: DurableWrites | None = None,
         on_applied: Callable[[int], None] | None = None,
         react: Callable[[Ready], None] | None = None,
         crash_point: CrashPoint = _never,
@@ -127,28 +147,48 @@ class ReadyExecutor:
         self._hard_state = hard_state
         self._snapshots = snapshots
         self._ready_store = ready_store
+        self._writes: DurableWrites = (
+            writes if writes is not None else SynchronousWrites(ready_store, hard_state)
+        )
         self._machine = machine
         self._outbox = outbox
         self._on_applied = on_applied
         self._react = react
         self._crash_point = crash_point
+        self._waiting: deque[tuple[int, Ready]] = deque()
+        """Dispatched Readies waiting for their writes (ticket, Ready), oldest first."""
         self.core: ReadyCore | None = None
         """The core whose Readies ``drain`` carries out (None: Readies come from elsewhere,
         e.g. a catch-up replaying what the leader already committed)."""
 
+    @property
+    def waiting(self) -> int:
+        """Readies dispatched whose writes are not durable yet."""
+        return len(self._waiting)
+
     # -- the whole Ready -------------------------------------------------------------------
-    def drain(self) -> None:
-        """Carry out every pending Ready of ``core``."""
+    def drain(self, *, hold_while_writing: bool = False) -> None:
+        """Complete the Readies whose writes are durable, then dispatch every pending one.
+
+        ``hold_while_writing``: take no new Ready while a write is still in flight; the
+        inputs stepped meanwhile go into one Ready taken when it is durable. Why: on a busy
+        peer every Ready costs messages (an AppendEntries per follower, a reply per
+        AppendEntries) and a merged write; one Ready per fsync keeps the batches as large as
+        when the loop itself waited for the disk, while the loop keeps receiving and
+        stepping during the fsync instead of blocking. The peer holds except on passes
+        where the clock ticked (heartbeats, votes, retransmissions must not wait for a slow
+        disk); the simulator takes every Ready at once, the most general schedule."""
+        if not self.collect():
+            return
+        if hold_while_writing and self._writes.durable() < self._writes.submitted:
+            return
         core = self.core
         while core is not None and core.has_ready() and self.execute(core.ready()):
             core = self.core
 
     def execute(self, ready: Ready) -> bool:
-        """Steps 0-7; False when a crash point ended the process's life on the way."""
-        return self.begin(ready) and self.finish(ready)
-
-    def begin(self, ready: Ready) -> bool:
-        """Step 0: connect, send what may leave at once. False: crashed before persisting."""
+        """Dispatch ``ready`` (steps 0-3, 5-7a), then complete what is durable; False when a
+        crash point ended the process's life on the way."""
         for event in ready.events:  # connect new peers before messages go to them
             if isinstance(event, ConfigChanged):
                 # the configuration's peers plus any this leader still tells of their removal
@@ -156,13 +196,16 @@ class ReadyExecutor:
                     event.config.all_peers() if self.core is None else self.core.connect_to()
                 )
         self._send(ready.messages_now)
-        return not self._crash_point("before_persist")
-
-    def finish(self, ready: Ready) -> bool:
-        """Steps 1-7 (the simulator may call this some ticks after ``begin``: a slow disk)."""
-        if not self._persist(ready) or self._crash_point("after_persist"):
+        if self._crash_point("before_persist"):
             return False
-        self._send(ready.messages_after_persist)
+        if ready.snapshot_ops:
+            if not self.settle() or not self._persist_inline(ready):
+                return False
+            ticket = self._writes.submitted
+        elif ready.hard_state is not None or ready.append is not None:
+            ticket = self._writes.submit(self._with_applied(ready.hard_state), ready.append)
+        else:
+            ticket = self._writes.submitted  # its replies promise the writes before it
         committed = ready.committed
         if committed is not None:
             raw = [entry.to_bytes() for entry in committed.entries]
@@ -173,8 +216,35 @@ class ReadyExecutor:
         if self._react is not None:
             self._react(ready)
         if self.core is not None:
-            self.core.advance(ready)
+            self.core.dispatched(ready)
+        if ready.needs_persist or ready.messages_after_persist:
+            self._waiting.append((ticket, ready))
+        return self.collect()
+
+    def collect(self) -> bool:
+        """Steps 4 and 7b for every Ready whose writes are durable, oldest first; False when
+        a crash point ended the process's life on the way."""
+        waiting = self._waiting
+        if not waiting:
+            return True
+        durable = self._writes.durable()
+        while waiting and waiting[0][0] <= durable:
+            _, ready = waiting.popleft()
+            if self._crash_point("after_persist"):
+                return False
+            self._send(ready.messages_after_persist)
+            if ready.needs_persist and self.core is not None:
+                self.core.persisted(ready)
         return True
+
+    def settle(self) -> bool:
+        """Wait for every write in flight and complete its Readies (a barrier)."""
+        self._writes.wait()
+        return self.collect()
+
+    def forget(self) -> None:
+        """The process died: what waited for its writes never completes (simulator)."""
+        self._waiting.clear()
 
     # -- the steps -------------------------------------------------------------------------
     def _send(self, messages: tuple[SendRequest | SendReply, ...]) -> None:
@@ -185,28 +255,27 @@ class ReadyExecutor:
             else:
                 outbox.send_reply(out.token, out.message)
 
-    def _persist(self, ready: Ready) -> bool:
-        hard_state = ready.hard_state
+    def _with_applied(self, hard_state: HardState | None) -> HardState | None:
+        """Never write a ``last_applied`` below what the state machine has reached."""
+        if hard_state is None:
+            return None
+        applied = max(hard_state.last_applied, self._machine.last_applied)
+        return replace(hard_state, last_applied=applied)
+
+    def _persist_inline(self, ready: Ready) -> bool:
+        """Steps 1-3 of a Ready with snapshot operations, written here (nothing in flight)."""
+        hard_state = self._with_applied(ready.hard_state)
         if hard_state is not None:
-            applied = max(hard_state.last_applied, self._machine.last_applied)
-            hard_state = replace(hard_state, last_applied=applied)
+            self._ready_store.persist(hard_state, 0, None)
+        for op in ready.snapshot_ops:
+            if isinstance(op, SnapshotChunkWrite):
+                self._snapshots.begin(op.index, op.term, op.total_size)
+                self._snapshots.write_chunk(op.offset, op.data)
+            elif not self._install(op):
+                return False
         append = ready.append
-        if ready.snapshot_ops:
-            if hard_state is not None:
-                self._ready_store.persist(hard_state, 0, None)
-                hard_state = None
-            for op in ready.snapshot_ops:
-                if isinstance(op, SnapshotChunkWrite):
-                    self._snapshots.begin(op.index, op.term, op.total_size)
-                    self._snapshots.write_chunk(op.offset, op.data)
-                elif not self._install(op):
-                    return False
-        if hard_state is not None or append is not None:
-            self._ready_store.persist(
-                hard_state,
-                append.first_index if append is not None else 0,
-                append.entries if append is not None else None,
-            )
+        if append is not None:
+            self._ready_store.persist(None, append.first_index, append.entries)
         return True
 
     def _install(self, op: SnapshotInstall) -> bool:
@@ -230,6 +299,6 @@ class ReadyExecutor:
         if self.core is not None:
             self.core.applied(index)
         self._log.set_commit_floor(index)
-        self._hard_state.save_applied(index)
+        self._writes.record_applied(index)
         if self._on_applied is not None:
             self._on_applied(index)

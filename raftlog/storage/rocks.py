@@ -55,8 +55,16 @@ LOG_DIR = "log"
 SNAPSHOT_DIR = "snapshots"
 
 
+def _nothing_in_flight() -> None:
+    """The default ``before_write``: no other thread writes this store."""
+
+
 class RocksLogStore:
-    """``LogStore`` on RocksDB, used from the peer's one thread (reads and writes alike)."""
+    """``LogStore`` on RocksDB. Reads, staging and the cached bounds belong to the peer's loop
+    thread; a peer's appends are *written* by its storage thread
+    (``raftlog.server.storage_thread``), which sets ``before_write`` to its barrier so that
+    the writes made here directly (compaction, pruning, ``append``) never interleave with a
+    batch in flight."""
 
     def __init__(
         self, database: RocksDatabase, max_entry_data_size: int = DEFAULT_MAX_ENTRY_DATA_SIZE
@@ -65,6 +73,8 @@ class RocksLogStore:
         self.database = database
         self.max_entry_data_size = max_entry_data_size
         self.commit_floor = 0
+        self.before_write: Callable[[], None] = _nothing_in_flight
+        """Called before every write made directly by this store (see the class docstring)."""
         self._closed = False
         try:
             self._load_meta()
@@ -203,6 +213,7 @@ class RocksLogStore:
 
     def append(self, first_index: int, entries: Sequence[LogEntry]) -> None:
         """Truncate at ``first_index`` and append ``entries``: one batch, synced on return."""
+        self.before_write()
         batch = WriteBatch(raw_mode=True)
         appended = self.stage_append(batch, first_index, entries)
         self.write_synced(batch, f"append at index {first_index}")
@@ -248,6 +259,7 @@ class RocksLogStore:
         kept, and all forgotten when the log is discarded (its entries were not the committed
         ones, so their ids may point at nothing)."""
         self._check_writable()
+        self.before_write()
         if snapshot_index <= self._snapshot_index:
             return
         matching = self.term_at(snapshot_index) == snapshot_term
@@ -293,6 +305,7 @@ class RocksLogStore:
         return self._prune(lambda _index, rid: is_expired(rid, now_ms, ttl_ms), None)
 
     def _prune(self, expired: Callable[[int, bytes], bool], before_index: int | None) -> int:
+        self.before_write()
         end = rec.REQUEST_BY_INDEX_END
         if before_index is not None:
             end = rec.request_by_index_key(max(before_index, 0))

@@ -2,28 +2,31 @@
 
 ``SimCluster.step()`` is one tick: tick every live core, deliver the messages due, then drain
 each node's Readies with the production ``ReadyExecutor`` (``raftlog.server.ready_executor``)
-injected with in-memory stores, this simulated network and crash points -- so the seeds check
-the order the peers run, not a copy of it. Crash points between the executor's steps model a
-process dying in the middle of a Ready; ``crash``/``restart`` rebuild a core from the durable
-stores only.
+injected with in-memory stores, this simulated network, crash points and ``SimWrites`` -- the
+simulated storage thread: a Ready's writes complete some ticks later (in order, as one WAL
+does), the node keeps taking Readies meanwhile, and a crash loses what is not written yet.
+So the seeds check the order the peers run, not a copy of it. Crash points between the
+executor's steps model a process dying in the middle of a Ready; ``crash``/``restart``
+rebuild a core from the durable stores only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from random import Random
 
-from raftlog.consensus import RaftCore, Ready, Role, SnapshotInstall
+from raftlog.consensus import LogAppend, RaftCore, Ready, Role, SnapshotInstall
 from raftlog.consensus.settings import CoreConfig
 from raftlog.entry import LogEntry
 from raftlog.ids import make_request_id
 from raftlog.rpc.messages import ConfigPayload, Peer, PeerRequest, PeerResponse
 from raftlog.server.node import MAX_TICK_BACKLOG
 from raftlog.server.ready_executor import ReadyExecutor
+from raftlog.storage.base import HardState
 from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore, MemorySnapshotStore
 from raftlog.storage.ready_store import MemoryReadyStore
 from sim.network import LinkRule, SimNetwork
@@ -129,6 +132,81 @@ class _SimOutbox:
         self._cluster.send_reply(self._node, token, message)
 
 
+class SimWrites:
+    """The simulated storage thread (``DurableWrites``): each write completes ``delay`` ticks
+    after it was submitted (the node's ``persist_delay``, else random up to the cluster's
+    ``max_persist_delay``), never before an earlier one; a zero delay with nothing queued is
+    written at once. A crash drops the queue: those writes never happened.
+
+    Applied progress is saved at once: the simulated state machine is durable together with
+    ``last_applied`` (a peer's may lag it and re-apply, which this model would call a
+    violation), and a queued hard state never takes it back (as the storage thread stages the
+    highest applied index into each batch)."""
+
+    def __init__(self, cluster: SimCluster, node: SimNode) -> None:
+        self._cluster = cluster
+        self._node = node
+        self._store = MemoryReadyStore(node.log, node.hard_state)
+        self._queue: deque[tuple[int, int, HardState | None, LogAppend | None]] = deque()
+        self._submitted = 0
+        self._durable = 0
+        self._applied = 0
+
+    @property
+    def submitted(self) -> int:
+        return self._submitted
+
+    @property
+    def in_flight(self) -> bool:
+        return bool(self._queue)
+
+    def submit(self, hard_state: HardState | None, append: LogAppend | None) -> int:
+        self._submitted += 1
+        cluster, node = self._cluster, self._node
+        if node.persist_delay is not None:
+            delay = node.persist_delay
+        elif cluster.max_persist_delay:
+            delay = cluster.rng.randint(0, cluster.max_persist_delay)
+        else:
+            delay = 0
+        due = cluster.tick + delay
+        if self._queue:
+            due = max(due, self._queue[-1][0])
+        self._queue.append((due, self._submitted, hard_state, append))
+        if delay == 0:
+            self.durable()
+        return self._submitted
+
+    def durable(self) -> int:
+        while self._queue and self._queue[0][0] <= self._cluster.tick:
+            self._write_next()
+        return self._durable
+
+    def wait(self) -> None:
+        while self._queue:
+            self._write_next()
+
+    def record_applied(self, index: int) -> None:
+        self._applied = max(self._applied, index)
+        self._node.hard_state.save_applied(self._applied)
+
+    def crash(self) -> None:
+        self._queue.clear()
+
+    def _write_next(self) -> None:
+        _, ticket, hard_state, append = self._queue.popleft()
+        if append is not None and append.first_index <= self._node.log.last_index:
+            self._cluster.counters["truncation"] += 1
+        if hard_state is not None and hard_state.last_applied < self._applied:
+            hard_state = replace(hard_state, last_applied=self._applied)
+        self._store.persist(
+            hard_state,
+            append.first_index if append is not None else 0,
+            append.entries if append is not None else None,
+        )
+        self._durable = ticket
+
+
 class SimNode:
     def __init__(self, peer_id: str, seed: ConfigPayload, config: CoreConfig) -> None:
         self.id = peer_id
@@ -145,8 +223,8 @@ class SimNode:
         self.rid_counter = 0
         self.persist_delay: int | None = None
         """Fixed write delay of this node (scripts); None: the cluster's random delay."""
-        self.writing: tuple[Ready, int] | None = None
-        """A Ready whose writes are in progress, and the tick they complete."""
+        self.writes: SimWrites
+        """The simulated storage thread (set by ``SimCluster``)."""
         self.executor: ReadyExecutor
         """The production Ready executor over this node's stores (set by ``SimCluster``)."""
 
@@ -172,6 +250,7 @@ class SimCluster:
         seed = ConfigPayload(new=peers_of(members))
         self.nodes = {i: SimNode(i, seed, make_config(i)) for i in ids}
         for node in self.nodes.values():
+            node.writes = SimWrites(self, node)
             node.executor = self._executor_of(node)
         self.crash_in_ready = 0.0
         self.restart_after = (1, 60)
@@ -224,6 +303,7 @@ class SimCluster:
             ready_store=MemoryReadyStore(node.log, node.hard_state),
             machine=node.sm,
             outbox=_SimOutbox(self, node),
+            writes=node.writes,
             react=lambda ready: self._react(node, ready),
             crash_point=lambda where: self._crash_here(node, where),
         )
@@ -270,48 +350,26 @@ class SimCluster:
         return False
 
     def drain(self, node: SimNode) -> None:
-        """Carry out the node's Readies with the production ``ReadyExecutor``. With
-        ``max_persist_delay`` a Ready that writes completes some ticks later (a slow fsync in
-        a thread): its ``messages_now`` are out already, inputs keep arriving meanwhile, and
-        a crash in between loses the write."""
+        """Carry out the node's Readies with the production ``ReadyExecutor``: complete those
+        whose writes are durable by now, then dispatch every pending one. With
+        ``max_persist_delay`` a write completes some ticks later (a slow fsync on the storage
+        thread): ``messages_now`` are out already, the node keeps taking Readies and inputs,
+        and a crash in between loses the write."""
         executor = node.executor
-        while node.core is not None:
-            if node.writing is not None:
-                ready, done_at = node.writing
-                if done_at > self.tick:
-                    self._crash_here(node, "while_writing")
-                    return
-                node.writing = None
-                if not self._finish(node, ready):
-                    return
-                continue
-            core = node.core
-            if not core.has_ready():
-                return
-            ready = core.ready()
+        if node.core is None:
+            return
+        if node.writes.in_flight and self._crash_here(node, "while_writing"):
+            return
+        if not executor.collect():
+            return
+        while node.core is not None and node.core.has_ready():
+            ready = node.core.ready()
             if self.observer is not None:
                 self.observer.on_ready(node, ready)
             if ready.soft_state is not None:
                 self.trace.add("soft", node.id, ready.soft_state)
-            if not executor.begin(ready):
+            if not executor.execute(ready):
                 return
-            if node.persist_delay is not None:
-                delay = node.persist_delay
-            elif self.max_persist_delay:
-                delay = self.rng.randint(0, self.max_persist_delay)
-            else:
-                delay = 0
-            if delay and ready.needs_persist:
-                node.writing = (ready, self.tick + delay)
-                return
-            if not self._finish(node, ready):
-                return
-
-    def _finish(self, node: SimNode, ready: Ready) -> bool:
-        """Persist, send after persist, apply, react, advance; False if the node crashed."""
-        if ready.append is not None and ready.append.first_index <= node.log.last_index:
-            self.counters["truncation"] += 1
-        return node.executor.finish(ready)
 
     def _react(self, node: SimNode, ready: Ready) -> None:
         for op in ready.snapshot_ops:
@@ -352,7 +410,8 @@ class SimCluster:
         node.hard_state.crash()
         node.snapshots.crash()
         node.pending = {}
-        node.writing = None
+        node.writes.crash()
+        node.executor.forget()
         node.incarnation += 1
 
     def restart(self, peer_id: str) -> None:
@@ -390,6 +449,7 @@ class SimCluster:
         core = node.core
         if core is None:
             return False
+        node.writes.wait()  # the peer's store waits for its storage thread first (before_write)
         node.log.prune_expired_request_ids(self.now_ms, ttl_ms)
         oldest = node.log.oldest_request_index()
         index = node.sm.index if oldest is None else min(node.sm.index, oldest - 1)

@@ -15,15 +15,15 @@ from sim.test_negative_controls import vote_lost_with_a_slow_disk
 def test_votes_sent_before_the_executor_persists_break_election_safety(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real_begin = ReadyExecutor.begin
+    real_execute = ReadyExecutor.execute
 
     def promise_before_persisting(self: ReadyExecutor, ready: Ready) -> bool:
         # the planted bug: what promises durability leaves with messages_now, before the
-        # (slow) write; sent again after it, which the network could do anyway
+        # (slow) write completes; sent again after it, which the network could do anyway
         self._send(ready.messages_after_persist)
-        return real_begin(self, ready)
+        return real_execute(self, ready)
 
-    monkeypatch.setattr(ReadyExecutor, "begin", promise_before_persisting)
+    monkeypatch.setattr(ReadyExecutor, "execute", promise_before_persisting)
     with pytest.raises(InvariantError, match="election safety"):
         vote_lost_with_a_slow_disk(Script(3))
 
