@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import Final
 
 from raftlog.client import StreamItem, SyncRaftClient
+from raftlog.config import PeerSettings
 from raftlog.consensus import (
     CommittedEntries,
     LogAppend,
@@ -32,10 +33,11 @@ from raftlog.consensus import (
     SnapshotOp,
 )
 from raftlog.entry import EntryType, LogEntry
-from raftlog.errors import ConfigError, LocalProtocolError
+from raftlog.errors import ClusterUnavailableError, ConfigError, LocalProtocolError
 from raftlog.rpc.config import decode_config_payload
 from raftlog.rpc.messages import Peer, PeerRequest, PeerResponse, SnapshotChunk
 from raftlog.security.settings import CurveClient
+from raftlog.server.interfaces import EventLog
 from raftlog.server.ready_executor import AppliedMachine, ReadyExecutor
 from raftlog.storage.base import HardStateStore, LogStore, ReadyStore, SnapshotStore
 
@@ -93,6 +95,22 @@ class CatchUp:
         with SyncRaftClient(list(seeds), ident, timeout=timeout, curve=curve) as client:
             self.store_stream(start, client.request_entries(start))
         return self.store.last_index
+
+    def run_for_peer(self, settings: PeerSettings, log: EventLog) -> None:
+        """``run`` from the peer's settings, logged; a cluster that cannot be reached ends
+        the catch-up early (the peer then serves what it has: it is not a member yet)."""
+        seeds = [p.url for p in settings.peers]
+        log.info("catch_up_started", seeds=seeds, last_index=self.store.last_index)
+        try:
+            last = self.run(
+                seeds,
+                settings.ident,
+                settings.options.catch_up_timeout / 1000,
+                curve=settings.security.client if settings.security else None,
+            )
+            log.info("catch_up_done", last_index=last, entries=self.entries)
+        except ClusterUnavailableError as exc:
+            log.warning("catch_up_incomplete", reason=str(exc), entries=self.entries)
 
     def store_stream(self, start: int, items: Iterable[StreamItem]) -> None:
         """Store what a RequestEntries stream after ``start`` yields, batch by batch."""

@@ -11,11 +11,9 @@ propose, append, replicate, reply -- is all socket work). Each pass of the loop:
 3. runs the timers (broadcast heartbeat, RequestEntries expiry, request-id pruning,
    compaction);
 4. carries out the core's Readies with ``ReadyExecutor`` -- the one place where the order
-   send -> write -> reply after durable -> apply lives (the simulator and the catch-up use it
-   too). The writes go to the ``StorageThread``: while it fsyncs, this loop keeps receiving,
-   replicating and batching; when it is done it wakes the poller (its pipe is registered
-   there) and the executor sends what waited for durability (votes, AppendEntries replies)
-   and lets the core count the leader's own copy;
+   send -> write -> reply once durable -> apply lives (the simulator and the catch-up use it
+   too). The writes go to the ``StorageThread``, which wakes the poller when one is durable
+   (its pipe is registered there): the loop keeps receiving and stepping during an fsync;
 5. gives RequestEntries streaming a slice of at most ``ENTRIES_BUDGET`` (batches are never
    sent from the message handler: a burst of streams must not hold back heartbeats).
 
@@ -32,7 +30,6 @@ crash-stop is the failure Raft tolerates; the store itself stays consistent.
 from __future__ import annotations
 
 import random
-import sys
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -52,7 +49,7 @@ from raftlog.consensus import (
     SteppedDown,
     TruncationRefused,
 )
-from raftlog.errors import ClusterUnavailableError, ConfigError
+from raftlog.errors import ConfigError
 from raftlog.ids import RequestIdGenerator
 from raftlog.log import get_logger
 from raftlog.metrics import PeerMetrics
@@ -66,7 +63,7 @@ from raftlog.server.loop_health import LoopStallMeter, react_to_guard_event
 from raftlog.server.peers import PeerChannels, PeerOutbox
 from raftlog.server.ready_executor import ReadyExecutor
 from raftlog.server.services import build_services, core_config, now_ms
-from raftlog.server.storage_thread import StorageThread
+from raftlog.server.storage_thread import StorageThread, start_storage_thread
 from raftlog.statemachine.broadcast import BroadcastStateMachine
 from raftlog.statemachine.composite import CompositeStateMachine
 from raftlog.statemachine.topic_open import open_topic_machine
@@ -84,9 +81,6 @@ DRAIN_BUDGET: Final = 0.005
 ENTRIES_BUDGET: Final = 0.005
 """Seconds of RequestEntries streaming per pass at most (one batch per due stream in turn)."""
 HOUSEKEEPING_INTERVAL: Final = 1.0
-GIL_SWITCH_INTERVAL: Final = 0.0005
-"""Seconds a thread waits for the GIL before the holder is asked to release it (see
-``_open``: the storage thread's completions must not wait 5 ms for the loop)."""
 MAX_TICK_BACKLOG: Final = 100
 """Ticks replayed at most after a stall (e.g. a very slow fsync); the rest are skipped."""
 
@@ -196,13 +190,7 @@ class PeerNode:
         self.compaction = services.compaction
         self.topic_clock = services.topic_clock
         self.dispatcher = services.dispatcher
-        # A thread that wants the GIL waits for the holder up to the switch interval before
-        # asking it to let go: 5 ms by default, longer than an fsync here. The storage thread
-        # needs the GIL for a moment after each write while this loop is busy in Python, so
-        # the default would hold every completion (and the replies waiting for it) back.
-        sys.setswitchinterval(GIL_SWITCH_INTERVAL)
-        self.storage = StorageThread(self.store, self.hard_state, self.metrics)
-        self.store.before_write = self.storage.wait  # compaction and pruning never overtake it
+        self.storage = start_storage_thread(self.store, self.hard_state, self.metrics)
         self._poller.register(self.storage.fd, zmq.POLLIN)
         self.executor = ReadyExecutor(
             log=self.store,
@@ -245,18 +233,7 @@ class PeerNode:
             self.machine,
             RocksReadyStore(self.store, self.hard_state),
         )
-        seeds = [p.url for p in settings.peers]
-        self.log.info("catch_up_started", seeds=seeds, last_index=self.store.last_index)
-        try:
-            last = catcher.run(
-                seeds,
-                settings.ident,
-                settings.options.catch_up_timeout / 1000,
-                curve=settings.security.client if settings.security else None,
-            )
-            self.log.info("catch_up_done", last_index=last, entries=catcher.entries)
-        except ClusterUnavailableError as exc:
-            self.log.warning("catch_up_incomplete", reason=str(exc), entries=catcher.entries)
+        catcher.run_for_peer(settings, self.log)
         saved = self.hard_state.load()
         self.store.set_commit_floor(saved.last_applied)
         return saved

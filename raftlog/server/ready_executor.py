@@ -180,10 +180,13 @@ class ReadyExecutor:
         disk); the simulator takes every Ready at once, the most general schedule."""
         if not self.collect():
             return
-        if hold_while_writing and self._writes.durable() < self._writes.submitted:
-            return
+        writes = self._writes
         core = self.core
-        while core is not None and core.has_ready() and self.execute(core.ready()):
+        while core is not None and core.has_ready():
+            if hold_while_writing and writes.durable() < writes.submitted:
+                return
+            if not self.execute(core.ready()):
+                return
             core = self.core
 
     def execute(self, ready: Ready) -> bool:

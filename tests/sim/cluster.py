@@ -188,7 +188,8 @@ class SimWrites:
 
     def record_applied(self, index: int) -> None:
         self._applied = max(self._applied, index)
-        self._node.hard_state.save_applied(self._applied)
+        # never beyond the durable log (applied entries are durable unless the disk lied)
+        self._node.hard_state.save_applied(min(self._applied, self._node.log.last_index))
 
     def crash(self) -> None:
         self._queue.clear()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from consensus_helpers import NOW_MS, elect, entry, make_node, rid
+from consensus_helpers import NOW_MS, config, elect, entry, make_node, rid
 
 from raftlog.consensus import CoreConfig
 from raftlog.errors import LocalProtocolError
@@ -63,3 +63,26 @@ def test_soft_state_reports_every_role_change() -> None:
     assert ready.soft_state is not None and ready.soft_state.leader_id == "n1"
     node.core.propose(rid(), b"x", NOW_MS)
     assert node.run().soft_state is None
+
+
+def test_writes_must_be_reported_durable_in_the_order_they_were_dispatched() -> None:
+    """A storage layer that completed a later write before an earlier one (two threads, a
+    reordering queue) would let the core count entries whose predecessors are not on disk."""
+    node = make_node(term=1, members=config("n1"))
+    assert node.core.is_leader  # a sole member leads at once
+    base = node.core.commit_index
+    node.core.propose(rid(), b"x", NOW_MS)
+    first = node.core.ready()
+    node.core.dispatched(first)
+    node.core.propose(rid(), b"y", NOW_MS)
+    second = node.core.ready()
+    node.core.dispatched(second)
+    assert first.needs_persist and second.needs_persist
+    with pytest.raises(LocalProtocolError):
+        node.core.persisted(second)
+    assert node.core.commit_index == base  # nothing counted before its write is durable
+    for ready in (first, second):
+        assert ready.append is not None
+        node.log.append(ready.append.first_index, ready.append.entries)
+        node.core.persisted(ready)
+    assert node.core.commit_index == node.core.last_index == base + 2

@@ -1,4 +1,5 @@
-"""ReadyExecutor: the one Ready order, one synced write per Ready, crash points, snapshots."""
+"""ReadyExecutor: the one Ready order, one synced write per Ready, crash points, snapshots,
+and what waits for a write that is still in flight (a storage thread)."""
 
 from __future__ import annotations
 
@@ -132,9 +133,12 @@ class JournalCore:
     def applied(self, index: int) -> None:
         self.applied_to.append(index)
 
-    def advance(self, ready: Ready) -> None:
+    def dispatched(self, ready: Ready) -> None:
         assert self.readies.pop(0) is ready
-        self.journal.steps.append("advance")
+        self.journal.steps.append("dispatched")
+
+    def persisted(self, ready: Ready) -> None:
+        self.journal.steps.append("persisted")
 
     def connect_to(self) -> tuple[Peer, ...]:
         """The configuration of the ConfigChanged event being carried out (no departing)."""
@@ -187,10 +191,11 @@ def test_the_order_of_one_ready_with_one_synced_write() -> None:
         "connect n1,n2",
         "request n2",
         "persist hard_state+entries",
-        "reply tok",
         "apply 1..2 term 2",
         "react",
-        "advance",
+        "dispatched",
+        "reply tok",
+        "persisted",
     ]
     assert s.log.last_index == 3 and s.hard_state.load().voted_for == "n1"
     assert (s.core.applied_to, s.applied, s.log.commit_floor) == ([2], [2], 2)
@@ -210,7 +215,7 @@ def test_the_hard_state_carries_the_applied_index_the_machine_reached() -> None:
 def test_a_ready_without_writes_persists_nothing() -> None:
     s = Setup(ready(messages_after_persist=(SendReply("t", ACK),)))
     s.executor.drain()
-    assert s.journal.steps == ["reply t", "react", "advance"]
+    assert s.journal.steps == ["react", "dispatched", "reply t"]
 
 
 def test_a_crash_before_persisting_leaves_the_ready_undone() -> None:
@@ -224,7 +229,7 @@ def test_a_crash_before_persisting_leaves_the_ready_undone() -> None:
         crash_at="before_persist",
     )
     s.executor.drain()
-    assert s.journal.steps == ["request n2"]  # nothing durable, nothing promised, no advance
+    assert s.journal.steps == ["request n2"]  # nothing durable, nothing promised, not taken
     assert s.log.last_index == 0 and s.hard_state.load().current_term == 0
 
 
@@ -237,7 +242,7 @@ def test_a_crash_after_persisting_promises_nothing() -> None:
         crash_at="after_persist",
     )
     s.executor.drain()
-    assert s.journal.steps == ["persist hard_state"]
+    assert s.journal.steps == ["persist hard_state", "react", "dispatched"]  # no reply
     assert s.hard_state.load().current_term == 5
 
 
@@ -260,7 +265,8 @@ def test_a_snapshot_ready_keeps_the_hard_state_first_then_installs_then_appends(
         "restore 7",
         "persist entries",
         "react",
-        "advance",
+        "dispatched",
+        "persisted",
     ]
     assert s.machine.restored == [(7, 3, data)]
     assert (s.log.snapshot_index, s.log.last_index, s.core.applied_to) == (7, 9, [7])
@@ -280,7 +286,7 @@ def test_a_crash_before_restoring_leaves_the_snapshot_installed_but_unapplied() 
     s.executor.drain()
     meta = s.snapshots.meta()
     assert meta is not None and meta.index == 7 and s.machine.restored == []
-    assert s.core.applied_to == [] and "advance" not in s.journal.steps
+    assert s.core.applied_to == [] and "dispatched" not in s.journal.steps
 
 
 def test_without_a_core_the_committed_term_is_the_last_entrys() -> None:
@@ -292,3 +298,124 @@ def test_without_a_core_the_committed_term_is_the_last_entrys() -> None:
     )
     assert s.journal.steps == ["persist entries", "apply 1..2 term 6", "react"]
     assert s.applied == [2]
+
+
+class HeldWrites:
+    """``DurableWrites`` whose writes stay in flight until ``complete(n)`` (a slow disk)."""
+
+    def __init__(self, journal: Journal, inner: MemoryReadyStore, hard_state: MemoryHardStateStore):
+        self.journal = journal
+        self.inner = inner
+        self.hard_state = hard_state
+        self.queue: list[tuple[int, HardState | None, LogAppend | None]] = []
+        self.submitted = 0
+        self.done = 0
+        self.waited = 0
+
+    def submit(self, hard_state: HardState | None, append: LogAppend | None) -> int:
+        self.submitted += 1
+        self.queue.append((self.submitted, hard_state, append))
+        self.journal.steps.append(f"submit {self.submitted}")
+        return self.submitted
+
+    def complete(self, count: int) -> None:
+        for _ in range(count):
+            ticket, hard_state, append = self.queue.pop(0)
+            self.inner.persist(
+                hard_state, append.first_index if append else 0, append.entries if append else None
+            )
+            self.done = ticket
+
+    def durable(self) -> int:
+        return self.done
+
+    def wait(self) -> None:
+        self.waited += 1
+        self.complete(len(self.queue))
+
+    def record_applied(self, index: int) -> None:
+        self.hard_state.save_applied(index)
+
+
+def held(*readies: Ready) -> tuple[Setup, HeldWrites]:
+    s = Setup(*readies)
+    writes = HeldWrites(s.journal, MemoryReadyStore(s.log, s.hard_state), s.hard_state)
+    s.executor = ReadyExecutor(
+        log=s.log,
+        hard_state=s.hard_state,
+        snapshots=s.snapshots,
+        ready_store=JournalReadyStore(s.journal, MemoryReadyStore(s.log, s.hard_state)),
+        machine=s.machine,
+        outbox=JournalOutbox(s.journal),
+        writes=writes,
+        react=lambda r: s.journal.steps.append("react"),
+    )
+    s.executor.core = s.core
+    return s, writes
+
+
+def test_replies_wait_for_their_write_and_the_next_ready_is_taken_meanwhile() -> None:
+    s, writes = held(
+        ready(
+            append=LogAppend(1, entries(1, 2)),
+            messages_now=(SendRequest("n2", VOTE),),
+            messages_after_persist=(SendReply("first", ACK),),
+        ),
+        ready(append=LogAppend(3, entries(3, 1)), messages_after_persist=(SendReply("2nd", ACK),)),
+    )
+    s.executor.drain()
+    first_ready = ["request n2", "submit 1", "react", "dispatched"]
+    assert s.journal.steps == [*first_ready, "submit 2", "react", "dispatched"]
+    assert s.executor.waiting == 2 and s.log.last_index == 0
+    writes.complete(1)
+    s.executor.drain()
+    assert s.journal.steps[-2:] == ["reply first", "persisted"]
+    writes.complete(1)
+    s.executor.drain()
+    assert s.journal.steps[-2:] == ["reply 2nd", "persisted"] and s.executor.waiting == 0
+    assert s.log.last_index == 3
+
+
+def test_a_reply_without_writes_of_its_own_waits_for_the_write_in_flight_before_it() -> None:
+    """A heartbeat's success reply promises the entries the write in flight holds."""
+    s, writes = held(
+        ready(append=LogAppend(1, entries(1, 2)), messages_after_persist=(SendReply("ae", ACK),)),
+        ready(messages_after_persist=(SendReply("heartbeat", ACK),)),
+    )
+    s.executor.drain()
+    assert not any(step.startswith("reply") for step in s.journal.steps)
+    writes.complete(1)
+    s.executor.drain()
+    assert [step for step in s.journal.steps if step.startswith("reply")] == [
+        "reply ae",
+        "reply heartbeat",
+    ]
+
+
+def test_holding_takes_no_new_ready_while_a_write_is_in_flight() -> None:
+    s, writes = held(
+        ready(append=LogAppend(1, entries(1, 1))),
+        ready(append=LogAppend(2, entries(2, 1))),
+    )
+    s.executor.drain(hold_while_writing=True)
+    assert s.journal.steps.count("dispatched") == 1 and len(s.core.readies) == 1
+    writes.complete(1)
+    s.executor.drain(hold_while_writing=True)
+    assert s.journal.steps.count("dispatched") == 2 and s.core.readies == []
+
+
+def test_a_snapshot_ready_waits_for_every_write_in_flight_first() -> None:
+    data = b"xyz"
+    s, writes = held(
+        ready(append=LogAppend(1, entries(1, 2))),
+        ready(
+            snapshot_ops=(
+                SnapshotChunkWrite(7, 3, 3, 0, data),
+                SnapshotInstall(7, 3, finish_receive=True),
+            )
+        ),
+    )
+    s.executor.drain()
+    assert writes.waited == 1 and writes.queue == []
+    assert s.journal.steps.count("persisted") == 2  # the write in flight, then the snapshot
+    assert s.log.snapshot_index == 7
