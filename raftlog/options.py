@@ -51,6 +51,10 @@ class RaftOptions:
     """raftlog extension (topics, issue #7): a publish to a topic that does not exist creates
     it with default properties instead of being refused. Decided by the leader, which marks
     the entry, so every peer applies it the same way whatever its own setting."""
+    storage_thread: bool = True
+    """raftlog extension (issue #16): write each Ready's batch (one fsync) on a thread of its
+    own, so the loop keeps receiving and stepping during the fsync; false writes it on the
+    loop, as before (docs/performance.md has the measurements behind the default)."""
     exit_when_removed: bool = True
     """raftlog extension (issue #13): a peer that learns that a committed configuration removed
     it logs ``removed_from_cluster`` once and exits 0. False keeps it running as a non-voting
@@ -145,6 +149,7 @@ class RaftOptions:
         need(self.log_compaction_threshold >= 0, "log_compaction_threshold", "must be >= 0")
         need(1 <= self.tick_ms <= self.rpc_timeout, "tick_ms", "must be within 1 .. rpc_timeout")
         need(isinstance(self.topic_auto_create, bool), "topic_auto_create", "must be true or false")
+        need(isinstance(self.storage_thread, bool), "storage_thread", "must be true or false")
         return self
 
     def ticks(self, ms: int) -> int:

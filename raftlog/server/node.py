@@ -190,8 +190,9 @@ class PeerNode:
         self.compaction = services.compaction
         self.topic_clock = services.topic_clock
         self.dispatcher = services.dispatcher
-        self.storage = start_storage_thread(self.store, self.hard_state, self.metrics)
-        self._poller.register(self.storage.fd, zmq.POLLIN)
+        if opts.storage_thread:
+            self.storage = start_storage_thread(self.store, self.hard_state, self.metrics)
+            self._poller.register(self.storage.fd, zmq.POLLIN)
         self.executor = ReadyExecutor(
             log=self.store,
             hard_state=self.hard_state,
@@ -274,8 +275,11 @@ class PeerNode:
             ready_sockets = self._poller.poll(timeout_ms)
             self.stall.start()
             for socket, _ in ready_sockets:  # peer traffic first: it keeps the cluster alive
-                if socket is not self.router and isinstance(socket, zmq.Socket):
-                    self._drain_peer(socket)  # (the storage thread's pipe: see _handle_ready)
+                if isinstance(socket, int):  # the storage thread's pipe: a write is durable
+                    if self.storage is not None:
+                        self.storage.clear_wakeup()
+                elif socket is not self.router:
+                    self._drain_peer(socket)
             if ready_sockets:
                 self._drain_router(time.monotonic() + DRAIN_BUDGET)
             now = drained = time.monotonic()

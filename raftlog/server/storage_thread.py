@@ -142,8 +142,6 @@ class StorageThread:
     def durable(self) -> int:
         """Collect a finished write (bookkeeping, next write) without blocking."""
         self._check()
-        with contextlib.suppress(BlockingIOError):  # the poller's wake-up, consumed
-            os.read(self._wake_read, 4096)
         if self._in_flight is not None:
             try:
                 written = self._results.get_nowait()
@@ -151,6 +149,12 @@ class StorageThread:
                 return self._durable
             self._written(written)
         return self._durable
+
+    def clear_wakeup(self) -> None:
+        """The poller saw ``fd`` readable: consume the wake-up (one read, whatever number of
+        writes it stands for; ``durable`` collects them)."""
+        with contextlib.suppress(BlockingIOError):
+            os.read(self._wake_read, 4096)
 
     def wait(self) -> None:
         """Block until every submitted write is durable (returns at once once closed)."""
