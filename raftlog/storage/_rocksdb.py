@@ -16,6 +16,7 @@ from typing import TypeVar, cast
 
 from rocksdict import (
     AccessType,
+    BlockBasedOptions,
     DBRecoveryMode,
     Options,
     Rdict,
@@ -30,6 +31,10 @@ from raftlog.storage._records import rocks_error
 
 _T = TypeVar("_T")
 WRITE_BUFFER_SIZE = 4 * 1024 * 1024
+BLOOM_BITS_PER_KEY = 10
+"""~1% false positives: a miss costs a filter probe, not a search."""
+MEMTABLE_BLOOM_RATIO = 0.1
+"""Share of the memtable's size given to its whole-key bloom filter."""
 
 
 def _options(create: bool) -> Options:
@@ -46,6 +51,15 @@ def _options(create: bool) -> Options:
     options.set_write_buffer_size(WRITE_BUFFER_SIZE)
     options.set_max_write_buffer_number(2)
     options.set_max_total_wal_size(2 * WRITE_BUFFER_SIZE)
+    # Bloom filters, in the table files and the memtable: the leader looks up every new
+    # request id to prove it is new (docs/protocol.md §12.7), a read that almost always
+    # misses. Without filters a miss searched the memtable and every level-0 file's index:
+    # ~8 us of CPU, 7% of a busy leader's loop; with them ~0.9 us (docs/performance.md).
+    table = BlockBasedOptions()
+    table.set_bloom_filter(BLOOM_BITS_PER_KEY, False)
+    options.set_block_based_table_factory(table)
+    options.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO)
+    options.set_memtable_whole_key_filtering(True)
     return options
 
 
