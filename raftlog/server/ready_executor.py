@@ -178,16 +178,15 @@ class ReadyExecutor:
         stepping during the fsync instead of blocking. The peer holds except on passes
         where the clock ticked (heartbeats, votes, retransmissions must not wait for a slow
         disk); the simulator takes every Ready at once, the most general schedule."""
-        if not self.collect():
-            return
         writes = self._writes
-        core = self.core
-        while core is not None and core.has_ready():
+        while self.collect():
+            core = self.core
+            if core is None or not core.has_ready():
+                return
             if hold_while_writing and writes.durable() < writes.submitted:
                 return
             if not self.execute(core.ready()):
                 return
-            core = self.core
 
     def execute(self, ready: Ready) -> bool:
         """Dispatch ``ready`` (steps 0-3, 5-7a), then complete what is durable; False when a
