@@ -305,10 +305,19 @@ class RocksLogStore:
         return self._prune(lambda _index, rid: is_expired(rid, now_ms, ttl_ms), None)
 
     def _prune(self, expired: Callable[[int, bytes], bool], before_index: int | None) -> int:
-        self.before_write()
         end = rec.REQUEST_BY_INDEX_END
         if before_index is not None:
             end = rec.request_by_index_key(max(before_index, 0))
+        # The peer's housekeeping asks every second; usually the oldest id is still fresh.
+        # Only a prune that will write waits for the storage thread (``before_write``).
+        for key, value in self._db.items(rec.REQUEST_BY_INDEX_PREFIX, end, "request ids"):
+            index = rec.key_index(key)
+            if not expired(index, rec.unseal(key, value, f"request id of entry {index}")):
+                return 0
+            break
+        else:
+            return 0
+        self.before_write()
         batch = WriteBatch(raw_mode=True)
         pruned = 0
         first = last = 0

@@ -195,3 +195,31 @@ def test_merging_appends_keeps_the_later_one_where_they_overlap() -> None:
     assert merge_appends(a, LogAppend(4, ())) == LogAppend(4, ())  # truncates all of it
     with pytest.raises(ValueError, match="gap"):
         merge_appends(a, LogAppend(9, entries(9, 1)))
+
+
+def test_a_prune_with_nothing_to_forget_does_not_wait_for_the_write_in_flight(
+    stores: tuple[RocksLogStore, RocksHardStateStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The peer's housekeeping asks every second; blocking the loop for an fsync each time
+    would bring back the stalls the thread removes."""
+    log, hard_state = stores
+    thread = StorageThread(log, hard_state)
+    waits: list[int] = []
+
+    def counting_wait() -> None:
+        waits.append(1)
+        thread.wait()
+
+    log.before_write = counting_wait
+    try:
+        thread.submit(HardState(current_term=1), LogAppend(1, entries(1, 4)))
+        thread.wait()
+        gate = Gate(log, monkeypatch)
+        thread.submit(None, LogAppend(5, entries(5, 1)))
+        assert gate.started.acquire(timeout=5)
+        assert log.prune_request_ids(1) == 0 and waits == []  # nothing below index 1
+        gate.open()
+        assert log.prune_request_ids(3) == 2 and waits == [1]
+        assert thread.durable() == thread.submitted
+    finally:
+        thread.close()
