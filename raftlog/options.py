@@ -51,10 +51,11 @@ class RaftOptions:
     """raftlog extension (topics, issue #7): a publish to a topic that does not exist creates
     it with default properties instead of being refused. Decided by the leader, which marks
     the entry, so every peer applies it the same way whatever its own setting."""
-    storage_thread: bool = True
+    storage_thread: bool = False
     """raftlog extension (issue #16): write each Ready's batch (one fsync) on a thread of its
-    own, so the loop keeps receiving and stepping during the fsync; false writes it on the
-    loop, as before (docs/performance.md has the measurements behind the default)."""
+    own, so the loop keeps receiving and stepping during the fsync. Off by default: on a
+    starved CPU the thread's GIL hand-overs made loop stalls and elections worse, and it
+    bought no throughput on the 2-core machine measured (docs/performance.md)."""
     exit_when_removed: bool = True
     """raftlog extension (issue #13): a peer that learns that a committed configuration removed
     it logs ``removed_from_cluster`` once and exits 0. False keeps it running as a non-voting

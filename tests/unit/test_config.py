@@ -155,9 +155,9 @@ def test_a_bad_ready_max_lag_is_refused(tmp_path: Path) -> None:
         load_peer_config(path, "2")
 
 
-def test_storage_thread_is_on_by_default_and_must_be_a_bool() -> None:
-    assert RaftOptions().storage_thread is True
-    off = RaftOptions().with_overrides({"storage_thread": False}, "t").validate()
-    assert off.storage_thread is False
+def test_storage_thread_is_off_by_default_and_must_be_a_bool() -> None:
+    assert RaftOptions().storage_thread is False
+    on = RaftOptions().with_overrides({"storage_thread": True}, "t").validate()
+    assert on.storage_thread is True
     with pytest.raises(ConfigError, match="storage_thread"):
         RaftOptions().with_overrides({"storage_thread": 1}, "t").validate()

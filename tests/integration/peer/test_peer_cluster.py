@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from integration.cluster import PeerCluster, probe, wait_for
 from integration.peer.updates import Writers, assert_acked_exactly_once, new_request_id, update
 from raftlog.entry import LogEntry
@@ -83,6 +85,19 @@ def test_every_peer_answers_with_its_own_broadcast_url(cluster: PeerCluster) -> 
 def test_kill9_of_the_leader_under_load_loses_no_acknowledged_update(
     cluster: PeerCluster,
 ) -> None:
+    kill_the_leader_under_load(cluster)
+
+
+def test_kill9_with_the_storage_thread_loses_no_acknowledged_update(tmp_path: Path) -> None:
+    """The same with every peer writing on its storage thread (``storage_thread = true``):
+    replies and the leader's own count wait for the thread's fsync."""
+    with PeerCluster(tmp_path, raft={"storage_thread": True}) as cluster:
+        cluster.start()
+        cluster.wait_leader()
+        kill_the_leader_under_load(cluster)
+
+
+def kill_the_leader_under_load(cluster: PeerCluster) -> None:
     with Writers(cluster, 4) as load:
         wait_for("40 acknowledged updates", lambda: len(load.acked) >= 40)
         old = cluster.wait_leader()
