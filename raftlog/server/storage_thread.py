@@ -37,7 +37,6 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -55,9 +54,6 @@ from raftlog.storage.hard_state import RocksHardStateStore
 from raftlog.storage.rocks import RocksLogStore
 
 _STOP: Final = None
-GIL_SWITCH_INTERVAL: Final = 0.0005
-"""Seconds a thread waits for the GIL before its holder is asked to let go (Python's
-default is 5 ms, longer than an fsync here; see ``start_storage_thread``)."""
 
 
 def start_storage_thread(
@@ -65,11 +61,11 @@ def start_storage_thread(
 ) -> StorageThread:
     """The peer's storage thread, with the store's direct writes behind its barrier.
 
-    Also shortens the interpreter's GIL switch interval (process-wide: the peer process is
-    this loop and this thread). The storage thread needs the GIL for a moment after each
-    write while the loop is busy in Python; with the default it would wait up to 5 ms each
-    time, holding back every completion and the replies waiting for it."""
-    sys.setswitchinterval(GIL_SWITCH_INTERVAL)
+    Python's GIL switch interval is left at its 5 ms default on purpose: a shorter one
+    (0.5 ms was tried, so that completions need not wait for a busy loop) made CPython force
+    the GIL from the loop to this thread far more often, and each forced hand-over leaves the
+    loop waiting until this thread is scheduled -- on a starved CPU that meant loop passes of
+    seconds and three times the elections (docs/performance.md, section 6)."""
     thread = StorageThread(log, hard_state, metrics)
     log.before_write = thread.wait  # compaction and pruning never interleave with a batch
     return thread
