@@ -12,8 +12,7 @@ propose, append, replicate, reply -- is all socket work). Each pass of the loop:
    compaction);
 4. carries out the core's Readies with ``ReadyExecutor`` -- the one place where the order
    send -> write -> reply once durable -> apply lives (the simulator and the catch-up use it
-   too). The writes go to the ``StorageThread``, which wakes the poller when one is durable
-   (its pipe is registered there): the loop keeps receiving and stepping during an fsync;
+   too); with ``storage_thread`` the write runs on ``StorageThread`` (its pipe wakes the poller);
 5. gives RequestEntries streaming a slice of at most ``ENTRIES_BUDGET`` (batches are never
    sent from the message handler: a burst of streams must not hold back heartbeats).
 
@@ -275,9 +274,8 @@ class PeerNode:
             ready_sockets = self._poller.poll(timeout_ms)
             self.stall.start()
             for socket, _ in ready_sockets:  # peer traffic first: it keeps the cluster alive
-                if isinstance(socket, int):  # the storage thread's pipe: a write is durable
-                    if self.storage is not None:
-                        self.storage.clear_wakeup()
+                if isinstance(socket, int) and self.storage is not None:  # a write is durable
+                    self.storage.clear_wakeup()
                 elif socket is not self.router:
                     self._drain_peer(socket)
             if ready_sockets:
