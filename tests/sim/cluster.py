@@ -192,7 +192,11 @@ class SimWrites:
         self._node.hard_state.save_applied(min(self._applied, self._node.log.last_index))
 
     def crash(self) -> None:
+        """The writes not done yet never happen. Their tickets count as settled: nothing of
+        this incarnation waits for them any more (``ReadyExecutor.forget``), and the next
+        one's first write must not queue behind them -- a real restart starts a new thread."""
         self._queue.clear()
+        self._durable = self._submitted
 
     def _write_next(self) -> None:
         _, ticket, hard_state, append = self._queue.popleft()
