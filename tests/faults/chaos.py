@@ -66,6 +66,16 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def load_note() -> str:
+    """What the load before a run says about the machine, from the figure itself (never a
+    fixed claim): above one runnable task per core, other work was competing."""
+    one_minute = os.getloadavg()[0]
+    cores = os.cpu_count() or 1
+    if one_minute > cores:
+        return f"**busy machine: 1-min load {one_minute:.1f} on {cores} cores before the run**"
+    return f"quiet machine before the run (1-min load {one_minute:.1f} on {cores} cores)"
+
+
 def table(rows: dict[str, list[dict[str, Any]]], failures: dict[str, list[str]]) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for name, runs in rows.items():

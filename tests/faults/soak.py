@@ -37,7 +37,7 @@ from pathlib import Path
 
 from integration.cluster import wait_for
 
-from faults.chaos import load, machine, write_doc
+from faults.chaos import load, load_note, machine, write_doc
 from faults.cluster import IDENT, FaultCluster
 from faults.harness import collect_logs, read_topic
 from faults.history import Op, Report, check
@@ -186,7 +186,7 @@ def main() -> int:
     minutes = float(os.environ.get("RAFTLOG_SOAK_MINUTES", "30"))
     fault_every = float(os.environ.get("RAFTLOG_SOAK_FAULT_EVERY", "60"))
     sample_every = float(os.environ.get("RAFTLOG_SOAK_SAMPLE_EVERY", "10"))
-    when, load_before = datetime.now(UTC), load()
+    when, load_before = datetime.now(UTC), f"{load()} ({load_note()})"
     rng = random.Random(11)
     samples: dict[str, list[tuple[float, tuple[int, int, int]]]] = defaultdict(list)
     faults: Counter[str] = Counter()
@@ -262,7 +262,7 @@ def finish(
     lines = [
         f"Soak of {minutes:g} min{' (**shortened run**)' if minutes < 30 else ''}, "
         f"{when:%Y-%m-%d %H:%M} UTC on {machine()}; load average before {load_before}, after "
-        f"{load()} (**shared machine: other engineers' test runs were going on**). Command: "
+        f"{load()}. Command: "
         f"`RAFTLOG_SOAK_MINUTES={minutes:g} "
         f"{ttl_setting}"
         f"make soak`. Faults: {dict(faults)}; readers: "

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from integration.cluster import wait_for
 
-from faults.chaos import load, machine, write_doc
+from faults.chaos import load, load_note, machine, write_doc
 from faults.cluster import IDENT, FaultCluster
 from faults.workload import Workload, max_unavailability
 
@@ -109,7 +109,7 @@ def measure(directory: Path, seconds: float, hog: bool) -> dict[str, object]:
 def main() -> int:
     seconds = float(os.environ.get("RAFTLOG_STABILITY_SECONDS", "300"))
     hog = os.environ.get("RAFTLOG_STABILITY_HOG", "1") != "0"
-    load_before, when = load(), datetime.now(UTC)
+    load_before, when = f"{load()} ({load_note()})", datetime.now(UTC)
     keep = os.environ.get("RAFTLOG_STABILITY_KEEP")
     if keep:  # the peers' logs stay for a post-mortem (loop_stall, loop_late, campaigns)
         Path(keep).mkdir(parents=True, exist_ok=True)
@@ -121,7 +121,7 @@ def main() -> int:
     cols = list(result)
     text = (
         f"Measured {when:%Y-%m-%d %H:%M} UTC on {machine()}; load average before {load_before}, "
-        f"after {load()} (**shared machine: other engineers' test runs were going on**). "
+        f"after {load()}. "
         f"Command: `RAFTLOG_STABILITY_SECONDS={seconds:g} RAFTLOG_STABILITY_HOG={int(hog)} "
         + "".join(f"{k}={v} " for k, v in raft_options_env().items())
         + "make stability`.\n\n"
