@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests")]
@@ -204,9 +205,16 @@ def _snapshot() -> dict[str, float]:
         )
         COMPACTED.append("; ".join(ln.split("\t")[-1] for ln in done.stdout.strip().splitlines()))
         follower = next(p for p in c.peers if p != leader)
-        info = c.log_info(leader)
-        assert info is not None
-        target = info.commit_index
+        # the leader may be busy finishing its compaction: wait for its answer
+        answers: list[Any] = []
+
+        def answered() -> bool:
+            got = c.log_info(leader)
+            answers.append(got)
+            return got is not None
+
+        wait_for("the leader to answer RequestLogInfo after compaction", answered, 60)
+        target = answers[-1].commit_index
         out["snapshot_bytes"] = float(
             sum(
                 f.stat().st_size
