@@ -5,8 +5,13 @@ Each peer is a ``raftlog-peer`` child process logging JSON lines; this launcher 
 line the moment the child writes it, rendered in the same console format a lone
 ``raftlog-peer`` uses on a terminal (``raftlog.log.render_console``, leadership changes
 highlighted). It announces where each peer listens and how to reach the CLIs, and on Ctrl-C
-(SIGINT) or SIGTERM stops every peer with SIGTERM (SIGKILL after 10 s) before exiting. If a
-peer exits on its own, the others are stopped too and the launcher exits non-zero.
+(SIGINT) or SIGTERM stops every peer with SIGTERM (SIGKILL after 10 s) before exiting.
+
+A peer that exits on its own (killed, crashed, stopped by an operator) is reported with its
+exit status and how to start it again, and the others **keep running**: a local cluster is
+where one watches a cluster survive a failure (the status page, ``raftlog-admin health``
+exiting 1, a new leader), so losing a peer must not take the rest down. The launcher ends
+when every peer has exited, and then exits non-zero if any peer ended abnormally.
 """
 
 from __future__ import annotations
@@ -104,7 +109,7 @@ def cli_hint(config: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``raftlog-local-cluster`` (``make run``): every peer of a cluster file in
-    the foreground; Ctrl-C stops them all."""
+    the foreground; Ctrl-C stops them all, a peer that dies alone is reported."""
     parser = argparse.ArgumentParser(
         prog="raftlog-local-cluster",
         description="Run every peer of a cluster file locally, in the foreground.",
@@ -157,14 +162,24 @@ def main(argv: list[str] | None = None) -> int:
             print(render_peer_line(peer_id, line, colors=colors), flush=True)
 
     exit_code = 0
-    while not stopping:
+    reported: set[str] = set()
+    while not stopping and len(reported) < len(children):
         show(relay.poll(0.2))
-        dead = [pid for pid, child in children.items() if child.poll() is not None]
-        if dead:
+        for peer_id, child in children.items():
+            status = child.poll()
+            if status is None or peer_id in reported:
+                continue
+            reported.add(peer_id)
             show(relay.poll(0))
-            print(f"peer(s) {', '.join(dead)} exited; stopping the cluster", file=sys.stderr)
-            exit_code = 1
-            break
+            if status != 0:  # 0: a clean stop, e.g. a peer removed from the configuration
+                exit_code = 1
+            how = f"signal {-status}" if status < 0 else f"exit code {status}"
+            print(
+                f"peer {peer_id} exited ({how}); the other peers keep running. Start it again"
+                f" with: {peer_bin} -c {args.config} --id {peer_id}",
+                file=sys.stderr,
+                flush=True,
+            )
     for child in children.values():
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)

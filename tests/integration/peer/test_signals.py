@@ -12,7 +12,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from integration.cluster import PeerCluster, wait_for
 from integration.peer.updates import update
@@ -111,6 +113,76 @@ def test_local_cluster_console_is_live_and_stops_cleanly(tmp_path: Path) -> None
         assert sum("peer_stopped" in s for s in tail) == 3, tail
     finally:
         if launcher.poll() is None:  # stop the peers through the launcher, never orphan them
+            launcher.send_signal(signal.SIGINT)
+            try:
+                launcher.wait(30)
+            except subprocess.TimeoutExpired:
+                launcher.kill()
+                launcher.wait(10)
+
+
+def _read_until(
+    stream: Any, seen: list[str], done: Callable[[list[str]], bool], timeout: float = 60
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not done(seen):
+        line = stream.readline().decode()
+        if not line:
+            break
+        seen.append(line.rstrip("\n"))
+    assert done(seen), seen
+
+
+def test_local_cluster_keeps_running_when_one_peer_dies(tmp_path: Path) -> None:
+    """kill -9 of one peer started by the launcher: it says so (with how to start it again)
+    and the other two keep serving -- a local cluster is where one watches a failover."""
+    cluster = PeerCluster(tmp_path)  # only for its cluster file with free ports
+    launcher = subprocess.Popen(
+        [str(LOCAL_CLUSTER_BIN), str(cluster.config_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
+    assert launcher.stdout is not None
+    seen: list[str] = []
+    try:
+        _read_until(
+            launcher.stdout,
+            seen,
+            lambda s: (
+                sum("peer_started" in x for x in s) == 3
+                and any(x.startswith(">>> ") and "became_leader" in x for x in s)
+            ),
+        )
+
+        def probed_leader() -> str | None:
+            for peer_id in cluster.peers:
+                config = cluster.config_of(peer_id)
+                if config is not None and config.is_leader:
+                    return peer_id
+            return None
+
+        leader = wait_for("a leader", probed_leader, 30)
+        victim = next(p for p in cluster.peers if p != leader)
+        pids = subprocess.run(
+            ["pgrep", "-f", f"{cluster.config_path} --id {victim}$"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        assert len(pids) == 1, pids
+        os.kill(int(pids[0]), signal.SIGKILL)
+        _read_until(launcher.stdout, seen, lambda s: any(f"peer {victim} exited" in x for x in s))
+        assert any("signal 9" in x and "Start it again" in x for x in seen), seen[-5:]
+        assert launcher.poll() is None  # the launcher and the other peers go on
+        others = [p for p in cluster.peers if p != victim]
+        assert all(cluster.log_info(p) is not None for p in others)
+        launcher.send_signal(signal.SIGINT)
+        rest, _ = launcher.communicate(timeout=30)
+        assert launcher.returncode == 1  # a peer ended abnormally
+        assert rest.decode().splitlines()[-1] == "all peers stopped"
+    finally:
+        if launcher.poll() is None:
             launcher.send_signal(signal.SIGINT)
             try:
                 launcher.wait(30)
