@@ -16,7 +16,7 @@ from typing import Any
 from raftlog.errors import TopicError
 from raftlog.records import Record
 from raftlog.records_tx import TxStore
-from raftlog.statemachine.topic_index import TopicState
+from raftlog.statemachine.topic_index import TopicState, group_by_topic
 
 
 def gather_records(
@@ -60,15 +60,8 @@ def plan_commit(
             if state is None or state.created_index > store_index:
                 return f"topic {record.topic!r} was deleted after the store at {store_index}"
         at += count
-    by_topic: dict[str, tuple[list[int], int]] = {}
-    ttls = []
-    for position, record in enumerate(records):
-        positions, size = by_topic.get(record.topic, ([], 0))
-        positions.append(position)
-        by_topic[record.topic] = (positions, size + record.size)
-        if record.ttl_ms is not None:
-            ttls.append(record.ttl_ms)
-    return CommitPlan(by_topic, ttls)
+    by_topic, ttls = group_by_topic(records)
+    return CommitPlan(by_topic, [ttl_ms for _, _, ttl_ms, _ in ttls])
 
 
 class CommitRecords(Sequence[Record]):

@@ -39,7 +39,7 @@ Nothing here syncs: the index is rebuilt from the log after a crash (see ``topic
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -47,7 +47,7 @@ from typing import Final
 import msgpack
 from rocksdict import WriteBatch
 
-from raftlog.records import RecordId, TopicProperties
+from raftlog.records import Record, RecordId, TopicProperties
 from raftlog.storage._rocksdb import RocksDatabase
 
 APPLIED_KEY: Final = b"mapplied"
@@ -89,6 +89,24 @@ def u64(n: int) -> bytes:
 
 def _read_u64(value: bytes | None) -> int:
     return 0 if value is None else int(_U64.unpack(value)[0])
+
+
+def group_by_topic(
+    records: Iterable[Record],
+) -> tuple[dict[str, tuple[list[int], int]], list[tuple[str, int, int, int]]]:
+    """What ``TopicIndex.put_entry`` takes for one entry's records -- each topic's positions
+    and bytes, topics in first-seen order -- and the records with their own TTL as (topic,
+    position, ttl_ms, size). Shared by a record batch's apply and a transaction's commit."""
+    by_topic: dict[str, tuple[list[int], int]] = {}
+    ttls: list[tuple[str, int, int, int]] = []
+    for position, record in enumerate(records):
+        name, size = record.topic, record.size
+        positions, total = by_topic.get(name, ([], 0))
+        positions.append(position)
+        by_topic[name] = (positions, total + size)
+        if record.ttl_ms is not None:
+            ttls.append((name, position, record.ttl_ms, size))
+    return by_topic, ttls
 
 
 def _topic_prefix(kind: bytes, topic: str) -> bytes:

@@ -58,7 +58,7 @@ from raftlog.rpc import topics as rpc
 from raftlog.rpc import transactions as tx_rpc
 from raftlog.statemachine.topic_commit import plan_commit
 from raftlog.statemachine.topic_counters import TopicCounters
-from raftlog.statemachine.topic_index import TopicIndex, TopicState
+from raftlog.statemachine.topic_index import TopicIndex, TopicState, group_by_topic
 from raftlog.statemachine.topic_reads import EntrySource, TopicReader
 from raftlog.statemachine.topic_requests import answer_request
 from raftlog.statemachine.topic_rules import check_entry
@@ -165,9 +165,7 @@ class TopicStateMachine:
             return
         if entry is None:
             return
-        self._last_time = max(self._last_time, entry.append_time_ms)
-        if self._tx.open:  # the log clock moved: time out what is due, before this entry
-            self._tx.expire(batch, index, self._last_time)
+        self._advance_clock(batch, index, entry.append_time_ms)
         if isinstance(entry, ClockTick):
             return
         if isinstance(entry, TxControl | TxStore):
@@ -183,35 +181,24 @@ class TopicStateMachine:
         if error is not None:
             self._refuse(index, error)
             return
-        # The hot loop of every publish on every peer: one dict lookup per topic change,
-        # sizes summed without building per-record objects.
-        positions: dict[str, list[int]] = {}
-        sizes: dict[str, int] = {}
-        current: str | None = None
-        mine: list[int] = []
-        total = 0
-        for position, record in enumerate(entry.records):
-            name = record.topic
-            if name != current:
-                if current is not None:
-                    sizes[current] = total
-                if name not in positions:
-                    positions[name] = []
-                    sizes[name] = 0
-                    self._note_topic(batch, name, index)
-                mine, current, total = positions[name], name, sizes[name]
-            mine.append(position)
-            key, headers = record.key, record.headers
-            total += len(record.value) + (len(key) if key else 0)
-            if headers:
-                total += sum(len(k.encode()) + len(v) for k, v in headers.items())
-            if record.ttl_ms is not None:
-                due = self._last_time + record.ttl_ms
-                heapq.heappush(self._ttl_deadlines, due)
-                self.counters.ttl(name, index, position, due, record.size)
-        if current is not None:
-            sizes[current] = total
-        by_topic = {name: (mine_, sizes[name]) for name, mine_ in positions.items()}
+        by_topic, ttls = group_by_topic(entry.records)
+        for name in by_topic:
+            self._note_topic(batch, name, index)
+        for name, position, ttl_ms, size in ttls:
+            due = self._last_time + ttl_ms
+            heapq.heappush(self._ttl_deadlines, due)
+            self.counters.ttl(name, index, position, due, size)
+        self._index_entry(batch, index, by_topic)
+
+    def _advance_clock(self, batch: Any, index: int, stamp_ms: int) -> None:
+        """Entry ``index`` is stamped ``stamp_ms``: the log clock moves, and every open
+        transaction it passed times out before the entry applies (both apply paths)."""
+        self._last_time = max(self._last_time, stamp_ms)
+        if self._tx.open:
+            self._tx.expire(batch, index, self._last_time)
+
+    def _index_entry(self, batch: Any, index: int, by_topic: dict[str, Any]) -> None:
+        """Index entry ``index``'s records (positions and bytes per topic) and count them."""
         self._index.put_entry(batch, index, self._last_time, by_topic, self._published)
         self.counters.indexed(by_topic)
 
@@ -258,9 +245,8 @@ class TopicStateMachine:
                 self._note_topic(batch, name, index)
             for ttl in plan.ttls:
                 heapq.heappush(self._ttl_deadlines, self._last_time + ttl)
-            self._index.put_entry(batch, index, self._last_time, plan.by_topic, self._published)
+            self._index_entry(batch, index, plan.by_topic)
             self._index.put_commit_stores(batch, index, tx.stores)
-            self.counters.indexed(plan.by_topic)
         self._tx.end(batch, txid, Finished("committed", index, index))
 
     def check_transaction(self, entry: TxControl | TxStore, now_ms: int) -> TopicError | None:
@@ -273,13 +259,12 @@ class TopicStateMachine:
 
     def _apply_summary(self, batch: Any, index: int, summary: BatchSummary) -> None:
         """The hot path of every publish on every peer: no Record per record (``record_scan``)."""
-        self._last_time = max(self._last_time, summary.append_time_ms)
+        self._advance_clock(batch, index, summary.append_time_ms)
         by_topic: dict[str, tuple[list[int], int]] = {}
         for name, share in summary.topics.items():
             self._note_topic(batch, name, index)
             by_topic[name] = (share.positions, share.size)
-        self._index.put_entry(batch, index, self._last_time, by_topic, self._published)
-        self.counters.indexed(by_topic)
+        self._index_entry(batch, index, by_topic)
 
     def _note_topic(self, batch: Any, name: str, index: int) -> None:
         """A record batch names ``name``: create it if the leader's AUTO_CREATE allowed a
