@@ -145,6 +145,7 @@ def _one_round(kind: str, out: dict[str, list[float]]) -> None:
             out[f"node_rate{r.inflight}"].append(r.rate)
             out[f"node_p50_{r.inflight}"].append(r.p50_ms)
             out[f"node_p99_{r.inflight}"].append(r.p99_ms)
+            out[f"node_client_cpu{r.inflight}"].append(r.client_cpu)
         written = sum(total for _, total in INFLIGHT)
         for inflight, total in INFLIGHT:
             cpu = total_cpu(c.pids())
@@ -366,6 +367,17 @@ def _report(
         "",
         f"- updates/s at 128 in flight, reference client: {rounds('node_rate128')}",
         f"- updates/s at 128 in flight, loadgen.py: {rounds('rate128')}",
+        "- the Node client's own CPU at 128 in flight (1.00 = a whole core; µs per update in"
+        " brackets): raftlog "
+        + " / ".join(
+            f"{c:.2f} ({c / r * 1e6:.0f})"
+            for c, r in zip(ours["node_client_cpu128"], ours["node_rate128"], strict=True)
+        )
+        + ", reference "
+        + " / ".join(
+            f"{c:.2f} ({c / r * 1e6:.0f})"
+            for c, r in zip(ref["node_client_cpu128"], ref["node_rate128"], strict=True)
+        ),
         f"- read entries/s, reference client: {rounds('node_read')}",
         f"- read entries/s, loadgen.py: {rounds('read')}",
         "- the Node client's own CPU during its reads (1.00 = a whole core): raftlog "

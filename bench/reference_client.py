@@ -33,6 +33,8 @@ class NodeUpdates:
     rate: float
     p50_ms: float
     p99_ms: float
+    client_cpu: float
+    """CPU seconds the Node client used per second of the phase (1.0: a whole core)."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,9 @@ def run_phases(
     out: list[NodeUpdates | NodeRead] = []
     for r in json.loads(lines[-1])["results"]:
         if r["kind"] == "updates":
-            out.append(NodeUpdates(r["inflight"], r["rate"], r["p50_ms"], r["p99_ms"]))
+            out.append(
+                NodeUpdates(r["inflight"], r["rate"], r["p50_ms"], r["p99_ms"], r["clientCpu"])
+            )
         else:
             out.append(NodeRead(r["entries"], r["seconds"], r["clientCpu"]))
     return out

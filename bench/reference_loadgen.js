@@ -15,7 +15,7 @@
  * "updates": `total` RequestUpdates of `size` bytes, `inflight` of them outstanding at once
  * (`inflight` async workers, each awaiting its previous update: ZmqRaftClient pipelines them
  * over its one DEALER), every one with a fresh request id from the reference's genIdent.
- * Result: {ops, seconds, rate, p50_ms, p99_ms}.
+ * Result: {ops, seconds, rate, p50_ms, p99_ms, clientCpu}.
  * "read": `requestEntries(prevIndex, receiver)` of the whole log up to the leader's
  * lastApplied, the receiver only counting the entry buffers it is handed (the reference
  * client hands over raw frames; decoding them is the application's business and equal for
@@ -52,11 +52,13 @@ async function updates(client, phase) {
       latencies[done++] = Number(process.hrtime.bigint() - started) / 1e6;
     }
   };
+  const cpu0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
   const workers = [];
   for (let n = 0; n < Math.min(phase.inflight, phase.total); n++) workers.push(worker());
   await Promise.all(workers);
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu = process.cpuUsage(cpu0);
   const sorted = Array.from(latencies.subarray(0, done)).sort((a, b) => a - b);
   return {
     kind: "updates",
@@ -66,6 +68,9 @@ async function updates(client, phase) {
     rate: done / seconds,
     p50_ms: percentile(sorted, 0.5),
     p99_ms: percentile(sorted, 0.99),
+    // CPU seconds of the Node client per second (1.0 = one core): the client's own cost
+    // bounds the rate it can drive, whichever cluster answers.
+    clientCpu: (cpu.user + cpu.system) / 1e6 / seconds,
   };
 }
 
