@@ -120,6 +120,7 @@ from raftlog.consensus.ready import (
     ConfigChangeCompleted,
     ConfigChanged,
     Event,
+    FollowerLostEntries,
     LogAppend,
     MessageDropped,
     Outbound,
@@ -189,4 +190,5 @@ __all__ = [
     "SoftState",
     "SteppedDown",
     "TruncationRefused",
+    "FollowerLostEntries",
 ]

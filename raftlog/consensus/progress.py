@@ -117,6 +117,12 @@ class Progress:
         self.next = max(next_index, self.match + 1)
         self.probe_one_entry = one_entry
 
+    def lost_entries(self, last_index: int) -> None:
+        """The follower's log now ends at ``last_index``, below ``match``: it lost entries it
+        had acknowledged. ``match`` goes back so that probing can reach its real end (the
+        commit index never decreases, so nothing committed is undone here)."""
+        self.match = min(self.match, last_index)
+
     def become_replicate(self) -> None:
         self.state = ProgressState.REPLICATE
         self.probe_one_entry = False

@@ -213,6 +213,20 @@ class RemovedFromCluster:
     index: int
 
 
+@dataclass(frozen=True, slots=True)
+class FollowerLostEntries:
+    """Follower ``peer_id`` rejected AppendEntries with a log that ends at ``last_index``,
+    below ``acknowledged``, the index it had already acknowledged: it lost entries it had
+    made durable (a wiped or replaced data directory, a restored old backup). The leader
+    resends from the follower's real end (a snapshot when that is compacted), as the
+    reference leader does; the operator should know, because a peer that lost its state may
+    also have lost its vote (docs/reliability.md)."""
+
+    peer_id: str
+    acknowledged: int
+    last_index: int
+
+
 Event: TypeAlias = (
     ConfigChanged
     | ConfigChangeCompleted
@@ -222,6 +236,7 @@ Event: TypeAlias = (
     | MessageDropped
     | CampaignRefused
     | RemovedFromCluster
+    | FollowerLostEntries
 )
 
 

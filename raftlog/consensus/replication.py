@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from raftlog.consensus import leader
 from raftlog.consensus.progress import MAX_BACKOFF, Inflight, Progress, ProgressState
-from raftlog.consensus.ready import Role
+from raftlog.consensus.ready import FollowerLostEntries, Role
 from raftlog.consensus.state import CoreState
 from raftlog.entry import ENTRY_HEADER_SIZE, LogEntry
 from raftlog.rpc.messages import (
@@ -241,6 +241,11 @@ def handle_append_response(
         hint = response.next_index_hint
         if hint is not None and hint < next_index:
             next_index = hint
+        if hint is not None and hint <= pr.match:
+            # It acknowledged up to ``match`` but its log ends before: it lost durable
+            # entries (a wiped data directory). Probing must not stop at ``match + 1``.
+            s.events.append(FollowerLostEntries(pr.peer_id, pr.match, hint - 1))
+            pr.lost_entries(hint - 1)
         pr.become_probe(max(next_index, 1), one_entry=True)
     if s.role is Role.LEADER and s.progress.get(peer) is pr:
         pump(s, pr)

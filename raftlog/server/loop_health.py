@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from raftlog.consensus import CampaignRefused, MessageDropped, RemovedFromCluster
+from raftlog.consensus import (
+    CampaignRefused,
+    FollowerLostEntries,
+    MessageDropped,
+    RemovedFromCluster,
+)
 from raftlog.metrics import PeerMetrics
 from raftlog.server.interfaces import EventLog
 from raftlog.server.stall_watch import GcPauses, StallWatchdog
@@ -131,7 +136,7 @@ class LoopStallMeter:
 
 
 def react_to_guard_event(
-    event: MessageDropped | CampaignRefused | RemovedFromCluster,
+    event: MessageDropped | CampaignRefused | RemovedFromCluster | FollowerLostEntries,
     *,
     metrics: PeerMetrics,
     log: EventLog,
@@ -155,6 +160,14 @@ def react_to_guard_event(
                 count=count,
                 fix="raftlog-tool reset-term (docs/peer-service.md)",
             )
+    elif isinstance(event, FollowerLostEntries):
+        log.warning(
+            "follower_lost_entries",
+            peer=event.peer_id,
+            acknowledged=event.acknowledged,
+            last_index=event.last_index,
+            action="resending from its last index (a snapshot when compacted)",
+        )
     else:
         log.warning("removed_from_cluster", config_index=event.index, exiting=exit_when_removed)
         if exit_when_removed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import zmq
@@ -54,6 +55,41 @@ def test_restarted_peer_catches_up_by_snapshot_after_compaction(tmp_path: Path) 
         assert _samples(base)[("raftlog_snapshot_transfer_bytes_total", received[1])] > 0
         senders = [p.http_url for pid, p in cluster.peers.items() if pid != follower]
         assert sum(_samples(u).get(sent, 0) for u in senders if u is not None) >= 1
+
+
+def test_follower_restarted_on_a_wiped_data_directory_is_resynchronised(
+    tmp_path: Path,
+) -> None:
+    """A replaced disk: the follower had acknowledged everything, then comes back empty. The
+    leader used to probe it from its old match point forever (the follower rejecting each
+    time); now it notices the follower lost entries, logs it and sends the snapshot."""
+    with PeerCluster(tmp_path, raft=RAFT) as cluster:
+        cluster.start()
+        leader = cluster.wait_leader()
+        last = max(update(cluster, b"entry %d" % n) for n in range(200))
+        follower = next(p for p in cluster.peers if p != leader)
+        wait_for(
+            "every peer to compact",
+            lambda: all(
+                (i := cluster.log_info(p)) is not None and i.first_index > 100
+                for p in cluster.peers
+            ),
+        )
+        wait_for(  # the follower acknowledged everything: the leader's match for it is last
+            "the follower to hold the whole log",
+            lambda: (i := cluster.log_info(follower)) is not None and i.last_index >= last,
+        )
+        cluster.kill(follower)
+        shutil.rmtree(cluster.peers[follower].data_dir)
+        cluster.start(follower)
+        info = wait_for(
+            "the wiped follower to install the snapshot and catch up",
+            lambda: (i := cluster.log_info(follower)) is not None and i.last_applied >= last and i,
+        )
+        assert info.first_index > 1  # its log starts after the snapshot it received
+        leader = cluster.wait_leader()
+        log_text = cluster.peers[leader].log_path.read_text(encoding="utf-8")
+        assert '"follower_lost_entries"' in log_text
 
 
 def test_request_entries_from_zero_streams_the_snapshot_then_entries(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from consensus_helpers import (
     rid,
 )
 
-from raftlog.consensus import Appended, Role, SteppedDown
+from raftlog.consensus import Appended, FollowerLostEntries, Role, SteppedDown
 from raftlog.entry import EntryType
 from raftlog.rpc.messages import AppendEntries, AppendEntriesResponse
 
@@ -212,3 +212,26 @@ def test_leader_replicates_to_a_joint_configuration_union() -> None:
     ready = elect(node, grant_from=("n2", "n4"))
     assert node.core.config.is_joint  # the joint entry is not known committed yet
     assert sorted({m.to for m in _aes(ready)}) == ["n2", "n3", "n4"]
+
+
+def test_follower_that_lost_acknowledged_entries_is_probed_from_its_real_end() -> None:
+    """A follower restarted on a wiped data directory rejects with a hint below what it had
+    acknowledged; probing from ``match + 1`` would repeat the same rejection forever (the
+    reference leader resends from the hint; so does this one), and the operator is told."""
+    node = make_node(entries=(entry(1),) * 6, term=1, applied=6)
+    _settle(node, elect(node))
+    node.core.propose(rid(), b"after", NOW_MS)
+    (sent,) = _aes(node.run(), "n2")
+    assert sent.message.prev_log_index == 6  # n2 had acknowledged the whole log
+    ready = ack(node, sent, success=False, hint=1)
+    lost = [e for e in ready.events if isinstance(e, FollowerLostEntries)]
+    assert lost == [FollowerLostEntries("n2", sent.message.prev_log_index, 0)]
+    (retry,) = _aes(ready, "n2")
+    assert retry.message.prev_log_index == 0 and len(retry.message.entries) == 1
+
+
+def test_an_ordinary_rejection_is_not_reported_as_lost_entries() -> None:
+    node = make_node(entries=(entry(1),) * 6, term=1, applied=6)
+    probe = _aes(elect(node), "n2")[0]
+    ready = ack(node, probe, success=False, hint=3)
+    assert not [e for e in ready.events if isinstance(e, FollowerLostEntries)]
