@@ -3,9 +3,9 @@
 - entry size: RequestUpdates of 100 B, 1 KiB, 16 KiB and 256 KiB on a fresh three-peer
   cluster (``bench.loadgen``, 16 in flight): updates/s, MB/s, p50 and p99.
 - log length: three peers started on logs of ``LENGTHS`` entries (written directly with the
-  storage API, ``bench.prefill``): updates/s and p99 at 128 in flight, time from start to
-  the first committed update, and the peers' resident memory after start and after the load
-  (flat = no per-entry memory).
+  storage API, ``bench.prefill``; the lengths alternate round by round): updates/s and p99
+  at 128 in flight, time from start to the first committed update, and the peers' resident
+  memory after start and after the load (flat = no per-entry memory).
 - catch-up: on the 1M-entry log, a new (fourth) peer started outside the configuration
   downloads the committed log with RequestEntries (``raftlog.server.catch_up``) before it
   binds; time until it answers, and entries/s.
@@ -20,6 +20,7 @@ the topic count.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -52,7 +53,7 @@ LENGTHS = tuple(
     int(n) for n in os.environ.get("RAFTLOG_BENCH_LENGTHS", "0,1000000,10000000").split(",")
 )
 REPEATS = 3
-UPDATES = 10_000
+UPDATES = 20_000
 TOPICS = int(os.environ.get("RAFTLOG_BENCH_TOPICS", "50000"))
 CATCH_UP_FROM = 1_000_000 if 1_000_000 in LENGTHS else max(LENGTHS)
 """The log length the new peer catches up from."""
@@ -111,32 +112,48 @@ def _sizes() -> list[str]:
     return rows
 
 
-def _length(entries: int, catch_up: bool) -> dict[str, float]:
-    out: dict[str, float] = {}
-    with tempfile.TemporaryDirectory(prefix="bench-growth-") as tmp:
+def _lengths(tmp: Path) -> tuple[dict[int, dict[str, float]], dict[int, list[UpdateResult]]]:
+    """Every log length measured in turn, round by round (``REPEATS`` rounds): a cluster per
+    length, prefilled once, restarted for each round on the same data. Why alternate: the
+    lengths were once measured one after the other and the first (the empty log) came out
+    22% slower than the others on a quiet machine, which a change of machine load between
+    the phases explains as well as the log does; alternating puts every length in the same
+    time window, so their ratios hold whatever the machine does. The "empty" log holds the
+    updates of the earlier rounds (at most ``REPEATS * UPDATES`` entries)."""
+    out: dict[int, dict[str, float]] = {}
+    clusters: dict[int, PeerCluster] = {}
+    runs: dict[int, list[UpdateResult]] = {}
+    for n in LENGTHS:
         # A joining peer downloads for as long as it takes (the default gives up after 30 s).
-        c = PeerCluster(Path(tmp), raft={**RAFT, "catch_up_timeout": 600_000})
-        if entries:
-            out["prefill"] = prefill([p.data_dir for p in c.peers.values()], entries)
-        with c:
-            t0 = time.perf_counter()
-            c.start()
-            update_once(c.urls, c.ident, timeout=120)
-            out["start"] = time.perf_counter() - t0
-            out["rss_start"] = max(rss_bytes(pid) for pid in _pids(c))
-            try:
-                results = [
-                    _updates(c, f"log of {entries:,}", inflight=128, total=UPDATES)
-                    for _ in range(REPEATS)
-                ]
-                out["rate"] = statistics.median(r.rate for r in results)
-                out["p99"] = statistics.median(r.p99_ms for r in results)
-            except RuntimeError:  # noted in ELECTIONS; the other figures still count
-                out["rate"] = out["p99"] = float("nan")
-            out["rss_load"] = max(rss_bytes(pid) for pid in _pids(c))
-            if catch_up:
-                out.update(_catch_up(c))
-    return out
+        (tmp / f"log-{n}").mkdir()
+        c = PeerCluster(tmp / f"log-{n}", raft={**RAFT, "catch_up_timeout": 600_000})
+        clusters[n], out[n], runs[n] = c, {}, []
+        if n:
+            print(f"     prefill {n:,} entries", flush=True)
+            out[n]["prefill"] = prefill([p.data_dir for p in c.peers.values()], n)
+    for rnd in range(REPEATS):
+        for n, c in clusters.items():
+            print(f"     round {rnd + 1}/{REPEATS}: log of {n:,}", flush=True)
+            with c:
+                t0 = time.perf_counter()
+                c.start()
+                update_once(c.urls, c.ident, timeout=120)
+                if rnd == 0:
+                    out[n]["start"] = time.perf_counter() - t0
+                    out[n]["rss_start"] = max(rss_bytes(pid) for pid in _pids(c))
+                # A run lost to three elections in a row is noted in ELECTIONS; the other
+                # rounds still count.
+                with contextlib.suppress(RuntimeError):
+                    runs[n].append(_updates(c, f"log of {n:,}", inflight=128, total=UPDATES))
+                out[n]["rss_load"] = max(
+                    out[n].get("rss_load", 0.0), *(rss_bytes(pid) for pid in _pids(c))
+                )
+                if rnd == REPEATS - 1 and n == CATCH_UP_FROM:
+                    out[n].update(_catch_up(c))
+    for n, results in runs.items():
+        out[n]["rate"] = statistics.median(r.rate for r in results) if results else float("nan")
+        out[n]["p99"] = statistics.median(r.p99_ms for r in results) if results else float("nan")
+    return out, runs
 
 
 def _catch_up(c: PeerCluster) -> dict[str, float]:
@@ -244,22 +261,22 @@ def run() -> str:
     started = time.monotonic()
     print("   entry sizes", flush=True)
     size_rows = _sizes()
-    lengths: dict[int, dict[str, float]] = {}
-    for n in LENGTHS:
-        print(f"   log of {n:,} entries", flush=True)
-        lengths[n] = _length(n, catch_up=n == CATCH_UP_FROM)
+    print("   log lengths", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-growth-") as tmp:
+        lengths, length_runs = _lengths(Path(tmp))
     print(f"   InstallSnapshot of {TOPICS:,} topics", flush=True)
     snap = _snapshot()
     minutes = (time.monotonic() - started) / 60
     load = (
         f"before the run {load_before}, after it {load_average()}; the run took {minutes:.1f} min"
     )
-    return _report(size_rows, lengths, snap, load)
+    return _report(size_rows, lengths, length_runs, snap, load)
 
 
 def _report(
     size_rows: list[str],
     lengths: dict[int, dict[str, float]],
+    length_runs: dict[int, list[UpdateResult]],
     snap: dict[str, float],
     load: str,
 ) -> str:
@@ -290,7 +307,8 @@ def _report(
             *size_rows,
             "",
             f"**Log length** (the log written beforehand with the storage API, `bench/prefill.py`,"
-            f" 100 B entries; {UPDATES:,} updates of 100 B at 128 in flight, median of {REPEATS};"
+            f" 100 B entries; {UPDATES:,} updates of 100 B at 128 in flight, median of {REPEATS}"
+            " rounds, each round measuring every length in turn on its cluster, restarted;"
             " in brackets: / the shortest log; RSS = the largest of the three peers):",
             "",
             "| log entries | updates/s | p99 ms | start -> first commit, s | RSS after start, "
@@ -299,7 +317,13 @@ def _report(
             *length_rows,
             "",
             f"Fastest / slowest update rate across log lengths: {spread:.2f} "
-            f"({'within' if spread <= 1.10 else 'NOT within'} 10%).",
+            f"({'within' if spread <= 1.10 else 'NOT within'} 10%). Updates/s round by round"
+            " (the lengths alternate within each round): "
+            + "; ".join(
+                f"{n:,}: " + " / ".join(f"{r.rate:,.0f}" for r in runs)
+                for n, runs in length_runs.items()
+            )
+            + ".",
             "",
             f"**Catch-up**: a fourth peer started outside the configuration on the "
             f"{CATCH_UP_FROM:,}-entry log downloads it with RequestEntries before it answers: "
