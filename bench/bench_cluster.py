@@ -47,6 +47,7 @@ from bench.procstat import cpu_seconds, load_average, total_cpu  # noqa: E402
 from bench.reference_client import (  # noqa: E402
     NodeRead,
     NodeUpdates,
+    null_server,
     read_phase,
     run_phases,
     updates_phase,
@@ -231,6 +232,46 @@ def _ours_on_a_million(out: dict[str, list[float]]) -> None:
                 c.kill("1")
 
 
+def _ceiling(out: dict[str, list[float]]) -> None:
+    """The reference client against ``bench.null_server`` (answers from memory: no log, no
+    fsync, no replication): the most any server could get out of that client on this
+    machine, measured in the same run as the clusters it bounds. Same phases as a cluster
+    round (128 in flight; the read of READ_TARGET entries, best of READS)."""
+    with null_server(READ_TARGET, 500) as url:
+        results = run_phases([url], "null", [updates_phase(128, 30000)] + [read_phase()] * READS)
+    [upd, *reads] = results
+    assert isinstance(upd, NodeUpdates)
+    out["ceiling_rate128"].append(upd.rate)
+    out["ceiling_cpu128"].append(upd.client_cpu)
+    best = max((r for r in reads if isinstance(r, NodeRead)), key=lambda r: r.rate)
+    out["ceiling_read"].append(best.rate)
+    out["ceiling_read_cpu"].append(best.client_cpu)
+
+
+def _ceiling_text(ours: dict[str, list[float]], ref: dict[str, list[float]]) -> str:
+    """What the client's ceiling says about the targets (3x updates, 2x reads)."""
+    ceiling, ceiling_read = _med(ours["ceiling_rate128"]), _med(ours["ceiling_read"])
+    ref128, ref_read = _med(ref["node_rate128"]), _med(ref["node_read"])
+    return (
+        "**The reference client's ceiling on this machine** (`bench/null_server.py`: a server"
+        " that answers from memory, no log, no fsync, no replication; same phases, in this"
+        f" run): {ceiling:,.0f} updates/s at 128 in flight (client CPU "
+        + " / ".join(f"{v:.2f}" for v in ours["ceiling_cpu128"])
+        + f"), reads {ceiling_read:,.0f} entries/s (client CPU "
+        + " / ".join(f"{v:.2f}" for v in ours["ceiling_read_cpu"])
+        + "); per round: "
+        + " / ".join(_rate(v) for v in ours["ceiling_rate128"])
+        + " updates/s, "
+        + " / ".join(_rate(v) for v in ours["ceiling_read"])
+        + f" entries/s. Three times the reference's 128-in-flight rate is {3 * ref128:,.0f}"
+        f" updates/s = {3 * ref128 / ceiling:.2f} of this ceiling; twice its read rate is"
+        f" {2 * ref_read:,.0f} entries/s = {2 * ref_read / ceiling_read:.2f} of it. raftlog"
+        f" reaches {_med(ours['node_rate128']) / ceiling:.2f} and"
+        f" {_med(ours['node_read']) / ceiling_read:.2f} of the ceiling, the reference"
+        f" {ref128 / ceiling:.2f} and {ref_read / ceiling_read:.2f}."
+    )
+
+
 def _med(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
@@ -247,6 +288,8 @@ def run() -> str:
                 _one_round(kind, series)
             except RuntimeError as exc:  # three leader changes in a row: an overloaded machine
                 out_notes[kind].append(f"round {n + 1} abandoned: {exc}")
+        print(f"   round {n + 1}/{ROUNDS}: the client's ceiling (bench.null_server)", flush=True)
+        _ceiling(ours)
     _ours_on_a_million(ours)
     minutes = (time.monotonic() - started) / 60
     report = _report(ours, ref, load_before, load_average(), minutes)
@@ -384,6 +427,8 @@ def _report(
         + " / ".join(f"{v:.2f}" for v in ours["node_read_client_cpu"])
         + ", reference "
         + " / ".join(f"{v:.2f}" for v in ref["node_read_client_cpu"]),
+        "",
+        _ceiling_text(ours, ref),
         "",
         READ_NOTE,
         "",

@@ -12,14 +12,16 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tests" / "interop")]
+sys.path[:0] = [str(ROOT / "tests" / "interop"), str(ROOT / "tests")]
 
+from integration.cluster import free_ports  # noqa: E402
 from reference import NODE_MODULES  # noqa: E402
 
 SCRIPT = Path(__file__).with_name("reference_loadgen.js")
@@ -91,3 +93,29 @@ def run_phases(
         else:
             out.append(NodeRead(r["entries"], r["seconds"], r["clientCpu"]))
     return out
+
+
+@contextmanager
+def null_server(entries: int, batch: int) -> Iterator[str]:
+    """``bench.null_server`` (a server that does no work) in its own process; yields its URL."""
+    [port] = free_ports(1)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.null_server", str(entries), str(batch), str(port)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().decode().strip()
+        if not url:
+            raise RuntimeError("bench.null_server did not start")
+        yield url
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
