@@ -4,7 +4,8 @@ cluster, each driven by two load generators in one run: the reference's own clie
 Python generator (``bench.loadgen``).
 
 Measured for both: RequestUpdate throughput and latency with 1, 16 and 128 updates in flight
-(100-byte entries, fsync on), RequestEntries read rate over the whole log (100k+ entries),
+(100-byte entries, fsync on), RequestEntries read rate over the whole log (``READ_TARGET``
+entries, the same for both clusters),
 time from ``kill -9`` of the leader to the next committed update, and time from restarting
 all three peers (on the log written above) to the first committed update. For raftlog alone:
 a peer started on a 1,000,000-entry log until it answers and commits.
@@ -55,7 +56,11 @@ from bench.reference_client import (  # noqa: E402
 
 ROUNDS = int(os.environ.get("RAFTLOG_BENCH_ROUNDS", "3"))
 INFLIGHT = ((1, 400), (16, 4000), (128, 30000))
-READ_TARGET = 100_000
+READ_TARGET = 300_000
+"""Entries in the log when it is read (topped up with 100-byte updates, the same count for both
+clusters). 300k, not 100k: a 100k read lasted ~0.12 s, so the start of the stream (the first
+round trip, the Node client's JIT warming up) and a single descheduling on a shared machine
+weighed on it; ~0.3-0.5 s reads are steadier. Filling the extra 200k costs ~20-30 s a round."""
 READS = 2
 out_notes: dict[str, list[str]] = {"raftlog": [], "reference": []}
 """Runs cut short by a leader change, per cluster (retried on the new leader; reported)."""
@@ -298,13 +303,20 @@ def run() -> str:
 
 
 READ_NOTE = (
-    "Where a raftlog leader's read time goes (py-spy and micro-benchmarks, 2026-11-23): every"
-    " entry leaves as its own ZeroMQ frame, as the protocol requires, at ~0.25 µs of pyzmq"
-    " send per frame; every stored record's CRC is checked before it is served (~0.3 µs per"
-    " entry; kept: it catches a record under the wrong key or a bit flipped in memory, which"
-    " RocksDB's block checksums do not); the RocksDB iterator ~0.1 µs. A Python wrapper"
-    " around the iterator took 12% and is gone. When the Node client's own CPU (above) is"
-    " near 1.00, the client, not the server, sets its read rate."
+    "What sets the read rate (docs/performance.md, Reads; 2026-11-24): with the reference's"
+    " Node client, the client itself. zeromq.js 5 turns every frame into an external Buffer"
+    " (a malloc, a persistent handle, a finalizer run by the garbage collector): ~1 µs of"
+    " client CPU per entry, ~0.8 µs of it on its main thread, whichever server answers; a"
+    " fake server sending prebuilt batches got no more than ~0.75-0.85M entries/s out of it"
+    " on this loaded machine. The leader's share per entry: the RocksDB iterator ~0.2 µs,"
+    " the stored CRC check ~0.3 µs (kept: it catches a record under the wrong key or a bit"
+    " flipped in memory, which RocksDB's block checksums do not), the pyzmq send ~0.15 µs per"
+    " frame plus its ZeroMQ I/O thread (one frame per entry, as the protocol requires)."
+    " raftlog's batches hold up to 128 KiB / 2,048 entries (the reference: 64 KiB / 4,096):"
+    " the fixed cost per batch on both sides is spread over ~1,070 entries of 100 B instead"
+    " of ~540, and the Node client's cost per entry rises again above ~2,000 frames per"
+    " message. On 2 cores, client and leader each need most of one: the ratio with the"
+    " reference client is bounded by the client, not by the server."
 )
 
 
@@ -423,10 +435,17 @@ def _report(
         ),
         f"- read entries/s, reference client: {rounds('node_read')}",
         f"- read entries/s, loadgen.py: {rounds('read')}",
-        "- the Node client's own CPU during its reads (1.00 = a whole core): raftlog "
-        + " / ".join(f"{v:.2f}" for v in ours["node_read_client_cpu"])
+        "- the Node client's own CPU during its reads (1.00 = a whole core; µs per entry in"
+        " brackets): raftlog "
+        + " / ".join(
+            f"{c:.2f} ({c / r * 1e6:.2f})"
+            for c, r in zip(ours["node_read_client_cpu"], ours["node_read"], strict=True)
+        )
         + ", reference "
-        + " / ".join(f"{v:.2f}" for v in ref["node_read_client_cpu"]),
+        + " / ".join(
+            f"{c:.2f} ({c / r * 1e6:.2f})"
+            for c, r in zip(ref["node_read_client_cpu"], ref["node_read"], strict=True)
+        ),
         "",
         _ceiling_text(ours, ref),
         "",
