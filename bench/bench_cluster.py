@@ -307,16 +307,17 @@ READ_NOTE = (
     " Node client, the client itself. zeromq.js 5 turns every frame into an external Buffer"
     " (a malloc, a persistent handle, a finalizer run by the garbage collector): ~1 µs of"
     " client CPU per entry, ~0.8 µs of it on its main thread, whichever server answers; a"
-    " fake server sending prebuilt batches got no more than ~0.75-0.85M entries/s out of it"
-    " on this loaded machine. The leader's share per entry: the RocksDB iterator ~0.2 µs,"
+    " fake server sending prebuilt batches got at most ~0.76M entries/s out of it (load ~5)."
+    " The leader's share per entry: the RocksDB iterator ~0.2 µs,"
     " the stored CRC check ~0.3 µs (kept: it catches a record under the wrong key or a bit"
     " flipped in memory, which RocksDB's block checksums do not), the pyzmq send ~0.15 µs per"
     " frame plus its ZeroMQ I/O thread (one frame per entry, as the protocol requires)."
     " raftlog's batches hold up to 128 KiB / 2,048 entries (the reference: 64 KiB / 4,096):"
     " the fixed cost per batch on both sides is spread over ~1,070 entries of 100 B instead"
     " of ~540, and the Node client's cost per entry rises again above ~2,000 frames per"
-    " message. On 2 cores, client and leader each need most of one: the ratio with the"
-    " reference client is bounded by the client, not by the server."
+    " message. On 2 cores, client and leader each need most of one: raftlog's rate with the"
+    " reference client is bounded by that client and the core it shares with the leader, the"
+    " reference's by its own server (~1.4-1.5 µs of leader CPU per entry)."
 )
 
 
