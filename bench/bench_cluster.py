@@ -37,14 +37,14 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "interop")]
 from integration.cluster import PeerCluster, wait_for  # noqa: E402
 from reference import ReferenceCluster  # noqa: E402
 
+from bench.cluster_reads import CEILING_BATCH, READ_NOTE, READ_TARGET, READS, reads  # noqa: E402
 from bench.loadgen import (  # noqa: E402
     on_leader_retrying,
-    read_entries,
     run_updates,
     update_once,
 )
 from bench.prefill import write_log  # noqa: E402
-from bench.procstat import cpu_seconds, load_average, total_cpu  # noqa: E402
+from bench.procstat import load_average, total_cpu  # noqa: E402
 from bench.reference_client import (  # noqa: E402
     NodeRead,
     NodeUpdates,
@@ -56,12 +56,6 @@ from bench.reference_client import (  # noqa: E402
 
 ROUNDS = int(os.environ.get("RAFTLOG_BENCH_ROUNDS", "3"))
 INFLIGHT = ((1, 400), (16, 4000), (128, 30000))
-READ_TARGET = 300_000
-"""Entries in the log when it is read (topped up with 100-byte updates, the same count for both
-clusters). 300k, not 100k: a 100k read lasted ~0.12 s, so the start of the stream (the first
-round trip, the Node client's JIT warming up) and a single descheduling on a shared machine
-weighed on it; ~0.3-0.5 s reads are steadier. Filling the extra 200k costs ~20-30 s a round."""
-READS = 2
 out_notes: dict[str, list[str]] = {"raftlog": [], "reference": []}
 """Runs cut short by a leader change, per cluster (retried on the new leader; reported)."""
 
@@ -176,7 +170,7 @@ def _one_round(kind: str, out: dict[str, list[float]]) -> None:
                 notes,
                 "filling the log",
             )
-        _reads(c, out, notes)
+        reads(c, out, notes)
         c.kill_leader()
         t0 = time.perf_counter()
         update_once(c.urls, c.ident)
@@ -185,36 +179,6 @@ def _one_round(kind: str, out: dict[str, list[float]]) -> None:
         t0 = time.perf_counter()
         update_once(c.urls, c.ident, timeout=120)
         out["restart"].append(time.perf_counter() - t0)
-
-
-def _reads(c: Any, out: dict[str, list[float]], notes: list[str]) -> None:
-    """The whole log read with each client, ``READS`` times (best kept: a read lasts a
-    fraction of a second, so one descheduling by other work on the machine shows), and the
-    leader's CPU per entry it served (a figure the machine's load hardly moves)."""
-    node_best = py_best = 0.0
-    node_cpu: list[float] = []
-    py_cpu: list[float] = []
-    client_cpu = 0.0
-    for _ in range(READS):
-        cpu = cpu_seconds(c.leader_pid())
-        [r] = run_phases(c.urls, c.ident, [read_phase()])
-        assert isinstance(r, NodeRead)
-        node_cpu.append((cpu_seconds(c.leader_pid()) - cpu) / r.entries * 1e6)
-        if r.rate > node_best:
-            node_best, client_cpu = r.rate, r.client_cpu
-        cpu = cpu_seconds(c.leader_pid())
-        entries, seconds = on_leader_retrying(
-            c.urls, c.ident, lambda url: read_entries(url, c.ident), notes, "loadgen.py read"
-        )
-        py_cpu.append((cpu_seconds(c.leader_pid()) - cpu) / entries * 1e6)
-        py_best = max(py_best, entries / seconds)
-    out["node_read"].append(node_best)
-    out["node_read_client_cpu"].append(client_cpu)
-    out["read"].append(py_best)
-    out["read_n"].append(entries)
-    # The Node client's read includes its process start-up in the leader's CPU window only
-    # as idle time; the leader's own CPU per entry is the same either way.
-    out["read_leader_cpu"].append(statistics.median(node_cpu + py_cpu))
 
 
 def _ours_on_a_million(out: dict[str, list[float]]) -> None:
@@ -242,7 +206,7 @@ def _ceiling(out: dict[str, list[float]]) -> None:
     fsync, no replication): the most any server could get out of that client on this
     machine, measured in the same run as the clusters it bounds. Same phases as a cluster
     round (128 in flight; the read of READ_TARGET entries, best of READS)."""
-    with null_server(READ_TARGET, 500) as url:
+    with null_server(READ_TARGET, CEILING_BATCH) as url:
         results = run_phases([url], "null", [updates_phase(128, 30000)] + [read_phase()] * READS)
     [upd, *reads] = results
     assert isinstance(upd, NodeUpdates)
@@ -300,25 +264,6 @@ def run() -> str:
     report = _report(ours, ref, load_before, load_average(), minutes)
     print("\n".join(line for line in report.splitlines() if line.startswith("| ")), flush=True)
     return report
-
-
-READ_NOTE = (
-    "What sets the read rate (docs/performance.md, Reads; 2026-11-24): with the reference's"
-    " Node client, the client itself. zeromq.js 5 turns every frame into an external Buffer"
-    " (a malloc, a persistent handle, a finalizer run by the garbage collector): ~1 µs of"
-    " client CPU per entry, ~0.8 µs of it on its main thread, whichever server answers; a"
-    " fake server sending prebuilt batches got at most ~0.76M entries/s out of it (load ~5)."
-    " The leader's share per entry: the RocksDB iterator ~0.2 µs,"
-    " the stored CRC check ~0.3 µs (kept: it catches a record under the wrong key or a bit"
-    " flipped in memory, which RocksDB's block checksums do not), the pyzmq send ~0.15 µs per"
-    " frame plus its ZeroMQ I/O thread (one frame per entry, as the protocol requires)."
-    " raftlog's batches hold up to 128 KiB / 2,048 entries (the reference: 64 KiB / 4,096):"
-    " the fixed cost per batch on both sides is spread over ~1,070 entries of 100 B instead"
-    " of ~540, and the Node client's cost per entry rises again above ~2,000 frames per"
-    " message. On 2 cores, client and leader each need most of one: raftlog's rate with the"
-    " reference client is bounded by that client and the core it shares with the leader, the"
-    " reference's by its own server (~1.4-1.5 µs of leader CPU per entry)."
-)
 
 
 def _series() -> dict[str, list[float]]:
