@@ -37,7 +37,7 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "interop")]
 from integration.cluster import PeerCluster, wait_for  # noqa: E402
 from reference import ReferenceCluster  # noqa: E402
 
-from bench.cluster_reads import CEILING_BATCH, READ_NOTE, READ_TARGET, READS, reads  # noqa: E402
+from bench.cluster_reads import CEILING_BATCH, READ_NOTE, READ_TARGET, READS, fill, reads  # noqa: E402
 from bench.loadgen import (  # noqa: E402
     on_leader_retrying,
     run_updates,
@@ -162,14 +162,7 @@ def _one_round(kind: str, out: dict[str, list[float]]) -> None:
             out[f"p99_{inflight}"].append(r.p99_ms)
             if inflight == 128:
                 out["update_cpu"].append((total_cpu(c.pids()) - cpu) / total * 1e6)
-        if written < READ_TARGET:
-            on_leader_retrying(
-                c.urls,
-                c.ident,
-                lambda url: run_updates(url, c.ident, inflight=128, total=READ_TARGET - written),
-                notes,
-                "filling the log",
-            )
+        fill(c, written, notes)
         reads(c, out, notes)
         c.kill_leader()
         t0 = time.perf_counter()

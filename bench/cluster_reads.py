@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from bench.loadgen import on_leader_retrying, read_entries
+from bench.loadgen import on_leader_retrying, read_entries, run_updates
 from bench.procstat import cpu_seconds
 from bench.reference_client import NodeRead, read_phase, run_phases
 
@@ -19,11 +19,32 @@ clusters). 300k, not 100k: a 100k read lasted ~0.12 s, so the start of the strea
 round trip, the Node client's JIT warming up) and a single descheduling on a shared machine
 weighed on it; ~0.3-0.5 s reads are steadier. Filling the extra 200k costs ~20-30 s a round."""
 READS = 2
+FILL_CHUNK = 25_000
+"""Updates per call while filling: a leader change then costs one chunk's retry, not the
+round (on a loaded machine raftlog clusters changed leader during a 230k fill at 128 in
+flight often enough to abandon whole rounds after three cut-short attempts)."""
 CEILING_BATCH = 1070
 """Entries per RequestEntries batch of the null server: raftlog's (128 KiB of 100 B entries).
 The Node client costs least per entry at 1,000-2,000 frames per message; at 500 it measured
 1.60 against 1.06 µs per entry (medians of 9 reads, 2026-11-24), which put the ceiling too low
 (docs/performance.md, Reads)."""
+
+
+def fill(c: Any, written: int, notes: list[str]) -> None:
+    """Top the log up from ``written`` to ``READ_TARGET`` entries with 100-byte updates at 128
+    in flight, ``FILL_CHUNK`` at a time. A chunk cut short by a leader change is sent again
+    whole on the new leader, so the log may end a little longer than the target (the
+    acknowledged part of the cut chunk); rates are per entry read, whatever the count."""
+    while written < READ_TARGET:
+        n = min(FILL_CHUNK, READ_TARGET - written)
+        on_leader_retrying(
+            c.urls,
+            c.ident,
+            lambda url, n=n: run_updates(url, c.ident, inflight=128, total=n),
+            notes,
+            "filling the log",
+        )
+        written += n
 
 
 def reads(c: Any, out: dict[str, list[float]], notes: list[str]) -> None:
