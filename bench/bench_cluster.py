@@ -4,7 +4,8 @@ cluster, each driven by two load generators in one run: the reference's own clie
 Python generator (``bench.loadgen``).
 
 Measured for both: RequestUpdate throughput and latency with 1, 16 and 128 updates in flight
-(100-byte entries, fsync on), RequestEntries read rate over the whole log (100k+ entries),
+(100-byte entries, fsync on), RequestEntries read rate over the whole log (``READ_TARGET``
+entries, the same for both clusters),
 time from ``kill -9`` of the leader to the next committed update, and time from restarting
 all three peers (on the log written above) to the first committed update. For raftlog alone:
 a peer started on a 1,000,000-entry log until it answers and commits.
@@ -36,14 +37,14 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "interop")]
 from integration.cluster import PeerCluster, wait_for  # noqa: E402
 from reference import ReferenceCluster  # noqa: E402
 
+from bench.cluster_reads import CEILING_BATCH, READ_NOTE, READ_TARGET, READS, fill, reads  # noqa: E402
 from bench.loadgen import (  # noqa: E402
     on_leader_retrying,
-    read_entries,
     run_updates,
     update_once,
 )
 from bench.prefill import write_log  # noqa: E402
-from bench.procstat import cpu_seconds, load_average, total_cpu  # noqa: E402
+from bench.procstat import load_average, total_cpu  # noqa: E402
 from bench.reference_client import (  # noqa: E402
     NodeRead,
     NodeUpdates,
@@ -55,8 +56,6 @@ from bench.reference_client import (  # noqa: E402
 
 ROUNDS = int(os.environ.get("RAFTLOG_BENCH_ROUNDS", "3"))
 INFLIGHT = ((1, 400), (16, 4000), (128, 30000))
-READ_TARGET = 100_000
-READS = 2
 out_notes: dict[str, list[str]] = {"raftlog": [], "reference": []}
 """Runs cut short by a leader change, per cluster (retried on the new leader; reported)."""
 
@@ -163,15 +162,8 @@ def _one_round(kind: str, out: dict[str, list[float]]) -> None:
             out[f"p99_{inflight}"].append(r.p99_ms)
             if inflight == 128:
                 out["update_cpu"].append((total_cpu(c.pids()) - cpu) / total * 1e6)
-        if written < READ_TARGET:
-            on_leader_retrying(
-                c.urls,
-                c.ident,
-                lambda url: run_updates(url, c.ident, inflight=128, total=READ_TARGET - written),
-                notes,
-                "filling the log",
-            )
-        _reads(c, out, notes)
+        fill(c, written, notes)
+        reads(c, out, notes)
         c.kill_leader()
         t0 = time.perf_counter()
         update_once(c.urls, c.ident)
@@ -180,36 +172,6 @@ def _one_round(kind: str, out: dict[str, list[float]]) -> None:
         t0 = time.perf_counter()
         update_once(c.urls, c.ident, timeout=120)
         out["restart"].append(time.perf_counter() - t0)
-
-
-def _reads(c: Any, out: dict[str, list[float]], notes: list[str]) -> None:
-    """The whole log read with each client, ``READS`` times (best kept: a read lasts a
-    fraction of a second, so one descheduling by other work on the machine shows), and the
-    leader's CPU per entry it served (a figure the machine's load hardly moves)."""
-    node_best = py_best = 0.0
-    node_cpu: list[float] = []
-    py_cpu: list[float] = []
-    client_cpu = 0.0
-    for _ in range(READS):
-        cpu = cpu_seconds(c.leader_pid())
-        [r] = run_phases(c.urls, c.ident, [read_phase()])
-        assert isinstance(r, NodeRead)
-        node_cpu.append((cpu_seconds(c.leader_pid()) - cpu) / r.entries * 1e6)
-        if r.rate > node_best:
-            node_best, client_cpu = r.rate, r.client_cpu
-        cpu = cpu_seconds(c.leader_pid())
-        entries, seconds = on_leader_retrying(
-            c.urls, c.ident, lambda url: read_entries(url, c.ident), notes, "loadgen.py read"
-        )
-        py_cpu.append((cpu_seconds(c.leader_pid()) - cpu) / entries * 1e6)
-        py_best = max(py_best, entries / seconds)
-    out["node_read"].append(node_best)
-    out["node_read_client_cpu"].append(client_cpu)
-    out["read"].append(py_best)
-    out["read_n"].append(entries)
-    # The Node client's read includes its process start-up in the leader's CPU window only
-    # as idle time; the leader's own CPU per entry is the same either way.
-    out["read_leader_cpu"].append(statistics.median(node_cpu + py_cpu))
 
 
 def _ours_on_a_million(out: dict[str, list[float]]) -> None:
@@ -237,7 +199,7 @@ def _ceiling(out: dict[str, list[float]]) -> None:
     fsync, no replication): the most any server could get out of that client on this
     machine, measured in the same run as the clusters it bounds. Same phases as a cluster
     round (128 in flight; the read of READ_TARGET entries, best of READS)."""
-    with null_server(READ_TARGET, 500) as url:
+    with null_server(READ_TARGET, CEILING_BATCH) as url:
         results = run_phases([url], "null", [updates_phase(128, 30000)] + [read_phase()] * READS)
     [upd, *reads] = results
     assert isinstance(upd, NodeUpdates)
@@ -295,17 +257,6 @@ def run() -> str:
     report = _report(ours, ref, load_before, load_average(), minutes)
     print("\n".join(line for line in report.splitlines() if line.startswith("| ")), flush=True)
     return report
-
-
-READ_NOTE = (
-    "Where a raftlog leader's read time goes (py-spy and micro-benchmarks, 2026-11-23): every"
-    " entry leaves as its own ZeroMQ frame, as the protocol requires, at ~0.25 µs of pyzmq"
-    " send per frame; every stored record's CRC is checked before it is served (~0.3 µs per"
-    " entry; kept: it catches a record under the wrong key or a bit flipped in memory, which"
-    " RocksDB's block checksums do not); the RocksDB iterator ~0.1 µs. A Python wrapper"
-    " around the iterator took 12% and is gone. When the Node client's own CPU (above) is"
-    " near 1.00, the client, not the server, sets its read rate."
-)
 
 
 def _series() -> dict[str, list[float]]:
@@ -423,10 +374,17 @@ def _report(
         ),
         f"- read entries/s, reference client: {rounds('node_read')}",
         f"- read entries/s, loadgen.py: {rounds('read')}",
-        "- the Node client's own CPU during its reads (1.00 = a whole core): raftlog "
-        + " / ".join(f"{v:.2f}" for v in ours["node_read_client_cpu"])
+        "- the Node client's own CPU during its reads (1.00 = a whole core; µs per entry in"
+        " brackets): raftlog "
+        + " / ".join(
+            f"{c:.2f} ({c / r * 1e6:.2f})"
+            for c, r in zip(ours["node_read_client_cpu"], ours["node_read"], strict=True)
+        )
         + ", reference "
-        + " / ".join(f"{v:.2f}" for v in ref["node_read_client_cpu"]),
+        + " / ".join(
+            f"{c:.2f} ({c / r * 1e6:.2f})"
+            for c, r in zip(ref["node_read_client_cpu"], ref["node_read"], strict=True)
+        ),
         "",
         _ceiling_text(ours, ref),
         "",

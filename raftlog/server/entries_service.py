@@ -33,8 +33,15 @@ from raftlog.rpc.messages import (
 from raftlog.server.interfaces import Replies
 from raftlog.storage.base import SnapshotMeta
 
-MAX_BATCH_ENTRIES: Final = 4096
-MAX_BATCH_BYTES: Final = 65536
+MAX_BATCH_ENTRIES: Final = 2048
+MAX_BATCH_BYTES: Final = 131072
+"""A batch ends at whichever limit it reaches first (at least one entry). Why these and not
+the reference's 4,096 / 64 KiB (the protocol lets the server choose; clients must accept
+any size): each batch costs the leader a fixed ~50 µs (a RocksDB seek, the loop pass, the
+acknowledgement's receive and decode) and the reference's Node client a fixed cost too, so
+bigger batches cost both less per entry -- until ~2,000 entries: above that the Node client
+(one external Buffer per frame) spends more per entry on garbage collection. Measured on
+100-byte entries (~1,070 per batch): docs/performance.md, "Reads"."""
 SNAPSHOT_CHUNK: Final = 65536
 SWEEP_INTERVAL: Final = 2.0
 

@@ -150,7 +150,7 @@ def test_bursts_of_unread_streams_cause_no_election(tmp_path: Path) -> None:
     with PeerCluster(tmp_path, raft=raft) as cluster:
         cluster.start()
         leader = cluster.wait_stable_leader()
-        for n in range(300):  # ~600 KB of log: every stream has five full batches to send
+        for n in range(600):  # ~1.2 MB of log: every stream has five full batches to send
             update(cluster, b"%05d" % n + b"x" * 2000)
         terms = {p: cluster.log_info(p).term for p in cluster.peers}  # type: ignore[union-attr]
         elected = {p.id: leaderships(p.log_path) for p in cluster.peers.values()}

@@ -8,7 +8,7 @@ from server_fakes import RecordingReplies
 from raftlog.entry import LogEntry
 from raftlog.rpc.frames import decode_uint, unpack_json
 from raftlog.rpc.messages import RequestEntries
-from raftlog.server.entries_service import EntriesLimits, EntriesService
+from raftlog.server.entries_service import MAX_BATCH_BYTES, EntriesLimits, EntriesService
 from raftlog.storage.memory import MemoryLogStore, MemorySnapshotStore
 
 R = b"route"
@@ -88,7 +88,7 @@ def test_count_bounds_the_stream() -> None:
 
 
 def test_pipelines_send_ahead_and_each_ack_releases_one_more_batch() -> None:
-    h = Harness(10_000, size=1000, pipelines=5)  # ~65 entries per 64 KiB batch
+    h = Harness(10_000, size=1000, pipelines=5)  # ~130 entries per 128 KiB batch
     out = h.ask(RequestEntries(0), applied=10_000)
     assert len(out) == 5 and all(summary(f)[0] == 2 for f in out)
     first_last = summary(out[0])[1]
@@ -200,9 +200,9 @@ def test_the_slice_stops_at_its_deadline_and_serves_streams_in_turn() -> None:
 
 def test_unacknowledged_bytes_are_capped_over_all_streams() -> None:
     h = Harness(10_000, size=1000, pipelines=5, max_unacked_bytes=300_000)
-    open_streams(h, 50, 10_000)  # never read: 50 x 5 x ~64 KiB would be ~16 MB
+    open_streams(h, 50, 10_000)  # never read: 50 x 5 x ~128 KiB would be ~32 MB
     h.svc.pump(float("inf"), lambda: 0.0)
-    assert 300_000 <= h.svc.unacked_bytes < 300_000 + 66_000  # one batch over at most
+    assert 300_000 <= h.svc.unacked_bytes < 300_000 + MAX_BATCH_BYTES + 2000  # one batch over
     assert not h.svc.has_due  # the loop goes back to sleeping instead of spinning
     waiting = len(h.sent)
     h.svc.sweep(10.0)  # the silent streams expire and release their share
