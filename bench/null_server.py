@@ -39,8 +39,8 @@ from raftlog.rpc.messages import (
     RequestUpdateResponse,
     UpdateStatus,
 )
-from raftlog.rpc.responses import encode_response
-from raftlog.transport import send_routed
+from raftlog.rpc.responses import encode_reply_body, encode_response
+from raftlog.transport import recv_frames, send_routed
 
 WINDOW = 5
 """Unacknowledged RequestEntries batches per stream (the reference's requestEntriesPipelines)."""
@@ -60,33 +60,48 @@ def _batches(entries: int, batch: int) -> dict[int, list[bytes]]:
     return out
 
 
-def serve(sock: zmq.Socket[bytes], url: str, entries: int, batch: int) -> None:
-    """Answer requests until the socket is closed."""
-    prebuilt = _batches(entries, batch)
-    streams: dict[tuple[bytes, bytes], int] = {}
-    index = 0
-    config = RequestConfigResponse(True, "1", (Peer("1", url),))
-    while True:
-        try:
-            frames = sock.recv_multipart()
-        except zmq.ZMQError:
-            return
-        routing = frames[0]
+class _NullServer:
+    """The state of one null server: the pre-built batches, the open streams, the index."""
+
+    def __init__(self, sock: zmq.Socket[bytes], url: str, entries: int, batch: int) -> None:
+        self.sock, self.entries, self.batch = sock, entries, batch
+        self.prebuilt = _batches(entries, batch)
+        self.streams: dict[tuple[bytes, bytes], int] = {}
+        self.index = 0
+        self.config = RequestConfigResponse(True, "1", (Peer("1", url),))
+
+    def serve(self) -> None:
+        """Answer requests until the socket is closed."""
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        while True:
+            try:
+                poller.poll()
+                while True:  # drain what is queued, as a peer's loop does
+                    self.answer(recv_frames(self.sock))
+            except zmq.Again:
+                continue
+            except zmq.ZMQError:
+                return
+
+    def answer(self, frames: list[bytes]) -> None:
+        """Answer one request."""
+        sock, routing = self.sock, frames[0]
         req = decode_request(frames[1:])
         m = req.message
         if isinstance(m, RequestUpdate):
-            index += 1
-            done = RequestUpdateResponse(m.request_id, UpdateStatus.DONE, index=index)
-            sock.send_multipart([routing, *encode_response(done, id=req.id)])
+            self.index += 1
+            done = RequestUpdateResponse(m.request_id, UpdateStatus.DONE, index=self.index)
+            send_routed(sock, routing, req.id, encode_reply_body(done))
         elif isinstance(m, RequestEntries):
             key = (routing, req.id)
-            sent = streams.setdefault(key, m.prev_index)
-            while sent < entries and (sent - m.prev_index) // batch < WINDOW:
-                send_routed(sock, routing, req.id, prebuilt[sent])
-                sent = min(sent + batch, entries)
-            streams[key] = sent
+            sent = self.streams.setdefault(key, m.prev_index)
+            while sent < self.entries and (sent - m.prev_index) // self.batch < WINDOW:
+                send_routed(sock, routing, req.id, self.prebuilt[sent])
+                sent = min(sent + self.batch, self.entries)
+            self.streams[key] = sent
         elif isinstance(m, RequestConfig):
-            sock.send_multipart([routing, *encode_response(config, id=req.id)])
+            sock.send_multipart([routing, *encode_response(self.config, id=req.id)])
 
 
 def main(argv: list[str]) -> int:
@@ -94,7 +109,7 @@ def main(argv: list[str]) -> int:
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     url = f"tcp://127.0.0.1:{int(argv[2])}"
     sock = sockets.peer_router(ctx, url, max_message_size=0)
-    threading.Thread(target=serve, args=(sock, url, entries, batch), daemon=True).start()
+    threading.Thread(target=_NullServer(sock, url, entries, batch).serve, daemon=True).start()
     print(url, flush=True)
     sys.stdin.read()  # until the benchmark closes our standard input
     return 0
