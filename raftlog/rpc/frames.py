@@ -186,7 +186,8 @@ def pack_json(value: object) -> bytes:
     if value is None:
         return JSON_NULL
     if type(value) is int and 0 <= value <= _MSGPACK_INT32_MAX:  # an index, a term: hot path
-        return _PACK_INT(value)
+        small: bytes = _PACK_INT(value)
+        return small
     converted = _to_reference_numbers(value)
     try:
         packed: bytes = msgpack.packb(converted, use_bin_type=True)
