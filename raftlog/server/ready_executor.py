@@ -11,12 +11,15 @@ Dispatch (``execute``), in order:
 
 0. connect peers named by a ``ConfigChanged`` event, then send ``messages_now`` (the leader's
    AppendEntries may leave before its own copy is durable);
+5. apply ``committed`` and report progress (``applied``): the core hands out only entries
+   that are durable here already, so this need not wait -- not even for this Ready's own
+   write, which comes next: a leader's answers to its clients leave before that fsync
+   (issue #16). Committed entries the Ready itself appends (a catch-up's) wait for it;
 1-3. submit the hard state and the append as one write (``DurableWrites.submit``). A Ready
    with snapshot operations first waits for every write in flight, then is written inline:
    the hard state on its own, the snapshot operations, then the entries (rare; the hard
-   state must not trail a snapshot that a crash could leave installed);
-5. apply ``committed`` and report progress (``applied``): the core hands out only entries
-   that are durable here already, so this need not wait;
+   state must not trail a snapshot that a crash could leave installed), and only then
+   applies (5) its committed entries;
 6. let the driver react to ``soft_state`` and ``events``;
 7a. ``core.dispatched(ready)``: the core may hand out the next Ready.
 
@@ -126,6 +129,14 @@ def _never(_where: str) -> bool:
     return False
 
 
+def _applies_before(ready: Ready) -> bool:
+    """Whether every committed entry of ``ready`` lies below the entries it appends."""
+    committed, append = ready.committed, ready.append
+    if committed is None:
+        return False
+    return append is None or committed.first_index + len(committed.entries) <= append.first_index
+
+
 class ReadyExecutor:
     """Carries out Readies against injected stores, writes, state machine and outbox."""
 
@@ -204,17 +215,21 @@ class ReadyExecutor:
             if not self.settle() or not self._persist_inline(ready):
                 return False
             ticket = self._writes.submitted
-        elif ready.hard_state is not None or ready.append is not None:
-            ticket = self._writes.submit(self._with_applied(ready.hard_state), ready.append)
+            self._apply(ready)
         else:
-            ticket = self._writes.submitted  # its replies promise the writes before it
-        committed = ready.committed
-        if committed is not None:
-            raw = [entry.to_bytes() for entry in committed.entries]
-            core = self.core
-            term = core.term if core is not None else committed.entries[-1].term
-            self._machine.apply(committed.first_index, raw, term)
-            self._applied(self._machine.last_applied)
+            # Committed entries that this Ready does not write are durable here already (the
+            # core hands out no others): apply them -- a leader answers its clients -- before
+            # the write, so the answers do not wait for its fsync. A catch-up's Ready commits
+            # the very entries it appends: those are applied after the write.
+            early = _applies_before(ready)
+            if early:
+                self._apply(ready)
+            if ready.hard_state is not None or ready.append is not None:
+                ticket = self._writes.submit(self._with_applied(ready.hard_state), ready.append)
+            else:
+                ticket = self._writes.submitted  # its replies promise the writes before it
+            if not early:
+                self._apply(ready)
         if self._react is not None:
             self._react(ready)
         if self.core is not None:
@@ -249,6 +264,17 @@ class ReadyExecutor:
         self._waiting.clear()
 
     # -- the steps -------------------------------------------------------------------------
+    def _apply(self, ready: Ready) -> None:
+        """Step 5: apply the committed entries (the core hands out only entries durable
+        here, so this never waits for the Ready's own write)."""
+        committed = ready.committed
+        if committed is not None:
+            raw = [entry.to_bytes() for entry in committed.entries]
+            core = self.core
+            term = core.term if core is not None else committed.entries[-1].term
+            self._machine.apply(committed.first_index, raw, term)
+            self._applied(self._machine.last_applied)
+
     def _send(self, messages: tuple[SendRequest | SendReply, ...]) -> None:
         outbox = self._outbox
         for out in messages:

@@ -179,19 +179,20 @@ def test_the_order_of_one_ready_with_one_synced_write() -> None:
     s = Setup(
         ready(
             hard_state=HardState(current_term=2, voted_for="n1"),
-            append=LogAppend(1, batch),
+            append=LogAppend(3, batch[2:]),
             messages_now=(SendRequest("n2", VOTE),),
             messages_after_persist=(SendReply("tok", ACK),),
             committed=CommittedEntries(1, batch[:2]),
             events=(ConfigChanged(config, 0, True),),
         )
     )
+    s.log.append(1, batch[:2])  # committed entries are durable here before they are handed out
     s.executor.drain()
     assert s.journal.steps == [
         "connect n1,n2",
         "request n2",
+        "apply 1..2 term 2",  # before this Ready's own write: answers need not wait for it
         "persist hard_state+entries",
-        "apply 1..2 term 2",
         "react",
         "dispatched",
         "reply tok",
