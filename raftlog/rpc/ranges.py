@@ -45,6 +45,7 @@ M = TypeVar(
 
 _TERM: Final = attrgetter("term")
 
+
 class OutOfRangeError(RemoteProtocolError):
     """A well-formed peer message whose term or index no peer may adopt.
 
