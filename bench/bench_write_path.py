@@ -7,6 +7,11 @@ fsync on. Also the CPU per committed update (``utime + stime`` of the leader and
 followers from ``/proc`` over the 128-in-flight phase) and the leader changes during the
 round (a phase that loses its leader is retried on the new one, and counted). Medians of
 ``RAFTLOG_BENCH_ROUNDS`` rounds; ratios within this run. docs/performance.md explains.
+
+``RAFTLOG_BENCH_BASELINE=DIR`` compares builds instead: ``DIR`` holds another tree's
+``raftlog`` package (e.g. ``git archive main raftlog | tar -x -C DIR``), which the peers of
+the first variant import through ``PYTHONPATH``; both variants write on the loop. That is how
+a change to the write path is measured against main in one run.
 """
 
 from __future__ import annotations
@@ -28,7 +33,14 @@ from bench.loadgen import UpdateResult, run_updates  # noqa: E402
 ROUNDS = int(os.environ.get("RAFTLOG_BENCH_ROUNDS", "3"))
 TOTAL = int(os.environ.get("RAFTLOG_BENCH_WRITE_UPDATES", "20000"))
 TICKS = os.sysconf("SC_CLK_TCK")
-VARIANTS = (("fsync on the loop", False), ("storage thread", True))
+BASELINE = os.environ.get("RAFTLOG_BENCH_BASELINE")
+Variant = tuple[str, bool, dict[str, str]]
+"""(name, storage_thread, extra environment of the peers)"""
+VARIANTS: tuple[Variant, Variant] = (
+    (("baseline", False, {"PYTHONPATH": BASELINE}), ("this tree", False, {}))
+    if BASELINE
+    else (("fsync on the loop", False, {}), ("storage thread", True, {}))
+)
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -36,9 +48,11 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def _one(storage_thread: bool) -> dict[str, float]:
+def _one(storage_thread: bool, env: dict[str, str]) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         cluster = PeerCluster(Path(tmp), raft={"storage_thread": storage_thread})
+        for peer in cluster.peers.values():
+            peer.env.update(env)
         with cluster as c:
             c.start()
             leader = [c.wait_stable_leader()]
@@ -84,14 +98,14 @@ def run() -> str:
     results: dict[bool, list[dict[str, float]]] = {False: [], True: []}
     loads: list[float] = []
     for n in range(ROUNDS):
-        order = VARIANTS if n % 2 == 0 else VARIANTS[::-1]
-        for name, thread in order:
+        order = list(enumerate(VARIANTS)) if n % 2 == 0 else list(enumerate(VARIANTS))[::-1]
+        for second, (name, thread, env) in order:
             print(f"   round {n + 1}/{ROUNDS}: {name}", flush=True)
-            results[thread].append(_one(thread))
+            results[bool(second)].append(_one(thread, env))
             loads.append(os.getloadavg()[0])
 
-    def med(thread: bool, key: str) -> float:
-        return statistics.median(r[key] for r in results[thread])
+    def med(second: bool, key: str) -> float:
+        return statistics.median(r[key] for r in results[second])
 
     def row(label: str, key: str, fmt: str, ratio: bool = True) -> str:
         off, on = med(False, key), med(True, key)
@@ -99,17 +113,24 @@ def run() -> str:
         return f"| {label} | {off:{fmt}} | {on:{fmt}} | {tail} |"
 
     changes = {t: sum(int(r["changes"]) for r in results[t]) for t in (False, True)}
+    first_name, second_name = VARIANTS[0][0], VARIANTS[1][0]
+    if BASELINE:
+        title = "## Write path: this tree vs a baseline build"
+        compared = f"the baseline build (`RAFTLOG_BENCH_BASELINE={BASELINE}`) vs this tree"
+    else:
+        title = "## Write path: storage thread vs fsync on the loop"
+        compared = "`storage_thread = false` vs `true` (same build)"
     return "\n".join(
         [
-            "## Write path: storage thread vs fsync on the loop",
+            title,
             "",
-            f"Three raftlog peers, `storage_thread = false` vs `true` (same build), alternating,"
+            f"Three raftlog peers, {compared}, alternating,"
             f" a fresh cluster per round; {TOTAL:,} RequestUpdates of 100 B at 128 in flight,"
             f" {TOTAL // 4:,} at 16, 1,000 at 1, fsync on; medians of {ROUNDS} rounds. CPU per"
             " update: the peers' utime + stime over the 128-in-flight phase. docs/performance.md"
             " explains the design and the caveats.",
             "",
-            "| | fsync on the loop | storage thread | thread/loop |",
+            f"| | {first_name} | {second_name} | ratio |",
             "|---|---:|---:|---:|",
             row("128 in flight, updates/s", "r128", ",.0f"),
             row("p50 at 128 in flight, ms", "p50_128", ".2f"),

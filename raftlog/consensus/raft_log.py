@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from raftlog.consensus.ready import LogAppend
-from raftlog.entry import ZERO_REQUEST_ID, LogEntry
+from raftlog.entry import ZERO_REQUEST_ID, LogEntry, entries_size
 from raftlog.storage.base import LogStore
 
 RECENT_ENTRIES = 16384
@@ -123,13 +123,14 @@ class RaftLog:
             if hi <= first_unstable or len(result) < stable_hi - lo:
                 return result
             if max_bytes is not None:
-                used = sum(entry.size for entry in result)
+                used = entries_size(result)
         start = max(lo, first_unstable) - first_unstable
         stop = hi - first_unstable
-        if max_bytes is None:
-            result.extend(self._unstable[start:stop])
+        window = self._unstable[start:stop]
+        if max_bytes is None or used + entries_size(window) <= max_bytes:
+            result.extend(window)  # the common case: all of it fits
             return result
-        for entry in self._unstable[start:stop]:
+        for entry in window:
             used += entry.size
             if used > max_bytes and result:
                 break
@@ -141,7 +142,7 @@ class RaftLog:
         if lo < recent_first or hi > recent_first + len(self._recent):
             return self.store.entries(lo, hi, max_bytes)
         window = self._recent[lo - recent_first : hi - recent_first]
-        if max_bytes is None:
+        if max_bytes is None or entries_size(window) <= max_bytes:
             return window
         out: list[LogEntry] = []
         used = 0
@@ -239,8 +240,11 @@ class RaftLog:
         unstable = self._unstable
         count = 0
         limit = min(len(entries), len(unstable))
+        ids = self._unstable_ids
         while count < limit and unstable[count] is entries[count]:
-            self._forget_id(unstable[count], first + count)
+            request_id = entries[count].request_id  # _forget_id, inlined: once per entry
+            if ids.get(request_id) == first + count:
+                del ids[request_id]
             count += 1
         if count:
             self._remember(first, unstable[:count])
@@ -259,12 +263,14 @@ class RaftLog:
         if first != self._recent_first + len(self._recent):
             self._recent, self._recent_first, self._recent_bytes = [], first, 0
         self._recent.extend(entries)
-        self._recent_bytes += sum(entry.size for entry in entries)
+        self._recent_bytes += entries_size(entries)
         recent = self._recent
-        drop = 0
-        while drop < len(recent) - 1 and (
-            len(recent) - drop > RECENT_ENTRIES or self._recent_bytes > RECENT_BYTES
-        ):
+        # Drop the oldest while the window is over either bound (never the newest entry):
+        # first those over the count, in one step, then one by one while over the bytes.
+        drop = min(len(recent) - 1, max(0, len(recent) - RECENT_ENTRIES))
+        if drop:
+            self._recent_bytes -= entries_size(recent[:drop])
+        while drop < len(recent) - 1 and self._recent_bytes > RECENT_BYTES:
             self._recent_bytes -= recent[drop].size
             drop += 1
         if drop:
@@ -275,7 +281,7 @@ class RaftLog:
         """The store's entries from ``index`` on are being replaced."""
         keep = max(0, index - self._recent_first)
         if keep < len(self._recent):
-            self._recent_bytes -= sum(entry.size for entry in self._recent[keep:])
+            self._recent_bytes -= entries_size(self._recent[keep:])
             del self._recent[keep:]
 
     def _extend(self, entries: Sequence[LogEntry]) -> None:

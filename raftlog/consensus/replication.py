@@ -34,7 +34,7 @@ from raftlog.consensus import leader
 from raftlog.consensus.progress import MAX_BACKOFF, Inflight, Progress, ProgressState
 from raftlog.consensus.ready import FollowerLostEntries, Role
 from raftlog.consensus.state import CoreState
-from raftlog.entry import ENTRY_HEADER_SIZE, LogEntry
+from raftlog.entry import ENTRY_HEADER_SIZE, LogEntry, entries_size
 from raftlog.rpc.messages import (
     AppendEntries,
     AppendEntriesResponse,
@@ -93,7 +93,7 @@ def send_append(
         most = 1 if one_entry else cfg.max_append_bytes // (ENTRY_HEADER_SIZE + 1) + 1
         batch = log.entries(pr.next, min(last, prev + most) + 1, cfg.max_append_bytes)
         entries = tuple(batch)
-        size = sum(entry.size for entry in entries)
+        size = entries_size(entries)
     request = AppendEntries(s.id, s.term, prev, prev_term, s.commit, entries)
     timeout = cfg.append_entries_timeout_ticks if entries else cfg.append_timeout_ticks
     pr.record(Inflight(request, prev + len(entries), size, s.now, timeout * pr.backoff))

@@ -264,7 +264,7 @@ def _request_type_and_args(msg: Request) -> tuple[bytes, list[bytes]]:
             encode_uint(msg.prev_log_term),
             encode_uint(msg.commit_index),
         ]
-        args.extend(entry.to_bytes() for entry in msg.entries)
+        args += [entry.to_bytes() for entry in msg.entries]
         return TYPE_APPEND_ENTRIES, args
     if isinstance(msg, RequestVote):
         return TYPE_REQUEST_VOTE, [

@@ -10,7 +10,8 @@ responses is covered.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from operator import attrgetter
+from typing import Final, TypeVar
 
 from raftlog.bounds import out_of_range_reason
 from raftlog.errors import RemoteProtocolError
@@ -42,6 +43,9 @@ M = TypeVar(
 )
 
 
+_TERM: Final = attrgetter("term")
+
+
 class OutOfRangeError(RemoteProtocolError):
     """A well-formed peer message whose term or index no peer may adopt.
 
@@ -59,7 +63,9 @@ def peer_message_out_of_range(message: PeerMessage) -> str | None:
     if isinstance(message, RequestVote):
         return out_of_range_reason((message.term, message.last_log_term), (message.last_log_index,))
     if isinstance(message, AppendEntries):
-        terms = (message.term, message.prev_log_term, *(e.term for e in message.entries))
+        entries = message.entries  # the highest entry term stands for all of them
+        top = max(map(_TERM, entries)) if entries else 0
+        terms = (message.term, message.prev_log_term, top)
         last = message.prev_log_index + len(message.entries)
         return out_of_range_reason(terms, (message.prev_log_index, message.commit_index, last))
     if isinstance(message, InstallSnapshot):

@@ -68,6 +68,13 @@ from raftlog.rpc.topics import PublishReply, encode_publish_reply
 # --- encoders ---------------------------------------------------------------------------------
 
 
+def encode_update_done(index: int) -> list[bytes]:
+    """The body of a RequestUpdate's final answer ``[true, index]``: what
+    ``encode_reply_body(RequestUpdateResponse(rid, UpdateStatus.DONE, index=index))`` gives,
+    without building the message -- a busy leader sends one per committed update."""
+    return [TRUE_FRAME, pack_json(index)]
+
+
 def _encode_update(msg: RequestUpdateResponse) -> list[bytes]:
     status = msg.status
     if status is UpdateStatus.ACCEPTED:
@@ -75,7 +82,7 @@ def _encode_update(msg: RequestUpdateResponse) -> list[bytes]:
     if status is UpdateStatus.DONE:
         if msg.index is None:
             raise LocalProtocolError("RequestUpdate DONE needs an index")
-        return [TRUE_FRAME, pack_json(msg.index)]
+        return encode_update_done(msg.index)
     if status is UpdateStatus.NOT_LEADER:
         return [EMPTY_FRAME, pack_json(msg.leader_id)]
     return [EMPTY_FRAME]  # EXPIRED

@@ -78,6 +78,8 @@ class UpdateGate(Protocol):
         ...
 
 
+_DONE: Final = UpdateStatus.DONE
+
 _Waiter = tuple[bytes, bytes, bool]
 """(routing id, request id, is a ``TP`` publish)."""
 
@@ -122,6 +124,7 @@ class ClientService:
             kind: metrics.proposals.labels(result=kind)
             for kind in ("appended", "duplicate", "not_leader", "expired", "refused")
         }
+        self._appended = self._proposed["appended"]
 
     @property
     def pending_updates(self) -> int:
@@ -149,12 +152,17 @@ class ClientService:
     # -- the one path ----------------------------------------------------------------------
     def _update(self, routing: bytes, rid: bytes, data: bytes, *, publish: bool) -> None:
         result = self._proposer.propose(rid, data, self._now_ms(), self._prepare)
-        if isinstance(result, Appended | Duplicate):
-            self._proposed["appended" if isinstance(result, Appended) else "duplicate"].inc()
+        kind = type(result)
+        if kind is Appended or kind is Duplicate:
+            assert isinstance(result, Appended | Duplicate)  # for mypy; the check above is exact
             index = result.index
-            if index <= self._machine.last_applied:
-                self._answer_done((routing, rid, publish), index)
-                return
+            if kind is Appended:  # a new entry at the end of the log: never applied yet
+                self._appended.inc()
+            else:
+                self._proposed["duplicate"].inc()
+                if index <= self._machine.last_applied:
+                    self._answer_done((routing, rid, publish), index)
+                    return
             now = self._clock()
             self._accept_later.append((now + self._accepted_delay, index, routing, rid, publish))
             waiters = self._waiting.get(index)
@@ -195,7 +203,10 @@ class ClientService:
 
     def _answer_done(self, waiter: _Waiter, index: int) -> None:
         routing, rid, publish = waiter
-        refused = self._gate.refusal_at(index) if publish else None
+        if not publish:  # the common case, straight to the reply
+            self._replies.reply(routing, rid, RequestUpdateResponse(rid, _DONE, index=index))
+            return
+        refused = self._gate.refusal_at(index)
         if refused is None:
             self._answer(routing, rid, publish, UpdateStatus.DONE, index=index)
         else:
@@ -232,12 +243,14 @@ class ClientService:
         if not heap or heap[0] > applied:
             return
         now = self._clock()
+        pop, waiting, waiting_since = heapq.heappop, self._waiting, self._waiting_since
+        answer, observe = self._answer_done, self._latency.observe
         while heap and heap[0] <= applied:
-            index = heapq.heappop(heap)
-            since = self._waiting_since.pop(index, now)
-            for waiter in self._waiting.pop(index, ()):
-                self._answer_done(waiter, index)
-                self._latency.observe(now - since)
+            index = pop(heap)
+            waited = now - waiting_since.pop(index, now)
+            for waiter in waiting.pop(index, ()):
+                answer(waiter, index)
+                observe(waited)
 
     # -- ConfigUpdate ----------------------------------------------------------------------
     def config_update(self, routing: bytes, msg_id: bytes, msg: ConfigUpdate) -> None:

@@ -16,8 +16,13 @@ Dispatch (``execute``), in order:
    the hard state on its own, the snapshot operations, then the entries (rare; the hard
    state must not trail a snapshot that a crash could leave installed);
 5. apply ``committed`` and report progress (``applied``): the core hands out only entries
-   that are durable here already, so this need not wait;
-6. let the driver react to ``soft_state`` and ``events``;
+   that are durable here already, so this need not wait for the Ready's own write. Where it
+   goes (issue #16: what waits for what on the path of an update): a Ready without
+   ``messages_after_persist`` (a leader's) applies *before* 1-3, so the answers to clients
+   leave before that fsync; a Ready with them (a follower's) applies after 7a and after
+   its completion below, so its answer to the leader leaves first when the write is inline;
+   committed entries the Ready itself writes (a catch-up's) are applied after 1-3;
+6. let the driver react to ``soft_state`` and ``events`` (after 5);
 7a. ``core.dispatched(ready)``: the core may hand out the next Ready.
 
 Completion (``collect``, on every pass; at once for inline writes), oldest Ready first, once
@@ -126,6 +131,14 @@ def _never(_where: str) -> bool:
     return False
 
 
+def _applies_before(ready: Ready) -> bool:
+    """Whether every committed entry of ``ready`` lies below the entries it appends."""
+    committed, append = ready.committed, ready.append
+    if committed is None:
+        return False
+    return append is None or committed.first_index + len(committed.entries) <= append.first_index
+
+
 class ReadyExecutor:
     """Carries out Readies against injected stores, writes, state machine and outbox."""
 
@@ -203,18 +216,39 @@ class ReadyExecutor:
         if ready.snapshot_ops:
             if not self.settle() or not self._persist_inline(ready):
                 return False
-            ticket = self._writes.submitted
-        elif ready.hard_state is not None or ready.append is not None:
-            ticket = self._writes.submit(self._with_applied(ready.hard_state), ready.append)
-        else:
-            ticket = self._writes.submitted  # its replies promise the writes before it
-        committed = ready.committed
-        if committed is not None:
-            raw = [entry.to_bytes() for entry in committed.entries]
-            core = self.core
-            term = core.term if core is not None else committed.entries[-1].term
-            self._machine.apply(committed.first_index, raw, term)
-            self._applied(self._machine.last_applied)
+            self._apply(ready)
+            return self._dispatched(ready, self._writes.submitted)
+        if not ready.messages_after_persist and _applies_before(ready):
+            # Committed entries that this Ready does not write are durable here already (the
+            # core hands out no others): a leader applies them -- answers its clients --
+            # before its write, so the answers do not wait for the fsync.
+            self._apply(ready)
+            return self._dispatched(ready, self._submit(ready))
+        ticket = self._submit(ready)
+        if ready.messages_after_persist:
+            # A follower's answer to the leader (or a vote) leaves as soon as the write is
+            # durable -- at once when it is written inline -- and the apply comes after it.
+            if self.core is not None:
+                self.core.dispatched(ready)
+            self._waiting.append((ticket, ready))
+            if not self.collect():
+                return False
+            self._apply(ready)
+            if self._react is not None:
+                self._react(ready)
+            return True
+        self._apply(ready)  # a catch-up's Ready commits the very entries it writes: after it
+        return self._dispatched(ready, ticket)
+
+    def _submit(self, ready: Ready) -> int:
+        """Steps 1-3 (no snapshot operations): the write's ticket; a Ready without writes
+        gets the last one (its replies promise the writes before it)."""
+        if ready.hard_state is not None or ready.append is not None:
+            return self._writes.submit(self._with_applied(ready.hard_state), ready.append)
+        return self._writes.submitted
+
+    def _dispatched(self, ready: Ready, ticket: int) -> bool:
+        """Steps 6-7a, then complete what is durable."""
         if self._react is not None:
             self._react(ready)
         if self.core is not None:
@@ -249,6 +283,17 @@ class ReadyExecutor:
         self._waiting.clear()
 
     # -- the steps -------------------------------------------------------------------------
+    def _apply(self, ready: Ready) -> None:
+        """Step 5: apply the committed entries (the core hands out only entries durable
+        here, so this never waits for the Ready's own write)."""
+        committed = ready.committed
+        if committed is not None:
+            raw = [entry.to_bytes() for entry in committed.entries]
+            core = self.core
+            term = core.term if core is not None else committed.entries[-1].term
+            self._machine.apply(committed.first_index, raw, term)
+            self._applied(self._machine.last_applied)
+
     def _send(self, messages: tuple[SendRequest | SendReply, ...]) -> None:
         outbox = self._outbox
         for out in messages:

@@ -83,6 +83,12 @@ class BroadcastStateMachine:
         self._last_applied = last
 
     def _publish(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
+        count = len(entries)
+        if count <= MAX_BATCH_ENTRIES and sum(map(len, entries)) < MAX_BATCH_BYTES:
+            # the usual Ready fits one message: the loop below would send the same frames
+            self._send(encode_broadcast_raw(self._ident, term, first_index + count - 1, entries))
+            self._next_heartbeat = time.monotonic() + self._heartbeat
+            return
         start = 0
         while start < len(entries):
             end = start

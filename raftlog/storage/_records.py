@@ -187,21 +187,36 @@ def _peers(peers: tuple[Peer, ...] | None) -> list[list[str]] | None:
     return None if peers is None else [[p.id, p.url] for p in peers]
 
 
+_PACK: Final = msgpack.Packer(use_bin_type=True).pack
+_LAST_APPLIED_KEY: Final = _PACK("last_applied")
+_head_cache: list[tuple[Any, bytes]] = [(None, b"")]
+"""The last (term, vote, config, config_index) encoded and its bytes, as one tuple (read
+once per call, so a thread never pairs one head with another's bytes)."""
+
+
 def encode_hard_state(state: HardState) -> bytes:
-    config = state.config
-    body = msgpack.packb(
-        {
-            "term": state.current_term,
-            "vote": state.voted_for,
-            "config": None
-            if config is None
-            else {"new": _peers(config.new), "old": _peers(config.old)},
-            "config_index": state.config_index,
-            "last_applied": state.last_applied,
-        },
-        use_bin_type=True,
-    )
-    return seal(HARD_STATE_KEY, body)
+    """The sealed MessagePack map ``{term, vote, config, config_index, last_applied}``.
+
+    Every applied batch rewrites the record with a new ``last_applied`` only, so the map's
+    first four pairs are kept from the last call (the same bytes ``packb`` gives for the
+    whole map: a fixmap header, the pairs in order)."""
+    head = (state.current_term, state.voted_for, state.config, state.config_index)
+    cached = _head_cache[0]
+    if cached[0] != head:
+        config = state.config
+        first_four = msgpack.packb(
+            {
+                "term": state.current_term,
+                "vote": state.voted_for,
+                "config": None
+                if config is None
+                else {"new": _peers(config.new), "old": _peers(config.old)},
+                "config_index": state.config_index,
+            },
+            use_bin_type=True,
+        )
+        cached = _head_cache[0] = (head, b"\x85" + first_four[1:] + _LAST_APPLIED_KEY)
+    return seal(HARD_STATE_KEY, cached[1] + _PACK(state.last_applied))
 
 
 def decode_hard_state(value: bytes) -> HardState:

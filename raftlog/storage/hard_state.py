@@ -8,7 +8,6 @@ rides on the next sync; ``stage`` rides on the caller's synced batch).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from rocksdict import WriteBatch
 
@@ -73,7 +72,10 @@ class RocksHardStateStore:
             return
         if self._closed:
             raise StorageError(f"{self._db.path}: hard-state store is closed")
-        state = replace(self._state, last_applied=last_applied)
+        old = self._state  # a new HardState without dataclasses.replace (once per apply)
+        state = HardState(
+            old.current_term, old.voted_for, old.config, old.config_index, last_applied
+        )
         batch = WriteBatch(raw_mode=True)
         batch.put(rec.HARD_STATE_KEY, rec.encode_hard_state(state))
         self._db.write(batch, False, "hard state")

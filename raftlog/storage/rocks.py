@@ -193,8 +193,11 @@ class RocksLogStore:
         return out
 
     def index_of_request(self, request_id: bytes) -> int | None:
-        self._check_open()
-        key = rec.request_key(request_id)
+        # The leader asks once per client update (a miss, almost always): the checks of
+        # _check_open and rec.request_key written out, to keep the calls few.
+        if self._closed:
+            raise StorageError(f"{self.database.path}: log store is closed")
+        key = rec.REQUEST_PREFIX + request_id
         value = self._db.get(key, "request-id index")
         if value is None:
             return None

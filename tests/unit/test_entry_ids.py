@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from raftlog.entry import ENTRY_HEADER_SIZE, MAX_ENTRY_TERM, ZERO_REQUEST_ID, EntryType, LogEntry
+from raftlog.entry import (
+    ENTRY_HEADER_SIZE,
+    MAX_ENTRY_TERM,
+    ZERO_REQUEST_ID,
+    EntryType,
+    LogEntry,
+    entries_size,
+)
 from raftlog.errors import EntryFormatError
 from raftlog.ids import (
     RequestIdGenerator,
@@ -163,3 +170,9 @@ def test_entry_constructor_rejects_what_the_header_cannot_hold(kwargs: dict[str,
     fields.update(kwargs)
     with pytest.raises(EntryFormatError):
         LogEntry(**fields)  # type: ignore[arg-type]
+
+
+def test_entries_size_is_the_sum_of_entry_sizes() -> None:
+    entries = [LogEntry(bytes(12), EntryType.STATE, 1, b"x" * n) for n in (1, 100, 4096)]
+    assert entries_size(entries) == sum(entry.size for entry in entries)
+    assert entries_size([]) == 0

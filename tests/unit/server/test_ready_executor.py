@@ -179,23 +179,24 @@ def test_the_order_of_one_ready_with_one_synced_write() -> None:
     s = Setup(
         ready(
             hard_state=HardState(current_term=2, voted_for="n1"),
-            append=LogAppend(1, batch),
+            append=LogAppend(3, batch[2:]),
             messages_now=(SendRequest("n2", VOTE),),
             messages_after_persist=(SendReply("tok", ACK),),
             committed=CommittedEntries(1, batch[:2]),
             events=(ConfigChanged(config, 0, True),),
         )
     )
+    s.log.append(1, batch[:2])  # committed entries are durable here before they are handed out
     s.executor.drain()
     assert s.journal.steps == [
         "connect n1,n2",
         "request n2",
         "persist hard_state+entries",
-        "apply 1..2 term 2",
-        "react",
         "dispatched",
-        "reply tok",
+        "reply tok",  # the answer the write promised leaves first ...
         "persisted",
+        "apply 1..2 term 2",  # ... then the apply
+        "react",
     ]
     assert s.log.last_index == 3 and s.hard_state.load().voted_for == "n1"
     assert (s.core.applied_to, s.applied, s.log.commit_floor) == ([2], [2], 2)
@@ -215,7 +216,7 @@ def test_the_hard_state_carries_the_applied_index_the_machine_reached() -> None:
 def test_a_ready_without_writes_persists_nothing() -> None:
     s = Setup(ready(messages_after_persist=(SendReply("t", ACK),)))
     s.executor.drain()
-    assert s.journal.steps == ["react", "dispatched", "reply t"]
+    assert s.journal.steps == ["dispatched", "reply t", "react"]
 
 
 def test_a_crash_before_persisting_leaves_the_ready_undone() -> None:
@@ -242,7 +243,7 @@ def test_a_crash_after_persisting_promises_nothing() -> None:
         crash_at="after_persist",
     )
     s.executor.drain()
-    assert s.journal.steps == ["persist hard_state", "react", "dispatched"]  # no reply
+    assert s.journal.steps == ["persist hard_state", "dispatched"]  # no reply
     assert s.hard_state.load().current_term == 5
 
 
@@ -287,6 +288,28 @@ def test_a_crash_before_restoring_leaves_the_snapshot_installed_but_unapplied() 
     meta = s.snapshots.meta()
     assert meta is not None and meta.index == 7 and s.machine.restored == []
     assert s.core.applied_to == [] and "dispatched" not in s.journal.steps
+
+
+def test_a_leaders_ready_answers_its_clients_before_its_own_write() -> None:
+    batch = entries(1, 3)
+    s = Setup(
+        ready(
+            append=LogAppend(3, batch[2:]),
+            messages_now=(SendRequest("n2", VOTE),),
+            committed=CommittedEntries(1, batch[:2]),
+        )
+    )
+    s.log.append(1, batch[:2])  # committed entries are durable here before they are handed out
+    s.executor.drain()
+    assert s.journal.steps == [
+        "request n2",
+        "apply 1..2 term 2",  # the clients' answers need not wait for this Ready's fsync
+        "persist entries",
+        "react",
+        "dispatched",
+        "persisted",
+    ]
+    assert (s.applied, s.log.last_index) == ([2], 3)
 
 
 def test_without_a_core_the_committed_term_is_the_last_entrys() -> None:
@@ -364,8 +387,8 @@ def test_replies_wait_for_their_write_and_the_next_ready_is_taken_meanwhile() ->
         ready(append=LogAppend(3, entries(3, 1)), messages_after_persist=(SendReply("2nd", ACK),)),
     )
     s.executor.drain()
-    first_ready = ["request n2", "submit 1", "react", "dispatched"]
-    assert s.journal.steps == [*first_ready, "submit 2", "react", "dispatched"]
+    first_ready = ["request n2", "submit 1", "dispatched", "react"]
+    assert s.journal.steps == [*first_ready, "submit 2", "dispatched", "react"]
     assert s.executor.waiting == 2 and s.log.last_index == 0
     writes.complete(1)
     s.executor.drain()
