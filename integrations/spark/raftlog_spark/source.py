@@ -53,6 +53,7 @@ from raftlog_spark.schema import schema_for
 from raftlog_spark.setup import check_worker_python, one_line_errors
 from raftlog_spark.sink import RaftlogStreamWriter, RaftlogWriter, parse_sink_options
 from raftlog_spark.stream import RaftlogStreamReader
+from raftlog_spark.worker_gc import freeze_worker_heap
 
 
 def _check_schema(schema: StructType, opts: SourceOptions) -> None:
@@ -95,6 +96,7 @@ class RaftlogDataSource(DataSource):
 
     @one_line_errors
     def schema(self) -> StructType:
+        freeze_worker_heap()  # a planning worker: see raftlog_spark.worker_gc
         check_worker_python()
         opts = parse_options(self.options)
         with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
@@ -110,6 +112,7 @@ class RaftlogDataSource(DataSource):
 
     @one_line_errors
     def reader(self, schema: StructType) -> DataSourceReader:
+        freeze_worker_heap()
         opts = parse_options(self.options, "batch")
         _check_schema(schema, opts)
         pinned: LogPosition | None = getattr(self, "_pinned", None)
