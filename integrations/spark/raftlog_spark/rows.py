@@ -13,7 +13,7 @@ MessagePack encoding of some wanted topic name occurs in the entry at all (topic
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Final
 
 import msgpack
@@ -45,7 +45,7 @@ MAX_BATCH_BYTES: Final = 32 * 1024 * 1024
 KIND_OFFSET: Final = 5
 STATE: Final = int(EntryType.STATE)
 
-_NO_HEADERS: Final = ({},)
+_NO_HEADERS: Final[tuple[Mapping[str, bytes]]] = ({},)
 """The headers of a raw row (none)."""
 
 CommitRecords = Callable[[int], Sequence[LoggedRecord]]
@@ -115,7 +115,7 @@ class RowBuilder:
         self._term.append(term)
         self._time_us.append(time_us)
 
-    def _headers(self, headers: Sequence[dict[str, bytes]]) -> None:
+    def _headers(self, headers: Sequence[Mapping[str, bytes]]) -> None:
         """The header maps of the rows just added (one per row)."""
         if not self.include_headers:
             return

@@ -17,7 +17,7 @@ from raftlog_spark.logclient import LogClient
 from raftlog_spark.options import SourceOptions
 from raftlog_spark.planning import IndexRangePartition, split
 from raftlog_spark.rows import to_batches
-from raftlog_spark.worker_gc import collector_paused, freeze_worker_heap
+from raftlog_spark.worker_gc import collector_paused
 
 
 def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Iterator[pa.RecordBatch]:
@@ -30,7 +30,6 @@ def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Itera
     ranges: IndexRanges = getattr(partition, "ranges", ())
     if not ranges:
         return
-    freeze_worker_heap()
     view: TopicView | None = getattr(partition, "view", None)
     peer: str | None = getattr(partition, "peer", None)
     with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:

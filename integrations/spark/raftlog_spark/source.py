@@ -53,7 +53,7 @@ from raftlog_spark.schema import schema_for
 from raftlog_spark.setup import check_worker_python, one_line_errors
 from raftlog_spark.sink import RaftlogStreamWriter, RaftlogWriter, parse_sink_options
 from raftlog_spark.stream import RaftlogStreamReader
-from raftlog_spark.worker_gc import freeze_worker_heap
+from raftlog_spark.worker_gc import settle_worker_heap
 
 
 def _check_schema(schema: StructType, opts: SourceOptions) -> None:
@@ -96,13 +96,13 @@ class RaftlogDataSource(DataSource):
 
     @one_line_errors
     def schema(self) -> StructType:
-        freeze_worker_heap()  # a planning worker: see raftlog_spark.worker_gc
         check_worker_python()
         opts = parse_options(self.options)
         with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
             self._pinned = LogPosition.of(client.log_info())
             if opts.topics is not None:
                 client.check_topics(opts.topics)  # raftlog's UnknownTopic, at load()
+        settle_worker_heap()  # a planning worker: see raftlog_spark.worker_gc
         return schema_for(opts.include_headers)
 
     @staticmethod
@@ -112,7 +112,6 @@ class RaftlogDataSource(DataSource):
 
     @one_line_errors
     def reader(self, schema: StructType) -> DataSourceReader:
-        freeze_worker_heap()
         opts = parse_options(self.options, "batch")
         _check_schema(schema, opts)
         pinned: LogPosition | None = getattr(self, "_pinned", None)
@@ -156,7 +155,9 @@ class RaftlogReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         opts = self.opts
         with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
-            return weighted_split(client, opts, self.spec, self.planned_ranges(client))
+            parts = weighted_split(client, opts, self.spec, self.planned_ranges(client))
+        settle_worker_heap()
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.opts, self.spec, partition)

@@ -5,11 +5,12 @@ about a fifth of the Python workers' CPU time, none of it finding garbage worth 
 
 * PySpark's worker daemon runs a *full* ``gc.collect()`` after every task of a reused
   worker (``pyspark/daemon.py``). A worker holds pyspark, pandas, pyarrow and raftlog, so
-  each of those collections walks several hundred thousand module objects: ~40 ms of CPU
-  per task, ~25 ms per planning call, before the worker takes its next task.
-  :func:`freeze_worker_heap` moves what the worker holds when the source first runs in it
-  (its imported modules) into the permanent generation (``gc.freeze``), which collections
-  skip; objects created later are collected as before.
+  each of those collections walks ~90,000 long-lived objects (module contents): ~40 ms of
+  CPU per task and per planning call, before the worker takes its next one.
+  :func:`settle_worker_heap` -- after the source's first call in a process, when its
+  imports (some happen during that call) are done -- collects once, then moves every
+  object still alive into the permanent generation (``gc.freeze``), which collections
+  skip. Objects created later are collected as before.
 * Decoding allocates a list per record (the MessagePack body of a record batch), so the
   collector's young-generation passes ran about once per entry, and a full pass now and
   then. :func:`collector_paused` turns automatic collection off while a task decodes
@@ -17,7 +18,8 @@ about a fifth of the Python workers' CPU time, none of it finding garbage worth 
   pass over the few objects alive then, so cyclic garbage (there is almost none: ~400
   objects per million rows) cannot pile up over a long task.
 
-Reference counting frees everything else as usual; only cycle detection is deferred.
+Reference counting frees everything else as usual (frozen objects included); only cycle
+detection is deferred, or skipped for the objects that lived through the first call.
 """
 
 from __future__ import annotations
@@ -28,19 +30,23 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+_heap = {"settled": False}
 
-def freeze_worker_heap() -> None:
-    """Once per process: exempt the objects this process holds now from collections (see
-    the module doc). A process that froze objects already (the source, or its own code)
-    is left as it is."""
-    if gc.get_freeze_count() == 0:
+
+def settle_worker_heap() -> None:
+    """Once per process, at the end of the source's first call in it: a full collection,
+    then ``gc.freeze()`` of what survives (see the module doc)."""
+    if not _heap["settled"]:
+        _heap["settled"] = True
+        gc.collect()
         gc.freeze()
 
 
 def collector_paused(items: Iterator[T]) -> Iterator[T]:
     """``items``, produced with automatic collection off; the young generations are
-    collected at each item (an Arrow batch) and the collector's previous state is restored
-    when the iterator ends, fails or is closed."""
+    collected at each item (an Arrow batch), and the collector's previous state is
+    restored (and the heap settled, :func:`settle_worker_heap`) when the iterator ends,
+    fails or is closed."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -50,3 +56,4 @@ def collector_paused(items: Iterator[T]) -> Iterator[T]:
     finally:
         if was_enabled:
             gc.enable()
+        settle_worker_heap()
