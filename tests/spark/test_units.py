@@ -43,9 +43,8 @@ from raftlog_spark.anchors import (
 )
 from raftlog_spark.balance import ENTRY_COST, bucket_step, rows_upto, weigh
 from raftlog_spark.columns import record_columns
-from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
+from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError, diagnose
 from raftlog_spark.filters import MAX_INDEX, ScanSpec, TimeBounds, eval_topic, push_filters
-from raftlog_spark.logclient import diagnose
 from raftlog_spark.options import parse_options
 from raftlog_spark.planning import LogPosition, StampIndex, batch_ranges, plan_batch, split
 from raftlog_spark.rows import RowBuilder, to_batches

@@ -17,13 +17,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from types import TracebackType
 from typing import Any, Final, TypeVar
-from urllib.parse import urlsplit
 
 from raftlog.client import IndexedEntry, RaftClient, RequestLogInfoResponse, SnapshotChunk
 from raftlog.client.topic_view import TopicView
@@ -32,7 +30,7 @@ from raftlog.errors import ClusterUnavailableError, RaftlogError, TopicError
 from raftlog.records import Record
 from raftlog.rpc.topic_counts import CountsResult
 from raftlog.security.settings import CurveClient
-from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
+from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError, diagnose
 
 T = TypeVar("T")
 
@@ -44,36 +42,6 @@ PUBLISH_WINDOW: Final = 8
 COUNTS_TIMEOUT: Final = 3.0
 """Seconds to wait for ``TC`` record counts before planning by entries (a peer without
 ``TC`` drops the request)."""
-
-
-def _tcp_reachable(url: str, timeout: float = 0.5) -> bool | None:
-    """Whether a TCP connection to ``url`` opens (None for non-TCP URLs)."""
-    parts = urlsplit(url)
-    if parts.scheme != "tcp" or parts.hostname is None or parts.port is None:
-        return None
-    host = "127.0.0.1" if parts.hostname in ("*", "0.0.0.0") else parts.hostname
-    try:
-        with socket.create_connection((host, parts.port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def diagnose(peers: tuple[str, ...], ident: str, timeout: float, cause: BaseException) -> str:
-    """Why no peer answered: unreachable peers, or reachable ones that ignore this ident."""
-    reachable = [url for url in peers if _tcp_reachable(url)]
-    unreachable = [url for url in peers if url not in reachable]
-    if reachable:
-        hint = (
-            f"{', '.join(reachable)} accept(s) connections but no raftlog peer answered: "
-            f"check the ident {ident!r} (peers silently ignore requests for another "
-            "cluster ident) and that these are raftlog peer (ROUTER) URLs"
-        )
-        if unreachable:
-            hint += f"; unreachable: {', '.join(unreachable)}"
-    else:
-        hint = f"no peer is reachable ({', '.join(peers)}): check the URLs and that peers run"
-    return f"raftlog source: no leader answered within {timeout:g}s: {hint} ({cause})"
 
 
 async def _pull(
@@ -206,21 +174,27 @@ class LogClient:
 
     async def _topic_view(self, topics: frozenset[str] | None) -> TopicView:
         names = await self.topics.list_topics() if topics is None else sorted(topics)
+        answers = await asyncio.gather(
+            *(self.topics.describe(name) for name in names), return_exceptions=True
+        )
         infos = []
-        for name in names:
-            try:
-                infos.append(await self.topics.describe(name))
-            except TopicError as exc:  # UnknownTopic: deleted between list and describe
-                if exc.name != "UnknownTopic":
-                    raise
+        for answer in answers:
+            if isinstance(answer, TopicError) and answer.name == "UnknownTopic":
+                continue  # deleted between list and describe
+            if isinstance(answer, BaseException):
+                raise answer
+            infos.append(answer)
         return TopicView.of(infos)
 
     def cluster_urls(self) -> tuple[str, ...]:
         """Every peer's URL as the cluster reports its configuration (the seeds if it
         reports none): where the planner spreads the tasks' reads."""
-        info = self._call(self._client.request_config())
-        urls = tuple(peer.url for peer in info.peers)
-        return urls or self.peers
+        urls: tuple[str, ...] = self._call(self._cluster_urls())
+        return urls
+
+    async def _cluster_urls(self) -> tuple[str, ...]:
+        info = await self._client.request_config()
+        return tuple(peer.url for peer in info.peers) or self.peers
 
     def list_topics(self) -> tuple[str, ...]:
         names: tuple[str, ...] = self._call(self.topics.list_topics())
@@ -231,15 +205,40 @@ class LogClient:
     ) -> CountsResult | None:
         """Records per bucket of ``step`` entries in ``[lo, hi]`` from the leader's topic
         index (``TC``), or None from a peer that does not answer it in time."""
+        counts: CountsResult | None = self._run(self._record_counts(lo, hi, step, topics))
+        return counts
+
+    async def _record_counts(
+        self, lo: int, hi: int, step: int, topics: frozenset[str] | None
+    ) -> CountsResult | None:
         names = None if topics is None else sorted(topics)
+        timeout = min(self.timeout, COUNTS_TIMEOUT)
         try:
-            result: CountsResult = self._run(
-                self.topics.record_counts(
-                    lo, hi, step=step, topics=names, timeout=min(self.timeout, COUNTS_TIMEOUT)
-                )
-            )
+            return await self.topics.record_counts(lo, hi, step=step, topics=names, timeout=timeout)
         except ClusterUnavailableError:
             return None
+
+    def plan_facts(
+        self,
+        view_topics: frozenset[str] | None,
+        lo: int,
+        hi: int,
+        step: int,
+        counted: frozenset[str] | None,
+        *,
+        with_view: bool = True,
+    ) -> tuple[TopicView | None, CountsResult | None, tuple[str, ...]]:
+        """What planning a read asks the cluster, asked at once (each request's latency
+        is paid once, not one after the other): the topic view of ``view_topics`` (unless
+        not ``with_view``), :meth:`record_counts` and :meth:`cluster_urls`."""
+
+        async def facts() -> tuple[TopicView | None, CountsResult | None, tuple[str, ...]]:
+            view = self._topic_view(view_topics) if with_view else asyncio.sleep(0, None)
+            return await asyncio.gather(
+                view, self._record_counts(lo, hi, step, counted), self._cluster_urls()
+            )
+
+        result: tuple[TopicView | None, CountsResult | None, tuple[str, ...]] = self._call(facts())
         return result
 
     def publish_all(

@@ -13,7 +13,7 @@ MessagePack encoding of some wanted topic name occurs in the entry at all (topic
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Final
 
 import msgpack
@@ -44,6 +44,9 @@ log = logging.getLogger("raftlog_spark")
 MAX_BATCH_BYTES: Final = 32 * 1024 * 1024
 KIND_OFFSET: Final = 5
 STATE: Final = int(EntryType.STATE)
+
+_NO_HEADERS: Final[tuple[Mapping[str, bytes]]] = ({},)
+"""The headers of a raw row (none)."""
 
 CommitRecords = Callable[[int], Sequence[LoggedRecord]]
 """The records commit ``index`` made visible, already filtered by the topic read rules."""
@@ -78,26 +81,54 @@ class RowBuilder:
         self._reset()
 
     def _reset(self) -> None:
+        self._rows = 0
+        # index, term and append time are the same for all rows of an entry: one run each
+        self._ends: list[int] = []  # rows up to and including each run
         self._index: list[int] = []
-        self._position: list[int] = []
         self._term: list[int] = []
+        self._time_us: list[int | None] = []
+        # the topic: a run per single-topic entry, else a run per row
+        self._topic_ends: list[int] = []
         self._topic: list[str | None] = []
+        self._position: list[int] = []
         self._key: list[bytes | None] = []
         self._value: list[bytes] = []
-        self._offsets: list[int] = [0]
+        self._offsets: list[int] | None = None  # None: no row of the batch has headers yet
         self._hkeys: list[str] = []
         self._hvalues: list[bytes] = []
-        self._time_us: list[int | None] = []
         self._producer_ms: list[int] = []
         self._bytes = 0
 
     @property
     def rows(self) -> int:
-        return len(self._index)
+        return self._rows
 
     @property
     def full(self) -> bool:
-        return len(self._index) >= self.rows_per_batch or self._bytes >= MAX_BATCH_BYTES
+        return self._rows >= self.rows_per_batch or self._bytes >= MAX_BATCH_BYTES
+
+    def _run(self, index: int, term: int, time_us: int | None, count: int) -> None:
+        """``count`` more rows of entry ``index`` (its term and append time)."""
+        self._rows += count
+        self._ends.append(self._rows)
+        self._index.append(index)
+        self._term.append(term)
+        self._time_us.append(time_us)
+
+    def _headers(self, headers: Sequence[Mapping[str, bytes]]) -> None:
+        """The header maps of the rows just added (one per row)."""
+        if not self.include_headers:
+            return
+        offsets, hkeys = self._offsets, self._hkeys
+        if offsets is None:
+            if not any(headers):
+                return
+            offsets = self._offsets = [0] * (self._rows - len(headers) + 1)
+        for named in headers:
+            if named:
+                hkeys.extend(named.keys())
+                self._hvalues.extend(named.values())
+            offsets.append(len(hkeys))
 
     def add(self, index: int, entry: LogEntry) -> None:
         if entry.entry_type != STATE:
@@ -105,14 +136,13 @@ class RowBuilder:
         data = entry.data
         if not is_topic_data(data):
             if self._raw_ok:
-                self._index.append(index)
-                self._position.append(0)
-                self._term.append(entry.term)
+                self._run(index, entry.term, None, 1)
                 self._topic.append(None)
+                self._topic_ends.append(self._rows)
+                self._position.append(0)
                 self._key.append(None)
                 self._value.append(data)
-                self._offsets.append(len(self._hkeys))
-                self._time_us.append(None)
+                self._headers(_NO_HEADERS)
                 self._producer_ms.append(0)
                 self._bytes += len(data)
             return
@@ -167,24 +197,17 @@ class RowBuilder:
         if not count:
             return
         # whole columns at a time, not one append per field and record
-        self._index.extend([index] * count)
-        self._term.extend([entry.term] * count)
-        self._topic.extend(topics)
+        self._run(index, entry.term, time_us, count)
+        if count == 1 or len(set(topics)) == 1:
+            self._topic.append(topics[0])
+            self._topic_ends.append(self._rows)
+        else:
+            self._topic.extend(topics)
+            self._topic_ends.extend(range(self._rows - count + 1, self._rows + 1))
         self._key.extend(keys)
         self._value.extend(values)
-        self._time_us.extend([time_us] * count)
         self._producer_ms.extend(stamps)  # ms, 0 = none: converted per batch in flush
-        offsets, hkeys, hvalues = self._offsets, self._hkeys, self._hvalues
-        if not self.include_headers:
-            pass  # no headers column: nothing to build
-        elif any(headers):
-            for named in headers:
-                if named:
-                    hkeys.extend(named.keys())
-                    hvalues.extend(named.values())
-                offsets.append(len(hkeys))
-        else:
-            offsets.extend([len(hkeys)] * count)
+        self._headers(headers)
         self._bytes += len(data)
 
     def _add_commit(self, index: int, term: int, data: bytes) -> None:
@@ -209,19 +232,14 @@ class RowBuilder:
         self.decoded += 1
         for item in items:
             record = item.record
-            self._index.append(index)
-            self._position.append(item.id.position)
-            self._term.append(term)
+            self._run(index, term, item.append_time_ms * 1000 if item.append_time_ms else None, 1)
             self._topic.append(record.topic)
+            self._topic_ends.append(self._rows)
+            self._position.append(item.id.position)
             self._key.append(record.key)
             self._value.append(record.value)
-            self._time_us.append(item.append_time_ms * 1000 if item.append_time_ms else None)
             self._producer_ms.append(record.timestamp_ms)
-            if self.include_headers:
-                if record.headers:
-                    self._hkeys.extend(record.headers.keys())
-                    self._hvalues.extend(record.headers.values())
-                self._offsets.append(len(self._hkeys))
+            self._headers((record.headers,))
             self._bytes += record.size
 
     def _picked(
@@ -258,19 +276,23 @@ class RowBuilder:
     def flush(self) -> pa.RecordBatch:
         schema = arrow_schema(self.include_headers)
         time_type = schema.field("timestamp").type
+        ends = pa.array(self._ends, pa.int32())
         columns = [
-            pa.array(self._index, pa.int64()),
+            _decoded_runs(ends, pa.array(self._index, pa.int64())),
             pa.array(self._position, pa.int32()),
-            pa.array(self._term, pa.int64()),
-            pa.array(self._topic, pa.string()),
+            _decoded_runs(ends, pa.array(self._term, pa.int64())),
+            _decoded_runs(
+                pa.array(self._topic_ends, pa.int32()), pa.array(self._topic, pa.string())
+            ),
             pa.array(self._key, pa.binary()),
             pa.array(self._value, pa.binary()),
-            pa.array(self._time_us, time_type),
+            _decoded_runs(ends, pa.array(self._time_us, time_type)),
             _ms_or_null(self._producer_ms, time_type),
         ]
         if self.include_headers:
+            offsets = self._offsets if self._offsets is not None else [0] * (self._rows + 1)
             headers = pa.MapArray.from_arrays(
-                pa.array(self._offsets, pa.int32()),
+                pa.array(offsets, pa.int32()),
                 pa.array(self._hkeys, pa.string()),
                 pa.array(self._hvalues, pa.binary()),
                 type=schema.field("headers").type,
@@ -279,6 +301,12 @@ class RowBuilder:
         batch = pa.RecordBatch.from_arrays(columns, schema=schema)
         self._reset()
         return batch
+
+
+def _decoded_runs(ends: pa.Array, values: pa.Array) -> pa.Array:
+    """The plain array of run-length encoded ``values`` (run ``k`` ends before row
+    ``ends[k]``): a value per entry is expanded to its rows in Arrow, not in Python."""
+    return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, values))
 
 
 def _ms_or_null(stamps: list[int], time_type: pa.DataType) -> pa.Array:

@@ -17,6 +17,7 @@ from raftlog_spark.logclient import LogClient
 from raftlog_spark.options import SourceOptions
 from raftlog_spark.planning import IndexRangePartition, split
 from raftlog_spark.rows import to_batches
+from raftlog_spark.worker_gc import collector_paused
 
 
 def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Iterator[pa.RecordBatch]:
@@ -24,7 +25,8 @@ def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Itera
     batches, by the topic read rules fetched at planning (issue #11: the records a ``TR``
     read at the planned applied index returns; every task of a read uses the same view).
     A transaction commit in the ranges gives its committed records, fetched from the topic
-    index (``raftlog_spark.commits``), wherever their store entries lie (issue #18)."""
+    index (``raftlog_spark.commits``), wherever their store entries lie (issue #18).
+    Python's cyclic collector stays off the decoding (:mod:`raftlog_spark.worker_gc`)."""
     ranges: IndexRanges = getattr(partition, "ranges", ())
     if not ranges:
         return
@@ -39,8 +41,10 @@ def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Itera
                 )
 
         commits = None if view is None else CommitReader(client, view, spec.topic_checker()).records
-        yield from to_batches(
-            chunks(), spec, opts.rows_per_batch, opts.include_headers, view, commits=commits
+        yield from collector_paused(
+            to_batches(
+                chunks(), spec, opts.rows_per_batch, opts.include_headers, view, commits=commits
+            )
         )
 
 
@@ -61,17 +65,19 @@ def weighted_split(
 ) -> list[IndexRangePartition]:
     """``ranges`` cut into partitions of equal rows, weighed by the leader's ``TC`` counts;
     each carries the topic read rules for its task (fetched here, once per read) and the
-    peer it reads from first: round-robin over the cluster, followers included."""
+    peer it reads from first: round-robin over the cluster, followers included. The view,
+    the counts and the cluster's peers are asked for at once (one round trip's wait)."""
     if not ranges:
         return []
     lo, hi = ranges[0][0], ranges[-1][1]
     step = bucket_step(lo, hi)
     wanted = spec.wanted_topics()
-    view = None if wanted == frozenset() else client.topic_view(wanted)
+    view, counts, peers = client.plan_facts(
+        wanted, lo, hi, step, counted_topics(client, opts, spec), with_view=wanted != frozenset()
+    )
     if view is not None and wanted is None:  # the sink's own records are no data rows
         internal = {name: bounds for name, bounds in view.topics.items() if name != ANCHOR_TOPIC}
         view = TopicView(internal, view.applied)
-    counts = client.record_counts(lo, hi, step, counted_topics(client, opts, spec))
     segments = weigh(ranges, counts, lo, step, raw_rows=spec.admits_raw)
     return split(
         ranges,
@@ -80,5 +86,5 @@ def weighted_split(
         records_per_partition=opts.records_per_partition,
         segments=segments,
         view=view,
-        peers=client.cluster_urls(),
+        peers=peers,
     )

@@ -53,6 +53,7 @@ from raftlog_spark.schema import schema_for
 from raftlog_spark.setup import check_worker_python, one_line_errors
 from raftlog_spark.sink import RaftlogStreamWriter, RaftlogWriter, parse_sink_options
 from raftlog_spark.stream import RaftlogStreamReader
+from raftlog_spark.worker_gc import settle_worker_heap
 
 
 def _check_schema(schema: StructType, opts: SourceOptions) -> None:
@@ -101,6 +102,7 @@ class RaftlogDataSource(DataSource):
             self._pinned = LogPosition.of(client.log_info())
             if opts.topics is not None:
                 client.check_topics(opts.topics)  # raftlog's UnknownTopic, at load()
+        settle_worker_heap()  # a planning worker: see raftlog_spark.worker_gc
         return schema_for(opts.include_headers)
 
     @staticmethod
@@ -153,7 +155,9 @@ class RaftlogReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         opts = self.opts
         with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
-            return weighted_split(client, opts, self.spec, self.planned_ranges(client))
+            parts = weighted_split(client, opts, self.spec, self.planned_ranges(client))
+        settle_worker_heap()
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.opts, self.spec, partition)
