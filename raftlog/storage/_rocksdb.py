@@ -279,6 +279,17 @@ class RocksDatabase:
         except Exception as exc:
             raise rocks_error(exc, f"reading {what}") from None
 
+    def compact_all(self) -> None:
+        """Compact the whole database now, in the caller's thread. For tools that write a
+        store in bulk and close it (``bench/prefill.py``): without this, the compactions that
+        bulk load owes run when the next process opens the store, competing with it for CPU
+        and disk, which a peer that wrote the same log over hours never pays at once."""
+        self.check_writable()
+        try:
+            self._db.compact_range(None, None)
+        except Exception as exc:
+            raise rocks_error(exc, f"compacting {self.path}") from None
+
     def property_int(self, name: str) -> int | None:
         self.check_open()
         try:
