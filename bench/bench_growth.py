@@ -53,6 +53,9 @@ LENGTHS = tuple(
     int(n) for n in os.environ.get("RAFTLOG_BENCH_LENGTHS", "0,1000000,10000000").split(",")
 )
 REPEATS = 3
+LENGTH_ROUNDS = 5
+"""Rounds of the log-length comparison: its rounds of one length differ by ~8% on a quiet
+machine, as much as the 10% the lengths are compared against, so it takes more of them."""
 UPDATES = 20_000
 TOPICS = int(os.environ.get("RAFTLOG_BENCH_TOPICS", "50000"))
 CATCH_UP_FROM = 1_000_000 if 1_000_000 in LENGTHS else max(LENGTHS)
@@ -113,13 +116,13 @@ def _sizes() -> list[str]:
 
 
 def _lengths(tmp: Path) -> tuple[dict[int, dict[str, float]], dict[int, list[UpdateResult]]]:
-    """Every log length measured in turn, round by round (``REPEATS`` rounds): a cluster per
+    """Every log length measured in turn, round by round (``LENGTH_ROUNDS``): a cluster per
     length, prefilled once, restarted for each round on the same data. Why alternate: the
     lengths were once measured one after the other and the first (the empty log) came out
     22% slower than the others on a quiet machine, which a change of machine load between
     the phases explains as well as the log does; alternating puts every length in the same
     time window, so their ratios hold whatever the machine does. The "empty" log holds the
-    updates of the earlier rounds (at most ``REPEATS * UPDATES`` entries)."""
+    updates of the earlier rounds (at most ``LENGTH_ROUNDS * UPDATES`` entries)."""
     out: dict[int, dict[str, float]] = {}
     clusters: dict[int, PeerCluster] = {}
     runs: dict[int, list[UpdateResult]] = {}
@@ -131,9 +134,9 @@ def _lengths(tmp: Path) -> tuple[dict[int, dict[str, float]], dict[int, list[Upd
         if n:
             print(f"     prefill {n:,} entries", flush=True)
             out[n]["prefill"] = prefill([p.data_dir for p in c.peers.values()], n)
-    for rnd in range(REPEATS):
+    for rnd in range(LENGTH_ROUNDS):
         for n, c in clusters.items():
-            print(f"     round {rnd + 1}/{REPEATS}: log of {n:,}", flush=True)
+            print(f"     round {rnd + 1}/{LENGTH_ROUNDS}: log of {n:,}", flush=True)
             with c:
                 t0 = time.perf_counter()
                 c.start()
@@ -148,7 +151,7 @@ def _lengths(tmp: Path) -> tuple[dict[int, dict[str, float]], dict[int, list[Upd
                 out[n]["rss_load"] = max(
                     out[n].get("rss_load", 0.0), *(rss_bytes(pid) for pid in _pids(c))
                 )
-                if rnd == REPEATS - 1 and n == CATCH_UP_FROM:
+                if rnd == LENGTH_ROUNDS - 1 and n == CATCH_UP_FROM:
                     out[n].update(_catch_up(c))
     for n, results in runs.items():
         out[n]["rate"] = statistics.median(r.rate for r in results) if results else float("nan")
@@ -307,7 +310,8 @@ def _report(
             *size_rows,
             "",
             f"**Log length** (the log written beforehand with the storage API, `bench/prefill.py`,"
-            f" 100 B entries; {UPDATES:,} updates of 100 B at 128 in flight, median of {REPEATS}"
+            f" 100 B entries; {UPDATES:,} updates of 100 B at 128 in flight, median of"
+            f" {LENGTH_ROUNDS}"
             " rounds, each round measuring every length in turn on its cluster, restarted;"
             " in brackets: / the shortest log; RSS = the largest of the three peers):",
             "",
