@@ -220,7 +220,7 @@ class FollowerLostEntries:
     made durable (a wiped or replaced data directory, a restored old backup). The leader
     resends from the follower's real end (a snapshot when that is compacted), as the
     reference leader does; the operator should know, because a peer that lost its state may
-    also have lost its vote (docs/reliability.md)."""
+    also have lost its vote (docs/operations.md, "One peer lost its disk")."""
 
     peer_id: str
     acknowledged: int
