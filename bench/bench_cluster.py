@@ -300,6 +300,18 @@ def _report(
             + " / ".join(_rate(v) for v in ref[key])
         )
 
+    def client_cpu(cpu_key: str, rate_key: str, digits: int) -> str:
+        """Per round, both clusters: the client's CPU share and its µs per operation."""
+        return ", ".join(
+            name
+            + " "
+            + " / ".join(
+                f"{c:.2f} ({c / r * 1e6:.{digits}f})"
+                for c, r in zip(series[cpu_key], series[rate_key], strict=True)
+            )
+            for name, series in (("raftlog", ours), ("reference", ref))
+        )
+
     node, py = "reference client", "loadgen.py"
     n = int(_med(ours["read_n"]))
     lines = [
@@ -362,29 +374,11 @@ def _report(
         f"- updates/s at 128 in flight, reference client: {rounds('node_rate128')}",
         f"- updates/s at 128 in flight, loadgen.py: {rounds('rate128')}",
         "- the Node client's own CPU at 128 in flight (1.00 = a whole core; µs per update in"
-        " brackets): raftlog "
-        + " / ".join(
-            f"{c:.2f} ({c / r * 1e6:.0f})"
-            for c, r in zip(ours["node_client_cpu128"], ours["node_rate128"], strict=True)
-        )
-        + ", reference "
-        + " / ".join(
-            f"{c:.2f} ({c / r * 1e6:.0f})"
-            for c, r in zip(ref["node_client_cpu128"], ref["node_rate128"], strict=True)
-        ),
+        " brackets): " + client_cpu("node_client_cpu128", "node_rate128", 0),
         f"- read entries/s, reference client: {rounds('node_read')}",
         f"- read entries/s, loadgen.py: {rounds('read')}",
         "- the Node client's own CPU during its reads (1.00 = a whole core; µs per entry in"
-        " brackets): raftlog "
-        + " / ".join(
-            f"{c:.2f} ({c / r * 1e6:.2f})"
-            for c, r in zip(ours["node_read_client_cpu"], ours["node_read"], strict=True)
-        )
-        + ", reference "
-        + " / ".join(
-            f"{c:.2f} ({c / r * 1e6:.2f})"
-            for c, r in zip(ref["node_read_client_cpu"], ref["node_read"], strict=True)
-        ),
+        " brackets): " + client_cpu("node_read_client_cpu", "node_read", 2),
         "",
         _ceiling_text(ours, ref),
         "",
