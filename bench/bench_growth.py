@@ -25,7 +25,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests")]
 
-from integration.cluster import PEER_BIN, PeerCluster, wait_for  # noqa: E402
+from integration.cluster import PeerCluster, wait_for  # noqa: E402
 
 from bench.loadgen import (  # noqa: E402
     UpdateResult,
@@ -216,14 +215,7 @@ def _snapshot() -> dict[str, float]:
         asyncio.run(_create_topics(c, TOPICS))
         out["create_s"] = time.perf_counter() - t0
         time.sleep(2.0)  # housekeeping prunes the request ids to the last 100
-        admin = PEER_BIN.with_name("raftlog-admin")
-        done = subprocess.run(
-            [str(admin), "--config", str(c.config_path), "--timeout", "60", "compact"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        COMPACTED.append("; ".join(ln.split("\t")[-1] for ln in done.stdout.strip().splitlines()))
+        COMPACTED.append(c.compact_all())
         follower = next(p for p in c.peers if p != leader)
         # the leader may be busy finishing its compaction: wait for its answer
         answers: list[Any] = []

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests")]
 
-from integration.cluster import PEER_BIN, PeerCluster  # noqa: E402
+from integration.cluster import PeerCluster  # noqa: E402
 
 from bench.procstat import load_average  # noqa: E402
 from raftlog.client import RaftClient  # noqa: E402
@@ -176,16 +175,7 @@ async def _disk(out: dict[str, object]) -> None:
             await asyncio.sleep(2.0)  # request ids pruned to the last 100 (housekeeping)
             out["before"] = _usage(c, follower)
             out["info_before"] = c.log_info(follower)
-            admin = PEER_BIN.with_name("raftlog-admin")
-            done = subprocess.run(
-                [str(admin), "--config", str(c.config_path), "--timeout", "60", "compact"],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            out["compacted"] = "; ".join(
-                line.split("\t")[-1] for line in done.stdout.strip().splitlines()
-            )
+            out["compacted"] = c.compact_all()
             await asyncio.sleep(1.5)  # the topic index drops its compacted keys (1 s timer)
             out["after"] = _usage(c, follower)
             count, _ = await _read_topic(tc, "kept")

@@ -287,6 +287,24 @@ class PeerCluster:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def compact_all(self, timeout: float = 60.0) -> str:
+        """``raftlog-admin compact`` on every peer (raises if it fails); what each peer
+        answered (e.g. "compacted to 49900"), joined with "; "."""
+        done = subprocess.run(
+            [
+                str(PEER_BIN.with_name("raftlog-admin")),
+                "--config",
+                str(self.config_path),
+                "--timeout",
+                str(timeout),
+                "compact",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return "; ".join(line.split("\t")[-1] for line in done.stdout.strip().splitlines())
+
     # -- observations ----------------------------------------------------------------------
     def config_of(self, peer_id: str) -> RequestConfigResponse | None:
         got = probe(
