@@ -200,12 +200,12 @@ def _ceiling(out: dict[str, list[float]]) -> None:
     machine, measured in the same run as the clusters it bounds. Same phases as a cluster
     round (128 in flight; the read of READ_TARGET entries, best of READS)."""
     with null_server(READ_TARGET, CEILING_BATCH) as url:
-        results = run_phases([url], "null", [updates_phase(128, 30000)] + [read_phase()] * READS)
-    [upd, *reads] = results
+        phases = [updates_phase(128, dict(INFLIGHT)[128])] + [read_phase()] * READS
+        [upd, *read_results] = run_phases([url], "null", phases)
     assert isinstance(upd, NodeUpdates)
     out["ceiling_rate128"].append(upd.rate)
     out["ceiling_cpu128"].append(upd.client_cpu)
-    best = max((r for r in reads if isinstance(r, NodeRead)), key=lambda r: r.rate)
+    best = max((r for r in read_results if isinstance(r, NodeRead)), key=lambda r: r.rate)
     out["ceiling_read"].append(best.rate)
     out["ceiling_read_cpu"].append(best.client_cpu)
 
