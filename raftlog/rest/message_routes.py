@@ -9,14 +9,13 @@ their ids; with ``"transaction"`` it commits a transaction instead (``raftlog.re
 ``{"id", "timestamp", "payload"}`` from this peer's applied state. ``startFrom`` is a message
 id (a string) or an append time in ms (a number); no ``startFrom`` starts at the oldest
 retained message. With ``waitMs`` an empty answer waits up to that long for messages
-(``[rest] max_wait_ms`` caps it), so a consumer need not spin; a peer shutting down ends
+(``[rest] max_wait_ms`` caps it), so a consumer need not spin: the wait parks until this
+peer applies a new batch (no timer re-reads), then reads again; a peer shutting down ends
 the wait at once (an empty answer) rather than holding its exit.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -43,8 +42,6 @@ from raftlog.rest.errors import RestError, from_cluster
 from raftlog.rpc.topics import DEFAULT_READ_LIMIT, MAX_READ_LIMIT, ReadResult
 from raftlog.security.policy import Role
 
-POLL_INTERVAL: Final = 0.02
-"""Seconds between two local reads while a long poll waits."""
 PUBLISH_FIELDS: Final = frozenset({"messages", "encoding", "transaction", "ttlMs"})
 POLL_FIELDS: Final = frozenset({"startFrom", "inclusive", "limit", "waitMs", "encoding"})
 
@@ -128,12 +125,12 @@ def add_message_routes(
         wait_ms = optional_int(body, "waitMs", 0, MAX_UINT) or 0
         deadline = time.monotonic() + min(wait_ms, ctx.settings.max_wait_ms) / 1000
         result = await _read(ctx, name, body)
-        closing = ctx.gateway.closing
-        while not result.records and time.monotonic() < deadline and not closing.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(closing.wait(), POLL_INTERVAL)
-            if not closing.is_set():
-                result = await _read(ctx, name, body)
+        gateway = ctx.gateway
+        # an empty answer waits for the next applied batch (ApplySignal), then reads again
+        while not result.records and (left := deadline - time.monotonic()) > 0:
+            if not await gateway.wait_applied(result.applied, left):
+                break  # nothing applied in time, or the peer is stopping
+            result = await _read(ctx, name, body)
         messages = [
             {
                 "id": format_id(item.id),

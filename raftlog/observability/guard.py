@@ -1,0 +1,352 @@
+"""Connection governance of the HTTP listener: caps, timeouts, reaping, quiet floods.
+
+Why our own accept loop instead of ``loop.create_server``: asyncio accepts every connection
+it can and, once descriptors run out, logs a traceback per failed accept; aiohttp has no
+timeout for a request's headers. ~20,000 half-open connections trickling headers then used
+up a peer's descriptors, its ZeroMQ port stopped answering and its log grew by 100 MB
+(issue #25). Here every accepted socket is counted *before* any protocol sees it:
+
+- at ``cap`` connections (``[http] max_connections``, never more than half the descriptor
+  limit) or ``max_connections_per_address`` from one address, a new connection gets a
+  one-line 503 (plain HTTP) and is closed at once -- a fast refusal, one descriptor for a
+  microsecond;
+- when accept itself fails for lack of descriptors, accepting pauses briefly instead of
+  spinning, and the failure is logged once a second with a count (:class:`FloodLog`);
+- a connection (or TLS handshake) that has not produced a request within
+  ``header_timeout_ms``, or a kept-alive one idle for ``idle_timeout_ms``, is aborted by a
+  reaper that runs once a second; a request being handled (a long poll) is never reaped.
+
+The count is released when the socket is closed (asyncio closes it when the connection
+ends), or at the latest when it is collected, so a leak in a protocol cannot leak the cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import socket
+import ssl
+import time
+import weakref
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import structlog
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from raftlog.observability.http_settings import HttpSettings
+
+log = structlog.get_logger("raftlog.http")
+
+REAP_INTERVAL: Final = 1.0
+"""Seconds between two reaper passes (also how often aggregated log lines are flushed)."""
+ACCEPT_PAUSE: Final = 0.1
+"""Seconds accepting pauses after accept failed for lack of descriptors or memory."""
+ACCEPT_BATCH: Final = 64
+"""Connections accepted per readiness event before other work gets the loop."""
+BACKLOG: Final = 128
+REFUSAL: Final = (
+    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n"
+    b"Connection: close\r\n\r\n"
+)
+_RESOURCE_ERRORS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+
+class FloodLog:
+    """Repeated events logged at most once per ``interval`` each, with how many happened:
+    a flood produces a line a second, never a line (or a traceback) per connection."""
+
+    def __init__(self, interval: float = REAP_INTERVAL,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._interval = interval
+        self._clock = clock
+        self._counts: Counter[str] = Counter()
+        self._fields: dict[str, dict[str, Any]] = {}
+        self._last: dict[str, float] = {}
+
+    def event(self, name: str, **fields: Any) -> None:
+        """Count one ``name`` event (its fields: the last one's are logged)."""
+        self._counts[name] += 1
+        self._fields[name] = fields
+        if self._clock() - self._last.get(name, -self._interval) >= self._interval:
+            self._emit(name)
+
+    def flush(self) -> None:
+        """Log what was counted since the last line of each event, if its interval passed."""
+        now = self._clock()
+        for name in [n for n, c in self._counts.items() if c]:
+            if now - self._last.get(name, -self._interval) >= self._interval:
+                self._emit(name)
+
+    def _emit(self, name: str) -> None:
+        count = self._counts.pop(name)
+        self._last[name] = self._clock()
+        log.warning(name, count=count, **self._fields.pop(name, {}))
+
+
+class _Slot:
+    """One admitted connection's place in the counts; released exactly once."""
+
+    __slots__ = ("__weakref__", "_release")
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release: Callable[[], None] | None = release
+
+    def release(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+
+class _CountedSocket(socket.socket):
+    """An accepted socket that gives its slot back when closed (or collected)."""
+
+    def __init__(self, conn: socket.socket, slot: _Slot) -> None:
+        super().__init__(conn.family, conn.type, conn.proto, fileno=conn.detach())
+        self._slot = slot
+        weakref.finalize(self, slot.release)
+
+    def close(self) -> None:
+        """Close the descriptor, then free the slot."""
+        super().close()
+        self._slot.release()
+
+
+@dataclass(slots=True)
+class _Conn:
+    """An established connection, as the reaper sees it."""
+
+    transport: asyncio.BaseTransport
+    last: float
+    """When it was accepted, or when its last request ended."""
+    requests: int = 0
+    busy: int = 0
+
+
+class ConnectionGuard:
+    """Accepts for the HTTP listener within the limits of ``settings`` (module docstring)."""
+
+    def __init__(self, settings: HttpSettings, ssl_context: ssl.SSLContext | None = None,
+                 *, nofile: int | None = None) -> None:
+        self.settings = settings
+        self.ssl_context = ssl_context
+        self.cap = settings.connection_cap(nofile)
+        """Connections admitted at once (``max_connections`` bounded by the fd share)."""
+        self.flood = FloodLog()
+        self.open = 0
+        self._per_address: Counter[str] = Counter()
+        self._conns: dict[asyncio.BaseTransport, _Conn] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sock: socket.socket | None = None
+        self._factory: Callable[[], asyncio.BaseProtocol] | None = None
+        self._reaper: asyncio.Task[None] | None = None
+        self._paused = False
+
+    # -- listening ---------------------------------------------------------------------------
+    def listen(self, factory: Callable[[], asyncio.BaseProtocol], host: str, port: int) -> int:
+        """Bind ``host:port`` and start accepting for ``factory`` (on the running loop);
+        the bound port."""
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(BACKLOG)
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock, self._factory = sock, factory
+        loop = asyncio.get_running_loop()
+        loop.add_reader(sock.fileno(), self._accept)
+        self._reaper = loop.create_task(self._reap_forever())
+        return int(sock.getsockname()[1])
+
+    def close(self) -> None:
+        """Stop accepting and cancel handshakes in progress (established connections are
+        aiohttp's to close)."""
+        if self._sock is not None:
+            with contextlib.suppress(RuntimeError):  # the loop may already be closing
+                asyncio.get_running_loop().remove_reader(self._sock.fileno())
+            self._sock.close()
+            self._sock = None
+        for task in [*self._tasks, *([self._reaper] if self._reaper else [])]:
+            task.cancel()
+        self.flood.flush()
+
+    def _accept(self) -> None:
+        sock = self._sock
+        if sock is None:
+            return
+        for _ in range(ACCEPT_BATCH):
+            try:
+                conn, peer = sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self.flood.event("http_accept_failed", error=exc.strerror or str(exc))
+                if exc.errno in _RESOURCE_ERRORS:
+                    self._pause()
+                return
+            self._admit(conn, str(peer[0]) if isinstance(peer, tuple) else "local")
+
+    def _pause(self) -> None:
+        if self._paused or self._sock is None:
+            return
+        self._paused = True
+        loop = asyncio.get_running_loop()
+        loop.remove_reader(self._sock.fileno())
+
+        def resume() -> None:
+            self._paused = False
+            if self._sock is not None:
+                loop.add_reader(self._sock.fileno(), self._accept)
+
+        loop.call_later(ACCEPT_PAUSE, resume)
+
+    def _admit(self, conn: socket.socket, address: str) -> None:
+        limits = self.settings
+        if self.open >= self.cap:
+            self._refuse(conn, "http_connections_refused", reason="listener full", cap=self.cap)
+            return
+        if self._per_address[address] >= limits.max_connections_per_address:
+            self._refuse(conn, "http_connections_refused", reason="address full",
+                         address=address, cap=limits.max_connections_per_address)
+            return
+        self.open += 1
+        self._per_address[address] += 1
+
+        def release() -> None:
+            self.open -= 1
+            left = self._per_address[address] - 1
+            if left > 0:
+                self._per_address[address] = left
+            else:
+                del self._per_address[address]
+
+        counted = _CountedSocket(conn, _Slot(release))
+        task = asyncio.get_running_loop().create_task(self._connect(counted))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _refuse(self, conn: socket.socket, event: str, **fields: Any) -> None:
+        """Answer 503 without reading the request (plain HTTP only) and close."""
+        try:
+            if self.ssl_context is None:
+                conn.setblocking(False)
+                conn.send(REFUSAL)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+        self.flood.event(event, **fields)
+
+    async def _connect(self, sock: _CountedSocket) -> None:
+        assert self._factory is not None
+        loop = asyncio.get_running_loop()
+        handshake = self.settings.header_timeout_ms / 1000 if self.ssl_context else None
+        try:
+            transport, _ = await loop.connect_accepted_socket(
+                self._factory, sock, ssl=self.ssl_context, ssl_handshake_timeout=handshake
+            )
+        except asyncio.CancelledError:
+            sock.close()
+            raise
+        except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
+            sock.close()  # asyncio closed its transport; this releases an unwrapped socket
+            self.flood.event("http_handshake_failed", error=type(exc).__name__)
+            return
+        if not transport.is_closing():
+            self._conns[transport] = _Conn(transport, time.monotonic())
+
+    # -- reaping -----------------------------------------------------------------------------
+    def reap(self, now: float) -> int:
+        """Abort connections past their header or idle deadline; forget closed ones. The
+        number aborted."""
+        header = self.settings.header_timeout_ms / 1000
+        idle = self.settings.idle_timeout_ms / 1000
+        aborted = 0
+        for transport, conn in list(self._conns.items()):
+            if transport.is_closing():
+                del self._conns[transport]
+            elif not conn.busy and now - conn.last > (idle if conn.requests else header):
+                del self._conns[transport]
+                transport.abort()  # type: ignore[attr-defined]
+                aborted += 1
+        if aborted:
+            self.flood.event("http_connections_reaped", count_now=aborted)
+        return aborted
+
+    async def _reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(REAP_INTERVAL)
+            self.reap(time.monotonic())
+            self.flood.flush()
+
+    def middleware(self) -> Middleware:
+        """Marks a connection busy while one of its requests is handled, so a long poll is
+        never reaped, and restarts its idle clock when the request ends."""
+
+        @web.middleware
+        async def track(
+            request: web.Request,
+            handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+        ) -> web.StreamResponse:
+            conn = self._conns.get(request.transport) if request.transport else None
+            if conn is None:
+                return await handler(request)
+            conn.busy += 1
+            conn.requests += 1
+            try:
+                return await handler(request)
+            finally:
+                conn.busy -= 1
+                conn.last = time.monotonic()
+
+        return track
+
+    def loop_errors(self, _loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """The listener loop's exception handler: errors asyncio reports about single
+        connections (a reset during a handshake, a failed write) counted and logged once a
+        second, without a traceback each."""
+        exc = context.get("exception")
+        self.flood.event(
+            "http_loop_error",
+            message=str(context.get("message", "")),
+            error="" if exc is None else f"{type(exc).__name__}: {exc}"[:200],
+        )
+
+
+class GuardedSite(web.BaseSite):
+    """An aiohttp site that accepts through a :class:`ConnectionGuard`."""
+
+    def __init__(self, runner: web.BaseRunner, guard: ConnectionGuard, host: str,
+                 port: int) -> None:
+        super().__init__(runner, ssl_context=guard.ssl_context, backlog=BACKLOG)
+        self._guard = guard
+        self._host = host
+        self._port = port
+
+    @property
+    def name(self) -> str:
+        """The URL served."""
+        scheme = "https" if self._guard.ssl_context else "http"
+        return f"{scheme}://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        """Register with the runner and bind."""
+        await super().start()
+        server = self._runner.server
+        assert server is not None
+        self._port = self._guard.listen(server, self._host, self._port)
+
+    async def stop(self) -> None:
+        """Stop accepting."""
+        self._guard.close()
+        await super().stop()
