@@ -45,6 +45,7 @@ from raftlog.observability.health import (
 from raftlog.observability.http_settings import HttpSettings
 from raftlog.observability.view import ViewBox
 from raftlog.rest.auth import Authenticator
+from raftlog.rest.bodies import BODY_TIMEOUT
 from raftlog.rest.errors import RestError
 from raftlog.security.policy import Role
 from raftlog.security.settings import CurveClient, PeerSecurity
@@ -229,6 +230,7 @@ class HttpListener:
         self.guard = ConnectionGuard(limits, ssl_context)
         """Admits the connections (its ``open`` and ``cap`` say how many)."""
         app.middlewares.append(self.guard.middleware())
+        app[BODY_TIMEOUT] = limits.body_timeout_ms / 1000
         self._loop = asyncio.new_event_loop()
         self._loop.set_exception_handler(self.guard.loop_errors)
         self._runner = web.AppRunner(
