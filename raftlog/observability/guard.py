@@ -7,9 +7,12 @@ up a peer's descriptors, its ZeroMQ port stopped answering and its log grew by 1
 (issue #25). Here every accepted socket is counted *before* any protocol sees it:
 
 - at ``cap`` connections (``[http] max_connections``, never more than half the descriptor
-  limit) or ``max_connections_per_address`` from one address, a new connection gets a
-  one-line 503 (plain HTTP) and is closed at once -- a fast refusal, one descriptor for a
-  microsecond;
+  limit) a new connection displaces the oldest one that is not handling a request (a
+  half-open one trickling headers, a TLS handshake, an idle keep-alive): a flood cannot
+  lock out a monitoring probe, it only churns through its own connections. When every
+  connection is busy (e.g. as many long polls), or ``max_connections_per_address`` are open
+  from the new one's address, it gets a one-line 503 (plain HTTP) and is closed at once --
+  a fast refusal, one descriptor for a microsecond;
 - when accept itself fails for lack of descriptors, accepting pauses briefly instead of
   spinning, and the failure is logged once a second with a count (:class:`FloodLog`);
 - a connection (or TLS handshake) that has not produced a request within
@@ -116,15 +119,23 @@ class _CountedSocket(socket.socket):
         self._slot.release()
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Conn:
-    """An established connection, as the reaper sees it."""
+    """An admitted connection, as the reaper sees it (no transport during the handshake)."""
 
-    transport: asyncio.BaseTransport
     last: float
     """When it was accepted, or when its last request ended."""
+    task: asyncio.Task[None] | None = None
+    transport: asyncio.BaseTransport | None = None
     requests: int = 0
     busy: int = 0
+
+    def drop(self) -> None:
+        """Abort the connection (or cancel its handshake)."""
+        if self.transport is not None:
+            self.transport.abort()  # type: ignore[attr-defined]
+        elif self.task is not None:
+            self.task.cancel()
 
 
 class ConnectionGuard:
@@ -139,8 +150,9 @@ class ConnectionGuard:
         self.flood = FloodLog()
         self.open = 0
         self._per_address: Counter[str] = Counter()
-        self._conns: dict[asyncio.BaseTransport, _Conn] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._conns: dict[_Conn, None] = {}
+        """Admitted connections, oldest first (an ordered set)."""
+        self._by_transport: dict[asyncio.BaseTransport, _Conn] = {}
         self._sock: socket.socket | None = None
         self._factory: Callable[[], asyncio.BaseProtocol] | None = None
         self._reaper: asyncio.Task[None] | None = None
@@ -176,8 +188,11 @@ class ConnectionGuard:
                 asyncio.get_running_loop().remove_reader(self._sock.fileno())
             self._sock.close()
             self._sock = None
-        for task in [*self._tasks, *([self._reaper] if self._reaper else [])]:
-            task.cancel()
+        for conn in self._conns:
+            if conn.transport is None and conn.task is not None:
+                conn.task.cancel()
+        if self._reaper is not None:
+            self._reaper.cancel()
         self.flood.flush()
 
     def _accept(self) -> None:
@@ -210,30 +225,47 @@ class ConnectionGuard:
 
         loop.call_later(ACCEPT_PAUSE, resume)
 
-    def _admit(self, conn: socket.socket, address: str) -> None:
+    def _admit(self, sock: socket.socket, address: str) -> None:
         limits = self.settings
-        if self.open >= self.cap:
-            self._refuse(conn, "http_connections_refused", reason="listener full", cap=self.cap)
-            return
         if self._per_address[address] >= limits.max_connections_per_address:
-            self._refuse(conn, "http_connections_refused", reason="address full",
+            self._refuse(sock, "http_connections_refused", reason="address full",
                          address=address, cap=limits.max_connections_per_address)
+            return
+        if self.open >= self.cap and not self._evict_one():
+            self._refuse(sock, "http_connections_refused", reason="every connection busy",
+                         cap=self.cap)
             return
         self.open += 1
         self._per_address[address] += 1
+        conn = _Conn(time.monotonic())
+        self._conns[conn] = None
 
         def release() -> None:
             self.open -= 1
+            self._conns.pop(conn, None)
+            if conn.transport is not None:
+                self._by_transport.pop(conn.transport, None)
             left = self._per_address[address] - 1
             if left > 0:
                 self._per_address[address] = left
             else:
                 del self._per_address[address]
 
-        counted = _CountedSocket(conn, _Slot(release))
-        task = asyncio.get_running_loop().create_task(self._connect(counted))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        counted = _CountedSocket(sock, _Slot(release))
+        conn.task = asyncio.get_running_loop().create_task(self._connect(counted, conn))
+
+    def _evict_one(self) -> bool:
+        """Drop the oldest connection that handles no request; False if all are busy. Its
+        slot comes back when its socket closes, on the loop's next pass: until then ``open``
+        may pass ``cap`` by the connections of one accept batch (``ACCEPT_BATCH``)."""
+        for conn in self._conns:
+            if not conn.busy:
+                del self._conns[conn]  # never picked twice; release() tolerates it
+                conn.drop()
+                self.flood.event("http_connections_evicted", reason="listener full",
+                                 cap=self.cap)
+                return True
+        return False
 
     def _refuse(self, conn: socket.socket, event: str, **fields: Any) -> None:
         """Answer 503 without reading the request (plain HTTP only) and close."""
@@ -247,7 +279,7 @@ class ConnectionGuard:
             conn.close()
         self.flood.event(event, **fields)
 
-    async def _connect(self, sock: _CountedSocket) -> None:
+    async def _connect(self, sock: _CountedSocket, conn: _Conn) -> None:
         assert self._factory is not None
         loop = asyncio.get_running_loop()
         handshake = self.settings.header_timeout_ms / 1000 if self.ssl_context else None
@@ -256,32 +288,35 @@ class ConnectionGuard:
                 self._factory, sock, ssl=self.ssl_context, ssl_handshake_timeout=handshake
             )
         except asyncio.CancelledError:
-            sock.close()
-            raise
+            sock.close()  # evicted or shut down during the handshake
+            return
         except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
             sock.close()  # asyncio closed its transport; this releases an unwrapped socket
             self.flood.event("http_handshake_failed", error=type(exc).__name__)
             return
-        if not transport.is_closing():
-            self._conns[transport] = _Conn(transport, time.monotonic())
+        conn.task = None
+        if conn not in self._conns:  # evicted while the handshake completed
+            transport.abort()
+        else:
+            conn.transport = transport
+            self._by_transport[transport] = conn
 
     # -- reaping -----------------------------------------------------------------------------
     def reap(self, now: float) -> int:
-        """Abort connections past their header or idle deadline; forget closed ones. The
-        number aborted."""
+        """Drop connections past their header or idle deadline (a handshake past the
+        header deadline too); the number dropped."""
         header = self.settings.header_timeout_ms / 1000
         idle = self.settings.idle_timeout_ms / 1000
-        aborted = 0
-        for transport, conn in list(self._conns.items()):
-            if transport.is_closing():
-                del self._conns[transport]
-            elif not conn.busy and now - conn.last > (idle if conn.requests else header):
-                del self._conns[transport]
-                transport.abort()  # type: ignore[attr-defined]
-                aborted += 1
-        if aborted:
-            self.flood.event("http_connections_reaped", count_now=aborted)
-        return aborted
+        late = [
+            conn for conn in self._conns
+            if not conn.busy and now - conn.last > (idle if conn.requests else header)
+        ]
+        for conn in late:
+            self._conns.pop(conn, None)
+            conn.drop()
+        if late:
+            self.flood.event("http_connections_reaped", count_now=len(late))
+        return len(late)
 
     async def _reap_forever(self) -> None:
         while True:
@@ -298,7 +333,7 @@ class ConnectionGuard:
             request: web.Request,
             handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
         ) -> web.StreamResponse:
-            conn = self._conns.get(request.transport) if request.transport else None
+            conn = self._by_transport.get(request.transport) if request.transport else None
             if conn is None:
                 return await handler(request)
             conn.busy += 1
