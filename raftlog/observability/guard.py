@@ -19,6 +19,11 @@ up a peer's descriptors, its ZeroMQ port stopped answering and its log grew by 1
   ``header_timeout_ms``, or a kept-alive one idle for ``idle_timeout_ms``, is aborted by a
   reaper that runs once a second; a request being handled (a long poll) is never reaped.
 
+Memory comes back after a flood: once the open connections fall to half of their peak
+(and the peak was at least ``TRIM_AFTER``), the freed heap is handed back to the system
+(glibc's ``malloc_trim``; elsewhere nothing happens): the buffers of a thousand
+connections otherwise stay in the process as free heap.
+
 The count is released when the socket is closed (asyncio closes it when the connection
 ends), or at the latest when it is collected, so a leak in a protocol cannot leak the cap.
 """
@@ -27,6 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
 import errno
 import socket
 import ssl
@@ -56,6 +63,8 @@ REFUSAL: Final = (
     b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n"
     b"Connection: close\r\n\r\n"
 )
+TRIM_AFTER: Final = 64
+"""Peak connections after which a fall to half of them returns freed heap to the system."""
 _RESOURCE_ERRORS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
@@ -89,6 +98,21 @@ class FloodLog:
         count = self._counts.pop(name)
         self._last[name] = self._clock()
         log.warning(name, count=count, **self._fields.pop(name, {}))
+
+
+def _malloc_trim() -> Callable[[], None]:
+    """glibc's ``malloc_trim(0)`` (ctypes releases the GIL during the call), or a no-op on
+    a C library without it."""
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return lambda: None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+
+    def release() -> None:
+        trim(0)
+
+    return release
 
 
 class _Slot:
@@ -157,6 +181,8 @@ class ConnectionGuard:
         self._factory: Callable[[], asyncio.BaseProtocol] | None = None
         self._reaper: asyncio.Task[None] | None = None
         self._paused = False
+        self._peak = 0
+        self._trim = _malloc_trim()
 
     # -- listening ---------------------------------------------------------------------------
     def listen(self, factory: Callable[[], asyncio.BaseProtocol], host: str, port: int) -> int:
@@ -323,6 +349,14 @@ class ConnectionGuard:
             await asyncio.sleep(REAP_INTERVAL)
             self.reap(time.monotonic())
             self.flood.flush()
+            self._after_flood()
+
+    def _after_flood(self) -> None:
+        """Return freed heap once the connections fell to half their peak (docstring)."""
+        self._peak = max(self._peak, self.open)
+        if self._peak >= TRIM_AFTER and self.open <= self._peak // 2:
+            self._peak = self.open
+            self._trim()
 
     def middleware(self) -> Middleware:
         """Marks a connection busy while one of its requests is handled, so a long poll is
