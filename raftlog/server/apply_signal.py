@@ -9,7 +9,9 @@ batch (an attribute store and, only when someone waits on a loop, one
 and the loop wakes exactly the waiters whose index was passed.
 
 Thread rules: ``notify`` is called from one thread (the peer's loop); ``wait_beyond`` from
-any asyncio loop(s). Each loop keeps its own waiters, touched only on that loop.
+any asyncio loop(s). Each loop keeps its own waiters, touched only on that loop. Listeners
+(:meth:`ApplySignal.listen`, e.g. the peer's parked ``TR`` reads) run synchronously in the
+notifying thread.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import contextlib
 import heapq
 import itertools
 import threading
+from collections.abc import Callable
 
 
 class _LoopWaiters:
@@ -74,11 +77,19 @@ class ApplySignal:
         """The last applied index notified (readable from any thread)."""
         self._loops: dict[asyncio.AbstractEventLoop, _LoopWaiters] = {}
         self._lock = threading.Lock()
+        self._listeners: list[Callable[[int], None]] = []
+
+    def listen(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener(applied)`` in the notifying thread after each notification (for
+        code of that thread, which must not wait on a loop)."""
+        self._listeners.append(listener)
 
     def notify(self, applied: int) -> None:
         """The state machine has applied up to ``applied`` (the consensus thread, after
         each applied batch)."""
         self.applied = applied
+        for listener in self._listeners:
+            listener(applied)
         for waiters in tuple(self._loops.values()):
             waiters.poke()
 
