@@ -35,7 +35,7 @@ from raftlog.server.interfaces import (
     RequestHandler,
     SnapshotView,
 )
-from raftlog.server.parked_reads import ParkedReads, is_empty_read, read_wait_ms
+from raftlog.server.parked_reads import ParkedReads, TotalsOf, is_empty_read, waiting_read
 
 LOG_SAMPLE: Final = 100
 """Log one in this many unhandled message types (the counter keeps them all)."""
@@ -57,6 +57,7 @@ class InfoService:
         metrics: PeerMetrics,
         log: EventLog,
         pub_url: str,
+        topic_totals: TotalsOf | None = None,
     ) -> None:
         self._cluster = cluster
         self._log_bounds = log_bounds
@@ -68,7 +69,7 @@ class InfoService:
         self._log = log
         self._pub_url = pub_url
         self._unhandled = metrics.messages_dropped.labels(reason="unhandled_type")
-        self.parked = ParkedReads(handler, replies)
+        self.parked = ParkedReads(handler, replies, topic_totals)
         """``TR`` reads waiting for a record (answered by ``on_applied`` or ``sweep``)."""
 
     def on_applied(self, index: int) -> None:
@@ -126,7 +127,7 @@ class InfoService:
                 )
             return
         if (message.type == TYPE_READ and is_empty_read(answer)
-                and (wait := read_wait_ms(message))
-                and self.parked.park(routing, msg_id, message, wait)):
+                and (request := waiting_read(message)) is not None
+                and self.parked.park(routing, msg_id, message, request)):
             return
         self._replies.reply(routing, msg_id, ClientDispatchResponse(tuple(answer)))

@@ -14,7 +14,7 @@ from raftlog.rpc.frames import TRUE_FRAME
 from raftlog.rpc.messages import ClientDispatch, ClientDispatchResponse
 from raftlog.server import parked_reads
 from raftlog.server.apply_signal import ApplySignal
-from raftlog.server.parked_reads import ParkedReads, read_wait_ms
+from raftlog.server.parked_reads import ParkedReads, waiting_read
 
 
 class Machine:
@@ -37,9 +37,16 @@ class Sent:
         self.replies.append((routing, msg_id, message))
 
 
-def read(wait: int) -> ClientDispatch:
-    req = rpc.ReadRequest("t", from_index=5, wait_ms=wait)
+def read(wait: int, topic: str = "t") -> ClientDispatch:
+    req = rpc.ReadRequest(topic, from_index=5, wait_ms=wait)
     return ClientDispatch(rpc.TYPE_READ, tuple(rpc.encode_read_request(req)))
+
+
+def park(parked: ParkedReads, routing: bytes, wait: int, topic: str = "t") -> bool:
+    message = read(wait, topic)
+    request = waiting_read(message)
+    assert request is not None
+    return parked.park(routing, b"1", message, request)
 
 
 def test_wait_is_sent_only_when_set_and_checked() -> None:
@@ -48,17 +55,20 @@ def test_wait_is_sent_only_when_set_and_checked() -> None:
         .wait_ms == 250
     with pytest.raises(TopicError, match="wait"):
         rpc.ReadRequest("t", wait_ms=rpc.MAX_READ_WAIT_MS + 1)
-    assert read_wait_ms(read(700)) == 700
-    assert read_wait_ms(ClientDispatch(rpc.TYPE_READ, (b"\xc1",))) == 0  # malformed: never parked
+    found = waiting_read(read(700))
+    assert found is not None and found.wait_ms == 700
+    assert waiting_read(ClientDispatch(rpc.TYPE_READ, (b"\xc1",))) is None  # malformed
+    no_wait = rpc.encode_read_request(rpc.ReadRequest("t"))
+    assert waiting_read(ClientDispatch(rpc.TYPE_READ, tuple(no_wait))) is None
 
 
 def test_parked_reads_wait_for_a_record_or_the_deadline() -> None:
     now = [10.0]
     machine, sent = Machine(), Sent()
     parked = ParkedReads(machine, sent, clock=lambda: now[0])
-    assert parked.park(b"a", b"1", read(1000), 1000)
-    assert parked.park(b"a", b"1", read(1000), 1000)  # a resend replaces, never adds
-    assert parked.park(b"b", b"2", read(5000), 5000)
+    assert park(parked, b"a", 1000)
+    assert park(parked, b"a", 1000)  # a resend replaces, never adds
+    assert park(parked, b"b", 5000)
     assert len(parked) == 2
     parked.on_applied(7)  # applied, but nothing for these reads
     assert sent.replies == [] and len(parked) == 2
@@ -78,9 +88,30 @@ def test_parked_reads_wait_for_a_record_or_the_deadline() -> None:
 def test_at_most_max_parked_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(parked_reads, "MAX_PARKED", 2)
     parked = ParkedReads(Machine(), Sent())
-    assert parked.park(b"a", b"1", read(100), 100) and parked.park(b"b", b"1", read(100), 100)
-    assert not parked.park(b"c", b"1", read(100), 100)  # answered at once by the caller
-    assert parked.park(b"a", b"1", read(100), 100)  # a resend of a parked one still fits
+    assert park(parked, b"a", 100) and park(parked, b"b", 100)
+    assert not park(parked, b"c", 100)  # answered at once by the caller
+    assert park(parked, b"a", 100)  # a resend of a parked one still fits
+
+
+class Totals:
+    def __init__(self) -> None:
+        self.published_records = 0
+
+
+def test_only_reads_of_topics_that_got_records_are_rerun() -> None:
+    machine, sent = Machine(), Sent()
+    totals = {"quiet": Totals(), "busy": Totals()}
+    parked = ParkedReads(machine, sent, totals.get)
+    for n in range(100):
+        assert park(parked, b"f%d" % n, 5000, "quiet")
+    for _ in range(50):  # another topic takes writes: the quiet followers cost no read
+        totals["busy"].published_records += 1
+        parked.on_applied(1)
+    assert machine.reads == 0 and len(parked) == 100
+    totals["quiet"].published_records += 1
+    machine.records = 1
+    parked.on_applied(2)
+    assert machine.reads == 100 and len(sent.replies) == 100 and len(parked) == 0
 
 
 async def test_apply_signal_wakes_waiters_and_listeners() -> None:
