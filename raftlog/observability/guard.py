@@ -44,16 +44,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-import structlog
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from raftlog.observability.flood_log import REAP_INTERVAL, FloodLog
 from raftlog.observability.http_settings import HttpSettings
 
-log = structlog.get_logger("raftlog.http")
-
-REAP_INTERVAL: Final = 1.0
-"""Seconds between two reaper passes (also how often aggregated log lines are flushed)."""
 ACCEPT_PAUSE: Final = 0.1
 """Seconds accepting pauses after accept failed for lack of descriptors or memory."""
 ACCEPT_BATCH: Final = 64
@@ -66,39 +62,6 @@ REFUSAL: Final = (
 TRIM_AFTER: Final = 64
 """Peak connections after which a fall to half of them returns freed heap to the system."""
 _RESOURCE_ERRORS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-
-
-class FloodLog:
-    """Repeated events logged at most once per ``interval`` each, with how many happened:
-    a flood produces a line a second, never a line (or a traceback) per connection."""
-
-    def __init__(self, interval: float = REAP_INTERVAL,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._interval = interval
-        self._clock = clock
-        self._counts: Counter[str] = Counter()
-        self._fields: dict[str, dict[str, Any]] = {}
-        self._last: dict[str, float] = {}
-
-    def event(self, name: str, **fields: Any) -> None:
-        """Count one ``name`` event (its fields: the last one's are logged)."""
-        self._counts[name] += 1
-        self._fields[name] = fields
-        if self._clock() - self._last.get(name, -self._interval) >= self._interval:
-            self._emit(name)
-
-    def flush(self) -> None:
-        """Log what was counted since the last line of each event, if its interval passed."""
-        now = self._clock()
-        for name in [n for n, c in self._counts.items() if c]:
-            if now - self._last.get(name, -self._interval) >= self._interval:
-                self._emit(name)
-
-    def _emit(self, name: str) -> None:
-        count = self._counts.pop(name)
-        self._last[name] = self._clock()
-        log.warning(name, count=count, **self._fields.pop(name, {}))
-
 
 def _malloc_trim() -> Callable[[], None]:
     """glibc's ``malloc_trim(0)`` (ctypes releases the GIL during the call), or a no-op on
@@ -114,7 +77,6 @@ def _malloc_trim() -> Callable[[], None]:
 
     return release
 
-
 class _Slot:
     """One admitted connection's place in the counts; released exactly once."""
 
@@ -128,7 +90,6 @@ class _Slot:
         if release is not None:
             release()
 
-
 class _CountedSocket(socket.socket):
     """An accepted socket that gives its slot back when closed (or collected)."""
 
@@ -141,7 +102,6 @@ class _CountedSocket(socket.socket):
         """Close the descriptor, then free the slot."""
         super().close()
         self._slot.release()
-
 
 @dataclass(slots=True, eq=False)
 class _Conn:
@@ -160,7 +120,6 @@ class _Conn:
             self.transport.abort()  # type: ignore[attr-defined]
         elif self.task is not None:
             self.task.cancel()
-
 
 class ConnectionGuard:
     """Accepts for the HTTP listener within the limits of ``settings`` (module docstring)."""
@@ -390,7 +349,6 @@ class ConnectionGuard:
             message=str(context.get("message", "")),
             error="" if exc is None else f"{type(exc).__name__}: {exc}"[:200],
         )
-
 
 class GuardedSite(web.BaseSite):
     """An aiohttp site that accepts through a :class:`ConnectionGuard`."""

@@ -21,7 +21,7 @@ import json
 import ssl
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Final
@@ -29,7 +29,9 @@ from typing import Final
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
 
 from raftlog.metrics import Registry
 from raftlog.observability.cluster_poll import ClusterPoller
@@ -165,6 +167,7 @@ def build_app(
     middlewares = [] if monitoring_auth is None else [monitoring_guard(monitoring_auth)]
     app = web.Application(middlewares=middlewares)
     app[STORAGE_PROBE] = probe
+    app[PROMETHEUS] = prom
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
@@ -201,6 +204,41 @@ def _add_status_page(app: web.Application, poller: ClusterPoller) -> None:
 
 _POLL_TASK: Final = web.AppKey("poll_task", asyncio.Task)
 STORAGE_PROBE: Final = web.AppKey("storage_probe", StorageProbe)
+PROMETHEUS: Final = web.AppKey("prometheus", CollectorRegistry)
+"""The registry ``/metrics`` renders (the listener adds its connection guard's metrics)."""
+
+
+GUARD_EVENTS: Final = (
+    ("http_connections_refused", "raftlog_http_connections_refused_total",
+     "HTTP connections refused at accept (listener busy or the address at its cap)."),
+    ("http_connections_evicted", "raftlog_http_connections_evicted_total",
+     "Idle or half-open HTTP connections closed to admit a new one (listener full)."),
+    ("http_connections_reaped", "raftlog_http_connections_reaped_total",
+     "HTTP connections closed past header_timeout_ms or idle_timeout_ms (reaper passes)."),
+    ("http_accept_failed", "raftlog_http_accept_failures_total",
+     "Failed accepts of the HTTP listener (e.g. out of descriptors)."),
+    ("http_handshake_failed", "raftlog_http_tls_handshake_failures_total",
+     "TLS handshakes of the HTTP listener that failed or timed out."),
+)
+
+
+class GuardCollector(Collector):
+    """The guard's state and event totals as Prometheus metrics."""
+
+    def __init__(self, guard: ConnectionGuard) -> None:
+        self._guard = guard
+
+    def collect(self) -> Iterator[Metric]:
+        """Open connections, the cap, and each event's total."""
+        guard = self._guard
+        yield GaugeMetricFamily("raftlog_http_connections",
+                                "HTTP connections open now.", value=guard.open)
+        yield GaugeMetricFamily("raftlog_http_connection_cap",
+                                "HTTP connections admitted at most (max_connections, at most "
+                                "half of RLIMIT_NOFILE).", value=guard.cap)
+        for event, name, help_text in GUARD_EVENTS:
+            yield CounterMetricFamily(name.removesuffix("_total"), help_text,
+                                      value=guard.flood.totals[event])
 
 
 class ListenerError(RuntimeError):
@@ -230,6 +268,8 @@ class HttpListener:
         self.guard = ConnectionGuard(limits, ssl_context)
         """Admits the connections (its ``open`` and ``cap`` say how many)."""
         app.middlewares.append(self.guard.middleware())
+        if PROMETHEUS in app:
+            app[PROMETHEUS].register(GuardCollector(self.guard))
         app[BODY_TIMEOUT] = limits.body_timeout_ms / 1000
         self._loop = asyncio.new_event_loop()
         self._loop.set_exception_handler(self.guard.loop_errors)

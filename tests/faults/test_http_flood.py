@@ -110,6 +110,11 @@ def test_a_half_open_flood_past_the_descriptor_limit_is_contained(cluster: Flood
     assert "Traceback" not in cluster.peers["1"].log_path.read_text()
     assert watch.wait_rss_back(baseline) <= 1.2 * baseline
     assert cluster.terms() == terms  # no election
+    metrics = call(cluster.http_url("1"), "GET", "/metrics").raw.decode()
+    assert f"raftlog_http_connection_cap {NOFILE // 2}.0" in metrics
+    evicted = next(line for line in metrics.splitlines()
+                   if line.startswith("raftlog_http_connections_evicted_total "))
+    assert float(evicted.split()[1]) > 0
 
 
 class PollRound:

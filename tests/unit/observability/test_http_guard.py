@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 from structlog.testing import capture_logs
 
-from raftlog.observability.guard import FloodLog
+from raftlog.observability.flood_log import FloodLog
 from raftlog.observability.http import HttpListener
 from raftlog.observability.http_settings import HttpSettings
 
