@@ -49,7 +49,8 @@ run: install-run
 	$(BIN)/raftlog-local-cluster cluster-configs/local-3.toml
 
 # The same cluster with CURVE encryption and authentication (cluster-configs/local-3-secure.toml);
-# the first run creates the keys in ./keys (the admin key is what raftlog-admin then uses).
+# the first run creates the keys in ./keys (the admin key is what raftlog-admin then uses), a
+# local CA with the peers' HTTPS certificate and a bearer token, and prints a working curl line.
 run-secure: install-run
 	$(BIN)/raftlog-admin keys init --config cluster-configs/local-3-secure.toml
 	$(BIN)/raftlog-local-cluster cluster-configs/local-3-secure.toml

@@ -20,6 +20,7 @@ Example::
     pub_url = "tcp://127.0.0.1:8048"
     # bind = "tcp://0.0.0.0:8047"  # optional: where to bind, if not the advertised URL
     # http_url = "http://127.0.0.1:8049"  # optional: /metrics, /healthz, /readyz, status page
+    #                              # (https:// with [http] tls_cert and tls_key)
     # [peers.raft]                 # optional per-peer option overrides
 """
 
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from raftlog.errors import ConfigError
+from raftlog.observability.http_settings import HttpSettings, http_settings
 from raftlog.options import RaftOptions
 from raftlog.rest.settings import RestSettings, rest_settings
 from raftlog.rpc.config import validate_peer_url  # the single owner of the URL rule (§1)
@@ -67,6 +69,9 @@ class PeerSettings:
     (``ready_max_lag`` in the peer's table or in [cluster])."""
     rest: RestSettings = field(default_factory=RestSettings)
     """The REST API's namespaces and limits (the ``[rest]`` table, docs/rest.md)."""
+    http: HttpSettings = field(default_factory=HttpSettings)
+    """The HTTP listener's connection limits, timeouts, TLS and monitoring access (the
+    ``[http]`` table, docs/operations.md)."""
 
     @property
     def is_member(self) -> bool:
@@ -94,18 +99,21 @@ def _validate_bind_url(url: object, what: str) -> str:
 
 
 def validate_http_url(url: object, what: str) -> str:
-    """``http://HOST:PORT`` (no path): where a peer's HTTP listener binds and is reached."""
-    if not isinstance(url, str) or not url.startswith("http://"):
-        raise ConfigError(f"{what} must look like http://HOST:PORT, got {url!r}")
-    host, sep, port = url[7:].rstrip("/").rpartition(":")
+    """``http://HOST:PORT`` or ``https://HOST:PORT`` (no path): where a peer's HTTP
+    listener binds and is reached (https: with ``[http] tls_cert``/``tls_key``)."""
+    scheme = url.partition("://")[0] if isinstance(url, str) else ""
+    if scheme not in ("http", "https"):
+        raise ConfigError(f"{what} must look like http(s)://HOST:PORT, got {url!r}")
+    assert isinstance(url, str)
+    host, sep, port = url[len(scheme) + 3:].rstrip("/").rpartition(":")
     if not sep or not host or "/" in host or not port.isdigit() or not 0 < int(port) <= 65535:
-        raise ConfigError(f"{what} must look like http://HOST:PORT, got {url!r}")
-    return f"http://{host}:{port}"
+        raise ConfigError(f"{what} must look like http(s)://HOST:PORT, got {url!r}")
+    return f"{scheme}://{host}:{port}"
 
 
 def split_http_url(url: str) -> tuple[str, int]:
     """(host, port) of a validated ``http_url`` (brackets of an IPv6 literal removed)."""
-    host, _, port = url[7:].rpartition(":")
+    host, _, port = url.partition("://")[2].rpartition(":")
     return host.strip("[]"), int(port)
 
 
@@ -151,7 +159,7 @@ def load_peer_config(
     source = str(path)
     doc = load_cluster_file(path)
     cluster = _table(doc, "cluster", source)
-    unknown = set(doc) - {"cluster", "raft", "peers", "security", "rest"}
+    unknown = set(doc) - {"cluster", "raft", "peers", "security", "rest", "http"}
     if unknown:
         raise ConfigError(f"{source}: unknown section(s) {sorted(unknown)}")
 
@@ -226,6 +234,15 @@ def load_peer_config(
         if not isinstance(root, str):
             raise ConfigError(f"{source}: [cluster] data_dir must be a string")
         my_dir = Path(root) / peer_id
+    my_http_url = (
+        validate_http_url(http_url, f"peer {peer_id} http_url")
+        if (http_url := mine.get("http_url")) is not None
+        else None
+    )
+    http = http_settings(doc, source, base_dir)
+    if my_http_url is not None and my_http_url.startswith("https:") and http.tls_cert is None:
+        raise ConfigError(f"{source}: peer {peer_id} has an https:// http_url: "
+                          "[http] needs tls_cert and tls_key")
     return PeerSettings(
         id=peer_id,
         url=my_url,
@@ -237,14 +254,11 @@ def load_peer_config(
         peers=tuple(peers),
         options=options,
         security=security,
-        http_url=(
-            validate_http_url(http_url, f"peer {peer_id} http_url")
-            if (http_url := mine.get("http_url")) is not None
-            else None
-        ),
+        http_url=my_http_url,
         peer_http_urls=tuple(http_urls),
         ready_max_lag=_ready_max_lag(mine.get("ready_max_lag", cluster.get("ready_max_lag"))),
         rest=rest_settings(doc, source),
+        http=http,
     )
 
 

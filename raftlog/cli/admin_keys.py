@@ -4,7 +4,10 @@ Why in the admin CLI: keys are the first thing an operator needs for a secure cl
 the last thing they want to hand-craft. ``keys init`` reads a cluster file and creates
 whatever key it names that does not exist yet (the server key, each peer's key, the client
 key) plus an allowlist that makes that client key an admin — so a new secure cluster is one
-command away, and running it again changes nothing.
+command away, and running it again changes nothing. When the file's ``[http]`` table names
+``tls_cert``/``tls_key``, it also makes a local CA and that certificate
+(``raftlog.security.http_tls``), and a bearer token for REST and monitoring, then prints a
+``curl`` line that works against the first peer's ``http_url``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from raftlog.config import load_cluster_file
+from raftlog.config import load_cluster_file, split_http_url, validate_http_url
 from raftlog.errors import ConfigError
 from raftlog.security import keys
 from raftlog.security.settings import keys_dir_of, path_option, security_table
@@ -107,4 +110,35 @@ def init_cluster_keys(config: Path) -> list[str]:
                 f'[[clients]]\nname = "{client_key}"\nkey = "{client_key}"\nrole = "admin"\n'
             )
             out.append(f"created {path} ({client_key} is admin)")
+    if clients is not None:
+        out += _http_files(doc, config, keys_dir, clients.resolve())
+    return out
+
+
+HTTP_TOKEN_NAME = "http-admin"
+"""The allowlist name of the token ``keys init`` makes for REST and monitoring."""
+
+
+def _http_files(doc: dict[str, Any], config: Path, keys_dir: Path, clients: Path) -> list[str]:
+    """The HTTPS certificate of ``[http]`` (with a local CA) and a bearer token, if the
+    file wants TLS on its HTTP listeners; the lines to print."""
+    from raftlog.observability.http_settings import http_settings  # noqa: PLC0415
+    from raftlog.security import http_tls  # noqa: PLC0415 -- cryptography only when needed
+
+    base = config.resolve().parent
+    http = http_settings(doc, str(config), base)
+    urls = [
+        validate_http_url(p["http_url"], f"{config}: peer http_url")
+        for p in doc.get("peers", []) if isinstance(p, dict) and p.get("http_url")
+    ]
+    if http.tls_cert is None or http.tls_key is None or not urls:
+        return []
+    hosts = [split_http_url(url)[0] for url in urls]
+    out = http_tls.ensure_server_cert(keys_dir, http.tls_cert.resolve(), http.tls_key.resolve(),
+                                      hosts)
+    token, lines = http_tls.ensure_token(keys_dir, clients, HTTP_TOKEN_NAME)
+    out += lines
+    ca = keys_dir / f"{http_tls.CA_NAME}.crt"
+    out.append(f'try:    curl --cacert {ca} -H "Authorization: Bearer $(cat {token})" '
+               f"{urls[0]}/metrics")
     return out

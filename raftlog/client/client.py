@@ -387,10 +387,11 @@ class RaftClient:
         *,
         fail_fast: bool = False,
         timeout: float | None = None,
+        patience: float = 0.0,
     ) -> list[bytes]:
         """Send ``[id, msg_type, ident, *args]`` to the peer at ``url`` (leader or not) and
         return the frames after the id of its answer. Silence longer than
-        ``response_timeout`` resends the same frames, so use it for idempotent requests;
+        ``response_timeout`` (+ ``patience``) resends the same frames (idempotent requests only);
         ``ClusterUnavailableError`` after ``timeout``. A refusing peer is waited for (it
         may be restarting) unless ``fail_fast``: then the call gives up once the peer has
         refused connections for ``refused_timeout`` (an operator asking one peer that is
@@ -399,7 +400,7 @@ class RaftClient:
         link = self._link
         frames = [link.new_id(), msg_type, link.ident, *args]
         answer = await link.peer_call(
-            url, frames, deadline=deadline, started=started, fail_fast=fail_fast
+            url, frames, deadline=deadline, started=started, fail_fast=fail_fast, patience=patience
         )
         return answer[1:]
 

@@ -180,9 +180,11 @@ class Connections:
         deadline: float,
         started: float,
         fail_fast: bool = False,
+        patience: float = 0.0,
     ) -> list[bytes]:
         """Send ``frames`` to the peer at ``url`` (no leader involved); the frames of its
-        first answer (id frame first). Silence longer than ``response_timeout`` resends the
+        first answer (id frame first). Silence longer than ``response_timeout`` (plus
+        ``patience``: a request the peer may hold, a waiting read) resends the
         same frames, so use it for idempotent requests; ``ClusterUnavailableError`` once
         ``deadline`` passes -- or, with ``fail_fast``, once the peer has refused connections
         for ``refused_timeout`` (a peer that is down, rather than one that is restarting:
@@ -192,7 +194,7 @@ class Connections:
                 remaining = deadline - self.now()
                 if remaining <= 0:
                     raise self.unavailable(started, "no answer", [url])
-                wait = min(self.response_timeout, remaining)
+                wait = min(self.response_timeout + patience, remaining)
                 if not await self.send(url, frames, wait):
                     if fail_fast and self.refusing([url]):
                         raise self.unavailable(started, "no answer", [url])

@@ -8,8 +8,12 @@ which replayed deleted incarnations and expired records.
 
 Several topics are merged in log order: a record is yielded only once every topic's reads
 have covered its id (each ``TR`` answer says up to which applied index it looked), so the
-merged order is the log order. When nothing new is there, the follower polls every
-``poll_interval`` seconds (the latency of an idle follower; a busy one pages back to back).
+merged order is the log order. When nothing new is there, the follower sends each topic a
+*waiting* read (``TR`` with ``wait``, ``WAIT_MS``) to one peer (``url``, or the leader as
+last known) and parks until the first of them answers: the peer holds the read until it
+applies a record of that topic, so an idle follower costs the peer nothing and a new
+record arrives within one apply. Against a peer that does not know ``wait`` (an older
+raftlog) or while no peer is known, it polls every ``poll_interval`` seconds instead.
 
 Start convention (docs/topics.md, "Start positions"): ``from_index`` is inclusive, like
 ``read``; the pages after the first continue *after* the last record seen.
@@ -28,7 +32,9 @@ from raftlog.rpc.topics import DEFAULT_READ_LIMIT, ReadResult, TopicInfo
 
 ORIGIN: Final = RecordId(0, 0)
 POLL_INTERVAL: Final = 0.1
-"""Seconds between reads while a followed topic has nothing new."""
+"""Seconds between reads while a followed topic has nothing new (without waiting reads)."""
+WAIT_MS: Final = 5000
+"""How long a waiting read may be held by the peer (then the follower reads again)."""
 
 
 class TopicClient(Protocol):
@@ -46,8 +52,14 @@ class TopicClient(Protocol):
         limit: int = DEFAULT_READ_LIMIT,
         url: str | None = None,
         timeout: float | None = None,
+        wait_ms: int = 0,
     ) -> ReadResult:
-        """A ``TR`` read of ``topic``."""
+        """A ``TR`` read of ``topic`` (``wait_ms``: a waiting read of peer ``url``)."""
+        ...
+
+    @property
+    def leader_url(self) -> str | None:
+        """The leader's URL as last learned (where waiting reads go without a ``url``)."""
         ...
 
     async def describe(
@@ -70,8 +82,8 @@ class _Cursor:
     horizon: RecordId = ORIGIN
     """Every record of this topic up to this id has been read."""
 
-    async def fetch(self, client: TopicClient, url: str | None) -> bool:
-        """Read the next page into ``buffered``; True if the peer said more is waiting."""
+    def start(self) -> dict[str, object]:
+        """The read arguments of the next page."""
         if self.after is not None:
             kwargs: dict[str, object] = {
                 "from_index": self.after.index,
@@ -82,8 +94,12 @@ class _Cursor:
             kwargs = {"from_time_ms": self.from_time_ms}
         else:
             kwargs = {"from_index": self.from_index}
+        return kwargs
+
+    async def fetch(self, client: TopicClient, url: str | None) -> bool:
+        """Read the next page into ``buffered``; True if the peer said more is waiting."""
         try:
-            page = await client.read(self.topic, limit=DEFAULT_READ_LIMIT, url=url, **kwargs)  # type: ignore[arg-type]
+            page = await client.read(self.topic, limit=DEFAULT_READ_LIMIT, url=url, **self.start())  # type: ignore[arg-type]
         except TopicError as exc:
             if exc.name != "UnknownTopic":
                 raise
@@ -129,6 +145,7 @@ async def subscribe(
     names = sorted(set(topics))
     if not names:
         raise ValueError("subscribe needs at least one topic")
+    idle = _Idle()
     cursors = []
     for name in names:
         cursor = _Cursor(name, from_index=from_index, from_time_ms=from_time_ms)
@@ -149,5 +166,42 @@ async def subscribe(
             cursor.buffered = [r for r in cursor.buffered if r.id > complete]
         for item in ready:
             yield item
-        if not ready and not more:
+        if not ready and not more and not await idle.wait(topics_client, cursors, url):
             await asyncio.sleep(poll_interval)
+
+
+class _Idle:
+    """The waiting reads of an idle follower (module docstring)."""
+
+    def __init__(self) -> None:
+        self.supported = True
+
+    async def wait(self, client: TopicClient, cursors: Sequence[_Cursor], url: str | None) -> bool:
+        """Park on one waiting read per topic until the first answers; False if waiting
+        reads cannot be used now (then the caller polls)."""
+        target = url if url is not None else client.leader_url
+        if not self.supported or target is None:
+            return False
+        reads = [
+            asyncio.ensure_future(
+                client.read(c.topic, limit=1, url=target, wait_ms=WAIT_MS, **c.start())  # type: ignore[arg-type]
+            )
+            for c in cursors
+            if c.horizon.index != MAX_UINT  # a deleted topic: polled until it is back
+        ]
+        if not reads:
+            return False
+        try:
+            done, _ = await asyncio.wait(reads, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for read in reads:
+                read.cancel()
+        for read in done:
+            error = read.exception()
+            if isinstance(error, TopicError):
+                if error.name == "BadRequest" and "wait" in str(error):
+                    self.supported = False  # an older raftlog peer
+                return False
+            if error is not None:
+                raise error
+        return True

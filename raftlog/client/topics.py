@@ -97,13 +97,17 @@ class TopicClient:
         args: Sequence[bytes],
         *,
         timeout: float | None = None,
+        patience: float = 0.0,
     ) -> list[bytes]:
         """Send ``[id, msg_type, ident, *args]`` to the peer at ``url`` (None: the leader)
         and return the frames after the id of the first answer. Silence longer than
-        ``response_timeout`` resends the same frames (so use it for idempotent requests
-        only); ``ClusterUnavailableError`` after ``timeout`` (default: the client's)."""
+        ``response_timeout`` (+ ``patience``, with a ``url``: a request the peer may hold)
+        resends the same frames (so use it for idempotent requests only);
+        ``ClusterUnavailableError`` after ``timeout`` (default: the client's)."""
         if url is not None:
-            return await self._client.peer_request(url, msg_type, args, timeout=timeout)
+            return await self._client.peer_request(
+                url, msg_type, args, timeout=timeout, patience=patience
+            )
 
         def any_answer(frames: list[bytes], _url: str) -> Outcome[list[bytes]]:
             return Done(frames)
@@ -260,6 +264,11 @@ class TopicClient:
         return tx_rpc.decode_status_response(frames)
 
     # -- reading (any peer) ----------------------------------------------------------------
+    @property
+    def leader_url(self) -> str | None:
+        """The leader's URL as last learned (None while unknown)."""
+        leader = self._client.leader
+        return None if leader is None else leader.url
 
     async def read(
         self,
@@ -272,15 +281,25 @@ class TopicClient:
         limit: int = rpc.DEFAULT_READ_LIMIT,
         url: str | None = None,
         timeout: float | None = None,
+        wait_ms: int = 0,
     ) -> rpc.ReadResult:
         """Records of ``topic`` from a record id or an append time (see ``raftlog.rpc.topics``
         ``TR``), from peer ``url`` or, by default, the leader. ``from_index`` (with
         ``from_position``) is inclusive unless ``inclusive=False``; neither start: the
         oldest retained record. A start below what retention removed raises
-        ``RecordsExpiredError`` naming the first available position."""
-        req = rpc.ReadRequest(topic, from_index, from_position, from_time_ms, inclusive, limit)
+        ``RecordsExpiredError`` naming the first available position. ``wait_ms`` (with a
+        ``url``): when nothing matches, the peer answers once a record does or after that
+        long (a raftlog peer older than this option answers ``BadRequest``)."""
+        req = rpc.ReadRequest(
+            topic, from_index, from_position, from_time_ms, inclusive, limit, wait_ms
+        )
+        if wait_ms and url is None:
+            raise ValueError("a waiting read names its peer (url)")
+        if wait_ms and timeout is None:  # the peer may hold it that long, then answer
+            timeout = self._client.timeout + wait_ms / 1000
         frames = await self.request(
-            url, rpc.TYPE_READ, rpc.encode_read_request(req), timeout=timeout
+            url, rpc.TYPE_READ, rpc.encode_read_request(req), timeout=timeout,
+            patience=wait_ms / 1000,
         )
         return rpc.decode_read_response(frames)
 

@@ -30,16 +30,18 @@ ROLES = ("follower", "candidate", "leader", "client")
 class PeerCollector(Collector):
     """Every metric of one peer, labelled with nothing but what varies (ids as labels)."""
 
-    def __init__(self, registry: Registry, views: ViewBox) -> None:
+    def __init__(self, registry: Registry, views: ViewBox, *, topics: bool = True) -> None:
         self._registry = registry
         self._views = views
+        self._topics = topics
+        """Per-topic series on (``[http] topic_metrics``; off, no topic name appears)."""
 
     def collect(self) -> Iterator[Metric]:
         """Called by ``prometheus_client.generate_latest`` on each scrape."""
         yield from self._from_registry()
         view = self._views.latest()
         if view is not None:
-            yield from view_metrics(view)
+            yield from view_metrics(view, topics=self._topics)
 
     def _from_registry(self) -> Iterator[Metric]:
         for family in list(self._registry.collect()):
@@ -77,8 +79,9 @@ def _le(bound: float) -> str:
     return repr(float(bound))
 
 
-def view_metrics(view: PeerView) -> Iterator[Metric]:
-    """The gauges a view carries (role, term, indexes, members, followers' lag)."""
+def view_metrics(view: PeerView, *, topics: bool = True) -> Iterator[Metric]:
+    """The gauges a view carries (role, term, indexes, members, followers' lag; per-topic
+    series unless ``topics`` is off)."""
     role = GaugeMetricFamily(
         "raftlog_role", "1 for this peer's current role, 0 for the others.", labels=["role"]
     )
@@ -147,7 +150,8 @@ def view_metrics(view: PeerView) -> Iterator[Metric]:
             lag.add_metric([member.id], float(behind))
     yield match
     yield lag
-    yield from topic_metrics(view)
+    if topics:
+        yield from topic_metrics(view)
 
 
 TOPIC_FAMILIES: Final = (

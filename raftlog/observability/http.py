@@ -5,6 +5,12 @@ must never wait on a slow HTTP client; aiohttp gives a real, maintained HTTP/1.1
 (keep-alive, streaming responses for a live page, a REST API later) on an asyncio loop that
 runs in a daemon thread of its own. It only reads the :class:`ViewBox` and the metrics
 registry, never the node. ``prometheus_client`` renders the exposition format.
+
+Facing the network (issue #25): connections are admitted by a
+:class:`~raftlog.observability.guard.ConnectionGuard` (caps, header/idle time-outs, quiet
+floods); an ``https://`` listener serves TLS with the ``[http]`` certificate; ``/metrics``,
+the status page and ``/api/cluster`` need a token where ``[http] monitoring_token`` (by
+default: a secure cluster) says so; ``/healthz`` probes the disk at most once a second.
 """
 
 from __future__ import annotations
@@ -12,19 +18,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import ssl
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Final
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
 
 from raftlog.metrics import Registry
 from raftlog.observability.cluster_poll import ClusterPoller
 from raftlog.observability.collector import PeerCollector
+from raftlog.observability.guard import ConnectionGuard, GuardedSite
 from raftlog.observability.health import (
     DEFAULT_READY_MAX_LAG,
     Verdict,
@@ -32,11 +44,21 @@ from raftlog.observability.health import (
     ready_verdict,
     storage_verdict,
 )
+from raftlog.observability.http_settings import HttpSettings
 from raftlog.observability.view import ViewBox
-from raftlog.security.settings import CurveClient
+from raftlog.rest.auth import Authenticator
+from raftlog.rest.bodies import BODY_TIMEOUT
+from raftlog.rest.errors import RestError
+from raftlog.security.policy import Role
+from raftlog.security.settings import CurveClient, PeerSecurity
 
 START_TIMEOUT: Final = 10.0
 """Seconds to wait for the listener to bind before the peer gives up starting."""
+STORAGE_PROBE_TTL: Final = 1.0
+"""Seconds a ``/healthz`` disk probe's verdict is reused: a hammer costs one synced write a
+second, whatever its rate."""
+PROTECTED: Final = frozenset({"/metrics", "/", "/api/cluster"})
+"""What ``[http] monitoring_token`` guards: they name topics, members and elections."""
 
 
 def _verdict_response(verdict: Verdict) -> web.Response:
@@ -47,6 +69,64 @@ def _verdict_response(verdict: Verdict) -> web.Response:
     )
 
 
+class StorageProbe:
+    """``storage_verdict`` of a data directory, run at most once per ``ttl`` seconds (the
+    callers within share the probe in flight and its verdict)."""
+
+    def __init__(self, data_dir: Path, ttl: float = STORAGE_PROBE_TTL) -> None:
+        self._data_dir = data_dir
+        self._ttl = ttl
+        self._verdict: Verdict | None = None
+        self._at = 0.0
+        self._running: asyncio.Future[Verdict] | None = None
+        self.probes = 0
+        """Disk probes made so far (what a test of the cache counts)."""
+
+    async def verdict(self) -> Verdict:
+        """The cached verdict if fresh, else the probe in flight, else a new probe."""
+        if self._verdict is not None and time.monotonic() - self._at < self._ttl:
+            return self._verdict
+        if self._running is None:
+            self.probes += 1
+            # an fsync may take a while on a loaded disk: off the event loop
+            self._running = asyncio.ensure_future(
+                asyncio.to_thread(storage_verdict, self._data_dir)
+            )
+        running = self._running
+        try:
+            verdict = await asyncio.shield(running)
+        finally:
+            if self._running is running and running.done():
+                self._running = None
+        self._verdict, self._at = verdict, time.monotonic()
+        return verdict
+
+
+def monitoring_guard(auth: Authenticator) -> Middleware:
+    """A middleware that asks a token (any client of the allowlist, bearer or HTTP Basic
+    with the token as password, so a browser can open the status page) for ``PROTECTED``
+    paths."""
+
+    @web.middleware
+    async def guard(
+        request: web.Request,
+        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+    ) -> web.StreamResponse:
+        if request.path in PROTECTED:
+            try:
+                auth.require(request, Role.READER)
+            except RestError as exc:
+                return web.json_response(
+                    exc.body(),
+                    status=exc.status,
+                    headers={"WWW-Authenticate": 'Basic realm="raftlog", charset="UTF-8"'}
+                    if exc.status == 401 else None,
+                )
+        return await handler(request)
+
+    return guard
+
+
 def build_app(
     views: ViewBox,
     registry: Registry,
@@ -55,13 +135,17 @@ def build_app(
     ready_max_lag: int,
     poller: ClusterPoller | None = None,
     mount: Callable[[web.Application], None] | None = None,
+    monitoring_auth: Authenticator | None = None,
+    topic_metrics: bool = True,
 ) -> web.Application:
     """The aiohttp application (separate from the thread so tests can drive it directly).
     With a ``poller`` it also serves the status page (``/``) and its data
     (``/api/cluster``), and runs the poller while the app runs. ``mount`` registers more
-    routes (the REST API, ``raftlog.rest.app.mount``)."""
+    routes (the REST API, ``raftlog.rest.app.mount``). ``monitoring_auth``: the tokens
+    ``/metrics``, ``/`` and ``/api/cluster`` require (None: open)."""
     prom = CollectorRegistry(auto_describe=False)
-    prom.register(PeerCollector(registry, views))
+    prom.register(PeerCollector(registry, views, topics=topic_metrics))
+    probe = StorageProbe(data_dir)
 
     async def metrics(_request: web.Request) -> web.Response:
         body = generate_latest(prom)
@@ -70,8 +154,7 @@ def build_app(
     async def healthz(_request: web.Request) -> web.Response:
         verdict = loop_verdict(views.latest())
         if verdict.ok:
-            # an fsync may take a while on a loaded disk: off the event loop
-            verdict = await asyncio.to_thread(storage_verdict, data_dir)
+            verdict = await probe.verdict()
         return _verdict_response(verdict)
 
     async def readyz(request: web.Request) -> web.Response:
@@ -81,7 +164,10 @@ def build_app(
         max_lag = ready_max_lag if raw is None else int(raw)
         return _verdict_response(ready_verdict(views.latest(), max_lag))
 
-    app = web.Application()
+    middlewares = [] if monitoring_auth is None else [monitoring_guard(monitoring_auth)]
+    app = web.Application(middlewares=middlewares)
+    app[STORAGE_PROBE] = probe
+    app[PROMETHEUS] = prom
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
@@ -117,6 +203,42 @@ def _add_status_page(app: web.Application, poller: ClusterPoller) -> None:
 
 
 _POLL_TASK: Final = web.AppKey("poll_task", asyncio.Task)
+STORAGE_PROBE: Final = web.AppKey("storage_probe", StorageProbe)
+PROMETHEUS: Final = web.AppKey("prometheus", CollectorRegistry)
+"""The registry ``/metrics`` renders (the listener adds its connection guard's metrics)."""
+
+
+GUARD_EVENTS: Final = (
+    ("http_connections_refused", "raftlog_http_connections_refused_total",
+     "HTTP connections refused at accept (listener busy or the address at its cap)."),
+    ("http_connections_evicted", "raftlog_http_connections_evicted_total",
+     "Idle or half-open HTTP connections closed to admit a new one (listener full)."),
+    ("http_connections_reaped", "raftlog_http_connections_reaped_total",
+     "HTTP connections closed past header_timeout_ms or idle_timeout_ms (reaper passes)."),
+    ("http_accept_failed", "raftlog_http_accept_failures_total",
+     "Failed accepts of the HTTP listener (e.g. out of descriptors)."),
+    ("http_handshake_failed", "raftlog_http_tls_handshake_failures_total",
+     "TLS handshakes of the HTTP listener that failed or timed out."),
+)
+
+
+class GuardCollector(Collector):
+    """The guard's state and event totals as Prometheus metrics."""
+
+    def __init__(self, guard: ConnectionGuard) -> None:
+        self._guard = guard
+
+    def collect(self) -> Iterator[Metric]:
+        """Open connections, the cap, and each event's total."""
+        guard = self._guard
+        yield GaugeMetricFamily("raftlog_http_connections",
+                                "HTTP connections open now.", value=guard.open)
+        yield GaugeMetricFamily("raftlog_http_connection_cap",
+                                "HTTP connections admitted at most (max_connections, at most "
+                                "half of RLIMIT_NOFILE).", value=guard.cap)
+        for event, name, help_text in GUARD_EVENTS:
+            yield CounterMetricFamily(name.removesuffix("_total"), help_text,
+                                      value=guard.flood.totals[event])
 
 
 class ListenerError(RuntimeError):
@@ -124,7 +246,8 @@ class ListenerError(RuntimeError):
 
 
 class HttpListener:
-    """Runs :func:`build_app` on ``host:port`` in a daemon thread with its own event loop.
+    """Runs :func:`build_app` on ``host:port`` in a daemon thread with its own event loop,
+    accepting through a :class:`ConnectionGuard` (``limits``; TLS with ``ssl_context``).
 
     ``start`` returns once the port is bound (or raises ``ListenerError``), so a
     peer with a taken HTTP port fails at start-up like one with a taken ROUTER port."""
@@ -134,12 +257,28 @@ class HttpListener:
         app: web.Application,
         host: str,
         port: int,
+        *,
+        limits: HttpSettings | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        limits = limits if limits is not None else HttpSettings()
         self._app = app
         self._host = host
         self._port = port
+        self.guard = ConnectionGuard(limits, ssl_context)
+        """Admits the connections (its ``open`` and ``cap`` say how many)."""
+        app.middlewares.append(self.guard.middleware())
+        if PROMETHEUS in app:
+            app[PROMETHEUS].register(GuardCollector(self.guard))
+        app[BODY_TIMEOUT] = limits.body_timeout_ms / 1000
         self._loop = asyncio.new_event_loop()
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._loop.set_exception_handler(self.guard.loop_errors)
+        self._runner = web.AppRunner(
+            app,
+            access_log=None,
+            handle_signals=False,
+            keepalive_timeout=limits.idle_timeout_ms / 1000,
+        )
         self._thread = threading.Thread(target=self._run, name="raftlog-http", daemon=True)
         self._started = threading.Event()
         self._error: BaseException | None = None
@@ -157,7 +296,7 @@ class HttpListener:
         asyncio.set_event_loop(self._loop)
         try:
             self._loop.run_until_complete(self._runner.setup())
-            site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
+            site = GuardedSite(self._runner, self.guard, self._host, self._port)
             self._loop.run_until_complete(site.start())
         except BaseException as exc:  # reported to start() in the peer's thread
             self._error = exc
@@ -177,6 +316,23 @@ class HttpListener:
             self._thread.join(START_TIMEOUT)
 
 
+def tls_context(limits: HttpSettings) -> ssl.SSLContext:
+    """The server-side TLS context of an ``https://`` listener (``ListenerError`` when the
+    certificate or key cannot be loaded)."""
+    if limits.tls_cert is None or limits.tls_key is None:
+        raise ListenerError("an https:// http_url needs [http] tls_cert and tls_key")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(limits.tls_cert, limits.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ListenerError(
+            f"cannot load the HTTP TLS certificate {limits.tls_cert} / key {limits.tls_key}: "
+            f"{exc}"
+        ) from exc
+    return context
+
+
 def start_listener(
     http_url_host: str,
     port: int,
@@ -189,14 +345,35 @@ def start_listener(
     curve: CurveClient | None = None,
     ready_max_lag: int = DEFAULT_READY_MAX_LAG,
     mount: Callable[[web.Application], None] | None = None,
+    limits: HttpSettings | None = None,
+    security: PeerSecurity | None = None,
+    tls: bool = False,
 ) -> HttpListener:
     """Build the app (status page included, plus what ``mount`` registers) and start
     serving it; the caller stops it. ``curve``: the keys the status page's RequestLogInfo
-    polls use in a secure cluster."""
+    polls use in a secure cluster; ``security``: whose tokens the monitoring endpoints ask
+    for (with ``[http] monitoring_token``, by default in a secure cluster); ``tls``: serve
+    HTTPS with the ``limits``' certificate."""
+    limits = limits if limits is not None else HttpSettings()
+    wants_token = limits.monitoring_token
+    if wants_token is None:
+        wants_token = security is not None
+    if wants_token and security is None:
+        raise ListenerError("[http] monitoring_token needs a secure cluster ([security]) "
+                            "whose allowlist holds the tokens")
     poller = ClusterPoller(views, ident, http_urls, curve)
     app = build_app(
-        views, registry, data_dir, ready_max_lag=ready_max_lag, poller=poller, mount=mount
+        views,
+        registry,
+        data_dir,
+        ready_max_lag=ready_max_lag,
+        poller=poller,
+        mount=mount,
+        monitoring_auth=Authenticator(security) if wants_token else None,
+        topic_metrics=limits.topic_metrics,
     )
-    listener = HttpListener(app, http_url_host, port)
+    listener = HttpListener(
+        app, http_url_host, port, limits=limits, ssl_context=tls_context(limits) if tls else None
+    )
     listener.start()
     return listener

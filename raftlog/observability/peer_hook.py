@@ -5,7 +5,8 @@ observer its parts once and calls it at three points (each timer pass, each role
 close). The observer wraps the synced write, the applied callback, the executor's snapshot
 store and outbox with their metrics, keeps the ring of recent leader changes, counts the
 ROUTER's connections, publishes the :class:`PeerView` at most every 200 ms, and runs the
-HTTP listener when the peer has an ``http_url``.
+HTTP listener when the peer has an ``http_url``, and notifies the HTTP side's waits
+(:class:`~raftlog.server.apply_signal.ApplySignal`) after each applied batch.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from raftlog.observability.probes import (
 )
 from raftlog.observability.view import ViewBox, ViewPublisher
 from raftlog.rest import app as rest
+from raftlog.server.apply_signal import ApplySignal
 from raftlog.server.ready_executor import Outbox
 from raftlog.storage.base import ReadyStore, SnapshotStore
 
@@ -51,6 +53,8 @@ class PeerObserver:
         """The latest ``PeerView`` (published by the loop, read by the HTTP listener)."""
         self.elections = ElectionLog(settings.id)
         """The last leader changes this peer lived through (published with the view)."""
+        self.applied = ApplySignal()
+        """This peer's applied index for the HTTP side's waits (long polls, catch-up)."""
         self._publisher: ViewPublisher | None = None
         self._http: HttpListener | None = None
         self._connections: ConnectionMonitor | None = None
@@ -60,8 +64,17 @@ class PeerObserver:
         return TimedReadyStore(store, self.metrics)
 
     def counting(self, on_applied: Callable[[int], None], applied: int) -> Callable[[int], None]:
-        """``on_applied`` that also counts applied entries (from ``applied``)."""
-        return counting_applied(on_applied, self.metrics, applied)
+        """``on_applied`` that also counts applied entries (from ``applied``) and then
+        notifies :attr:`applied` (what wakes waiting long polls)."""
+        counted = counting_applied(on_applied, self.metrics, applied)
+        signal = self.applied
+        signal.notify(applied)
+
+        def wrapped(index: int) -> None:
+            counted(index)
+            signal.notify(index)
+
+        return wrapped
 
     def watch_connections(self, router: zmq.Socket[bytes]) -> None:
         """Count ``router``'s TCP connections from now on (call right after it is bound)."""
@@ -102,7 +115,10 @@ class PeerObserver:
                 http_urls=dict(settings.peer_http_urls),
                 curve=None if settings.security is None else settings.security.client,
                 ready_max_lag=settings.ready_max_lag,
-                mount=functools.partial(rest.mount, settings=settings),
+                mount=functools.partial(rest.mount, settings=settings, applied=self.applied),
+                limits=settings.http,
+                security=settings.security,
+                tls=settings.http_url.startswith("https:"),
             )
 
     def on_timer(self, now: float) -> None:

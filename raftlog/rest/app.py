@@ -28,6 +28,7 @@ from raftlog.rest.names import Namespaces
 from raftlog.rest.openapi import openapi_document
 from raftlog.rest.topic_routes import add_topic_routes
 from raftlog.rest.tx_routes import add_transaction_routes
+from raftlog.server.apply_signal import ApplySignal
 
 PREFIX: Final = "/v1"
 log = structlog.get_logger("raftlog.rest")
@@ -118,8 +119,9 @@ def build_rest_app(ctx: RestContext) -> web.Application:
     return app
 
 
-def context_for(settings: PeerSettings) -> RestContext:
-    """The REST context of a peer: its cluster's peers, its own URL, keys and limits."""
+def context_for(settings: PeerSettings, applied: ApplySignal | None = None) -> RestContext:
+    """The REST context of a peer: its cluster's peers, its own URL, keys and limits, and
+    the signal its consensus thread notifies after each applied batch."""
     security = settings.security
     gateway = ClusterGateway(
         [peer.url for peer in settings.peers] or [settings.url],
@@ -128,6 +130,7 @@ def context_for(settings: PeerSettings) -> RestContext:
         curve=None if security is None else security.client,
         max_entry_size=settings.options.max_log_entry_data_size,
         timeout=settings.rest.request_timeout_ms / 1000,
+        applied=applied,
     )
     return RestContext(
         gateway=gateway,
@@ -137,7 +140,9 @@ def context_for(settings: PeerSettings) -> RestContext:
     )
 
 
-def mount(root: web.Application, settings: PeerSettings) -> None:
+def mount(
+    root: web.Application, settings: PeerSettings, applied: ApplySignal | None = None
+) -> None:
     """Serve the REST API of the peer described by ``settings`` under ``/v1`` of ``root``
     (the route-registration hook the HTTP listener calls)."""
-    root.add_subapp(PREFIX, build_rest_app(context_for(settings)))
+    root.add_subapp(PREFIX, build_rest_app(context_for(settings, applied)))

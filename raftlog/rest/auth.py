@@ -13,6 +13,8 @@ restart. A bad file keeps the previous policy, as the ZeroMQ side does.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import time
 from typing import Final
 
@@ -28,6 +30,23 @@ RELOAD_CHECK: Final = 1.0
 """Seconds between two looks at the allowlist's modification time."""
 
 log = structlog.get_logger("raftlog.rest")
+
+
+def token_of(request: web.Request) -> str:
+    """The request's token: ``Authorization: Bearer TOKEN``, or HTTP Basic with the token
+    as the password (what a browser sends after asking for it: the status page); "" when
+    there is none."""
+    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+    scheme = scheme.lower()
+    if scheme == "bearer":
+        return value.strip()
+    if scheme == "basic":
+        try:
+            decoded = base64.b64decode(value.strip(), validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            return ""
+        return decoded.partition(":")[2].strip()
+    return ""
 
 
 class Authenticator:
@@ -74,11 +93,10 @@ class Authenticator:
         policy = self._fresh_policy()
         if policy is None:
             return None
-        header = request.headers.get("Authorization", "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = token_of(request)
+        if not token:
             raise RestError(401, "Unauthenticated", "send Authorization: Bearer TOKEN")
-        found = policy.token_principal(token.strip())
+        found = policy.token_principal(token)
         if found is None:
             raise RestError(401, "Unauthenticated", "unknown token (revoked?)")
         return found

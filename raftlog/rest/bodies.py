@@ -2,15 +2,19 @@
 
 Why bounded by hand: a body is read in chunks and refused with 413 as soon as it passes
 ``max_body_bytes`` (or at once when ``Content-Length`` says so), so a huge upload never
-sits in the peer's memory; malformed JSON, wrong types and bad base64 are the caller's
-400s with a message that says which field, never a 500.
+sits in the peer's memory; a body trickled slower than ``[http] body_timeout_ms`` is
+refused with 408; malformed JSON, JSON nested deeper than ``MAX_JSON_DEPTH``, strings that
+are not Unicode (a lone surrogate such as ``"\\ud800"``), wrong types and bad base64 are the
+caller's 400s with a message that says which field, never a 500.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -24,6 +28,14 @@ ENCODINGS: Final = ("base64", "text", "json")
 """How message payloads are written in JSON: base64 strings (any bytes, the default), UTF-8
 text strings, or any JSON value (stored as its compact UTF-8 JSON)."""
 READ_CHUNK: Final = 64 * 1024
+MAX_JSON_DEPTH: Final = 64
+"""Deepest nesting of arrays and objects a request body may have (a message with
+``encoding: json`` included)."""
+DEFAULT_BODY_TIMEOUT: Final = 30.0
+BODY_TIMEOUT: Final = web.AppKey("body_timeout", float)
+"""Seconds a request body may take to arrive (set on the root app from ``[http]
+body_timeout_ms``; ``DEFAULT_BODY_TIMEOUT`` when absent)."""
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 REQUEST_ID_HEADER: Final = "Raftlog-Request-Id"
 """A client's own 12-byte request id (24 hex digits: 4 bytes of seconds since the epoch, then
 8 unique bytes, as raftlog.ids makes them): a write retried with the same id is applied at
@@ -38,14 +50,40 @@ async def read_body(request: web.Request, limit: int) -> bytes:
     declared = request.content_length
     if declared is not None and declared > limit:
         raise too_large
+    timeout = request.config_dict.get(BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT)
     chunks: list[bytes] = []
     size = 0
-    while chunk := await request.content.read(READ_CHUNK):
-        size += len(chunk)
-        if size > limit:
-            raise too_large
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout):
+            while chunk := await request.content.read(READ_CHUNK):
+                size += len(chunk)
+                if size > limit:
+                    raise too_large
+                chunks.append(chunk)
+    except TimeoutError:
+        raise RestError(408, "RequestTimeout", f"the request body did not arrive within "
+                        f"{timeout:g} s ([http] body_timeout_ms)") from None
     return b"".join(chunks)
+
+
+def check_json_value(value: object) -> None:
+    """400 unless ``value`` nests at most ``MAX_JSON_DEPTH`` deep and its strings (keys
+    included) are Unicode text, i.e. encodable as UTF-8 (no lone surrogates)."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise RestError(400, "MalformedJson", "the body holds a string that is not "
+                                "Unicode text (a lone UTF-16 surrogate such as \\ud800)")
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth >= MAX_JSON_DEPTH:
+            raise RestError(400, "MalformedJson",
+                            f"the body nests deeper than {MAX_JSON_DEPTH} arrays/objects")
+        children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children)
 
 
 async def read_json_object(request: web.Request, limit: int, *, optional: bool = False) -> dict[
@@ -61,8 +99,12 @@ async def read_json_object(request: web.Request, limit: int, *, optional: bool =
         value = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RestError(400, "MalformedJson", f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise RestError(400, "MalformedJson",
+                        f"the body nests deeper than {MAX_JSON_DEPTH} arrays/objects") from None
     if not isinstance(value, dict):
         raise RestError(400, "BadRequest", "the body must be a JSON object")
+    check_json_value(value)
     return value
 
 

@@ -12,26 +12,28 @@ Read-your-writes through one peer: a write answered by the leader is applied the
 follower may apply it a moment later. Before answering a write, the gateway of a follower
 waits (bounded by ``catch_up_timeout``) until its own peer has applied the write's index, so
 a client that writes and then polls the same peer sees its write.
+
+Waiting for new data (that catch-up, a long poll) parks on the peer's
+:class:`~raftlog.server.apply_signal.ApplySignal`, which the consensus thread notifies after
+each applied batch: an idle wait costs nothing, and it ends as soon as the data is there.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from typing import Final
 
 from raftlog.client.client import RaftClient
 from raftlog.client.topics import TopicClient
-from raftlog.errors import ClusterUnavailableError
 from raftlog.security.settings import CurveClient
+from raftlog.server.apply_signal import ApplySignal
 
 REQUEST_TIMEOUT: Final = 10.0
 """Seconds a forwarded request may take (leader elections included) before 503 (the default
 of ``[rest] request_timeout_ms``)."""
 CATCH_UP_TIMEOUT: Final = 2.0
 """Seconds a follower's gateway waits for its peer to apply a write it forwarded."""
-CATCH_UP_INTERVAL: Final = 0.005
 
 
 class ClusterGateway:
@@ -47,6 +49,7 @@ class ClusterGateway:
         max_entry_size: int,
         timeout: float = REQUEST_TIMEOUT,
         catch_up_timeout: float = CATCH_UP_TIMEOUT,
+        applied: ApplySignal | None = None,
     ) -> None:
         self.own_url = own_url
         self.timeout = timeout
@@ -57,6 +60,9 @@ class ClusterGateway:
         self._catch_up_timeout = catch_up_timeout
         self._client: RaftClient | None = None
         self._topics: TopicClient | None = None
+        self.applied = applied if applied is not None else ApplySignal()
+        """This peer's applied index, notified by its consensus thread (a gateway built
+        without one, in a test, is never notified: its waits run to their time-out)."""
         self.closing = asyncio.Event()
         """Set when the listener shuts down: long polls answer at once instead of holding
         the peer's exit for up to their ``waitMs``."""
@@ -101,14 +107,18 @@ class ClusterGateway:
         ``catch_up_timeout``; the write itself is durable either way."""
         if self.is_leader or self._client is None:
             return
-        deadline = time.monotonic() + self._catch_up_timeout
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                info = await self._client.request_log_info(
-                    peer_url=self.own_url, timeout=max(left, 0.05)
-                )
-            except ClusterUnavailableError:
-                return
-            if info.last_applied >= index:
-                return
-            await asyncio.sleep(CATCH_UP_INTERVAL)
+        await self.wait_applied(index - 1, self._catch_up_timeout)
+
+    async def wait_applied(self, index: int, timeout: float) -> bool:
+        """Wait until this peer has applied past ``index``, ``timeout`` passed, or the
+        listener is stopping; whether it applied past ``index``."""
+        if self.applied.applied > index or self.closing.is_set():
+            return self.applied.applied > index
+        stop = asyncio.ensure_future(self.closing.wait())
+        wait = asyncio.ensure_future(self.applied.wait_beyond(index, timeout))
+        try:
+            await asyncio.wait((stop, wait), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            wait.cancel()
+        return self.applied.applied > index

@@ -9,14 +9,14 @@ their ids; with ``"transaction"`` it commits a transaction instead (``raftlog.re
 ``{"id", "timestamp", "payload"}`` from this peer's applied state. ``startFrom`` is a message
 id (a string) or an append time in ms (a number); no ``startFrom`` starts at the oldest
 retained message. With ``waitMs`` an empty answer waits up to that long for messages
-(``[rest] max_wait_ms`` caps it), so a consumer need not spin; a peer shutting down ends
-the wait at once (an empty answer) rather than holding its exit.
+(``[rest] max_wait_ms`` caps it), so a consumer need not spin: the read becomes a waiting
+``TR`` read that this peer holds until it applies a record of the topic (no timer
+re-reads); a peer shutting down ends the wait at once (503 ``ShuttingDown``) rather than
+holding its exit.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -40,11 +40,9 @@ from raftlog.rest.bodies import (
 )
 from raftlog.rest.context import RestContext
 from raftlog.rest.errors import RestError, from_cluster
-from raftlog.rpc.topics import DEFAULT_READ_LIMIT, MAX_READ_LIMIT, ReadResult
+from raftlog.rpc.topics import DEFAULT_READ_LIMIT, MAX_READ_LIMIT, MAX_READ_WAIT_MS, ReadResult
 from raftlog.security.policy import Role
 
-POLL_INTERVAL: Final = 0.02
-"""Seconds between two local reads while a long poll waits."""
 PUBLISH_FIELDS: Final = frozenset({"messages", "encoding", "transaction", "ttlMs"})
 POLL_FIELDS: Final = frozenset({"startFrom", "inclusive", "limit", "waitMs", "encoding"})
 
@@ -70,7 +68,9 @@ async def plain_publish(
     return [format_id(rid) for rid in ids]
 
 
-async def _read(ctx: RestContext, name: str, body: dict[str, Any]) -> ReadResult:
+async def _read(
+    ctx: RestContext, name: str, body: dict[str, Any], wait_ms: int = 0
+) -> ReadResult:
     start = body.get("startFrom")
     inclusive = optional_bool(body, "inclusive", True)
     limit = optional_int(body, "limit", 1, MAX_READ_LIMIT) or DEFAULT_READ_LIMIT
@@ -95,7 +95,8 @@ async def _read(ctx: RestContext, name: str, body: dict[str, Any]) -> ReadResult
             inclusive=inclusive,
             limit=limit,
             url=ctx.gateway.own_url,
-            timeout=ctx.gateway.timeout,
+            timeout=ctx.gateway.timeout + wait_ms / 1000,
+            wait_ms=wait_ms,
         )
     except Exception as exc:
         raise from_cluster(exc) from exc
@@ -128,12 +129,10 @@ def add_message_routes(
         wait_ms = optional_int(body, "waitMs", 0, MAX_UINT) or 0
         deadline = time.monotonic() + min(wait_ms, ctx.settings.max_wait_ms) / 1000
         result = await _read(ctx, name, body)
-        closing = ctx.gateway.closing
-        while not result.records and time.monotonic() < deadline and not closing.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(closing.wait(), POLL_INTERVAL)
-            if not closing.is_set():
-                result = await _read(ctx, name, body)
+        # an empty answer becomes a waiting read: the peer holds it until it applies a
+        # record of this topic (raftlog.server.parked_reads) -- no timer, no re-reads
+        while not result.records and (left := int((deadline - time.monotonic()) * 1000)) > 0:
+            result = await _read(ctx, name, body, min(left, MAX_READ_WAIT_MS))
         messages = [
             {
                 "id": format_id(item.id),

@@ -43,7 +43,7 @@ def _answers(ok: str, ok_schema: dict[str, Any], *errors: int) -> dict[str, Any]
 def _messages_body(extra: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {
         "type": "object",
-        "required": required,
+        **({"required": required} if required else {}),  # OpenAPI 3.0: never an empty list
         "additionalProperties": False,
         "properties": {
             "messages": {"type": "array", "minItems": 1, "items": {},

@@ -20,7 +20,7 @@ travel as float64 (decoders accept integral doubles); record frames use plain in
 ``TR`` read -- any peer:
 
     request   [id, "TR", ident, json {topic, from_index?, from_position?, from_time?,
-                                      inclusive?, limit?}]
+                                      inclusive?, limit?, wait?}]
     response  [id, 01, json {applied, leader, more}, json record ...]
               [id, "", json error]
 
@@ -29,6 +29,10 @@ travel as float64 (decoders accept integral doubles); record frames use plain in
   (append time, ms), or neither (oldest retained record); ``inclusive`` (default true).
   ``more``: cut by ``limit`` or the size budget; continue after the last id. A
   ``from_index`` below what retention removed: ``RecordsExpired`` + ``first_available``.
+  ``wait`` (ms, at most ``MAX_READ_WAIT_MS``): when nothing matches, the peer holds the
+  answer until it applies a record that does, or ``wait`` passes (then the empty answer):
+  a follower that is caught up parks instead of polling. Sent only when non-zero, so a
+  request without it is what it always was.
 
 ``TD`` describe -- any peer:  ``[id, "TD", ident, topic]`` -> ``[id, 01, json info]`` or
 ``[id, "", json error]``; info: the properties, ``created_index``, ``first``/``last``
@@ -85,8 +89,10 @@ TYPE_LIST: Final = b"TL"
 TOPIC_TYPES: Final = frozenset({TYPE_PUBLISH, TYPE_READ, TYPE_DESCRIBE, TYPE_LIST})
 DEFAULT_READ_LIMIT: Final = 1000
 MAX_READ_LIMIT: Final = 10_000
+MAX_READ_WAIT_MS: Final = 30_000
+"""The longest ``wait`` of a ``TR`` read."""
 _READ_KEYS: Final = frozenset(
-    {"topic", "from_index", "from_position", "from_time", "inclusive", "limit"}
+    {"topic", "from_index", "from_position", "from_time", "inclusive", "limit", "wait"}
 )
 
 
@@ -103,9 +109,13 @@ class ReadRequest:
     from_time_ms: int | None = None
     inclusive: bool = True
     limit: int = DEFAULT_READ_LIMIT
+    wait_ms: int = 0
+    """Hold an empty answer up to this long for a matching record (0: answer at once)."""
 
     def __post_init__(self) -> None:
         check_topic_name(self.topic)
+        if type(self.wait_ms) is not int or not 0 <= self.wait_ms <= MAX_READ_WAIT_MS:
+            raise bad_request(f"wait must be an integer in 0 .. {MAX_READ_WAIT_MS}")
         if self.from_index is not None and self.from_time_ms is not None:
             raise bad_request("give from_index or from_time, not both")
         if self.from_position is not None and self.from_index is None:
@@ -245,6 +255,8 @@ def encode_read_request(req: ReadRequest) -> list[bytes]:
             body["from_position"] = req.from_position
     if req.from_time_ms is not None:
         body["from_time"] = req.from_time_ms
+    if req.wait_ms:
+        body["wait"] = req.wait_ms
     return [pack_json(body)]
 
 
@@ -268,6 +280,7 @@ def decode_read_request(args: Sequence[bytes]) -> ReadRequest:
         from_time_ms=_integral(body.get("from_time")),
         inclusive=body.get("inclusive", True),
         limit=_integral(body.get("limit", DEFAULT_READ_LIMIT)),
+        wait_ms=_integral(body.get("wait", 0)),
     )
 
 

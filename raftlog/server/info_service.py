@@ -3,7 +3,9 @@
 RequestConfig (§10.1), RequestLogInfo (§10.2), RequestBroadcastStateUrl (§11.1), ``AC``
 compact (``raftlog.rpc.admin``), and every other message type the state machine handles
 itself (§10.6). Nothing here changes consensus state; the answers come from the narrow
-views the peer hands in.
+views the peer hands in. A ``TR`` read with a ``wait`` that finds nothing is held in
+:class:`~raftlog.server.parked_reads.ParkedReads` until a record comes (``on_applied``) or
+the wait ends (``sweep``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from raftlog.rpc.messages import (
     RequestLogInfo,
     RequestLogInfoResponse,
 )
+from raftlog.rpc.topics import TYPE_READ
 from raftlog.server.interfaces import (
     AppliedView,
     ClusterView,
@@ -32,6 +35,7 @@ from raftlog.server.interfaces import (
     RequestHandler,
     SnapshotView,
 )
+from raftlog.server.parked_reads import ParkedReads, TotalsOf, is_empty_read, waiting_read
 
 LOG_SAMPLE: Final = 100
 """Log one in this many unhandled message types (the counter keeps them all)."""
@@ -53,6 +57,7 @@ class InfoService:
         metrics: PeerMetrics,
         log: EventLog,
         pub_url: str,
+        topic_totals: TotalsOf | None = None,
     ) -> None:
         self._cluster = cluster
         self._log_bounds = log_bounds
@@ -64,6 +69,16 @@ class InfoService:
         self._log = log
         self._pub_url = pub_url
         self._unhandled = metrics.messages_dropped.labels(reason="unhandled_type")
+        self.parked = ParkedReads(handler, replies, topic_totals)
+        """``TR`` reads waiting for a record (answered by ``on_applied`` or ``sweep``)."""
+
+    def on_applied(self, index: int) -> None:
+        """A batch was applied (the consensus thread): answer parked reads that find data."""
+        self.parked.on_applied(index)
+
+    def sweep(self, now: float) -> None:
+        """Each timer pass: answer parked reads whose wait ended."""
+        self.parked.sweep(now)
 
     def request_config(self, routing: bytes, msg_id: bytes, message: RequestConfig) -> None:
         """§10.1: leadership and the peers of the configuration in effect."""
@@ -110,5 +125,9 @@ class InfoService:
                 self._log.warning(
                     "unhandled_type_dropped", count=count, msg_type=message.type[:8].hex()
                 )
+            return
+        if (message.type == TYPE_READ and is_empty_read(answer)
+                and (request := waiting_read(message)) is not None
+                and self.parked.park(routing, msg_id, message, request)):
             return
         self._replies.reply(routing, msg_id, ClientDispatchResponse(tuple(answer)))

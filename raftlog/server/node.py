@@ -162,11 +162,7 @@ class PeerNode:
             new_request_id=RequestIdGenerator().next,
         )
         self.channels = PeerChannels(
-            self._context,
-            settings.id,
-            self._ident,
-            opts.rpc_timeout,
-            self._poller,
+            self._context, settings.id, self._ident, opts.rpc_timeout, self._poller,
             curve=settings.security.client if settings.security else None,
         )
         self.channels.reconcile(self.core.connect_to())
@@ -184,6 +180,7 @@ class PeerNode:
             log=self.log,
         )
         self.clients = services.clients
+        self.info = services.info
         self._replies = services.replies
         self.entries = services.entries
         self.compaction = services.compaction
@@ -204,6 +201,7 @@ class PeerNode:
             react=self._react,
         )
         self.executor.core = self.core
+        self.observer.applied.listen(self.info.on_applied)  # parked TR reads (wait)
         self._was_leader = False
         self._next_housekeeping = 0.0
         self.stall = LoopStallMeter(
@@ -351,6 +349,7 @@ class PeerNode:
         self.observer.on_timer(now)
         self.clients.send_overdue_accepts(now)
         self.entries.sweep(now)
+        self.info.sweep(now)
         if now >= self._next_housekeeping:
             self._next_housekeeping = now + HOUSEKEEPING_INTERVAL
             self.compaction.housekeeping(now_ms())

@@ -181,6 +181,7 @@ def build_services(
         metrics=metrics,
         log=log,
         pub_url=pub_url,
+        topic_totals=topics.counters.get,  # which topics got records: parked TR reads
     )
     handlers: HandlerTable = {
         TYPE_REQUEST_VOTE: route(RequestVote, peers.request_vote),

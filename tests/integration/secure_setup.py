@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from raftlog.security import keys
+from raftlog.security.policy import token_digest
 from raftlog.security.settings import CurveClient
 
 
@@ -22,6 +23,8 @@ class ClientSpec:
     role: str
     publish: list[str] | None = None
     read: list[str] | None = None
+    token: str | None = None
+    """A REST / monitoring bearer token of this client (its SHA-256 goes in the file)."""
 
 
 @dataclass
@@ -59,6 +62,9 @@ class SecureSetup:
                 lines.append("publish = [" + ", ".join(f'"{t}"' for t in spec.publish) + "]")
             if spec.read is not None:
                 lines.append("read = [" + ", ".join(f'"{t}"' for t in spec.read) + "]")
+            if spec.token is not None:  # a token alone would make it a REST-only client
+                lines.append(f'key = "{spec.name}"')
+                lines.append(f'token_sha256 = "{token_digest(spec.token)}"')
         self.clients_file.write_text("\n".join(lines) + "\n")
 
     def toml_lines(self) -> list[str]:

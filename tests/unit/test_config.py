@@ -137,16 +137,41 @@ def test_http_url_is_per_peer_and_off_when_absent(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ('"127.0.0.1:9049"', "http://HOST:PORT"),
-        ('"http://127.0.0.1"', "http://HOST:PORT"),
-        ('"http://127.0.0.1:99999"', "http://HOST:PORT"),
-        ("9049", "http://HOST:PORT"),
+        ('"127.0.0.1:9049"', r"http\(s\)://HOST:PORT"),
+        ('"http://127.0.0.1"', r"http\(s\)://HOST:PORT"),
+        ('"http://127.0.0.1:99999"', r"http\(s\)://HOST:PORT"),
+        ("9049", r"http\(s\)://HOST:PORT"),
+        ('"ftp://127.0.0.1:9049"', r"http\(s\)://HOST:PORT"),
+        ('"https://127.0.0.1:9049"', "needs tls_cert and tls_key"),
     ],
 )
 def test_a_bad_http_url_is_one_clear_error(tmp_path: Path, value: str, message: str) -> None:
     path = write(tmp_path, HTTP.replace('"http://127.0.0.1:9049/"', value))
     with pytest.raises(ConfigError, match=message):
         load_peer_config(path, "1")
+
+
+def test_the_http_table_has_safe_defaults_and_checks_its_values(tmp_path: Path) -> None:
+    """Issue #25: connection caps, time-outs and TLS files of the HTTP listener."""
+    one = load_peer_config(write(tmp_path, HTTP), "1")
+    assert one.http.max_connections == 1000 and one.http.max_connections_per_address == 64
+    assert one.http.header_timeout_ms == 10_000 and one.http.tls_cert is None
+    assert one.http.connection_cap(nofile=1024) == 512  # half the descriptors at most
+    assert one.http.connection_cap(nofile=100_000) == 1000
+    tls = HTTP.replace('"http://127.0.0.1:9049/"', '"https://127.0.0.1:9049"')
+    tls += '\n[http]\ntls_cert = "c.pem"\ntls_key = "k.pem"\nmax_connections = 50\n'
+    secured = load_peer_config(write(tmp_path, tls), "1")
+    assert secured.http_url == "https://127.0.0.1:9049"
+    assert secured.http.tls_cert == tmp_path / "c.pem" and secured.http.max_connections == 50
+    for bad, message in (
+        ("max_connections = 0", "positive integer"),
+        ('header_timeout_ms = "1s"', "positive integer"),
+        ('tls_cert = "c.pem"', "go together"),
+        ("monitoring_token = 1", "true or false"),
+        ("colour = 1", "unknown option"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            load_peer_config(write(tmp_path, HTTP + f"\n[http]\n{bad}\n"), "1")
 
 
 def test_a_bad_ready_max_lag_is_refused(tmp_path: Path) -> None:

@@ -18,10 +18,14 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 """``(sample name, sorted labels) -> value``."""
 
 
-def http_get(url: str) -> tuple[int, str]:
-    """Status and body of a GET (an HTTP error status is an answer, not an exception)."""
+def http_get(url: str, token: str | None = None) -> tuple[int, str]:
+    """Status and body of a GET (an HTTP error status is an answer, not an exception),
+    with ``token`` as a bearer token when given."""
+    request = urllib.request.Request(url)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(url, timeout=5) as response:
+        with urllib.request.urlopen(request, timeout=5) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()

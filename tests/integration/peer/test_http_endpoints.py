@@ -10,7 +10,7 @@ from integration.cluster import PeerCluster, wait_for
 from integration.peer.monitoring_helpers import http_get as _get
 from integration.peer.monitoring_helpers import metric_samples as _samples
 from integration.peer.updates import update
-from integration.secure_setup import SecureSetup
+from integration.secure_setup import ClientSpec, SecureSetup
 
 
 def test_every_peer_serves_metrics_health_and_readiness(tmp_path: Path) -> None:
@@ -81,16 +81,24 @@ def test_a_taken_http_port_stops_the_peer_with_a_clear_error(tmp_path: Path) -> 
 
 
 def test_the_status_data_sees_every_member_in_a_curve_cluster(tmp_path: Path) -> None:
-    """The page's RequestLogInfo polls use the peer's own CURVE keys: members admit them."""
-    secure = SecureSetup(tmp_path / "secure")
+    """The page's RequestLogInfo polls use the peer's own CURVE keys: members admit them.
+    On a secure cluster the monitoring endpoints want a token of the allowlist (issue #25
+    finding 7): without one they answer 401 and name nothing."""
+    secure = SecureSetup(tmp_path / "secure", clients=[ClientSpec("admin", "admin", token="t0")])
     with PeerCluster(tmp_path, http=True, security=secure) as cluster:
         cluster.start()
         leader = cluster.wait_leader()
         base = cluster.peers[next(p for p in cluster.peers if p != leader)].http_url
         assert base is not None
+        for path in ("/metrics", "/", "/api/cluster"):
+            for token in (None, "guessed"):
+                status, body = _get(base + path, token)
+                assert status == 401 and "raftlog_" not in body and leader not in body, path
+            assert _get(base + path, "t0")[0] == 200
+        assert _get(base + "/healthz")[0] == 200  # probes stay open
 
         def all_up_with_the_leader() -> bool:
-            data = json.loads(_get(base + "/api/cluster")[1])
+            data = json.loads(_get(base + "/api/cluster", "t0")[1])
             roles = {m["id"]: m["role"] for m in data.get("members", ())}
             return data.get("ready") and "down" not in roles.values() and roles[leader] == "leader"
 

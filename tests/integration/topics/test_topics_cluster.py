@@ -4,6 +4,7 @@ reads from a time, refusals, TTL expiry (issue #7)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Iterator
 
@@ -177,3 +178,46 @@ async def test_subscribe_from_index_time_and_end_then_live(cluster: PeerCluster)
             await asyncio.wait([end_task], timeout=0.2)
         (value,) = await end_task
         assert value.startswith(b"live ")  # nothing from before the end (b0)
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def test_idle_followers_park_on_the_peer_and_wake_on_apply(cluster: PeerCluster) -> None:
+    """Issue #25 finding 5, the topic follow: 200 caught-up followers of one peer cost it
+    next to nothing (each used to re-read every 0.1 s: 2,000 reads a second), and a new
+    record still reaches every one of them at once."""
+    async with topic_client(cluster) as topics:
+        await topics.create_topic("idle-follow")
+        leader = cluster.wait_leader()
+        process = cluster.peers[leader].process
+        assert process is not None
+        before = _cpu_seconds(process.pid)
+        await asyncio.sleep(3.0)
+        quiet = _cpu_seconds(process.pid) - before
+
+        async def first_record(stream: object) -> bytes:
+            async for logged in stream:  # type: ignore[attr-defined]
+                await stream.aclose()  # type: ignore[attr-defined]
+                return bytes(logged.record.value)
+            raise AssertionError("stream ended")
+
+        followers = [
+            asyncio.create_task(first_record(topics.subscribe(["idle-follow"], start="end")))
+            for _ in range(200)
+        ]
+        await asyncio.sleep(1.5)  # every follower read the topic and parked
+        before = _cpu_seconds(process.pid)
+        await asyncio.sleep(3.0)
+        idle_cost = _cpu_seconds(process.pid) - before
+        started = time.monotonic()
+        await topics.publish("idle-follow", b"wake")
+        got = await asyncio.wait_for(asyncio.gather(*followers), 20)
+        woke_in = time.monotonic() - started
+    assert got == [b"wake"] * 200
+    assert woke_in < 5.0
+    # on main (a read every 0.1 s each) this was 5-7 times an idle leader's cost
+    assert idle_cost < 2 * quiet + 0.1, f"{idle_cost:.2f}s of CPU in 3 s vs {quiet:.2f}s idle"

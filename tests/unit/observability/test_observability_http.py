@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from raftlog.metrics import PeerMetrics
+from raftlog.observability import health
 from raftlog.observability.http import build_app
 from raftlog.observability.view import MemberView, PeerView, ViewBox
 
@@ -131,5 +135,41 @@ async def test_healthz_fails_when_storage_is_gone(tmp_path: Path) -> None:
         response = await client.get("/healthz")
         assert response.status == 503
         assert "storage" in (await response.json())["reason"]
+    finally:
+        await client.close()
+
+
+async def test_a_healthz_hammer_costs_one_disk_probe_a_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #25 finding 6: every /healthz made a synced write (16,636 calls in 15 s cost a
+    peer 4.6 s of CPU); now the probe's verdict is shared for a second."""
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(health.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    views = ViewBox()
+    views.publish(_leader_view())
+    client = await _client(views, PeerMetrics(), tmp_path)
+    try:
+        answers = await asyncio.gather(*(client.get("/healthz") for _ in range(200)))
+        assert {a.status for a in answers} == {200}
+        for _ in range(100):
+            assert (await client.get("/healthz")).status == 200
+        assert len(synced) <= 2  # one probe, maybe a second one if a second passed
+    finally:
+        await client.close()
+
+
+async def test_per_topic_series_can_be_switched_off(tmp_path: Path) -> None:
+    views = ViewBox()
+    views.publish(_leader_view())
+    app = build_app(views, PeerMetrics().registry, tmp_path, ready_max_lag=5,
+                    topic_metrics=False)
+    client = TestClient(TestServer(app))
+    await client.start_server()
+    try:
+        text = await (await client.get("/metrics")).text()
+        assert "raftlog_topics " in text  # the count stays
+        assert "orders" not in text and "raftlog_topic_records" not in text
     finally:
         await client.close()

@@ -1,0 +1,379 @@
+"""Connection governance of the HTTP listener: caps, timeouts, reaping, quiet floods.
+
+Why our own accept loop instead of ``loop.create_server``: asyncio accepts every connection
+it can and, once descriptors run out, logs a traceback per failed accept; aiohttp has no
+timeout for a request's headers. ~20,000 half-open connections trickling headers then used
+up a peer's descriptors, its ZeroMQ port stopped answering and its log grew by 100 MB
+(issue #25). Here every accepted socket is counted *before* any protocol sees it:
+
+- at ``cap`` connections (``[http] max_connections``, never more than half the descriptor
+  limit) a new connection displaces the oldest one that is not handling a request (a
+  half-open one trickling headers, a TLS handshake, an idle keep-alive): a flood cannot
+  lock out a monitoring probe, it only churns through its own connections. When every
+  connection is busy (e.g. as many long polls), or ``max_connections_per_address`` are open
+  from the new one's address, it gets a one-line 503 (plain HTTP) and is closed at once --
+  a fast refusal, one descriptor for a microsecond;
+- when accept itself fails for lack of descriptors, accepting pauses briefly instead of
+  spinning, and the failure is logged once a second with a count (:class:`FloodLog`);
+- a connection (or TLS handshake) that has not produced a request within
+  ``header_timeout_ms``, or a kept-alive one idle for ``idle_timeout_ms``, is aborted by a
+  reaper that runs once a second; a request being handled (a long poll) is never reaped.
+
+Memory comes back after a flood: once the open connections fall to half of their peak
+(and the peak was at least ``TRIM_AFTER``), the freed heap is handed back to the system
+(glibc's ``malloc_trim``; elsewhere nothing happens): the buffers of a thousand
+connections otherwise stay in the process as free heap.
+
+The count is released when the socket is closed (asyncio closes it when the connection
+ends), or at the latest when it is collected, so a leak in a protocol cannot leak the cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import socket
+import ssl
+import time
+import weakref
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from raftlog.observability.flood_log import REAP_INTERVAL, FloodLog
+from raftlog.observability.http_settings import HttpSettings
+
+ACCEPT_PAUSE: Final = 0.1
+"""Seconds accepting pauses after accept failed for lack of descriptors or memory."""
+ACCEPT_BATCH: Final = 64
+"""Connections accepted per readiness event before other work gets the loop."""
+BACKLOG: Final = 128
+REFUSAL: Final = (
+    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\n"
+    b"Connection: close\r\n\r\n"
+)
+TRIM_AFTER: Final = 64
+"""Peak connections after which a fall to half of them returns freed heap to the system."""
+_RESOURCE_ERRORS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
+
+def _malloc_trim() -> Callable[[], None]:
+    """glibc's ``malloc_trim(0)`` (ctypes releases the GIL during the call), or a no-op on
+    a C library without it."""
+    try:
+        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return lambda: None
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+
+    def release() -> None:
+        trim(0)
+
+    return release
+
+class _Slot:
+    """One admitted connection's place in the counts; released exactly once."""
+
+    __slots__ = ("__weakref__", "_release")
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release: Callable[[], None] | None = release
+
+    def release(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+class _CountedSocket(socket.socket):
+    """An accepted socket that gives its slot back when closed (or collected)."""
+
+    def __init__(self, conn: socket.socket, slot: _Slot) -> None:
+        super().__init__(conn.family, conn.type, conn.proto, fileno=conn.detach())
+        self._slot = slot
+        weakref.finalize(self, slot.release)
+
+    def close(self) -> None:
+        """Close the descriptor, then free the slot."""
+        super().close()
+        self._slot.release()
+
+@dataclass(slots=True, eq=False)
+class _Conn:
+    """An admitted connection, as the reaper sees it (no transport during the handshake)."""
+
+    last: float
+    """When it was accepted, or when its last request ended."""
+    task: asyncio.Task[None] | None = None
+    transport: asyncio.BaseTransport | None = None
+    requests: int = 0
+    busy: int = 0
+
+    def drop(self) -> None:
+        """Abort the connection (or cancel its handshake)."""
+        if self.transport is not None:
+            self.transport.abort()  # type: ignore[attr-defined]
+        elif self.task is not None:
+            self.task.cancel()
+
+class ConnectionGuard:
+    """Accepts for the HTTP listener within the limits of ``settings`` (module docstring)."""
+
+    def __init__(self, settings: HttpSettings, ssl_context: ssl.SSLContext | None = None,
+                 *, nofile: int | None = None) -> None:
+        self.settings = settings
+        self.ssl_context = ssl_context
+        self.cap = settings.connection_cap(nofile)
+        """Connections admitted at once (``max_connections`` bounded by the fd share)."""
+        self.flood = FloodLog()
+        self.open = 0
+        self._per_address: Counter[str] = Counter()
+        self._conns: dict[_Conn, None] = {}
+        """Admitted connections, oldest first (an ordered set)."""
+        self._by_transport: dict[asyncio.BaseTransport, _Conn] = {}
+        self._sock: socket.socket | None = None
+        self._factory: Callable[[], asyncio.BaseProtocol] | None = None
+        self._reaper: asyncio.Task[None] | None = None
+        self._paused = False
+        self._peak = 0
+        self._trim = _malloc_trim()
+
+    # -- listening ---------------------------------------------------------------------------
+    def listen(self, factory: Callable[[], asyncio.BaseProtocol], host: str, port: int) -> int:
+        """Bind ``host:port`` and start accepting for ``factory`` (on the running loop);
+        the bound port."""
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(address)
+            sock.listen(BACKLOG)
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+        self._sock, self._factory = sock, factory
+        loop = asyncio.get_running_loop()
+        loop.add_reader(sock.fileno(), self._accept)
+        self._reaper = loop.create_task(self._reap_forever())
+        return int(sock.getsockname()[1])
+
+    def close(self) -> None:
+        """Stop accepting and cancel handshakes in progress (established connections are
+        aiohttp's to close)."""
+        if self._sock is not None:
+            with contextlib.suppress(RuntimeError):  # the loop may already be closing
+                asyncio.get_running_loop().remove_reader(self._sock.fileno())
+            self._sock.close()
+            self._sock = None
+        for conn in self._conns:
+            if conn.transport is None and conn.task is not None:
+                conn.task.cancel()
+        if self._reaper is not None:
+            self._reaper.cancel()
+        self.flood.flush()
+
+    def _accept(self) -> None:
+        sock = self._sock
+        if sock is None:
+            return
+        for _ in range(ACCEPT_BATCH):
+            try:
+                conn, peer = sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self.flood.event("http_accept_failed", error=exc.strerror or str(exc))
+                if exc.errno in _RESOURCE_ERRORS:
+                    self._pause()
+                return
+            self._admit(conn, str(peer[0]) if isinstance(peer, tuple) else "local")
+
+    def _pause(self) -> None:
+        if self._paused or self._sock is None:
+            return
+        self._paused = True
+        loop = asyncio.get_running_loop()
+        loop.remove_reader(self._sock.fileno())
+
+        def resume() -> None:
+            self._paused = False
+            if self._sock is not None:
+                loop.add_reader(self._sock.fileno(), self._accept)
+
+        loop.call_later(ACCEPT_PAUSE, resume)
+
+    def _admit(self, sock: socket.socket, address: str) -> None:
+        limits = self.settings
+        if self._per_address[address] >= limits.max_connections_per_address:
+            self._refuse(sock, "http_connections_refused", reason="address full",
+                         address=address, cap=limits.max_connections_per_address)
+            return
+        if self.open >= self.cap and not self._evict_one():
+            self._refuse(sock, "http_connections_refused", reason="every connection busy",
+                         cap=self.cap)
+            return
+        self.open += 1
+        self._per_address[address] += 1
+        conn = _Conn(time.monotonic())
+        self._conns[conn] = None
+
+        def release() -> None:
+            self.open -= 1
+            self._conns.pop(conn, None)
+            if conn.transport is not None:
+                self._by_transport.pop(conn.transport, None)
+            left = self._per_address[address] - 1
+            if left > 0:
+                self._per_address[address] = left
+            else:
+                del self._per_address[address]
+
+        counted = _CountedSocket(sock, _Slot(release))
+        conn.task = asyncio.get_running_loop().create_task(self._connect(counted, conn))
+
+    def _evict_one(self) -> bool:
+        """Drop the oldest connection that handles no request; False if all are busy. Its
+        slot comes back when its socket closes, on the loop's next pass: until then ``open``
+        may pass ``cap`` by the connections of one accept batch (``ACCEPT_BATCH``)."""
+        for conn in self._conns:
+            if not conn.busy:
+                del self._conns[conn]  # never picked twice; release() tolerates it
+                conn.drop()
+                self.flood.event("http_connections_evicted", reason="listener full",
+                                 cap=self.cap)
+                return True
+        return False
+
+    def _refuse(self, conn: socket.socket, event: str, **fields: Any) -> None:
+        """Answer 503 without reading the request (plain HTTP only) and close."""
+        try:
+            if self.ssl_context is None:
+                conn.setblocking(False)
+                conn.send(REFUSAL)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+        self.flood.event(event, **fields)
+
+    async def _connect(self, sock: _CountedSocket, conn: _Conn) -> None:
+        assert self._factory is not None
+        loop = asyncio.get_running_loop()
+        handshake = self.settings.header_timeout_ms / 1000 if self.ssl_context else None
+        try:
+            transport, _ = await loop.connect_accepted_socket(
+                self._factory, sock, ssl=self.ssl_context, ssl_handshake_timeout=handshake
+            )
+        except asyncio.CancelledError:
+            sock.close()  # evicted or shut down during the handshake
+            return
+        except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
+            sock.close()  # asyncio closed its transport; this releases an unwrapped socket
+            self.flood.event("http_handshake_failed", error=type(exc).__name__)
+            return
+        conn.task = None
+        if conn not in self._conns:  # evicted while the handshake completed
+            transport.abort()
+        else:
+            conn.transport = transport
+            self._by_transport[transport] = conn
+
+    # -- reaping -----------------------------------------------------------------------------
+    def reap(self, now: float) -> int:
+        """Drop connections past their header or idle deadline (a handshake past the
+        header deadline too); the number dropped."""
+        header = self.settings.header_timeout_ms / 1000
+        idle = self.settings.idle_timeout_ms / 1000
+        late = [
+            conn for conn in self._conns
+            if not conn.busy and now - conn.last > (idle if conn.requests else header)
+        ]
+        for conn in late:
+            self._conns.pop(conn, None)
+            conn.drop()
+        if late:
+            self.flood.event("http_connections_reaped", count_now=len(late))
+        return len(late)
+
+    async def _reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(REAP_INTERVAL)
+            self.reap(time.monotonic())
+            self.flood.flush()
+            self._after_flood()
+
+    def _after_flood(self) -> None:
+        """Return freed heap once the connections fell to half their peak (docstring)."""
+        self._peak = max(self._peak, self.open)
+        if self._peak >= TRIM_AFTER and self.open <= self._peak // 2:
+            self._peak = self.open
+            self._trim()
+
+    def middleware(self) -> Middleware:
+        """Marks a connection busy while one of its requests is handled, so a long poll is
+        never reaped, and restarts its idle clock when the request ends."""
+
+        @web.middleware
+        async def track(
+            request: web.Request,
+            handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+        ) -> web.StreamResponse:
+            conn = self._by_transport.get(request.transport) if request.transport else None
+            if conn is None:
+                return await handler(request)
+            conn.busy += 1
+            conn.requests += 1
+            try:
+                return await handler(request)
+            finally:
+                conn.busy -= 1
+                conn.last = time.monotonic()
+
+        return track
+
+    def loop_errors(self, _loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """The listener loop's exception handler: errors asyncio reports about single
+        connections (a reset during a handshake, a failed write) counted and logged once a
+        second, without a traceback each."""
+        exc = context.get("exception")
+        self.flood.event(
+            "http_loop_error",
+            message=str(context.get("message", "")),
+            error="" if exc is None else f"{type(exc).__name__}: {exc}"[:200],
+        )
+
+class GuardedSite(web.BaseSite):
+    """An aiohttp site that accepts through a :class:`ConnectionGuard`."""
+
+    def __init__(self, runner: web.BaseRunner, guard: ConnectionGuard, host: str,
+                 port: int) -> None:
+        super().__init__(runner, ssl_context=guard.ssl_context, backlog=BACKLOG)
+        self._guard = guard
+        self._host = host
+        self._port = port
+
+    @property
+    def name(self) -> str:
+        """The URL served."""
+        scheme = "https" if self._guard.ssl_context else "http"
+        return f"{scheme}://{self._host}:{self._port}"
+
+    async def start(self) -> None:
+        """Register with the runner and bind."""
+        await super().start()
+        server = self._runner.server
+        assert server is not None
+        self._port = self._guard.listen(server, self._host, self._port)
+
+    async def stop(self) -> None:
+        """Stop accepting."""
+        self._guard.close()
+        await super().stop()

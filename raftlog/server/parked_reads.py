@@ -1,0 +1,129 @@
+"""``ParkedReads``: ``TR`` reads with a ``wait`` that found nothing, held until a record
+comes or the wait ends (``raftlog.rpc.topics``, "TR read").
+
+Why: a caught-up topic follower (``raftlog.client.topic_stream``) used to re-read every
+0.1 s; a thousand idle followers were ten thousand reads a second. Now its read parks here
+and costs nothing until this peer applies a batch: :meth:`on_applied` (called by the
+consensus thread through the peer's ``ApplySignal``) re-runs the parked reads *of the
+topics that got records* (a topic's published-record count, from the monitoring totals,
+tells; a topic without totals is re-read on every batch) and answers those that now find
+records, so a thousand followers of a quiet topic cost nothing while another topic takes
+writes; :meth:`sweep` (each timer pass) answers the expired ones with
+their empty result. Everything runs on the consensus thread: no locks.
+
+A client that resends the same request (same routing id and message id: its transport
+repeats a request after silence) replaces its parked entry instead of adding one. At most
+``MAX_PARKED`` reads wait; past that a read is answered at once (the follower then polls).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from raftlog.rpc import topics as rpc
+from raftlog.rpc.frames import TRUE_FRAME
+from raftlog.rpc.messages import ClientDispatch, ClientDispatchResponse
+from raftlog.server.interfaces import Replies, RequestHandler
+
+MAX_PARKED: Final = 10_000
+"""Reads held at once; more are answered at once."""
+
+
+class Totals(Protocol):
+    """What tells that a topic got records (``TopicTotals``)."""
+
+    published_records: int
+
+
+TotalsOf = Callable[[str], "Totals | None"]
+"""A topic's totals by name (``TopicCounters.get``); None when unknown."""
+
+
+def _version(totals: Totals | None) -> tuple[int, int] | None:
+    return None if totals is None else (id(totals), totals.published_records)
+
+
+@dataclass(slots=True)
+class _Parked:
+    routing: bytes
+    msg_id: bytes
+    message: ClientDispatch
+    deadline: float
+    topic: str
+    version: tuple[int, int] | None
+    """The topic's totals when parked (None: unknown, re-read on every batch)."""
+
+
+def is_empty_read(answer: Sequence[bytes]) -> bool:
+    """Whether ``answer`` is a successful ``TR`` answer without records."""
+    return len(answer) == 2 and answer[0] == TRUE_FRAME
+
+
+def waiting_read(message: ClientDispatch) -> rpc.ReadRequest | None:
+    """The ``TR`` request if it has a ``wait`` (None when it has none or is malformed: a
+    malformed one was already answered with its error)."""
+    try:
+        request = rpc.decode_read_request(message.args)
+    except Exception:  # TopicError for a bad request: never parked
+        return None
+    return request if request.wait_ms else None
+
+
+class ParkedReads:
+    """The waiting ``TR`` reads of one peer (module docstring)."""
+
+    def __init__(self, handler: RequestHandler, replies: Replies,
+                 totals: TotalsOf | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._handler = handler
+        self._replies = replies
+        self._totals: TotalsOf = totals if totals is not None else (lambda _name: None)
+        self._clock = clock
+        self._parked: dict[tuple[bytes, bytes], _Parked] = {}
+
+    def __len__(self) -> int:
+        return len(self._parked)
+
+    def park(self, routing: bytes, msg_id: bytes, message: ClientDispatch,
+             request: rpc.ReadRequest) -> bool:
+        """Hold ``message`` (an empty read, decoded: ``request``) up to its wait; False if
+        full (answer now)."""
+        key = (routing, msg_id)
+        if key not in self._parked and len(self._parked) >= MAX_PARKED:
+            return False
+        self._parked[key] = _Parked(
+            routing, msg_id, message, self._clock() + request.wait_ms / 1000, request.topic,
+            _version(self._totals(request.topic)),
+        )
+        return True
+
+    def on_applied(self, _index: int) -> None:
+        """A batch was applied: answer every parked read that now finds records."""
+        if self._parked:
+            self._retry(self._clock(), found_only=True)
+
+    def sweep(self, now: float) -> None:
+        """Answer the reads whose wait ended (their current, probably empty, result)."""
+        if self._parked:
+            self._retry(now, found_only=False)
+
+    def _retry(self, now: float, *, found_only: bool) -> None:
+        for key, parked in list(self._parked.items()):
+            if not found_only and now < parked.deadline:
+                continue
+            if found_only and parked.version is not None and now < parked.deadline:
+                version = _version(self._totals(parked.topic))
+                if version == parked.version:
+                    continue  # nothing new in this topic: no read
+                parked.version = version
+            message = parked.message
+            answer = self._handler.handle_request(message.type, message.args)
+            if answer is None or (found_only and is_empty_read(answer)
+                                  and now < parked.deadline):
+                continue
+            del self._parked[key]
+            reply = ClientDispatchResponse(tuple(answer))
+            self._replies.reply(parked.routing, parked.msg_id, reply)

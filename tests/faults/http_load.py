@@ -1,0 +1,180 @@
+"""Load generators and process probes of the HTTP flood tests (``test_http_flood``).
+
+- :class:`HalfOpenFlood`: a thread that keeps ``count`` connections open to a listener,
+  each having sent a request line and a header but never the blank line that ends the
+  headers, trickling one more header line every round; dropped ones are reconnected.
+- :class:`PeerWatch`: what the tests assert about a peer process: RequestLogInfo on its
+  ZeroMQ port within 1 s, ``/healthz`` within 2 s, RSS, CPU seconds, open descriptors and
+  its log's line count (all from ``/proc`` or real requests, nothing self-reported).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from integration.cluster import PeerCluster, probe
+
+from raftlog.rpc.messages import RequestLogInfo, RequestLogInfoResponse
+
+RSS_BOUND_MB = 300
+"""The documented bound (docs/operations.md, "HTTP limits"): a flooded peer stays under it."""
+LOG_INFO_WITHIN = 1.0
+HEALTHZ_WITHIN = 2.0
+
+
+@contextlib.contextmanager
+def nofile_limit(soft: int) -> Iterator[None]:
+    """Processes started inside inherit a soft ``RLIMIT_NOFILE`` of ``soft``."""
+    old_soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (old_soft, hard))
+
+
+@dataclass
+class PeerWatch:
+    """Observations of one running peer of ``cluster``."""
+
+    cluster: PeerCluster
+    peer_id: str
+    slow: list[str] = field(default_factory=list)
+    """Every probe that was too slow or failed, with what happened."""
+
+    @property
+    def pid(self) -> int:
+        process = self.cluster.peers[self.peer_id].process
+        assert process is not None
+        return process.pid
+
+    def rss_mb(self) -> float:
+        with open(f"/proc/{self.pid}/status") as f:
+            line = next(x for x in f if x.startswith("VmRSS:"))
+        return int(line.split()[1]) / 1024
+
+    def cpu_seconds(self) -> float:
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def descriptors(self) -> int:
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def log_lines(self) -> int:
+        with open(self.cluster.peers[self.peer_id].log_path, "rb") as f:
+            return sum(1 for _ in f)
+
+    def log_info_in_time(self) -> bool:
+        """RequestLogInfo on a fresh DEALER answered within ``LOG_INFO_WITHIN``."""
+        started = time.monotonic()
+        got = probe(self.cluster.peers[self.peer_id].url, self.cluster.ident, RequestLogInfo(),
+                    timeout=LOG_INFO_WITHIN, curve=self.cluster.curve)
+        took = time.monotonic() - started
+        ok = bool(got) and isinstance(got[0], RequestLogInfoResponse) and took <= LOG_INFO_WITHIN
+        if not ok:
+            self.slow.append(f"RequestLogInfo: {got!r} after {took:.2f}s")
+        return ok
+
+    def healthz_in_time(self) -> bool:
+        """``/healthz`` on a fresh connection answered 200 within ``HEALTHZ_WITHIN``."""
+        base = self.cluster.peers[self.peer_id].http_url
+        started = time.monotonic()
+        try:
+            with urllib.request.urlopen(base + "/healthz", timeout=HEALTHZ_WITHIN) as answer:
+                status = answer.status
+        except (urllib.error.URLError, OSError) as exc:
+            status = -1
+            self.slow.append(f"/healthz: {exc!r}")
+        took = time.monotonic() - started
+        if status != 200 or took > HEALTHZ_WITHIN:
+            self.slow.append(f"/healthz: {status} after {took:.2f}s")
+            return False
+        return True
+
+    def keeps_answering(self, seconds: float) -> int:
+        """Probe both ways for ``seconds``; the number of rounds (failures in ``slow``)."""
+        rounds = 0
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.log_info_in_time()
+            self.healthz_in_time()
+            rounds += 1
+            time.sleep(0.2)
+        return rounds
+
+    def wait_rss_back(self, baseline: float, timeout: float = 20.0) -> float:
+        """RSS once it is within 20% of ``baseline`` (or what it is after ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        while (rss := self.rss_mb()) > 1.2 * baseline and time.monotonic() < deadline:
+            time.sleep(0.25)
+        return rss
+
+
+class HalfOpenFlood:
+    """``count`` half-open HTTP connections to ``port``, spread over ``sources`` (loopback
+    addresses), kept up by a thread until ``stop``."""
+
+    def __init__(self, port: int, count: int, sources: list[str]) -> None:
+        self._port = port
+        self._sources = sources
+        self._socks: list[socket.socket | None] = [None] * count
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="half-open-flood", daemon=True)
+        self.connects = 0
+        self.failures = 0
+
+    def __enter__(self) -> HalfOpenFlood:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def open(self) -> int:
+        return sum(1 for s in self._socks if s is not None)
+
+    def _connect(self, n: int) -> None:
+        source = self._sources[n % len(self._sources)]
+        try:
+            sock = socket.create_connection(("127.0.0.1", self._port), timeout=0.5,
+                                            source_address=(source, 0))
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: flood\r\n")
+        except OSError:
+            self.failures += 1
+            return
+        self.connects += 1
+        self._socks[n] = sock
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for n, sock in enumerate(self._socks):
+                if self._stop.is_set():
+                    break
+                if sock is None:
+                    self._connect(n)
+                    continue
+                try:
+                    sock.send(b"X-Trickle: 1\r\n")
+                except OSError:
+                    sock.close()
+                    self._socks[n] = None
+            self._stop.wait(0.2)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        for n, sock in enumerate(self._socks):
+            if sock is not None:
+                sock.close()
+                self._socks[n] = None

@@ -1,0 +1,147 @@
+"""The HTTP listener's connection guard on a real socket (issue #25 finding 1): caps per
+address and overall, eviction of half-open connections by new ones, the header time-out,
+busy requests never reaped, and floods logged once a second with a count."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+from aiohttp import web
+from structlog.testing import capture_logs
+
+from raftlog.observability.flood_log import FloodLog
+from raftlog.observability.http import HttpListener
+from raftlog.observability.http_settings import HttpSettings
+
+LIMITS = HttpSettings(max_connections=4, max_connections_per_address=3,
+                      header_timeout_ms=600, idle_timeout_ms=600)
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[HttpListener, int]]:
+    async def ok(_request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def slow(_request: web.Request) -> web.Response:
+        await asyncio.sleep(2.5)
+        return web.Response(text="done")
+
+    app = web.Application()
+    app.router.add_get("/ok", ok)
+    app.router.add_get("/slow", slow)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    running = HttpListener(app, "127.0.0.1", port, limits=LIMITS)
+    running.start()
+    try:
+        yield running, port
+    finally:
+        running.stop()
+
+
+def half_open(port: int, source: str = "127.0.0.1") -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
+    sock.sendall(b"GET /ok HTTP/1.1\r\nHost: x\r\n")  # headers never finished
+    return sock
+
+
+def get(port: int, path: str = "/ok", source: str = "127.0.0.1") -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5,
+                                  source_address=(source, 0)) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        try:
+            while chunk := sock.recv(4096):
+                data += chunk
+        except ConnectionResetError:  # a refusal closes without reading the request
+            return data or b"RESET"
+        return data
+
+
+def closed_by_peer(sock: socket.socket, within: float) -> bool:
+    sock.settimeout(within)
+    try:
+        while sock.recv(4096):  # an answer (a 503) before the close also counts
+            pass
+        return True
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_one_address_gets_its_share_then_a_fast_503(listener: tuple[HttpListener, int]) -> None:
+    _running, port = listener
+    held = [half_open(port) for _ in range(3)]
+    try:
+        started = time.monotonic()
+        answer = get(port)
+        assert answer.startswith((b"HTTP/1.1 503", b"RESET")), answer[:80]
+        assert time.monotonic() - started < 1.0
+        assert get(port, source="127.0.0.2").startswith(b"HTTP/1.1 200")  # others still in
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_full_listener_evicts_half_open_connections_for_a_real_request(
+    listener: tuple[HttpListener, int],
+) -> None:
+    running, port = listener
+    held = [half_open(port, f"127.0.0.{n}") for n in range(2, 6)]
+    try:
+        for _ in range(50):
+            if running.guard.open == 4:
+                break
+            time.sleep(0.02)
+        assert running.guard.open == 4
+        assert get(port).startswith(b"HTTP/1.1 200")  # the oldest half-open one made room
+        assert closed_by_peer(held[0], 1.0)
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_trickled_headers_are_cut_off_and_busy_requests_are_not(
+    listener: tuple[HttpListener, int],
+) -> None:
+    running, port = listener
+    trickler = half_open(port)
+    slow = socket.create_connection(("127.0.0.1", port), timeout=5)
+    slow.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    try:
+        assert closed_by_peer(trickler, 3.0)  # header_timeout 0.6 s, reaper every second
+        slow.settimeout(5)
+        assert slow.recv(4096).startswith(b"HTTP/1.1 200")  # ran 2.5 s: never reaped
+    finally:
+        trickler.close()
+        slow.close()
+    for _ in range(100):
+        if running.guard.open == 0:
+            break
+        time.sleep(0.02)
+    assert running.guard.open == 0  # every slot came back
+
+
+def test_flood_log_is_one_line_a_second_with_the_count() -> None:
+    now = [100.0]
+    log = FloodLog(clock=lambda: now[0])
+    with capture_logs() as lines:
+        for _ in range(1000):
+            log.event("http_accept_failed", error="Too many open files")
+        assert [line["count"] for line in lines] == [1]  # the first one at once
+        now[0] += 0.5
+        log.flush()
+        assert len(lines) == 1  # not yet a second
+        now[0] += 0.5
+        log.flush()
+        log.flush()
+    assert [(line["event"], line["count"]) for line in lines] == [
+        ("http_accept_failed", 1), ("http_accept_failed", 999)
+    ]
+    assert lines[-1]["error"] == "Too many open files"
