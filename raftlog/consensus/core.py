@@ -173,17 +173,27 @@ class RaftCore:
         data: bytes,
         now_ms: int,
         prepare: Callable[[bytes], bytes | Exception] | None = None,
+        *,
+        latest_ms: int | None = None,
     ) -> ProposeResult:
         """RequestUpdate (§10.3): append a STATE entry unless the request id is known.
-        ``now_ms`` is the leader's wall clock, used only for the freshness check (§3.1).
+        ``now_ms`` is the cluster clock (``raftlog.cluster_clock``), used only for the
+        freshness check (§3.1); ``latest_ms`` may widen only its future edge (``is_fresh``).
         ``prepare(data)``, for new requests only: the data to append, or an exception saying
         why not (the result is then ``Refused``)."""
-        return proposals.propose(self._s, request_id, data, now_ms, prepare)
+        return proposals.propose(self._s, request_id, data, now_ms, prepare, latest_ms=latest_ms)
 
-    def propose_config(self, request_id: bytes, peers: object, now_ms: int) -> ConfigProposeResult:
+    def propose_config(
+        self, request_id: bytes, peers: object, now_ms: int, *, latest_ms: int | None = None
+    ) -> ConfigProposeResult:
         """ConfigUpdate (§10.4). ``peers`` is the decoded JSON peer list as received (it is
         validated here, so that refusals carry the reference's exact error texts)."""
-        return proposals.propose_config(self._s, request_id, peers, now_ms)
+        return proposals.propose_config(self._s, request_id, peers, now_ms, latest_ms=latest_ms)
+
+    def stamp_time(self, time_ms: int) -> int | None:
+        """Leader only: append a time checkpoint carrying cluster time ``time_ms`` (the driver
+        reads its ``ClusterClock``; the core never reads a clock). Returns its index."""
+        return proposals.stamp_time(self._s, time_ms)
 
     def applied(self, index: int) -> None:
         """The state machine has durably applied everything up to ``index`` (also after

@@ -61,7 +61,7 @@ from raftlog.server.catch_up import CatchUp
 from raftlog.server.loop_health import LoopStallMeter, react_to_guard_event
 from raftlog.server.peers import PeerChannels, PeerOutbox
 from raftlog.server.ready_executor import ReadyExecutor
-from raftlog.server.services import build_services, core_config, now_ms
+from raftlog.server.services import build_services, core_config
 from raftlog.server.storage_thread import StorageThread, start_storage_thread
 from raftlog.statemachine.broadcast import BroadcastStateMachine
 from raftlog.statemachine.composite import CompositeStateMachine
@@ -347,13 +347,13 @@ class PeerNode:
         if self._reload_requested:
             self._reload()
         self.machine.on_timer(now)
-        self.topic_clock.on_timer()  # retention's clock ticks (issue #11)
+        self.topic_clock.on_timer()  # the leader's time checkpoints (issues #11, #24)
         self.observer.on_timer(now)
         self.clients.send_overdue_accepts(now)
         self.entries.sweep(now)
         if now >= self._next_housekeeping:
             self._next_housekeeping = now + HOUSEKEEPING_INTERVAL
-            self.compaction.housekeeping(now_ms())
+            self.compaction.housekeeping(self.topics.last_time)  # the log clock (#24)
 
     # -- the Ready contract: carried out by ReadyExecutor ---------------------------------
     def _handle_ready(self, *, hold_while_writing: bool = False) -> None:

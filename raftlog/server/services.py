@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import zmq
 
+from raftlog.cluster_clock import ClusterClock
 from raftlog.config import PeerSettings
 from raftlog.consensus import CoreConfig, RaftCore
 from raftlog.metrics import PeerMetrics
@@ -78,11 +79,6 @@ def core_config(settings: PeerSettings) -> CoreConfig:
     )
 
 
-def now_ms() -> int:
-    """The wall clock in milliseconds (request-id freshness, topic append times)."""
-    return int(time.time() * 1000)
-
-
 @dataclass(frozen=True, slots=True)
 class Services:
     """Everything that answers the ROUTER, built once per peer."""
@@ -95,6 +91,7 @@ class Services:
     compaction: CompactionPolicy
     dispatcher: Dispatcher
     topic_clock: TopicClock
+    cluster_clock: ClusterClock
 
 
 def entries_handler(
@@ -133,8 +130,12 @@ def build_services(
     """Build the services over the peer's core, stores and ROUTER."""
     replies = ReplySender(router, metrics)
     peers = PeerService(core, core, replies, metrics, log)
+    clock = ClusterClock(lambda: topics.last_time)  # every time-based decision (issue #24)
     gate = TopicGate(
-        topics, auto_create=options.topic_auto_create, max_data=options.max_log_entry_data_size
+        topics,
+        auto_create=options.topic_auto_create,
+        max_data=options.max_log_entry_data_size,
+        now_ms=clock.now,
     )
     clients = ClientService(
         core,
@@ -144,7 +145,8 @@ def build_services(
         metrics=metrics,
         log=log,
         max_data=options.max_log_entry_data_size,
-        now_ms=now_ms,
+        now_ms=clock.now,
+        latest_ms=clock.latest_ms,
     )
     entries = EntriesService(
         store,
@@ -197,5 +199,7 @@ def build_services(
     }
     fallback = route(ClientDispatch, info.state_machine_request)
     dispatcher = Dispatcher(ident, handlers, fallback, metrics, log)
-    topic_clock = TopicClock(core, topics, gate.clock, now_ms)
-    return Services(replies, peers, clients, entries, info, compaction, dispatcher, topic_clock)
+    topic_clock = TopicClock(core, topics, clock)
+    return Services(
+        replies, peers, clients, entries, info, compaction, dispatcher, topic_clock, clock
+    )
