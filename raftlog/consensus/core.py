@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Callable
 from random import Random
 
+from raftlog.bounds import TERM_ABOVE_CEILING, term_adoptable
 from raftlog.consensus import election, follower, proposals, replication
 from raftlog.consensus.leader import maybe_commit
 from raftlog.consensus.ready import (
@@ -123,11 +124,14 @@ class RaftCore:
         """An inbound peer request; its reply (if any) comes out as ``SendReply(token, ...)``.
         RequestVotes from outside the configuration get no reply at all (§6). A request whose
         term or index is above the ceiling (``raftlog.bounds``) gets none either: it is
-        dropped with a ``MessageDropped`` event before anything is adopted."""
+        dropped with a ``MessageDropped`` event before anything is adopted, and so is one
+        whose term this peer may encode but not adopt (``raftlog.bounds.term_adoptable``)."""
         s = self._s
         if not isinstance(message, AppendEntries | RequestVote | InstallSnapshot):
             raise LocalProtocolError(f"not a peer request: {type(message).__name__}")
         reason = peer_message_out_of_range(message)
+        if reason is None and not term_adoptable(message.term, s.term):
+            reason = TERM_ABOVE_CEILING
         if reason is not None:
             sender = message.candidate_id if isinstance(message, RequestVote) else message.leader_id
             s.events.append(MessageDropped(reason, sender, type(message).__name__))
@@ -153,6 +157,8 @@ class RaftCore:
         or index above the ceiling is dropped (``MessageDropped``)."""
         s = self._s
         reason = peer_message_out_of_range(response)
+        if reason is None and not term_adoptable(response.term, s.term):
+            reason = TERM_ABOVE_CEILING
         if reason is not None:
             s.events.append(MessageDropped(reason, peer_id, type(response).__name__))
             return

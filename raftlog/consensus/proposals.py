@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from raftlog.cluster_clock import encode_time_checkpoint
 from raftlog.consensus import leader
 from raftlog.consensus.ready import Role
 from raftlog.consensus.results import (
@@ -29,7 +28,7 @@ from raftlog.consensus.results import (
     Refused,
 )
 from raftlog.consensus.state import CoreState
-from raftlog.entry import ZERO_REQUEST_ID, EntryType, LogEntry
+from raftlog.entry import ZERO_REQUEST_ID, EntryType, LogEntry, encode_time_checkpoint
 from raftlog.ids import is_fresh
 from raftlog.rpc.config import check_config_update
 from raftlog.rpc.messages import ConfigPayload, ConfigUpdateErrorInfo

@@ -41,8 +41,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from raftlog.cluster_clock import decode_time_checkpoint
-from raftlog.entry import ENTRY_HEADER_SIZE, EntryType
+from raftlog.entry import ENTRY_HEADER_SIZE, EntryType, decode_time_checkpoint
 from raftlog.errors import TopicError, TransactionError
 from raftlog.record_scan import BatchSummary, batch_fits, summarize_batch
 from raftlog.records import (
