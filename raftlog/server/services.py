@@ -14,12 +14,13 @@ from dataclasses import dataclass
 
 import zmq
 
-from raftlog.cluster_clock import ClusterClock
+from raftlog.cluster_clock import ClusterClock, wall_ms
 from raftlog.config import PeerSettings
 from raftlog.consensus import CoreConfig, RaftCore
 from raftlog.metrics import PeerMetrics
 from raftlog.options import RaftOptions
 from raftlog.rpc.admin import TYPE_COMPACT
+from raftlog.rpc.clock import TYPE_CLOCK, ClockReading, encode_clock_reading
 from raftlog.rpc.messages import (
     TYPE_APPEND_ENTRIES,
     TYPE_CONFIG_UPDATE,
@@ -32,6 +33,7 @@ from raftlog.rpc.messages import (
     TYPE_REQUEST_VOTE,
     AppendEntries,
     ClientDispatch,
+    ClientDispatchResponse,
     ConfigUpdate,
     InstallSnapshot,
     RequestBroadcastStateUrl,
@@ -109,6 +111,18 @@ def entries_handler(
             applied=machine.last_applied,
             now=time.monotonic(),
         )
+
+    return handle
+
+
+def clock_handler(
+    replies: ReplySender, clock: ClusterClock
+) -> Callable[[bytes, bytes, ClientDispatch], None]:
+    """``CK`` (``raftlog.rpc.clock``): this peer's wall clock and cluster clock."""
+
+    def handle(routing: bytes, msg_id: bytes, message: ClientDispatch) -> None:
+        reading = ClockReading(wall_ms(), clock.peek())
+        replies.reply(routing, msg_id, ClientDispatchResponse(tuple(encode_clock_reading(reading))))
 
     return handle
 
@@ -196,6 +210,7 @@ def build_services(
         TYPE_REQUEST_BROADCAST_STATE_URL: route(RequestBroadcastStateUrl, info.broadcast_url),
         TYPE_PUBLISH: route(ClientDispatch, clients.publish),
         TYPE_COMPACT: route(ClientDispatch, info.compact),
+        TYPE_CLOCK: route(ClientDispatch, clock_handler(replies, clock)),
     }
     fallback = route(ClientDispatch, info.state_machine_request)
     dispatcher = Dispatcher(ident, handlers, fallback, metrics, log)

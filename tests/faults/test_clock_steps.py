@@ -13,11 +13,14 @@ whose wall clocks can be stepped at run time (``faults.wallclock``; monotonic cl
    of true time. (Before: every peer expired all 50, the transaction timed out and the log
    clock stayed ~1 h ahead.)
 3. The leader's wall clock stays +9 h: updates are still accepted (before: every one was
-   refused as expired), and a follower stepped -9 h changes nothing either.
+   refused as expired), and a follower stepped -9 h changes nothing either; ``raftlog-admin
+   health`` warns about both hosts.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +33,7 @@ from faults.wallclock import HOUR, WallClocks
 from raftlog.client.sync_topics import SyncTopicClient
 from raftlog.entry import LogEntry
 
+ADMIN = Path(sys.executable).with_name("raftlog-admin")
 NEAR_MS = 5_000
 """How close to true time the log clock must be after a step of seconds."""
 
@@ -113,3 +117,13 @@ def test_writes_continue_while_the_leader_is_9h_ahead_and_a_follower_9h_behind(
         for peer in cluster.peers.values():
             clock_ms = topics.describe("stepped", url=peer.url).log_clock_ms
             assert abs(clock_ms - time.time() * 1000) < NEAR_MS, peer.id
+    health = subprocess.run(
+        [str(ADMIN), "--config", str(cluster.config_path), "--timeout", "20", "health"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert health.returncode == 1, health.stdout + health.stderr  # WARNING, not CRITICAL
+    assert f"peer {leader} wall clock 32400s ahead" in health.stdout
+    assert f"peer {follower} wall clock 32400s behind" in health.stdout
