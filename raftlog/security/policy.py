@@ -199,13 +199,9 @@ class AccessPolicy:
         return public_key in self.principals
 
     @classmethod
-    def build(
-        cls,
-        peer_keys: Mapping[str, bytes],
-        clients: Iterable[Principal],
-        client_keys: Iterable[bytes | None],
-        client_tokens: Iterable[str | None] | None = None,
-    ) -> AccessPolicy:
+    def build(cls, peer_keys: Mapping[str, bytes], clients: Iterable[Principal],
+              client_keys: Iterable[bytes | None],
+              client_tokens: Iterable[str | None] | None = None) -> AccessPolicy:
         """Peers by id -> public key, plus clients paired with their public keys (None: a
         REST-only client) and optionally their token digests. A key or token listed twice
         is an error: one credential must not carry two sets of rights."""
@@ -220,17 +216,13 @@ class AccessPolicy:
         for principal, client_key, digest in zip(clients, client_keys, tokens_in, strict=True):
             if client_key is not None:
                 if client_key in table:
-                    raise ConfigError(
-                        f"client {principal.name}: its key is already used by "
-                        f"{table[client_key].name}"
-                    )
+                    raise ConfigError(f"client {principal.name}: its key is already used by "
+                                      f"{table[client_key].name}")
                 table[client_key] = principal
             if digest is not None:
                 if digest in tokens:
-                    raise ConfigError(
-                        f"client {principal.name}: its token is already used "
-                        f"by {tokens[digest].name}"
-                    )
+                    raise ConfigError(f"client {principal.name}: its token is already used "
+                                      f"by {tokens[digest].name}")
                 tokens[digest] = principal
         return cls(table, tokens)
 
@@ -297,17 +289,14 @@ def load_clients(path: Path, keys_dir: Path) -> Allowlist:
         if digest is not None and (
             not isinstance(digest, str) or not TOKEN_DIGEST_RE.fullmatch(digest)
         ):
-            raise ConfigError(
-                f"{what} ({name}): token_sha256 must be 64 lower-case hex digits "
-                "(printf %s TOKEN | sha256sum)"
-            )
+            raise ConfigError(f"{what} ({name}): token_sha256 must be 64 lower-case hex digits "
+                              "(printf %s TOKEN | sha256sum)")
         # a client with a token and no key is REST-only; otherwise the key defaults to name
         reference = raw.get("key", name if digest is None else None)
         if reference is not None and not isinstance(reference, str):
             raise ConfigError(f"{what} ({name}): key must be a string")
         public = (
-            None
-            if reference is None
+            None if reference is None
             else keys.resolve(reference, keys_dir, f"{what} ({name})").public
         )
         principals.append(
@@ -320,9 +309,8 @@ def load_clients(path: Path, keys_dir: Path) -> Allowlist:
         )
         public_keys.append(public)
         digests.append(digest)
-    return Allowlist(
-        principals, public_keys, _extra_peers(doc.get("peers", []), path, keys_dir), digests
-    )
+    return Allowlist(principals, public_keys, _extra_peers(doc.get("peers", []), path, keys_dir),
+                     digests)
 
 
 def _extra_peers(raw_peers: object, path: Path, keys_dir: Path) -> dict[str, bytes]:
