@@ -53,7 +53,6 @@ from raftlog.ids import RequestIdGenerator
 from raftlog.log import get_logger
 from raftlog.metrics import PeerMetrics
 from raftlog.observability.peer_hook import PeerObserver
-from raftlog.rpc.clock import CLOCK_WARN_MS
 from raftlog.rpc.denied import AccessDenied
 from raftlog.rpc.messages import ConfigPayload
 from raftlog.rpc.ranges import OutOfRangeError
@@ -189,8 +188,7 @@ class PeerNode:
         self.entries = services.entries
         self.compaction = services.compaction
         self.topic_clock = services.topic_clock
-        self.cluster_clock = services.cluster_clock
-        self._next_clock_warning = 0.0
+        self.clock_watch = services.clock_watch
         self.dispatcher = services.dispatcher
         if opts.storage_thread:
             self.storage = start_storage_thread(self.store, self.hard_state, self.metrics)
@@ -357,24 +355,7 @@ class PeerNode:
         if now >= self._next_housekeeping:
             self._next_housekeeping = now + HOUSEKEEPING_INTERVAL
             self.compaction.housekeeping(self.topics.last_time)  # the log clock (#24)
-            self._watch_clock()
-
-    def _watch_clock(self) -> None:
-        """The metric of this host's clock against the cluster clock, and a warning in the
-        peer's log (once a minute at most) while it is far off (issue #24)."""
-        offset = self.cluster_clock.wall_offset_ms()
-        if offset is None:
-            return
-        self.metrics.wall_clock_offset_seconds.set(offset / 1000)
-        now = time.monotonic()
-        if abs(offset) >= CLOCK_WARN_MS and now >= self._next_clock_warning:
-            self._next_clock_warning = now + 60.0
-            self.log.warning(
-                "wall_clock_off",
-                offset_s=round(offset / 1000, 1),
-                effect="none on decisions (they use the cluster clock in the log)",
-                fix="check this host's NTP, unless every peer reports it (catching up)",
-            )
+            self.clock_watch.check(now)
 
     # -- the Ready contract: carried out by ReadyExecutor ---------------------------------
     def _handle_ready(self, *, hold_while_writing: bool = False) -> None:

@@ -45,6 +45,7 @@ from raftlog.rpc.messages import (
 )
 from raftlog.rpc.topics import TYPE_PUBLISH
 from raftlog.server.client_service import ClientService
+from raftlog.server.clock_watch import ClockWatch
 from raftlog.server.compaction import CompactionPolicy
 from raftlog.server.dispatch import Dispatcher, HandlerTable, route
 from raftlog.server.entries_service import EntriesLimits, EntriesService
@@ -93,7 +94,7 @@ class Services:
     compaction: CompactionPolicy
     dispatcher: Dispatcher
     topic_clock: TopicClock
-    cluster_clock: ClusterClock
+    clock_watch: ClockWatch
 
 
 def entries_handler(
@@ -215,6 +216,7 @@ def build_services(
     fallback = route(ClientDispatch, info.state_machine_request)
     dispatcher = Dispatcher(ident, handlers, fallback, metrics, log)
     topic_clock = TopicClock(core, topics, clock)
+    watch = ClockWatch(clock, metrics, log)
     return Services(
-        replies, peers, clients, entries, info, compaction, dispatcher, topic_clock, clock
+        replies, peers, clients, entries, info, compaction, dispatcher, topic_clock, watch
     )
