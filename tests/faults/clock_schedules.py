@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from faults.cluster import IDENT, FaultCluster
 from faults.harness import Chaos
-from faults.wallclock import HOUR, WallClocks
+from faults.wallclock import HOUR, WallClocks, require_offset
 from raftlog.client.sync_topics import SyncTopicClient
 from raftlog.cluster_clock import SLEW
 from raftlog.errors import TransactionError
@@ -57,6 +57,9 @@ def _step_loop(chaos: Chaos, pick: Callable[[Chaos], str]) -> None:
             victim = pick(chaos)
             offset = chaos.rng.choice(STEPS)
             clocks.step(victim, offset)
+            if not chaos.did["clock_steps"]:  # the fault really happened (the shim loaded)
+                url = chaos.cluster.direct_url(victim)
+                require_offset(chaos.cluster.urls, IDENT, url, offset)
             chaos.did["clock_steps"] += 1
             chaos.did[f"step_{int(offset // HOUR):+d}h"] += 1
             # seconds in make test; up to a minute in longer chaos runs

@@ -29,7 +29,7 @@ import pytest
 from integration.cluster import PeerCluster, wait_for
 from integration.peer.updates import new_request_id, update
 
-from faults.wallclock import HOUR, WallClocks
+from faults.wallclock import HOUR, WallClocks, require_offset
 from raftlog.client.sync_topics import SyncTopicClient
 from raftlog.entry import LogEntry
 
@@ -60,6 +60,7 @@ def test_retries_keep_their_first_index_across_a_9h_step_of_the_leader(
     ids = [new_request_id() for _ in range(20)]
     first = [update(cluster, b"once-%02d" % n, rid) for n, rid in enumerate(ids)]
     clocks.step(leader, 9 * HOUR)
+    require_offset(cluster.urls, cluster.ident, cluster.peers[leader].url, 9 * HOUR)
     time.sleep(4)  # the fault's duration: several housekeeping passes of every peer
     clocks.step(leader, 0)
     again = [update(cluster, b"once-%02d" % n, rid) for n, rid in enumerate(ids)]
@@ -82,6 +83,7 @@ def test_records_and_a_transaction_survive_a_1h_step_of_the_leader(
         tx = topics.begin_transaction(timeout=120)
         tx.publish("short", b"in the transaction")
         clocks.step(leader, HOUR)
+        require_offset(cluster.urls, cluster.ident, cluster.peers[leader].url, HOUR)
         time.sleep(3)  # the fault's duration
         clocks.step(leader, 0)
         topics.publish("short", b"after the step")  # stamps the log clock again
@@ -108,7 +110,7 @@ def test_writes_continue_while_the_leader_is_9h_ahead_and_a_follower_9h_behind(
     follower = next(p for p in cluster.peers if p != leader)
     clocks.step(leader, 9 * HOUR)
     clocks.step(follower, -9 * HOUR)
-    time.sleep(2)
+    require_offset(cluster.urls, cluster.ident, cluster.peers[follower].url, -9 * HOUR)
     indexes = [update(cluster, b"while stepped %d" % n) for n in range(10)]
     assert indexes == sorted(indexes) and len(set(indexes)) == 10
     with SyncTopicClient(cluster.urls, cluster.ident, timeout=15) as topics:

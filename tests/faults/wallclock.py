@@ -3,8 +3,15 @@ runs; its monotonic clock is untouched, as with NTP (the mechanism: ``wallclock_
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from pathlib import Path
+
+from integration.cluster import wait_for
+
+from raftlog.client import RaftClient
+from raftlog.rpc.clock import ask_clock
 
 SHIM_DIR = Path(__file__).parent / "wallclock_shim"
 HOUR = 3600.0
@@ -33,3 +40,28 @@ class WallClocks:
         tmp = target.with_suffix(".tmp")
         tmp.write_text(f"{seconds}\n", encoding="ascii")
         tmp.replace(target)
+
+
+def observed_offset(urls: list[str], ident: str, url: str) -> float | None:
+    """The wall-clock offset (seconds) the peer at ``url`` really runs with, from its ``CK``
+    answer, or None when it does not answer."""
+
+    async def ask() -> float | None:
+        async with RaftClient(urls, ident, timeout=5.0) as client:
+            reading = await ask_clock(client, url, 5.0)
+        return None if reading is None else reading.wall_ms / 1000 - time.time()
+
+    return asyncio.run(ask())
+
+
+def require_offset(urls: list[str], ident: str, url: str, seconds: float) -> None:
+    """Fail unless the peer at ``url`` reports a wall clock ``seconds`` off (within a minute):
+    a shim that did not load (a Python started with ``-S`` or ``-I``) must not let a clock
+    test pass without its fault."""
+    seen: list[float | None] = []
+
+    def stepped() -> bool:
+        seen.append(observed_offset(urls, ident, url))
+        return seen[-1] is not None and abs(seen[-1] - seconds) < 60
+
+    wait_for(f"the peer at {url} to run {seconds:+.0f} s off (saw {seen[-1:]})", stepped, 10)
