@@ -36,6 +36,22 @@ MAX_INDEX: Final = (1 << 48) - 1
 TERM_OUT_OF_RANGE: Final = "term_out_of_range"
 """Drop reason (counter and log event name) for a term above ``MAX_TERM``."""
 
+ELECTIONS_RESERVED: Final = 1 << 20
+"""Elections that stay possible after any single message, however high its term (issue #24):
+terms above ``ADOPT_CEILING`` are adopted only in steps of at most ``TERM_STEP_ABOVE_CEILING``."""
+
+ADOPT_CEILING: Final = MAX_TERM - ELECTIONS_RESERVED
+"""Up to here a peer adopts any term a message carries (Raft's rule); above it, only a small
+step beyond its own term, so that one forged RequestVote with a term at or near ``MAX_TERM``
+(2^48-1, 2^48-2, ...) is dropped instead of using up every election left: a plaintext cluster
+was left leaderless for good by one such message per peer."""
+
+TERM_STEP_ABOVE_CEILING: Final = 1 << 10
+"""The largest jump above the peer's own term it adopts once terms are above
+``ADOPT_CEILING``: legitimate candidates are at most a few terms ahead (the spiral guard and
+leader stickiness keep them there), so more than a thousand forged messages would be needed to
+use up the reserve."""
+
 INDEX_OUT_OF_RANGE: Final = "index_out_of_range"
 """Drop reason (counter and log event name) for an index above ``MAX_INDEX``."""
 
@@ -43,6 +59,21 @@ INDEX_OUT_OF_RANGE: Final = "index_out_of_range"
 def term_in_range(term: int) -> bool:
     """Can a peer adopt ``term`` and still encode ``term + 1``?"""
     return 0 <= term <= MAX_TERM
+
+
+TERM_ABOVE_CEILING: Final = "term_above_ceiling"
+"""Drop reason for a term a peer may encode but will not adopt (``term_adoptable``)."""
+
+
+def term_adoptable(term: int, current: int) -> bool:
+    """May a peer whose term is ``current`` adopt ``term`` from a message? Any term up to
+    ``ADOPT_CEILING``; above it only ``TERM_STEP_ABOVE_CEILING`` beyond ``current``; never
+    above ``MAX_TERM``. A term not above ``current`` adopts nothing and is always fine."""
+    if term <= current:
+        return True
+    if term > MAX_TERM:
+        return False
+    return term <= ADOPT_CEILING or term - current <= TERM_STEP_ABOVE_CEILING
 
 
 def index_in_range(index: int) -> bool:

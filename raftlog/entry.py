@@ -33,6 +33,29 @@ CHECKPOINT_DATA: Final = b"\xc0"
 """A CHECKPOINT entry's data: the MessagePack nil byte."""
 
 
+TIME_CHECKPOINT_TAG: Final = 0xCF
+"""MessagePack uint64: the first byte of a time checkpoint's data."""
+
+TIME_CHECKPOINT_SIZE: Final = 9
+MAX_TIME_MS: Final = (1 << 64) - 1
+
+
+def encode_time_checkpoint(time_ms: int) -> bytes:
+    """The data of a CHECKPOINT entry that stamps cluster time ``time_ms`` (a *time
+    checkpoint*, ``raftlog.cluster_clock``)."""
+    if not 0 <= time_ms <= MAX_TIME_MS:
+        raise ValueError(f"cluster time {time_ms} does not fit 64 bits")
+    return bytes((TIME_CHECKPOINT_TAG,)) + time_ms.to_bytes(8, "big")
+
+
+def decode_time_checkpoint(data: bytes) -> int | None:
+    """The cluster time a CHECKPOINT entry's data stamps, or None (the reference's nil byte,
+    or anything else: a CHECKPOINT that is not a time stamp moves no clock)."""
+    if len(data) != TIME_CHECKPOINT_SIZE or data[0] != TIME_CHECKPOINT_TAG:
+        return None
+    return int.from_bytes(data[1:], "big")
+
+
 class EntryType(IntEnum):
     """The entry type byte. The reference does not validate it on receipt, nor do we."""
 

@@ -80,24 +80,34 @@ def is_fresh(
     now_ms: int,
     ttl_ms: int | None = DEFAULT_REQUEST_ID_TTL_MS,
     margin_ms: int = DEFAULT_REQUEST_ID_ACCEPT_MARGIN_MS,
+    latest_ms: int | None = None,
 ) -> bool:
-    """Would a leader whose wall clock reads ``now_ms`` accept this never-seen request id?
+    """Would a leader whose cluster clock (``raftlog.cluster_clock``) reads ``now_ms`` accept
+    this never-seen request id?
 
-    Accepted iff ``now - (ttl - margin) <= t <= now + margin`` with ``t`` the id's timestamp in
-    ms; ``ttl_ms=None`` disables time checks (every id is accepted).
+    Accepted iff ``now - (ttl - margin) <= t <= max(now, latest) + margin`` with ``t`` the id's
+    timestamp in ms; ``ttl_ms=None`` disables time checks (every id is accepted). The lower
+    edge is what makes deduplication exact: an id is forgotten only once ``t < now - ttl``
+    (``is_expired``) by the same never-decreasing clock, so a retry of a forgotten id is
+    always refused here. The upper edge only bounds how long an id stays remembered, so it may
+    use ``latest_ms`` (the leader's wall clock): after a whole-cluster outage the cluster clock
+    resumes behind real time, and honest client ids must not look as if from the future.
     """
     if len(request_id) != REQUEST_ID_SIZE or request_id == ZERO_REQUEST_ID:
         return False
     if ttl_ms is None:
         return True
     t = request_id_seconds(request_id) * 1000
-    return now_ms - (ttl_ms - margin_ms) <= t <= now_ms + margin_ms
+    newest = now_ms if latest_ms is None or latest_ms < now_ms else latest_ms
+    return now_ms - (ttl_ms - margin_ms) <= t <= newest + margin_ms
 
 
 def is_expired(
     request_id: bytes, now_ms: int, ttl_ms: int | None = DEFAULT_REQUEST_ID_TTL_MS
 ) -> bool:
-    """Should a cached request id be forgotten (``t < now - ttl``)?"""
+    """Should a cached request id be forgotten (``t < now - ttl``)? ``now_ms`` is the log
+    clock a peer has applied (never its wall clock), so every peer forgets the same ids at the
+    same applied index (issue #24)."""
     if ttl_ms is None:
         return False
     return request_id_seconds(request_id) * 1000 < now_ms - ttl_ms

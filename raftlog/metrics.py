@@ -212,6 +212,16 @@ class PeerMetrics:
             )
         )
 
+        # issue #24: the host's clock against the cluster clock carried in the log
+        self.wall_clock_offset_seconds = self._add(
+            Gauge(
+                "raftlog_wall_clock_offset_seconds",
+                "This host's wall clock minus the cluster clock (raftlog.cluster_clock). "
+                "Nothing is decided by the wall clock; far from 0 on one peer: fix its NTP; "
+                "on every peer: the cluster clock is catching up after an outage.",
+            )
+        )
+
         # issue #14: connections, snapshot transfers
         self.client_connections = self._add(
             Gauge(

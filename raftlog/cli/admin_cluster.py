@@ -47,6 +47,7 @@ from raftlog.errors import (
     ConfigUpdateError,
 )
 from raftlog.rpc.admin import TYPE_COMPACT, CompactStatus, decode_compact_response
+from raftlog.rpc.clock import ask_clock
 from raftlog.rpc.config import check_config_update, decode_config_payload, peers_to_json
 from raftlog.rpc.messages import ConfigPayload, RequestLogInfoResponse
 
@@ -109,7 +110,9 @@ async def cmd_health(args: argparse.Namespace, client: RaftClient) -> int:
     except ClusterUnavailableError:  # no leader: judge the seed peers by what they say
         members = [Peer("?", u) for u in client.peer_urls]
     rows = await peer_statuses(client, members, args.timeout)
-    health = cluster_health(rows)
+    up = [r.peer for r in rows if r.info is not None]
+    readings = await asyncio.gather(*(ask_clock(client, p.url, args.timeout) for p in up))
+    health = cluster_health(rows, {p.id: r for p, r in zip(up, readings, strict=True)})
     print(health.line)
     return health.code
 

@@ -4,8 +4,9 @@
 commands (Nagios, Icinga, Sensu, a cron job, a Kubernetes exec probe) can use it as is:
 
 - 0 OK: every member of the configuration answers and exactly one leader is known;
-- 1 WARNING (degraded): a quorum answers and a leader leads, but a member is down, or
-  peers disagree about the leader;
+- 1 WARNING (degraded): a quorum answers and a leader leads, but a member is down, peers
+  disagree about the leader, or a peer's wall clock is far from the cluster clock (``CK``,
+  ``raftlog.rpc.clock``: nothing is decided by it, but its timestamps mislead people);
 - 2 CRITICAL: no leader, fewer members up than a quorum, or the cluster unreachable.
 
 One line on stdout says why (``RAFTLOG OK - 3/3 members up, leader 1, term 4``).
@@ -14,11 +15,12 @@ One line on stdout says why (``RAFTLOG OK - 3/3 members up, leader 1, term 4``).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from raftlog.cli.admin_io import PeerRow
+from raftlog.rpc.clock import ClockReading, clock_warning
 
 HEALTH_OK: Final = 0
 HEALTH_DEGRADED: Final = 1
@@ -39,9 +41,20 @@ class Health:
         return f"RAFTLOG {_LABELS[self.code]} - {self.reason}"
 
 
-def cluster_health(rows: Sequence[PeerRow]) -> Health:
+def cluster_health(
+    rows: Sequence[PeerRow], clocks: Mapping[str, ClockReading | None] | None = None
+) -> Health:
     """Judge the cluster from every member's own RequestLogInfo answer (``rows``: one per
-    member of the configuration, or per seed peer when no leader gave the configuration)."""
+    member of the configuration, or per seed peer when no leader gave the configuration) and
+    its clock reading (``clocks`` by peer id; missing or None: not known, no warning)."""
+    health = _membership_health(rows)
+    warnings = [w for pid, r in sorted((clocks or {}).items()) if (w := clock_warning(pid, r))]
+    if not warnings or health.code == HEALTH_CRITICAL:
+        return health
+    return Health(HEALTH_DEGRADED, f"{health.reason}; " + "; ".join(warnings))
+
+
+def _membership_health(rows: Sequence[PeerRow]) -> Health:
     if not any(r.info is not None for r in rows):
         return Health(HEALTH_CRITICAL, "cluster unreachable: no peer answered")
     up = [r for r in rows if r.info is not None]

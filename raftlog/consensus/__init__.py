@@ -42,8 +42,11 @@ Inputs
   Duplicate | Refused`` and
   ``propose_config(request_id, peers, now_ms) -> ConfigNotLeader | ConfigAccepted |
   ConfigDone | ConfigRejected | ConfigBusy | ConfigExpired`` (RequestUpdate / ConfigUpdate,
-  §10.3-§10.4; every result carries what the reply needs). ``now_ms`` is the wall clock, used
-  only for request-id freshness.
+  §10.3-§10.4; every result carries what the reply needs). ``now_ms`` is the cluster clock
+  (``raftlog.cluster_clock``), used only for request-id freshness; the keyword ``latest_ms``
+  may widen only the future edge of that check.
+* ``stamp_time(time_ms)``: the leader appends a time checkpoint (a CHECKPOINT entry carrying
+  cluster time) so that the log clock moves where no topic entry moves it.
 * ``applied(index)``: the state machine has durably applied up to ``index``.
 * ``campaign()``: start an election now, as if the election timer had fired.
 * ``heard_from_leader(leader_id, term)``: the driver received a *retransmission* of a request

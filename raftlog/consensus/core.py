@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Callable
 from random import Random
 
+from raftlog.bounds import TERM_ABOVE_CEILING, term_adoptable
 from raftlog.consensus import election, follower, proposals, replication
 from raftlog.consensus.leader import maybe_commit
 from raftlog.consensus.ready import (
@@ -123,11 +124,14 @@ class RaftCore:
         """An inbound peer request; its reply (if any) comes out as ``SendReply(token, ...)``.
         RequestVotes from outside the configuration get no reply at all (§6). A request whose
         term or index is above the ceiling (``raftlog.bounds``) gets none either: it is
-        dropped with a ``MessageDropped`` event before anything is adopted."""
+        dropped with a ``MessageDropped`` event before anything is adopted, and so is one
+        whose term this peer may encode but not adopt (``raftlog.bounds.term_adoptable``)."""
         s = self._s
         if not isinstance(message, AppendEntries | RequestVote | InstallSnapshot):
             raise LocalProtocolError(f"not a peer request: {type(message).__name__}")
         reason = peer_message_out_of_range(message)
+        if reason is None and not term_adoptable(message.term, s.term):
+            reason = TERM_ABOVE_CEILING
         if reason is not None:
             sender = message.candidate_id if isinstance(message, RequestVote) else message.leader_id
             s.events.append(MessageDropped(reason, sender, type(message).__name__))
@@ -153,6 +157,8 @@ class RaftCore:
         or index above the ceiling is dropped (``MessageDropped``)."""
         s = self._s
         reason = peer_message_out_of_range(response)
+        if reason is None and not term_adoptable(response.term, s.term):
+            reason = TERM_ABOVE_CEILING
         if reason is not None:
             s.events.append(MessageDropped(reason, peer_id, type(response).__name__))
             return
@@ -173,17 +179,27 @@ class RaftCore:
         data: bytes,
         now_ms: int,
         prepare: Callable[[bytes], bytes | Exception] | None = None,
+        *,
+        latest_ms: int | None = None,
     ) -> ProposeResult:
         """RequestUpdate (§10.3): append a STATE entry unless the request id is known.
-        ``now_ms`` is the leader's wall clock, used only for the freshness check (§3.1).
+        ``now_ms`` is the cluster clock (``raftlog.cluster_clock``), used only for the
+        freshness check (§3.1); ``latest_ms`` may widen only its future edge (``is_fresh``).
         ``prepare(data)``, for new requests only: the data to append, or an exception saying
         why not (the result is then ``Refused``)."""
-        return proposals.propose(self._s, request_id, data, now_ms, prepare)
+        return proposals.propose(self._s, request_id, data, now_ms, prepare, latest_ms=latest_ms)
 
-    def propose_config(self, request_id: bytes, peers: object, now_ms: int) -> ConfigProposeResult:
+    def propose_config(
+        self, request_id: bytes, peers: object, now_ms: int, *, latest_ms: int | None = None
+    ) -> ConfigProposeResult:
         """ConfigUpdate (§10.4). ``peers`` is the decoded JSON peer list as received (it is
         validated here, so that refusals carry the reference's exact error texts)."""
-        return proposals.propose_config(self._s, request_id, peers, now_ms)
+        return proposals.propose_config(self._s, request_id, peers, now_ms, latest_ms=latest_ms)
+
+    def stamp_time(self, time_ms: int) -> int | None:
+        """Leader only: append a time checkpoint carrying cluster time ``time_ms`` (the driver
+        reads its ``ClusterClock``; the core never reads a clock). Returns its index."""
+        return proposals.stamp_time(self._s, time_ms)
 
     def applied(self, index: int) -> None:
         """The state machine has durably applied everything up to ``index`` (also after

@@ -12,10 +12,11 @@ deadlock a cluster: a candidate whose stale configuration names peers that no lo
 never hears from "a majority" (they drop its requests, §6), stays guarded forever, and
 withholds the very vote the most up-to-date candidate needs (found by the simulator).
 
-Extension (``leader_stickiness``, Raft paper §6): a follower that heard from its leader less
-than a minimum election timeout ago answers a higher-term RequestVote with
-``[currentTerm, false]`` and keeps its term -- a removed peer that still campaigns cannot
-depose a working leader through a member that has not yet learnt of its removal.
+Extension (``leader_stickiness``, Raft paper §6; ``leader_is_sticky``): a follower that heard
+from its leader, or a leader that heard from a quorum, less than a minimum election timeout
+ago answers a higher-term RequestVote with ``[currentTerm, false]`` and keeps its term -- a
+removed peer that still campaigns cannot depose a working leader through a member that has not
+yet learnt of its removal, and a forged RequestVote deposes nobody (issue #24).
 """
 
 from __future__ import annotations
@@ -39,15 +40,37 @@ def _spiral_guard_active(s: CoreState) -> bool:
     )
 
 
-def _sticky(s: CoreState) -> bool:
-    """Leader stickiness (Raft §6): this follower heard from a leader very recently."""
+def leader_is_sticky(s: CoreState) -> bool:
+    """Leader stickiness (Raft §6, etcd's check-quorum lease): a current leader is being
+    heard, so a higher-term RequestVote is refused *without adopting its term*.
+
+    * A follower (or non-voting member) heard from its leader less than a minimum election
+      timeout ago.
+    * A leader heard from a quorum (its own vote included) within a minimum election
+      timeout: its followers would refuse the candidate anyway, and adopting a forged term
+      would only depose it (issue #24: one forged RequestVote per peer left a cluster
+      leaderless). A leader that cannot hear a quorum is not sticky, so a candidate that
+      needs its vote still gets it.
+
+    The one place this rule lives: a deliberate leadership transfer (TimeoutNow) must bypass
+    exactly this predicate and nothing else. Deterministic: judged in ticks (``s.now``)."""
+    if not s.cfg.leader_stickiness:
+        return False
+    window = s.cfg.election_ticks[0]
+    if s.role is Role.LEADER:
+        heard = {
+            peer
+            for peer, pr in s.progress.items()
+            if pr.heard_at is not None and s.now - pr.heard_at < window
+        }
+        heard.add(s.id)
+        return has_quorum(s.membership.groups, heard)
     contact = s.leader_contact
     return (
-        s.cfg.leader_stickiness
-        and s.leader_id is not None
+        s.leader_id is not None
         and contact is not None
         and s.role in (Role.FOLLOWER, Role.CLIENT)
-        and s.now - contact < s.cfg.election_ticks[0]
+        and s.now - contact < window
     )
 
 
@@ -130,7 +153,7 @@ def handle_request_vote(s: CoreState, token: object, m: RequestVote) -> None:
     free = s.voted_for is None or s.voted_for == m.candidate_id or m.term > s.term
     granted = free and up_to_date
     guarded = _spiral_guard_active(s) and not (granted and m.term > s.term)
-    if guarded or (m.term > s.term and _sticky(s)):
+    if guarded or (m.term > s.term and leader_is_sticky(s)):
         s.reply(token, RequestVoteResponse(s.term, False))  # 3. term not adopted
         return
     if granted or m.term > s.term:  # 4.

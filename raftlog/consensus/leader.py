@@ -24,6 +24,7 @@ from raftlog.rpc.messages import AppendEntries, ConfigPayload
 
 
 def become_leader(s: CoreState) -> None:
+    voters = [peer for peer, granted in s.votes.items() if granted]
     s.role = Role.LEADER
     s.leader_id = s.id
     s.votes = {}
@@ -32,6 +33,9 @@ def become_leader(s: CoreState) -> None:
     s.quorum_elapsed = 0
     s.progress = {}
     sync_progress(s)
+    for peer in voters:  # a vote just granted is hearing from that peer
+        if (pr := s.progress.get(peer)) is not None:
+            pr.heard_at = s.now
     if s.log.last_term != s.term and s.commit < s.log.last_index:
         s.log.append((LogEntry.checkpoint(s.term),))
     advance_config(s)

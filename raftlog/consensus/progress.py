@@ -53,6 +53,7 @@ class Progress:
 
     __slots__ = (
         "backoff",
+        "heard_at",
         "inflight",
         "inflight_bytes",
         "last_sent_at",
@@ -78,6 +79,9 @@ class Progress:
         self.probe_one_entry = False
         self.sent_commit = 0
         self.recent_active = False
+        self.heard_at: int | None = None
+        """Tick of this follower's last answer in the current term (or of its vote): the
+        leader's side of leader stickiness (``election.leader_is_sticky``)."""
         self.snapshot: SnapshotMeta | None = None
         self.snapshot_offset = 0
         self.backoff = 1

@@ -28,14 +28,17 @@ from raftlog.consensus.results import (
     Refused,
 )
 from raftlog.consensus.state import CoreState
-from raftlog.entry import EntryType, LogEntry
+from raftlog.entry import ZERO_REQUEST_ID, EntryType, LogEntry, encode_time_checkpoint
 from raftlog.ids import is_fresh
 from raftlog.rpc.config import check_config_update
 from raftlog.rpc.messages import ConfigPayload, ConfigUpdateErrorInfo
 
 
-def _fresh(s: CoreState, request_id: bytes, now_ms: int) -> bool:
-    return is_fresh(request_id, now_ms, s.cfg.request_id_ttl_ms, s.cfg.request_id_accept_margin_ms)
+def _fresh(s: CoreState, request_id: bytes, now_ms: int, latest_ms: int | None) -> bool:
+    cfg = s.cfg
+    return is_fresh(
+        request_id, now_ms, cfg.request_id_ttl_ms, cfg.request_id_accept_margin_ms, latest_ms
+    )
 
 
 def propose(
@@ -44,6 +47,8 @@ def propose(
     data: bytes,
     now_ms: int,
     prepare: Callable[[bytes], bytes | Exception] | None = None,
+    *,
+    latest_ms: int | None = None,
 ) -> ProposeResult:
     """§10.3 leader algorithm, steps 1-3 (the driver keeps the pending-reply bookkeeping).
     ``prepare`` sees the data of a request that is new (not a retry) at the leader only, and
@@ -58,7 +63,7 @@ def propose(
         if isinstance(prepared, Exception):
             return Refused(prepared)
         data = prepared
-    if not _fresh(s, request_id, now_ms):
+    if not _fresh(s, request_id, now_ms, latest_ms):
         return Expired()
     index = s.log.append((LogEntry(request_id, EntryType.STATE, s.term, data),))
     s.replication_dirty = True
@@ -66,7 +71,7 @@ def propose(
 
 
 def propose_config(
-    s: CoreState, request_id: bytes, peers: object, now_ms: int
+    s: CoreState, request_id: bytes, peers: object, now_ms: int, *, latest_ms: int | None = None
 ) -> ConfigProposeResult:
     """§10.4 leader algorithm, in the reference's order. One deliberate difference: a change
     is also refused as busy while the last C(new) is not committed yet."""
@@ -78,7 +83,7 @@ def propose_config(
     index = s.log.index_of_request(request_id)
     current = s.membership
     if index is None:
-        if not _fresh(s, request_id, now_ms):
+        if not _fresh(s, request_id, now_ms, latest_ms):
             return ConfigExpired()
         checked = check_config_update(current.payload, peers)
         if isinstance(checked, ConfigUpdateErrorInfo):
@@ -94,3 +99,14 @@ def propose_config(
     if current.is_joint and current.index == index:
         return ConfigAccepted(index)
     return ConfigRejected(WRONG_ENTRY_TYPE)
+
+
+def stamp_time(s: CoreState, time_ms: int) -> int | None:
+    """Append a time checkpoint (``raftlog.cluster_clock``) at the leader; its index, or None
+    when this peer does not lead. It carries no request id, so it is never deduplicated."""
+    if s.role is not Role.LEADER:
+        return None
+    entry = LogEntry(ZERO_REQUEST_ID, EntryType.CHECKPOINT, s.term, encode_time_checkpoint(time_ms))
+    index = s.log.append((entry,))
+    s.replication_dirty = True
+    return index

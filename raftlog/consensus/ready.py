@@ -185,7 +185,8 @@ class BadConfigEntry:
 @dataclass(frozen=True, slots=True)
 class MessageDropped:
     """A peer message carried a term or index above the ceiling of ``raftlog.bounds``
-    (``reason``: ``term_out_of_range`` / ``index_out_of_range``); it was ignored without a
+    (``reason``: ``term_out_of_range`` / ``index_out_of_range``, or ``term_above_ceiling`` for
+    a term this peer could encode but will not adopt); it was ignored without a
     reply and nothing was adopted. ``sender`` is the peer id it named (requests) or the peer
     it answered for (responses)."""
 

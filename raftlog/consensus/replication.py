@@ -211,6 +211,7 @@ def handle_append_response(
     if pr is None:
         return
     pr.recent_active = True
+    pr.heard_at = s.now
     if response.success and peer in s.departing:
         leader.release_departed(s, peer, request)
         if s.progress.get(peer) is not pr:
@@ -258,6 +259,7 @@ def handle_snapshot_response(
     if pr is None:
         return
     pr.recent_active = True
+    pr.heard_at = s.now
     sent = pr.find(request)
     if sent is None or pr.state is not ProgressState.SNAPSHOT:
         return

@@ -76,9 +76,10 @@ class CoreConfig:
     """§12.1: a candidate that has not heard from a majority neither starts a new term nor
     adopts higher terms from vote traffic."""
     leader_stickiness: bool = True
-    """Raft paper §6: a follower that heard from a current leader less than a minimum
-    election timeout ago refuses a higher-term RequestVote without adopting its term, so a
-    removed or partitioned peer cannot depose a working leader (through this follower)."""
+    """Raft paper §6: a follower that heard from a current leader (or a leader that heard
+    from a quorum) less than a minimum election timeout ago refuses a higher-term RequestVote
+    without adopting its term, so neither a removed or partitioned peer nor a forged message
+    can depose a working leader (``election.leader_is_sticky``)."""
     check_quorum: bool = False
     """Extension: a leader that has not heard from a quorum for a whole minimum election
     timeout steps down to follower (invisible on the wire)."""

@@ -20,6 +20,7 @@ from typing import Any, Final
 from raftlog.client import RaftClient
 from raftlog.errors import RaftlogError
 from raftlog.observability.view import PeerView, ViewBox
+from raftlog.rpc.clock import ClockReading, ask_clock, clock_warning
 from raftlog.rpc.messages import RequestLogInfoResponse
 from raftlog.security.settings import CurveClient
 from raftlog.statemachine.topic_counters import TopicStat
@@ -86,6 +87,7 @@ class ClusterPoller:
         self._ident = ident
         self._http_urls = dict(http_urls or {})
         self._members: dict[str, MemberState] = {}
+        self._clocks: dict[str, ClockReading | None] = {}
         self.rates = PublishRates()
         self._client: RaftClient | None = None
 
@@ -119,12 +121,16 @@ class ClusterPoller:
         answers = await asyncio.gather(
             *(self._ask(client, m.url) for m in members), return_exceptions=False
         )
+        clocks = await asyncio.gather(
+            *(ask_clock(client, m.url, PROBE_TIMEOUT) for m in view.members)
+        )
         now = time.time()
         seen: dict[str, MemberState] = {}
         for member, info in zip(members, answers, strict=True):
             before = self._members.get(member.id)
             last = now if info is not None else (before.last_seen if before else None)
             seen[member.id] = MemberState(info, last)
+        self._clocks = {m.id: c for m, c in zip(view.members, clocks, strict=True)}
         self._members = seen
 
     @staticmethod
@@ -170,6 +176,9 @@ class ClusterPoller:
             },
             "pending_updates": view.pending_updates,
             "request_entries_streams": view.open_entries_streams,
+            "clock_warnings": [
+                w for pid, r in sorted(self._clocks.items()) if (w := clock_warning(pid, r))
+            ],
         }
 
     def _topic_row(self, stat: TopicStat) -> dict[str, Any]:
@@ -192,6 +201,8 @@ class ClusterPoller:
             "http_url": self._http_urls.get(pid),
             "self": pid == view.peer_id,
         }
+        reading = self._clocks.get(pid)
+        row["clock_offset_ms"] = None if reading is None else reading.offset_ms
         if pid == view.peer_id:
             row.update(
                 up=True,

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Final
 
 from raftlog.errors import ConfigError
+from raftlog.rpc.clock import TYPE_CLOCK
 from raftlog.rpc.messages import (
     TYPE_APPEND_ENTRIES,
     TYPE_CONFIG_UPDATE,
@@ -87,6 +88,7 @@ _NEEDED: Final[Mapping[bytes, Permission]] = {
     TYPE_DESCRIBE: Permission.READ,
     TYPE_LIST: Permission.READ,
     TYPE_TX_STATUS: Permission.READ,
+    TYPE_CLOCK: Permission.READ,
     TYPE_REQUEST_UPDATE: Permission.WRITE,
     TYPE_PUBLISH: Permission.WRITE,
     TYPE_CONFIG_UPDATE: Permission.ADMIN,

@@ -99,6 +99,7 @@ class ClientService:
         max_data: int,
         now_ms: Callable[[], int],
         clock: Callable[[], float] = time.monotonic,
+        latest_ms: Callable[[], int] | None = None,
         accepted_delay: float = ACCEPTED_DELAY,
     ) -> None:
         self._proposer = proposer
@@ -109,6 +110,8 @@ class ClientService:
         self._log = log
         self._max_data = max_data
         self._now_ms = now_ms
+        self._latest_ms = latest_ms
+        """The future edge of request-id freshness only (``raftlog.ids.is_fresh``)."""
         self._clock = clock
         self._accepted_delay = accepted_delay
         self._oversized = metrics.messages_dropped.labels(reason="oversized_update")
@@ -151,7 +154,10 @@ class ClientService:
 
     # -- the one path ----------------------------------------------------------------------
     def _update(self, routing: bytes, rid: bytes, data: bytes, *, publish: bool) -> None:
-        result = self._proposer.propose(rid, data, self._now_ms(), self._prepare)
+        latest = self._latest_ms
+        result = self._proposer.propose(
+            rid, data, self._now_ms(), self._prepare, latest_ms=None if latest is None else latest()
+        )
         kind = type(result)
         if kind is Appended or kind is Duplicate:
             assert isinstance(result, Appended | Duplicate)  # for mypy; the check above is exact
@@ -255,7 +261,10 @@ class ClientService:
     # -- ConfigUpdate ----------------------------------------------------------------------
     def config_update(self, routing: bytes, msg_id: bytes, msg: ConfigUpdate) -> None:
         """§10.4: propose the change; answer now, and again once it completed."""
-        result = self._proposer.propose_config(msg.request_id, msg.peers, self._now_ms())
+        latest = None if self._latest_ms is None else self._latest_ms()
+        result = self._proposer.propose_config(
+            msg.request_id, msg.peers, self._now_ms(), latest_ms=latest
+        )
         rid = msg.request_id
         reply = ConfigUpdateResponse(rid, result.status)
         if isinstance(result, ConfigAccepted):

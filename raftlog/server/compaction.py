@@ -9,8 +9,9 @@ instead of this module learning about topics).
 
 When: on demand (``raftlog-admin compact``), and from the peer's housekeeping once
 ``log_compaction_threshold`` entries have been applied past the last snapshot. The same
-housekeeping forgets expired request ids first (``request_id_ttl``) and bounds their number
-(``request_id_cache_max``), which is what lets compaction move forward.
+housekeeping forgets expired request ids first (``request_id_ttl``, judged by the applied log
+clock) and bounds their number (``request_id_cache_max``), which is what lets compaction move
+forward.
 """
 
 from __future__ import annotations
@@ -143,12 +144,18 @@ class CompactionPolicy:
         )
         return index
 
-    def housekeeping(self, now_ms: int) -> int | None:
+    def housekeeping(self, log_clock_ms: int) -> int | None:
         """Forget expired request ids (§12.7), then compact if the threshold is reached;
-        returns the snapshot index when it compacted."""
+        returns the snapshot index when it compacted.
+
+        ``log_clock_ms`` is the log clock this peer has applied (``raftlog.cluster_clock``),
+        never its wall clock: an id is forgotten only once it is expired by the same
+        never-decreasing clock the leader's freshness check uses, so a retry of a forgotten id
+        is refused as expired, never appended again, and every peer forgets the same ids at
+        the same applied index (issue #24: a wall step of +9 h wiped the cache)."""
         log = self._log
-        if self._request_id_ttl is not None:
-            log.prune_expired_request_ids(now_ms, self._request_id_ttl)
+        if self._request_id_ttl is not None and log_clock_ms > 0:
+            log.prune_expired_request_ids(log_clock_ms, self._request_id_ttl)
         if self._request_id_cache_max is not None:
             log.prune_request_ids(log.last_index - self._request_id_cache_max + 1)
         threshold = self._threshold

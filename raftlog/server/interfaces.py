@@ -85,11 +85,15 @@ class Proposer(Protocol):
         data: bytes,
         now_ms: int,
         prepare: Callable[[bytes], bytes | Exception] | None = None,
+        *,
+        latest_ms: int | None = None,
     ) -> ProposeResult:
         """Append a STATE entry unless the request id is known (§10.3)."""
         ...
 
-    def propose_config(self, request_id: bytes, peers: object, now_ms: int) -> ConfigProposeResult:
+    def propose_config(
+        self, request_id: bytes, peers: object, now_ms: int, *, latest_ms: int | None = None
+    ) -> ConfigProposeResult:
         """Start a configuration change (§10.4)."""
         ...
 

@@ -61,7 +61,7 @@ from raftlog.server.catch_up import CatchUp
 from raftlog.server.loop_health import LoopStallMeter, react_to_guard_event
 from raftlog.server.peers import PeerChannels, PeerOutbox
 from raftlog.server.ready_executor import ReadyExecutor
-from raftlog.server.services import build_services, core_config, now_ms
+from raftlog.server.services import build_services, core_config
 from raftlog.server.storage_thread import StorageThread, start_storage_thread
 from raftlog.statemachine.broadcast import BroadcastStateMachine
 from raftlog.statemachine.composite import CompositeStateMachine
@@ -185,6 +185,7 @@ class PeerNode:
         self.entries = services.entries
         self.compaction = services.compaction
         self.topic_clock = services.topic_clock
+        self.clock_watch = services.clock_watch
         self.dispatcher = services.dispatcher
         if opts.storage_thread:
             self.storage = start_storage_thread(self.store, self.hard_state, self.metrics)
@@ -345,14 +346,15 @@ class PeerNode:
         if self._reload_requested:
             self._reload()
         self.machine.on_timer(now)
-        self.topic_clock.on_timer()  # retention's clock ticks (issue #11)
+        self.topic_clock.on_timer()  # the leader's time checkpoints (issues #11, #24)
         self.observer.on_timer(now)
         self.clients.send_overdue_accepts(now)
         self.entries.sweep(now)
         self.info.sweep(now)
         if now >= self._next_housekeeping:
             self._next_housekeeping = now + HOUSEKEEPING_INTERVAL
-            self.compaction.housekeeping(now_ms())
+            self.compaction.housekeeping(self.topics.last_time)  # the log clock (#24)
+            self.clock_watch.check(now)
 
     # -- the Ready contract: carried out by ReadyExecutor ---------------------------------
     def _handle_ready(self, *, hold_while_writing: bool = False) -> None:

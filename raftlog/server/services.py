@@ -14,11 +14,13 @@ from dataclasses import dataclass
 
 import zmq
 
+from raftlog.cluster_clock import ClusterClock, wall_ms
 from raftlog.config import PeerSettings
 from raftlog.consensus import CoreConfig, RaftCore
 from raftlog.metrics import PeerMetrics
 from raftlog.options import RaftOptions
 from raftlog.rpc.admin import TYPE_COMPACT
+from raftlog.rpc.clock import TYPE_CLOCK, ClockReading, encode_clock_reading
 from raftlog.rpc.messages import (
     TYPE_APPEND_ENTRIES,
     TYPE_CONFIG_UPDATE,
@@ -31,6 +33,7 @@ from raftlog.rpc.messages import (
     TYPE_REQUEST_VOTE,
     AppendEntries,
     ClientDispatch,
+    ClientDispatchResponse,
     ConfigUpdate,
     InstallSnapshot,
     RequestBroadcastStateUrl,
@@ -42,6 +45,7 @@ from raftlog.rpc.messages import (
 )
 from raftlog.rpc.topics import TYPE_PUBLISH
 from raftlog.server.client_service import ClientService
+from raftlog.server.clock_watch import ClockWatch
 from raftlog.server.compaction import CompactionPolicy
 from raftlog.server.dispatch import Dispatcher, HandlerTable, route
 from raftlog.server.entries_service import EntriesLimits, EntriesService
@@ -78,11 +82,6 @@ def core_config(settings: PeerSettings) -> CoreConfig:
     )
 
 
-def now_ms() -> int:
-    """The wall clock in milliseconds (request-id freshness, topic append times)."""
-    return int(time.time() * 1000)
-
-
 @dataclass(frozen=True, slots=True)
 class Services:
     """Everything that answers the ROUTER, built once per peer."""
@@ -95,6 +94,7 @@ class Services:
     compaction: CompactionPolicy
     dispatcher: Dispatcher
     topic_clock: TopicClock
+    clock_watch: ClockWatch
 
 
 def entries_handler(
@@ -116,6 +116,18 @@ def entries_handler(
     return handle
 
 
+def clock_handler(
+    replies: ReplySender, clock: ClusterClock
+) -> Callable[[bytes, bytes, ClientDispatch], None]:
+    """``CK`` (``raftlog.rpc.clock``): this peer's wall clock and cluster clock."""
+
+    def handle(routing: bytes, msg_id: bytes, message: ClientDispatch) -> None:
+        reading = ClockReading(wall_ms(), clock.peek())
+        replies.reply(routing, msg_id, ClientDispatchResponse(tuple(encode_clock_reading(reading))))
+
+    return handle
+
+
 def build_services(
     *,
     ident: bytes,
@@ -133,8 +145,12 @@ def build_services(
     """Build the services over the peer's core, stores and ROUTER."""
     replies = ReplySender(router, metrics)
     peers = PeerService(core, core, replies, metrics, log)
+    clock = ClusterClock(lambda: topics.last_time)  # every time-based decision (issue #24)
     gate = TopicGate(
-        topics, auto_create=options.topic_auto_create, max_data=options.max_log_entry_data_size
+        topics,
+        auto_create=options.topic_auto_create,
+        max_data=options.max_log_entry_data_size,
+        now_ms=clock.now,
     )
     clients = ClientService(
         core,
@@ -144,7 +160,8 @@ def build_services(
         metrics=metrics,
         log=log,
         max_data=options.max_log_entry_data_size,
-        now_ms=now_ms,
+        now_ms=clock.now,
+        latest_ms=clock.latest_ms,
     )
     entries = EntriesService(
         store,
@@ -195,8 +212,12 @@ def build_services(
         TYPE_REQUEST_BROADCAST_STATE_URL: route(RequestBroadcastStateUrl, info.broadcast_url),
         TYPE_PUBLISH: route(ClientDispatch, clients.publish),
         TYPE_COMPACT: route(ClientDispatch, info.compact),
+        TYPE_CLOCK: route(ClientDispatch, clock_handler(replies, clock)),
     }
     fallback = route(ClientDispatch, info.state_machine_request)
     dispatcher = Dispatcher(ident, handlers, fallback, metrics, log)
-    topic_clock = TopicClock(core, topics, gate.clock, now_ms)
-    return Services(replies, peers, clients, entries, info, compaction, dispatcher, topic_clock)
+    topic_clock = TopicClock(core, topics, clock)
+    watch = ClockWatch(clock, metrics, log)
+    return Services(
+        replies, peers, clients, entries, info, compaction, dispatcher, topic_clock, watch
+    )

@@ -1,44 +1,46 @@
-"""The leader's clock ticks: what makes topic retention advance on an idle cluster (#11).
+"""The leader's time stamps: what moves the log clock where no topic entry does (#11, #24).
 
-Retention runs on the *log clock* -- the append times the leader stamps into topic entries
-(``raftlog.statemachine.topic_reads``) -- so every peer expires exactly the same records at
-the same applied index, whatever its own clock says. The price: with no new topic entries
-the log clock stands still and nothing would expire. So the leader appends a clock tick (a
-STATE entry holding only a stamped time, ``raftlog.records.encode_clock_tick``) when a
-retained record's expiry time has passed by its wall clock and nothing has moved the log
-clock for ``TICK_INTERVAL_MS``. It looks again exactly at the next deadline (at most a
-second later), so expiry lags a deadline by one timer pass; a cluster with nothing to expire
-appends nothing. Ticks go through the core like any update (their own request ids), so
-followers and a new leader see them in the log and never tick themselves.
+Every time-based decision (retention, per-record TTL, transaction timeouts, request-id
+expiry) is taken against the *log clock* -- the latest cluster time stamped in the applied
+log (``raftlog.cluster_clock``) -- so every peer decides the same at the same applied index,
+whatever its own clock says. The price: with no stamped entries the log clock stands still.
+So the leader appends a *time checkpoint* (a CHECKPOINT entry carrying its cluster time,
+invisible to reference peers and clients) when the log clock has not moved for
+``TICK_INTERVAL_MS`` and either something is due by the cluster clock (a retained record or
+TTL expires, a transaction times out) or the log clock is ``IDLE_STAMP_MS`` behind. The
+latter bounds how stale the log clock a new leader or a restarted peer continues from can
+be, and how late an expired request id is forgotten. It looks again exactly at the next
+deadline (at most a second later), so expiry lags a deadline by one timer pass. Stamps go
+through the core like any entry, so followers and a new leader see them in the log and
+never stamp themselves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Final, Protocol
 
-from raftlog.ids import RequestIdGenerator
-from raftlog.records import AppendClock, encode_clock_tick
-
 TICK_INTERVAL_MS: Final = 1000
-"""At most one look (and tick) per this many ms while the log clock is not moving."""
+"""At most one look (and stamp) per this many ms while the log clock is not moving."""
+
+IDLE_STAMP_MS: Final = 30_000
+"""The leader stamps the log at least this often even with nothing due."""
 
 
 class Proposer(Protocol):
-    """The part of the core the ticker uses."""
+    """The part of the core the stamper uses."""
 
     @property
     def is_leader(self) -> bool:
-        """Only the leader ticks."""
+        """Only the leader stamps."""
         ...
 
-    def propose(self, request_id: bytes, data: bytes, now_ms: int) -> object:
-        """Append a STATE entry (RequestUpdate without a client)."""
+    def stamp_time(self, time_ms: int) -> int | None:
+        """Append a time checkpoint carrying ``time_ms``."""
         ...
 
 
 class ExpirySource(Protocol):
-    """The part of the topic machine the ticker reads."""
+    """The part of the topic machine the stamper reads."""
 
     @property
     def last_time(self) -> int:
@@ -50,21 +52,25 @@ class ExpirySource(Protocol):
         ...
 
 
-class TopicClock:
-    """Appends clock ticks on the leader when something is due (module docstring)."""
+class TimeSource(Protocol):
+    """The peer's ``ClusterClock``."""
 
-    def __init__(
-        self,
-        core: Proposer,
-        machine: ExpirySource,
-        stamps: AppendClock,
-        now_ms: Callable[[], int],
-    ) -> None:
+    def now(self) -> int:
+        """Cluster time to stamp."""
+        ...
+
+    def peek(self) -> int | None:
+        """Cluster time as known, observing the applied log clock."""
+        ...
+
+
+class TopicClock:
+    """Appends time checkpoints on the leader when they are due (module docstring)."""
+
+    def __init__(self, core: Proposer, machine: ExpirySource, clock: TimeSource) -> None:
         self._core = core
         self._machine = machine
-        self._stamps = stamps
-        self._now_ms = now_ms
-        self._ids = RequestIdGenerator()
+        self._clock = clock
         self._last_tick_ms = 0
         self._next_check_ms = 0
         self.ticks = 0
@@ -72,8 +78,9 @@ class TopicClock:
     def on_timer(self) -> None:
         """Called on every timer pass of the peer; cheap unless a look is due."""
         if not self._core.is_leader:
+            self._clock.peek()  # follow the applied log clock, so a new leader continues it
             return
-        now = self._now_ms()
+        now = self._clock.now()  # the cluster clock, never the wall clock
         if now < self._next_check_ms:
             return
         machine = self._machine
@@ -82,11 +89,10 @@ class TopicClock:
             self._next_check_ms = moved + TICK_INTERVAL_MS
             return
         due = machine.next_expiry()
-        if due is None or due > now:  # look again at the deadline, or in a second anyway
-            later = now + TICK_INTERVAL_MS
+        if now - moved < IDLE_STAMP_MS and (due is None or due > now):
+            later = now + TICK_INTERVAL_MS  # look again at the deadline, or in a second anyway
             self._next_check_ms = later if due is None else min(due, later)
             return
         self._last_tick_ms = now
-        stamp = self._stamps.last_ms = max(self._stamps.last_ms, now)  # stamps never go back
-        self._core.propose(self._ids.next(), encode_clock_tick(stamp), now)
-        self.ticks += 1
+        if self._core.stamp_time(now) is not None:
+            self.ticks += 1

@@ -15,7 +15,8 @@ what that path asks:
   only for a request id the log does not hold -- so a retry after a leader change gets the
   original index even if the topic changed since (idempotency first), and the request id is
   looked up once. It decodes, checks against the applied topics (``check_entry``), stamps
-  the append time (``AppendClock``: never earlier than this leader's previous stamp) and
+  the append time from the cluster clock (``raftlog.cluster_clock``; ``AppendClock``: never
+  earlier than this leader's previous stamp) and
   the AUTO_CREATE flag from this peer's ``topic_auto_create`` option; a transaction entry
   is also checked against the open transactions (``TopicStateMachine.check_transaction``,
   with the stamp it would get, so a store or commit past its deadline is refused at once);
@@ -40,7 +41,6 @@ from raftlog.records import (
 from raftlog.records_tx import TxControl, TxStore, decode_any_entry
 from raftlog.rpc.topics import bad_request
 from raftlog.statemachine.topic_index import TopicState
-from raftlog.statemachine.topic_reads import wall_ms
 from raftlog.statemachine.topic_rules import check_entry
 
 
@@ -70,8 +70,11 @@ class TopicGate:
         *,
         auto_create: bool,
         max_data: int,
-        now_ms: Callable[[], int] = wall_ms,
+        now_ms: Callable[[], int],
     ) -> None:
+        """``now_ms`` is the cluster clock (``raftlog.cluster_clock.ClusterClock.now``): what
+        entries are stamped with and transaction deadlines are judged by -- never a wall
+        clock, whose steps expired records and transactions (issue #24)."""
         self._machine = machine
         self._auto_create = auto_create
         self._max_data = max_data

@@ -30,7 +30,6 @@ record (``first_retained``), so a retained record's entry is always there.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Final, Protocol
 
@@ -77,12 +76,6 @@ class EntrySource(Protocol):
     def raw_entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[bytes]:
         """Serialized entries ``[lo, hi)``, at most ``max_bytes`` (at least one)."""
         ...
-
-
-def wall_ms() -> int:
-    """The wall clock in milliseconds (the leader's append-time stamps; retention itself
-    runs on the log clock, never on this)."""
-    return int(time.time() * 1000)
 
 
 def ttl_expired(item: LoggedRecord, clock_ms: int) -> bool:

@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from raftlog.entry import ENTRY_HEADER_SIZE, EntryType
+from raftlog.entry import ENTRY_HEADER_SIZE, EntryType, decode_time_checkpoint
 from raftlog.errors import TopicError, TransactionError
 from raftlog.record_scan import BatchSummary, batch_fits, summarize_batch
 from raftlog.records import (
@@ -111,7 +111,10 @@ class TopicStateMachine:
 
     @property
     def last_time(self) -> int:
-        """The log clock: effective append time of the last applied stamped topic entry."""
+        """The log clock (``raftlog.cluster_clock``): the latest cluster time stamped in the
+        applied log -- topic entries, clock ticks and time checkpoints. Every time-based
+        decision of every peer (retention, TTL, transaction timeouts, request-id expiry)
+        is taken against it, so the same log gives the same decision everywhere."""
         return self._last_time
 
     @property
@@ -131,16 +134,21 @@ class TopicStateMachine:
 
     def apply(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
         """Apply committed entries: topic commands change topics, record batches are indexed (or
-        refused, deterministically), ticks move the log clock; a replayed prefix is skipped."""
+        refused, deterministically), ticks and time checkpoints move the log clock; a replayed
+        prefix is skipped."""
         last = first_index + len(entries) - 1
         if not entries or last <= self._applied:
             return  # a replay of what this machine already applied
         self._batch = self._index.batch()
-        state = EntryType.STATE
+        state, checkpoint = EntryType.STATE, EntryType.CHECKPOINT
         for offset in range(max(0, self._applied + 1 - first_index), len(entries)):
             raw = entries[offset]
             if raw[12] == state and raw.startswith(MAGIC, ENTRY_HEADER_SIZE):
                 self._apply_data(self._batch, first_index + offset, raw[ENTRY_HEADER_SIZE:])
+            elif raw[12] == checkpoint:  # a time checkpoint moves the log clock (issue #24)
+                stamp = decode_time_checkpoint(raw[ENTRY_HEADER_SIZE:])
+                if stamp is not None:
+                    self._advance_clock(self._batch, first_index + offset, stamp)
         self._index.put_position(self._batch, last, self._last_time)
         self._index.write(self._batch, "topic index")
         self._applied = last

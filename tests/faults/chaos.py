@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from faults.clock_schedules import time_problems
 from faults.harness import RunResult, run_schedule
 from faults.schedules import SCHEDULES, unmet_guards
 
@@ -41,6 +42,7 @@ COLUMNS = (
     "acked",
     "lost",
     "duplicated",
+    "expired_early",
     "divergent",
     "other",
     "elections",
@@ -87,6 +89,7 @@ def table(rows: dict[str, list[dict[str, Any]]], failures: dict[str, list[str]])
         }
         for col in ("acked", "lost", "duplicated", "divergent", "other", "elections"):
             agg[col] = sum(r[col] for r in runs)
+        agg["expired_early"] = sum(r.get("expired_early", 0) for r in runs)
         agg["max_unavail_s"] = max((r["max_unavail_s"] for r in runs), default=0)
         lines.append("| " + " | ".join(str(agg[c]) for c in COLUMNS) + " |")
     return "\n".join(lines)
@@ -143,7 +146,7 @@ def main() -> int:
                 print(f"  {name} seed={run_seed}: ERROR\n{traceback.format_exc()}")
                 continue
             rows[name].append(result.row())
-            problems = unmet_guards(schedule, result.did)
+            problems = unmet_guards(schedule, result.did) + time_problems(result.did)
             if not result.report.valid or problems:
                 failures[name].append(f"seed {run_seed}: {result.report.summary()} {problems}")
             print(f"  {result.row()} did={result.did}", flush=True)

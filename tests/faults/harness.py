@@ -36,6 +36,7 @@ from faults.history import Op, PeerLog, Report, TopicRead, TopicRow, check, read
 from faults.workload import TOPIC, Workload, WorkloadSpec, max_unavailability
 from raftlog.client import RaftClient
 from raftlog.client.topics import TopicClient
+from raftlog.entry import EntryType
 
 
 @dataclass
@@ -105,6 +106,7 @@ class RunResult:
             "acked": r.acked,
             "lost": r.count("lost"),
             "duplicated": r.count("duplicated"),
+            "expired_early": self.did.get("expired_early", 0) + self.did.get("tx_expired_early", 0),
             "divergent": r.count("divergent"),
             "other": sum(r.count(k) for k in ("order", "unexpected", "topic", "lagging")),
             "elections": self.elections,
@@ -124,6 +126,9 @@ class RunOptions:
     min_acks_after: int = 20
     setup: Callable[[FaultCluster], None] | None = None
     """Runs after the cluster is built and before it starts (e.g. a small disk)."""
+    own_entries: Callable[[bytes], bool] | None = None
+    """Entry data the schedule proposed itself (e.g. its own topic): known to the checker
+    as proposals with no acknowledgement, so they are not phantoms and still counted once."""
 
 
 def run_schedule(
@@ -169,6 +174,8 @@ def run_schedule(
         cluster.peers.stop()
         logs = collect_logs(cluster, chaos.members, commit)
     chaos.did["elections"] = elections
+    if options.own_entries is not None:
+        ops += schedule_ops(logs, options.own_entries)
     report = check(ops, logs, reads)
     result = RunResult(
         name,
@@ -182,6 +189,17 @@ def run_schedule(
     )
     write_artifacts(result, ops)
     return result
+
+
+def schedule_ops(logs: Sequence[PeerLog], own: Callable[[bytes], bool]) -> list[Op]:
+    """The schedule's own committed STATE entries as unacknowledged proposals (``info``)."""
+    seen: dict[bytes, Op] = {}
+    for log in logs:
+        for entry in log.entries.values():
+            rid = entry.request_id
+            if entry.entry_type == EntryType.STATE and own(entry.data) and rid not in seen:
+                seen[rid] = Op("schedule", len(seen) + 1, rid, entry.data, 0.0)
+    return list(seen.values())
 
 
 def heal(chaos: Chaos) -> None:

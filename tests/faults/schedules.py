@@ -14,6 +14,12 @@ from dataclasses import dataclass, field
 import zmq
 from integration.cluster import wait_for
 
+from faults.clock_schedules import (
+    clock_entry,
+    clock_setup,
+    clock_step_follower,
+    clock_step_leader,
+)
 from faults.cluster import IDENT, FaultCluster
 from faults.harness import Chaos, FaultFunction, RunOptions
 from raftlog import sockets
@@ -146,9 +152,7 @@ def slow_disk_leader(chaos: Chaos) -> None:
     """Peer 1 (slow fsync) starts as the leader; run under load; leadership may move (also
     before the window: a fsync of 100 ms + a loaded host is close to the election timeout,
     so the guard asks that the slow peer led at all, not that it still leads now)."""
-    chaos.did["slow_leader"] += any(
-        e["peer"] == "1" for e in chaos.cluster.events("became_leader")
-    )
+    chaos.did["slow_leader"] += any(e["peer"] == "1" for e in chaos.cluster.events("became_leader"))
     while chaos.running():
         chaos.wait_acks(5)
         chaos.pause_for(0.5)
@@ -258,6 +262,18 @@ SCHEDULES: dict[str, Schedule] = {
         ),
         Schedule("cpu_starvation", cpu_starvation, {"hogs": 1}),
         Schedule("entries_burst", entries_burst, {"bursts": 1}),
+        Schedule(
+            "clock_step_leader",
+            clock_step_leader,
+            {"clock_steps": 2},
+            lambda: RunOptions(setup=clock_setup, own_entries=clock_entry),
+        ),
+        Schedule(
+            "clock_step_follower",
+            clock_step_follower,
+            {"clock_steps": 2},
+            lambda: RunOptions(setup=clock_setup, own_entries=clock_entry),
+        ),
     ]
 }
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from faults.clock_schedules import time_problems
 from faults.harness import RunResult, run_schedule
 from faults.schedules import SCHEDULES, unmet_guards
 
@@ -33,6 +34,7 @@ def run(name: str, tmp_path: Path) -> RunResult:
         f"the fault did not happen enough: {unmet_guards(schedule, result.did)}"
     )
     assert result.report.valid, f"seed {seed}: {result.report.summary()}"
+    assert not time_problems(result.did), f"seed {seed}: {time_problems(result.did)}"
     return result
 
 

@@ -3,7 +3,9 @@
 The forgery names a configured peer id (ids are public through RequestConfig), carries the
 right cluster ident and a term of 2^53-1 (or 2^53-2): the largest numbers the wire can carry.
 A peer used to adopt and persist the term, then fail to encode its own next RequestVote and
-exit 1 -- at every restart. Now the codec drops it as ``term_out_of_range``; and a peer that
+exit 1 -- at every restart. Now the codec drops it as ``term_out_of_range``, a term a peer
+could encode but not adopt (2^48-1, 2^48-2) is dropped as ``term_above_ceiling`` even while
+no leader is heard (issue #24); and a peer that
 finds such a term on disk (written by an older version) exits 4 with one line that names the
 repair, ``raftlog-tool reset-term``.
 """
@@ -19,13 +21,16 @@ import zmq
 
 from integration.cluster import PeerCluster, wait_for
 from integration.peer.updates import update
-from raftlog.bounds import MAX_TERM
+from raftlog.bounds import MAX_INDEX, MAX_TERM
 from raftlog.rpc.codec import encode_request
 from raftlog.rpc.frames import encode_msg_id
 from raftlog.rpc.messages import RequestVote
 from raftlog.storage.rocks import open_storage
 
-FORGED_TERMS = (2**53 - 1, 2**53 - 2)
+FORGED_TERMS = (2**53 - 1, 2**53 - 2, MAX_TERM, MAX_TERM - 1)
+"""The wire's largest numbers (dropped by the codec) and the encoding cap (issue #24: a term of
+exactly 2^48-1 was adopted and left the cluster leaderless for good; now above the adoption
+ceiling, ``raftlog.bounds.term_adoptable``)."""
 SMALL = 1_000
 """Terms stay far below this in a healthy test cluster."""
 TOOL_BIN = Path(sys.executable).with_name("raftlog-tool")
@@ -56,7 +61,7 @@ def _forge(cluster: PeerCluster) -> None:
     for target in cluster.peers.values():
         forged = [
             encode_request(
-                RequestVote(candidate, term, 2**53 - 1, 2**53 - 1),
+                RequestVote(candidate, term, min(term, MAX_INDEX), term),  # "up to date"
                 ident=ident,
                 id=encode_msg_id(n + 1),
             )
@@ -80,6 +85,7 @@ def test_forged_huge_terms_are_dropped_and_the_cluster_keeps_electing(tmp_path: 
         for round_no in range(2):
             leader = cluster.wait_leader()
             cluster.kill(leader)
+            _forge(cluster)  # while nobody leads: no stickiness, only the ceiling protects
             new_leader = cluster.wait_leader(exclude=leader, timeout=30)
             update(cluster, f"round {round_no}".encode())
             cluster.start(leader)
@@ -92,7 +98,8 @@ def test_forged_huge_terms_are_dropped_and_the_cluster_keeps_electing(tmp_path: 
         for peer in cluster.peers.values():
             assert peer.running, peer.log_path.read_text()[-2000:]
             # counted and logged as what it is, not as a malformed message
-            assert "term_out_of_range" in peer.log_path.read_text()
+            text = peer.log_path.read_text()
+            assert "term_out_of_range" in text and "term_above_ceiling" in text
 
 
 def test_an_out_of_range_term_on_disk_exits_4_and_reset_term_repairs_it(tmp_path: Path) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from raftlog.cli.admin_cluster import outside
 from raftlog.cli.admin_health import (
     HEALTH_CRITICAL,
@@ -15,7 +17,9 @@ from raftlog.cli.admin_health import (
 from raftlog.cli.admin_io import PeerRow, render_table
 from raftlog.cli.admin_topics import topic_info_json
 from raftlog.client import Peer
+from raftlog.errors import RemoteProtocolError
 from raftlog.records import RecordId, TopicProperties
+from raftlog.rpc.clock import ClockReading, decode_clock_reading, encode_clock_reading
 from raftlog.rpc.messages import RequestLogInfoResponse
 from raftlog.rpc.topics import TopicInfo
 
@@ -81,8 +85,14 @@ def test_peers_outside_the_configuration_show_as_client_and_not_members() -> Non
 def test_outside_lists_seeds_and_extra_peers_not_in_the_configuration() -> None:
     members = [Peer("1", "tcp://10.0.0.1:1"), Peer("2", "tcp://10.0.0.1:2")]
     seeds = ["tcp://10.0.0.1:1", "tcp://10.0.0.1:3", "tcp://10.0.0.1:9"]
-    got = outside(members, seeds, {"tcp://10.0.0.1:3": "3"}, ["4=tcp://10.0.0.1:4", "9=tcp://10.0.0.1:9"])
-    assert got == [Peer("4", "tcp://10.0.0.1:4"), Peer("9", "tcp://10.0.0.1:9"), Peer("3", "tcp://10.0.0.1:3")]
+    got = outside(
+        members, seeds, {"tcp://10.0.0.1:3": "3"}, ["4=tcp://10.0.0.1:4", "9=tcp://10.0.0.1:9"]
+    )
+    assert got == [
+        Peer("4", "tcp://10.0.0.1:4"),
+        Peer("9", "tcp://10.0.0.1:9"),
+        Peer("3", "tcp://10.0.0.1:3"),
+    ]
 
 
 def test_topic_describe_json_names_every_field() -> None:
@@ -104,3 +114,32 @@ def test_topic_describe_json_names_every_field() -> None:
     }
     assert doc["first"] == {"index": 5, "position": 0} and doc["low_water"] is None
     assert json.loads(json.dumps(doc)) == doc
+
+
+def test_a_peer_whose_wall_clock_is_far_off_makes_the_cluster_degraded() -> None:
+    """Issue #24: nothing is decided by a host's clock, but operators must see a bad one."""
+    rows = [_row("1"), _row("2"), _row("3")]
+    true_ms = 1_700_000_000_000
+    clocks = {
+        "1": ClockReading(true_ms + 3_600_000, true_ms),  # an hour ahead
+        "2": ClockReading(true_ms + 2_000, true_ms),  # NTP-close enough
+        "3": None,  # a reference peer: silent
+    }
+    health = cluster_health(rows, clocks)
+    assert health.code == HEALTH_DEGRADED
+    assert health.reason.endswith("peer 1 wall clock 3600s ahead of the cluster clock")
+    assert cluster_health(rows, {"2": clocks["2"]}).code == HEALTH_OK
+    behind = {"2": ClockReading(true_ms - 9 * 3_600_000, true_ms)}
+    assert "peer 2 wall clock 32400s behind" in cluster_health(rows, behind).reason
+    down = [_row("1"), _row("2", up=False), _row("3", up=False)]
+    assert cluster_health(down, clocks).code == HEALTH_CRITICAL  # a worse verdict stays
+
+
+def test_clock_readings_round_trip_on_the_wire() -> None:
+    reading = ClockReading(1_700_000_000_123, 1_700_000_000_000)
+    assert decode_clock_reading(encode_clock_reading(reading)) == reading
+    assert reading.offset_ms == 123
+    unknown = decode_clock_reading(encode_clock_reading(ClockReading(5, None)))
+    assert unknown.cluster_ms is None and unknown.offset_ms is None
+    with pytest.raises(RemoteProtocolError):
+        decode_clock_reading([b"\x01"])

@@ -127,8 +127,18 @@ def test_higher_term_vote_request_adopts_the_term_even_when_refused() -> None:
     assert node.hard_state.load().voted_for is None
 
 
-def test_leader_steps_down_on_higher_term_vote_request() -> None:
-    node = make_node()
+def test_leader_steps_down_on_higher_term_vote_request_once_it_hears_no_quorum() -> None:
+    node = make_node(election_ticks=(10, 20))
+    elect(node)
+    node.receive(RequestVote("n3", node.core.term + 1, 10, 10))
+    assert node.core.role is Role.LEADER  # just elected: its voters are its quorum (#24)
+    node.tick(10)
+    node.receive(RequestVote("n3", node.core.term + 1, 10, 10))
+    assert node.core.role is Role.FOLLOWER
+
+
+def test_without_stickiness_a_leader_steps_down_on_higher_term_vote_request() -> None:
+    node = make_node(leader_stickiness=False)
     elect(node)
     node.receive(RequestVote("n3", node.core.term + 1, 10, 10))
     assert node.core.role is Role.FOLLOWER

@@ -7,9 +7,18 @@ to encode its own next RequestVote (term + 1) and crashed at every restart.
 from __future__ import annotations
 
 import pytest
-from consensus_helpers import elect, entry, make_node, replies, requests
+from consensus_helpers import Node, elect, entry, make_node, replies, requests
 
-from raftlog.bounds import INDEX_OUT_OF_RANGE, MAX_INDEX, MAX_TERM, TERM_OUT_OF_RANGE
+from raftlog.bounds import (
+    ADOPT_CEILING,
+    ELECTIONS_RESERVED,
+    INDEX_OUT_OF_RANGE,
+    MAX_INDEX,
+    MAX_TERM,
+    TERM_ABOVE_CEILING,
+    TERM_OUT_OF_RANGE,
+    term_adoptable,
+)
 from raftlog.consensus import CampaignRefused, MessageDropped, Role
 from raftlog.rpc.messages import (
     AppendEntries,
@@ -20,6 +29,7 @@ from raftlog.rpc.messages import (
 )
 
 FORGED_TERMS = (2**53 - 1, 2**53 - 2, MAX_TERM + 1)
+"""Above what the codec carries into a peer (``MAX_TERM``)."""
 
 
 @pytest.mark.parametrize("term", FORGED_TERMS)
@@ -32,11 +42,38 @@ def test_forged_request_vote_term_is_dropped_not_adopted(term: int) -> None:
     assert node.hard_state.load().current_term == 3
 
 
-def test_a_request_vote_at_the_ceiling_is_still_a_normal_request() -> None:
+def test_a_request_vote_at_the_adoption_ceiling_is_still_a_normal_request() -> None:
     node = make_node(term=3)
-    ready = node.receive(RequestVote("n2", MAX_TERM, 0, 0))
-    assert node.core.term == MAX_TERM
-    assert replies(ready)[0].message == RequestVoteResponse(MAX_TERM, True)
+    ready = node.receive(RequestVote("n2", ADOPT_CEILING, 0, 0))
+    assert node.core.term == ADOPT_CEILING
+    assert replies(ready)[0].message == RequestVoteResponse(ADOPT_CEILING, True)
+
+
+@pytest.mark.parametrize("term", [MAX_TERM, MAX_TERM - 1, ADOPT_CEILING + 1])
+def test_terms_a_peer_could_encode_but_not_adopt_are_dropped_and_counted(term: int) -> None:
+    """Issue #24: one forged RequestVote at 2^48-1 per peer left a cluster leaderless."""
+    node = make_node(term=3)
+    ready = node.receive(RequestVote("n2", term, 0, 0))
+    assert node.core.term == 3 and node.core.voted_for is None
+    assert not replies(ready) and ready.hard_state is None
+    assert ready.events == (MessageDropped(TERM_ABOVE_CEILING, "n2", "RequestVote"),)
+    candidate = make_node(term=3)  # nor from a vote response
+    sent = requests(candidate.tick_until_role(Role.CANDIDATE), RequestVote)[0]
+    candidate.answer(sent.to, sent.message, RequestVoteResponse(term, False))
+    assert candidate.core.term == 4
+
+
+def test_after_a_forged_term_at_the_ceiling_a_million_elections_remain() -> None:
+    assert ELECTIONS_RESERVED >= 1_000_000
+    term, elections = ADOPT_CEILING, 0
+    while term < MAX_TERM and term_adoptable(term + 1, term):
+        term, elections = term + 1, elections + 1
+    assert term == MAX_TERM and elections == ELECTIONS_RESERVED
+    assert not term_adoptable(MAX_TERM, ADOPT_CEILING)  # but never in one jump
+    assert not term_adoptable(MAX_TERM + 1, MAX_TERM - 1)
+    node = make_node(term=ADOPT_CEILING)
+    node.receive(RequestVote("n2", ADOPT_CEILING + 1, 0, 0))
+    assert node.core.term == ADOPT_CEILING + 1 and node.core.voted_for == "n2"
 
 
 @pytest.mark.parametrize(
@@ -85,3 +122,37 @@ def test_a_peer_at_the_ceiling_refuses_to_campaign_instead_of_overflowing() -> N
 def test_a_core_never_starts_from_an_out_of_range_term() -> None:
     with pytest.raises(ValueError, match="reset-term"):
         make_node(term=2**53 - 1)
+
+
+def _leader_with_followers() -> tuple[Node, int]:
+    node = make_node(term=1, election_ticks=(10, 20))
+    ready = elect(node)
+    for sent in requests(ready, AppendEntries):
+        node.answer(sent.to, sent.message, AppendEntriesResponse(node.core.term, True))
+    return node, node.core.term
+
+
+def test_a_leader_that_hears_a_quorum_ignores_a_higher_term_request_vote() -> None:
+    """Leader stickiness on the leader's side (etcd's check-quorum lease, issue #24)."""
+    node, term = _leader_with_followers()
+    ready = node.receive(RequestVote("n3", ADOPT_CEILING, 0, 0))
+    assert node.core.role is Role.LEADER and node.core.term == term
+    assert replies(ready)[0].message == RequestVoteResponse(term, False)
+    assert ready.hard_state is None
+
+
+def test_a_leader_that_no_longer_hears_a_quorum_lets_a_candidate_win() -> None:
+    node, term = _leader_with_followers()
+    node.tick(10)  # a whole minimum timeout with no answers
+    ready = node.receive(RequestVote("n3", term + 1, 5, term))
+    assert node.core.term == term + 1
+    assert replies(ready)[0].message == RequestVoteResponse(term + 1, True)
+
+
+def test_a_follower_hearing_its_leader_neither_votes_nor_adopts_the_term() -> None:
+    node = make_node(term=2, election_ticks=(10, 20))
+    node.receive(AppendEntries("n2", 2, 0, 0, 0))
+    node.tick(1)
+    ready = node.receive(RequestVote("n3", ADOPT_CEILING, 0, 0))
+    assert node.core.term == 2 and node.core.voted_for is None
+    assert replies(ready)[0].message == RequestVoteResponse(2, False)

@@ -75,6 +75,8 @@ class FakeCluster:
         data: bytes,
         now_ms: int,
         prepare: Callable[[bytes], bytes | Exception] | None = None,
+        *,
+        latest_ms: int | None = None,
     ) -> ProposeResult:
         """Like the core: the next scripted result; ``prepare`` runs for new appends only."""
         result = self.results.pop(0) if self.results else NotLeader(self.leader_id)
@@ -86,7 +88,9 @@ class FakeCluster:
         self.proposed.append((request_id, data))
         return result
 
-    def propose_config(self, request_id: bytes, peers: object, now_ms: int) -> ConfigProposeResult:
+    def propose_config(
+        self, request_id: bytes, peers: object, now_ms: int, *, latest_ms: int | None = None
+    ) -> ConfigProposeResult:
         return self.config_results.pop(0)
 
     def step_request(self, token: object, message: PeerRequest) -> None:

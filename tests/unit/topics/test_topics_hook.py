@@ -9,10 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from raftlog.entry import LogEntry
+from raftlog.cluster_clock import encode_time_checkpoint
+from raftlog.entry import EntryType, LogEntry
 from raftlog.records import (
-    AppendClock,
-    ClockTick,
     Record,
     RecordBatch,
     TopicCommand,
@@ -115,15 +114,19 @@ def test_the_leader_ticks_the_log_clock_only_when_a_record_is_due(tmp_path: Path
     record = stamp_append_time(encode_records([Record("r", b"v")]), 10_000)
     store.append(1, [LogEntry(b"\x01" * 12, 0, 1, create), LogEntry(b"\x02" * 12, 0, 1, record)])
     machine.apply(1, store.raw_entries(1, 3), 1)
-    ticks: list[bytes] = []
-    core = SimpleNamespace(is_leader=True, propose=lambda rid, data, now: ticks.append(data))
+    ticks: list[int] = []
+    core = SimpleNamespace(is_leader=True, stamp_time=lambda ms: ticks.append(ms) or len(ticks))
     now = [10_500]
-    clock = TopicClock(core, machine, AppendClock(), lambda: now[0])
+    clock = TopicClock(core, machine, SimpleNamespace(now=lambda: now[0], peek=lambda: now[0]))
     clock.on_timer()  # the record expires at 11_000: nothing to do yet
     now[0] = 11_600
     clock.on_timer()
     clock.on_timer()  # at most one look (and tick) per interval
-    assert [decode_entry(t) for t in ticks] == [ClockTick(11_600)]
+    assert ticks == [11_600]
+    checkpoint = LogEntry(bytes(12), EntryType.CHECKPOINT, 1, encode_time_checkpoint(11_600))
+    store.append(3, [checkpoint])
+    machine.apply(3, store.raw_entries(3, 4), 1)
+    assert machine.last_time == 11_600  # the time checkpoint moved the log clock
     core.is_leader = False
     now[0] = 20_000
     clock.on_timer()  # followers never tick
