@@ -19,7 +19,7 @@ RUN_STAMP  := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 PYTEST_ARGS ?=
 
-.PHONY: install install-run test lint interop run run-secure bench browser
+.PHONY: install install-run test lint interop run run-secure bench browser fuse
 
 # The full developer set-up (what `make test`, `make lint` and `make bench` use).
 install: $(TEST_STAMP)
@@ -69,7 +69,17 @@ browser:
 	  >/dev/null || echo "make browser: could not install chromium; the browser test skips"; \
 	else echo "make browser: chromium missing and not root; the browser test skips"; fi
 
-test: install interop browser
+# Debian's fuse3 (fusermount3 + libfuse3) for the power-cut tests' lazy file system
+# (tests/faults/lazyfs, through mfusepy from the dev extra). Installed when missing and we are
+# root; otherwise, or without /dev/fuse, those tests skip and say why.
+fuse:
+	@if command -v fusermount3 >/dev/null 2>&1 && ldconfig -p | grep -q libfuse3; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3) \
+	  >/dev/null || echo "make fuse: could not install fuse3; the power-cut tests skip"; \
+	else echo "make fuse: fuse3 missing and not root; the power-cut tests skip"; fi
+
+test: install interop browser fuse
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: install
