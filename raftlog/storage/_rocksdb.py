@@ -28,6 +28,7 @@ from rocksdict import (
 from raftlog.errors import StorageError
 from raftlog.storage import failpoints
 from raftlog.storage._records import rocks_error
+from raftlog.storage.durable_dirs import make_dirs
 
 _T = TypeVar("_T")
 WRITE_BUFFER_SIZE = 4 * 1024 * 1024
@@ -116,7 +117,7 @@ class RocksDatabase:
         if not (self.path / "CURRENT").is_file():
             if read_only or not create:
                 raise StorageError(f"{self.path}: no raftlog store here")
-            self.path.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.path)
         self._shadow: Path | None = None
         if read_only:
             self._db = self._open_read_only()

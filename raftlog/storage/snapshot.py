@@ -28,6 +28,7 @@ from typing import Final
 from raftlog.errors import StorageCorruptionError, StorageError
 from raftlog.storage import failpoints
 from raftlog.storage.base import SnapshotMeta
+from raftlog.storage.durable_dirs import fsync_dir, make_dirs
 
 SNAPSHOT_FILE: Final = "snapshot.bin"
 _INSTALL_TMP: Final = "snapshot.bin.tmp"
@@ -55,16 +56,6 @@ def _parse_header(raw: bytes, path: Path) -> tuple[SnapshotMeta, int]:
     return SnapshotMeta(index, term, size), data_crc
 
 
-def _fsync_dir(path: Path) -> None:
-    if failpoints.ENABLED:
-        failpoints.hit("before_sync")
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class FileSnapshotStore:
     """``SnapshotStore`` in a directory, plus an incremental receiver for InstallSnapshot.
 
@@ -83,7 +74,7 @@ class FileSnapshotStore:
         self._received = 0
         self._received_crc = 0
         if not read_only:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.directory)
             for leftover in (_INSTALL_TMP, _RECEIVE_TMP):
                 (self.directory / leftover).unlink(missing_ok=True)
         self._open_installed(verify)
@@ -194,7 +185,7 @@ class FileSnapshotStore:
         if failpoints.ENABLED:
             failpoints.hit("after_snapshot_rename")
         self._replace_fd(os.open(self.path, os.O_RDONLY), meta)
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         return meta
 
     def begin(self, index: int, term: int, total_size: int) -> int:
