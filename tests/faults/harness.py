@@ -124,6 +124,9 @@ class RunOptions:
     min_acks_after: int = 20
     setup: Callable[[FaultCluster], None] | None = None
     """Runs after the cluster is built and before it starts (e.g. a small disk)."""
+    topic_retention_ms: int | None = None
+    """Create ``TOPIC`` with this time retention before the load (None: auto-created, kept
+    forever). A retained record bounds compaction, so compacting schedules set it."""
 
 
 def run_schedule(
@@ -139,6 +142,8 @@ def run_schedule(
             options.setup(cluster)
         cluster.start()
         cluster.peers.wait_stable_leader(30)
+        if options.topic_retention_ms is not None:
+            asyncio.run(create_topic(cluster, options.topic_retention_ms))
         workload = Workload(cluster.urls, IDENT, options.spec)
         workload.start()
         try:
@@ -165,7 +170,7 @@ def run_schedule(
         ops = workload.snapshot()
         elections = cluster.elections() - elections_before
         commit = cluster.wait_converged(chaos.members)
-        reads = asyncio.run(read_topic(cluster, chaos.members))
+        reads = asyncio.run(read_topic(cluster, chaos.members, options.topic_retention_ms))
         cluster.peers.stop()
         logs = collect_logs(cluster, chaos.members, commit)
     chaos.did["elections"] = elections
@@ -196,8 +201,16 @@ def heal(chaos: Chaos) -> None:
     chaos.down.clear()
 
 
-async def read_topic(cluster: FaultCluster, ids: Sequence[str]) -> list[TopicRead]:
-    """Every record of ``TOPIC`` as each peer serves it (asked directly, all pages)."""
+async def create_topic(cluster: FaultCluster, retention_ms: int) -> None:
+    async with RaftClient(cluster.urls, IDENT, timeout=15.0) as raft, TopicClient(raft) as topics:
+        await topics.create_topic(TOPIC, retention_ms=retention_ms, exist_ok=True)
+
+
+async def read_topic(
+    cluster: FaultCluster, ids: Sequence[str], retention_ms: int | None = None
+) -> list[TopicRead]:
+    """Every record of ``TOPIC`` as each peer serves it (asked directly, all pages); with
+    ``retention_ms``, the peer's log clock too (what the check compares retention with)."""
     out: list[TopicRead] = []
     async with RaftClient(cluster.urls, IDENT, timeout=15.0) as raft, TopicClient(raft) as topics:
         for peer_id in ids:
@@ -217,7 +230,10 @@ async def read_topic(cluster: FaultCluster, ids: Sequence[str]) -> list[TopicRea
                 if not page.more or not page.records:
                     break
                 start = (page.records[-1].id.index, page.records[-1].id.position)
-            out.append(TopicRead(peer_id, TOPIC, applied, rows))
+            clock = 0
+            if retention_ms is not None:
+                clock = (await topics.describe(TOPIC, url=url)).log_clock_ms
+            out.append(TopicRead(peer_id, TOPIC, applied, rows, clock, retention_ms))
     return out
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import zmq
 from integration.cluster import wait_for
 
+from faults import power
 from faults.cluster import IDENT, FaultCluster
 from faults.harness import Chaos, FaultFunction, RunOptions
 from raftlog import sockets
@@ -258,8 +259,25 @@ SCHEDULES: dict[str, Schedule] = {
         ),
         Schedule("cpu_starvation", cpu_starvation, {"hogs": 1}),
         Schedule("entries_burst", entries_burst, {"bursts": 1}),
+        Schedule("power_cut_all", power.power_cut_all, {"power_cuts": 1}, power.lazy_options),
+        Schedule(
+            "power_cut_leader", power.power_cut_leader, {"leader_cuts": 1}, power.lazy_options
+        ),
+        Schedule(
+            "power_cut_install_snapshot",
+            power.power_cut_install_snapshot,
+            {"snapshot_installs": 1, "power_cuts": 2},
+            power.lazy_options,
+        ),
+        Schedule(
+            "power_cut_compaction",
+            power.power_cut_compaction,
+            {"compactions": 1, "power_cuts": 1},
+            power.lazy_options,
+        ),
     ]
 }
+POWER_SCHEDULES = [name for name in SCHEDULES if name.startswith("power_cut")]
 
 
 def unmet_guards(schedule: Schedule, did: dict[str, int]) -> list[str]:
