@@ -71,7 +71,7 @@ from raftlog.storage.base import HardState
 from raftlog.storage.bounds_check import check_durable_bounds
 from raftlog.storage.durable_dirs import make_dirs
 from raftlog.storage.ready_store import RocksReadyStore
-from raftlog.storage.rocks import open_storage
+from raftlog.storage.rocks import check_snapshot_covers_log, open_storage
 from raftlog.transport import recv_frames, recv_frames_with_user
 
 DRAIN_LIMIT: Final = 4096
@@ -122,6 +122,7 @@ class PeerNode:
         opts = settings.options
         saved = self.hard_state.load()
         check_durable_bounds(settings.data_dir, saved, self.store)  # never a crash loop
+        check_snapshot_covers_log(settings.data_dir, self.store, self.snapshots)
         self.store.set_commit_floor(saved.last_applied)
         self.broadcast = BroadcastStateMachine(
             self._context,

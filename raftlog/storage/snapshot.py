@@ -8,10 +8,12 @@ File ``snapshot.bin`` = a 41-byte header followed by the opaque snapshot data::
 Keeping the metadata in the header (not a sidecar) makes installation a single rename: there is
 never a state where metadata and data disagree. Where it syncs (``install``/``finish``):
 
-1. fsync the temp file (header + data) — failpoint ``before_sync``;
+1. fsync the temp file (header + data) — failpoint ``before_sync``, bug switch
+   ``snapshot_sync=skip``;
 2. ``rename`` it over ``snapshot.bin`` — failpoints ``before_snapshot_rename`` /
    ``after_snapshot_rename``;
-3. fsync the directory so the rename itself survives power loss — failpoint ``before_sync``.
+3. fsync the directory so the rename itself survives power loss — failpoint ``before_sync``,
+   bug switch ``snapshot_dir_sync=skip``.
 
 Opening verifies the header and the data CRC (reading the file once) and removes temp files
 left by a crash; a bad snapshot raises ``StorageCorruptionError`` and is never served.
@@ -169,7 +171,8 @@ class FileSnapshotStore:
         try:
             if failpoints.ENABLED:
                 failpoints.hit("before_sync")
-            os.fsync(fd)
+            if not (failpoints.ENABLED and failpoints.skipped("snapshot_sync")):
+                os.fsync(fd)
         except BaseException:
             os.close(fd)
             tmp.unlink(missing_ok=True)
@@ -185,7 +188,7 @@ class FileSnapshotStore:
         if failpoints.ENABLED:
             failpoints.hit("after_snapshot_rename")
         self._replace_fd(os.open(self.path, os.O_RDONLY), meta)
-        fsync_dir(self.directory)
+        fsync_dir(self.directory, "snapshot_dir_sync")
         return meta
 
     def begin(self, index: int, term: int, total_size: int) -> int:

@@ -128,6 +128,10 @@ def verify_data_dir(data_dir: str | Path) -> VerifyReport:
             snapshots = FileSnapshotStore(root / SNAPSHOT_DIR, read_only=True, verify=True)
             meta = snapshots.meta()
             report.snapshot_bytes = None if meta is None else meta.size
+            compacted = checker.meta[0] if checker.meta else 0
+            if compacted and (meta is None or meta.index < compacted):
+                have = "no snapshot" if meta is None else f"a snapshot only up to {meta.index}"
+                report.add(f"the log was compacted up to {compacted} but there is {have}")
             snapshots.close()
         except StorageError as exc:
             report.add(str(exc))

@@ -196,8 +196,11 @@ class FaultCluster:
     def set_failpoints(self, peer_id: str, spec: str | None) -> None:
         """``RAFTLOG_FAILPOINTS`` of ``peer_id`` from its next start (None: none)."""
         env = self.peers.peers[peer_id].env
+        env.pop("RAFTLOG_FAILPOINTS_UNSAFE", None)
         if spec:
             env["RAFTLOG_FAILPOINTS"] = spec
+            if "=skip" in spec:  # a negative control's bug switch: consent is explicit here
+                env["RAFTLOG_FAILPOINTS_UNSAFE"] = "lose-acknowledged-writes"
         else:
             env.pop("RAFTLOG_FAILPOINTS", None)
 

@@ -20,10 +20,13 @@ import contextlib
 import json
 from collections.abc import Sequence
 
-from integration.cluster import wait_for
+from integration.cluster import probe, wait_for
 
-from faults.cluster import FaultCluster
+from faults.cluster import IDENT, FaultCluster
 from faults.harness import Chaos, RunOptions
+from raftlog.rpc.messages import RequestVote, RequestVoteResponse
+from raftlog.storage.base import HardState
+from raftlog.storage.rocks import open_storage
 
 COMPACTING_RAFT = {"log_compaction_threshold": 60, "request_id_cache_max": 400}
 """Compact every 60 applied entries; 400 remembered request ids (far more than the ids a
@@ -36,6 +39,11 @@ TOPIC_RETENTION_MS = 3000
 
 class RecoveryFailedError(AssertionError):
     """A peer could not start again from what its disk kept after a power cut."""
+
+
+class VoteForgottenError(AssertionError):
+    """A peer granted a vote, lost power, and came back without it (it could vote twice in
+    one term: two leaders)."""
 
 
 def _last_error(cluster: FaultCluster, peer_id: str) -> str:
@@ -129,6 +137,50 @@ def power_cut_install_snapshot(chaos: Chaos) -> None:
         _wait_installs(cluster, follower, installs)
         chaos.did["snapshot_installs"] += 1
         chaos.wait_acks(5)
+
+
+def power_cut_after_vote(chaos: Chaos) -> None:
+    """A vote is a promise: once a peer answers "granted", its new term and its vote must
+    survive a power cut (Raft's currentTerm/votedFor, persisted before answering). The
+    leader's power is cut; its id then asks a follower for a vote in a far higher term (as a
+    candidate with a newer log would); the moment the follower grants it, its power is cut
+    too, and its hard state is read from what its disk kept."""
+    cluster = chaos.cluster
+    while chaos.running():
+        leader = chaos.leader()
+        voter = chaos.rng.choice([p for p in chaos.members if p != leader])
+        chaos.wait_acks(5)
+        terms = [i.term for i in cluster.log_infos().values() if i is not None]
+        term = max(terms) + 1000
+        cut(chaos, [leader])
+        ask = RequestVote(leader, term, 1 << 40, term)
+
+        def granted(ask: RequestVote = ask, voter: str = voter) -> bool:
+            got = probe(cluster.direct_url(voter), IDENT, ask, timeout=0.5)
+            return bool(got) and isinstance(got[0], RequestVoteResponse) and got[0].vote_granted
+
+        wait_for("the vote", granted, 30, 0.05)
+        cut(chaos, [voter])
+        chaos.did["votes_granted"] += 1
+        kept = _hard_state(cluster, voter)
+        if kept.current_term < term or (kept.current_term == term and kept.voted_for != leader):
+            raise VoteForgottenError(
+                f"peer {voter} granted {leader} its vote in term {term}, then lost power and "
+                f"kept term {kept.current_term}, vote {kept.voted_for!r}"
+            )
+        restart_checked(chaos, [leader, voter])
+        chaos.wait_acks(5)
+
+
+def _hard_state(cluster: FaultCluster, peer_id: str) -> HardState:
+    """What ``peer_id``'s disk holds (the peer must be down)."""
+    log, hard_state, snapshots = open_storage(cluster.peers.peers[peer_id].data_dir, read_only=True)
+    try:
+        return hard_state.load()
+    finally:
+        log.close()
+        hard_state.close()
+        snapshots.close()
 
 
 def power_cut_compaction(chaos: Chaos) -> None:

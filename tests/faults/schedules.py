@@ -270,6 +270,12 @@ SCHEDULES: dict[str, Schedule] = {
             power.lazy_options,
         ),
         Schedule(
+            "power_cut_after_vote",
+            power.power_cut_after_vote,
+            {"votes_granted": 1},
+            power.lazy_options,
+        ),
+        Schedule(
             "power_cut_compaction",
             power.power_cut_compaction,
             {"compactions": 1, "power_cuts": 1},
