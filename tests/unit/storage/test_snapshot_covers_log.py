@@ -1,6 +1,7 @@
-"""A log compacted past its snapshot is missing entries: the peer refuses to start on it and
-``raftlog-tool verify`` reports it (the snapshot-directory negative control of the power-cut
-schedules is the end-to-end version)."""
+"""Snapshot integrity: a log compacted past its snapshot is missing entries (the peer refuses
+to start on it and ``raftlog-tool verify`` reports it; the snapshot-directory negative control
+of the power-cut schedules is the end-to-end version), and a snapshot that goes bad under a
+running peer is never streamed whole."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import StorageCorruptionError
 from raftlog.storage.rocks import SNAPSHOT_DIR, check_snapshot_covers_log, open_storage
-from raftlog.storage.snapshot import SNAPSHOT_FILE
+from raftlog.storage.snapshot import HEADER_SIZE, SNAPSHOT_FILE, FileSnapshotStore
 from raftlog.storage.verify import verify_data_dir
 
 
@@ -60,3 +61,25 @@ def test_an_older_snapshot_is_refused(tmp_path: Path) -> None:
     snapshots.close()
     with pytest.raises(StorageCorruptionError, match="a snapshot only up to 2"):
         check(tmp_path)
+
+
+def test_a_snapshot_corrupted_under_a_running_peer_is_never_handed_out_whole(
+    tmp_path: Path,
+) -> None:
+    """A bit flip after the store opened the file: chunks before the end may be read, the
+    read that completes the transfer raises instead of returning the last chunk."""
+    store = FileSnapshotStore(tmp_path)
+    data = bytes(range(256)) * 64
+    store.install(9, 2, data)
+    assert store.read(0, len(data)) == data  # clean: whole reads pass the check
+    with open(store.path, "r+b") as f:  # flip one bit in the middle of the data
+        f.seek(HEADER_SIZE + 5000)
+        byte = f.read(1)[0]
+        f.seek(HEADER_SIZE + 5000)
+        f.write(bytes([byte ^ 0x10]))
+    assert len(store.read(0, 4096)) == 4096  # not the end: no check
+    with pytest.raises(StorageCorruptionError, match="checksum mismatch"):
+        store.read(4096, len(data))
+    store.close()
+    with pytest.raises(StorageCorruptionError):  # and a restart refuses it at once
+        FileSnapshotStore(tmp_path)
