@@ -92,9 +92,16 @@ bench: install
 # Fault schedules against real peers, long and with many seeds; writes the table in
 # docs/reliability.md. RAFTLOG_CHAOS_MINUTES (10), RAFTLOG_CHAOS_SECONDS (30 per run),
 # RAFTLOG_CHAOS_SEED, RAFTLOG_CHAOS_SCHEDULES=a,b (see tests/faults/chaos.py).
-.PHONY: chaos soak stability
-chaos: install
+.PHONY: chaos chaos-power soak stability
+chaos: install fuse
 	PYTHONPATH=tests $(BIN)/python -m faults.chaos
+
+# Only the power-cut schedules (lazy file systems under every peer), into their own table of
+# docs/reliability.md; RAFTLOG_CHAOS_MINUTES etc. as for chaos.
+POWER_SCHEDULES := power_cut_all,power_cut_leader,power_cut_install_snapshot,power_cut_after_vote,power_cut_compaction
+chaos-power: install fuse
+	PYTHONPATH=tests RAFTLOG_CHAOS_SCHEDULES=$${RAFTLOG_CHAOS_SCHEDULES:-$(POWER_SCHEDULES)} \
+	  RAFTLOG_CHAOS_TABLE=power-table $(BIN)/python -m faults.chaos
 
 # Long mixed load with faults; samples peers' RSS, fds and disk use (not in CI).
 # RAFTLOG_SOAK_MINUTES (30), RAFTLOG_SOAK_DOC (docs/reliability.md; - to only print).

@@ -62,6 +62,7 @@ def cut(chaos: Chaos, ids: Sequence[str]) -> None:
     dropped = chaos.cluster.power_cut(ids, torn)
     chaos.down.update(ids)
     chaos.did["power_cuts"] += 1
+    chaos.did["coordinated_cuts"] += set(ids) >= set(chaos.members)
     chaos.did["peers_cut"] += len(ids)
     chaos.did["dropped_bytes"] += dropped["bytes"]
     chaos.did["dropped_entries"] += dropped["entries"]
