@@ -24,6 +24,7 @@ from integration.cluster import probe, wait_for
 
 from faults.cluster import IDENT, FaultCluster
 from faults.harness import Chaos, RunOptions
+from faults.workload import WorkloadSpec
 from raftlog.rpc.messages import RequestVote, RequestVoteResponse
 from raftlog.storage.base import HardState
 from raftlog.storage.rocks import open_storage
@@ -226,4 +227,5 @@ def lazy_options(raft: dict[str, object] | None = None) -> RunOptions:
         raft={**COMPACTING_RAFT, **(raft or {})},
         setup=FaultCluster.lazy_disks,
         topic_retention_ms=TOPIC_RETENTION_MS,
+        spec=WorkloadSpec(transactors=1),
     )
