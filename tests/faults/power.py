@@ -144,9 +144,10 @@ def power_cut_install_snapshot(chaos: Chaos) -> None:
 def power_cut_after_vote(chaos: Chaos) -> None:
     """A vote is a promise: once a peer answers "granted", its new term and its vote must
     survive a power cut (Raft's currentTerm/votedFor, persisted before answering). The
-    leader's power is cut; its id then asks a follower for a vote in a far higher term (as a
-    candidate with a newer log would); the moment the follower grants it, its power is cut
-    too, and its hard state is read from what its disk kept."""
+    leader's power is cut and the follower cut off from the third peer; the leader's id then
+    asks the follower (directly) for a vote in a far higher term, as a candidate with a newer
+    log would; the moment it grants it, its power is cut too, and its hard state is read
+    from what its disk kept."""
     cluster = chaos.cluster
     while chaos.running():
         leader = chaos.leader()
@@ -154,6 +155,10 @@ def power_cut_after_vote(chaos: Chaos) -> None:
         chaos.wait_acks(5)
         terms = [i.term for i in cluster.log_infos().values() if i is not None]
         term = max(terms) + 1000
+        # the voter must not hear a new leader meanwhile: one that the third peer became
+        # would keep it from granting any vote (leader stickiness), so cut that link too
+        third = [p for p in chaos.members if p not in (leader, voter)]
+        cluster.net.partition([voter], third)
         cut(chaos, [leader])
         ask = RequestVote(leader, term, 1 << 40, term)
 
@@ -163,6 +168,7 @@ def power_cut_after_vote(chaos: Chaos) -> None:
 
         wait_for("the vote", granted, 30, 0.05)
         cut(chaos, [voter])
+        cluster.net.heal()
         chaos.did["votes_granted"] += 1
         kept = _hard_state(cluster, voter)
         if kept.current_term < term or (kept.current_term == term and kept.voted_for != leader):
