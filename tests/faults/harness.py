@@ -134,6 +134,8 @@ class RunOptions:
     min_acks_after: int = 20
     setup: Callable[[FaultCluster], None] | None = None
     """Runs after the cluster is built and before it starts (e.g. a small disk)."""
+    converge_timeout: float = 60.0
+    """How long the healed cluster may take to converge before the run fails."""
     topic_retention_ms: int | None = None
     """Create ``TOPIC`` with this time retention before the load (None: auto-created, kept
     forever). A retained record bounds compaction, so compacting schedules set it."""
@@ -179,7 +181,7 @@ def run_schedule(
         ended = time.monotonic()
         ops = workload.snapshot()
         elections = cluster.elections() - elections_before
-        commit = cluster.wait_converged(chaos.members)
+        commit = cluster.wait_converged(chaos.members, options.converge_timeout)
         reads = asyncio.run(read_topic(cluster, chaos.members, options.topic_retention_ms))
         tx_reads = []
         if options.spec.transactors:

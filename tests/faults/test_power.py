@@ -4,6 +4,7 @@ guards ask, every peer must have come back by itself, and the checker must find 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -14,4 +15,6 @@ from faults.test_schedules import run
 
 @pytest.mark.parametrize("name", POWER_SCHEDULES)
 def test_power_cut_schedule(name: str, tmp_path: Path) -> None:
-    run(name, tmp_path)
+    # 4 s of faults by default: each cycle of these schedules is a whole restart, and the
+    # guards ask for one; RAFTLOG_CHAOS_SECONDS lengthens them as for every schedule
+    run(name, tmp_path, float(os.environ.get("RAFTLOG_CHAOS_SECONDS", "4")))

@@ -22,10 +22,10 @@ SECONDS = float(os.environ.get("RAFTLOG_CHAOS_SECONDS", "6"))
 SEEDS = {name: 1000 + n for n, name in enumerate(SCHEDULES)}
 
 
-def run(name: str, tmp_path: Path) -> RunResult:
+def run(name: str, tmp_path: Path, seconds: float = SECONDS) -> RunResult:
     schedule = SCHEDULES[name]
     options = schedule.options()
-    options.duration = SECONDS
+    options.duration = seconds
     seed = int(os.environ.get("RAFTLOG_CHAOS_SEED", SEEDS[name]))
     result = run_schedule(name, schedule.fault, tmp_path, seed, options)
     print(f"{name} seed={seed} {result.row()} did={result.did}")
