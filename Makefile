@@ -19,7 +19,7 @@ RUN_STAMP  := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 PYTEST_ARGS ?=
 
-.PHONY: install install-run test lint interop run run-secure bench browser
+.PHONY: install install-run test lint interop run run-secure bench browser fuse
 
 # The full developer set-up (what `make test`, `make lint` and `make bench` use).
 install: $(TEST_STAMP)
@@ -70,7 +70,17 @@ browser:
 	  >/dev/null || echo "make browser: could not install chromium; the browser test skips"; \
 	else echo "make browser: chromium missing and not root; the browser test skips"; fi
 
-test: install interop browser
+# Debian's fuse3 (fusermount3 + libfuse3) for the power-cut tests' lazy file system
+# (tests/faults/lazyfs, through mfusepy from the dev extra). Installed when missing and we are
+# root; otherwise, or without /dev/fuse, those tests skip and say why.
+fuse:
+	@if command -v fusermount3 >/dev/null 2>&1 && ldconfig -p | grep -q libfuse3; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3) \
+	  >/dev/null || echo "make fuse: could not install fuse3; the power-cut tests skip"; \
+	else echo "make fuse: fuse3 missing and not root; the power-cut tests skip"; fi
+
+test: install interop browser fuse
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: install
@@ -83,9 +93,16 @@ bench: install
 # Fault schedules against real peers, long and with many seeds; writes the table in
 # docs/reliability.md. RAFTLOG_CHAOS_MINUTES (10), RAFTLOG_CHAOS_SECONDS (30 per run),
 # RAFTLOG_CHAOS_SEED, RAFTLOG_CHAOS_SCHEDULES=a,b (see tests/faults/chaos.py).
-.PHONY: chaos soak stability
-chaos: install
+.PHONY: chaos chaos-power soak stability
+chaos: install fuse
 	PYTHONPATH=tests $(BIN)/python -m faults.chaos
+
+# Only the power-cut schedules (lazy file systems under every peer), into their own table of
+# docs/reliability.md; RAFTLOG_CHAOS_MINUTES etc. as for chaos.
+POWER_SCHEDULES := power_cut_all,power_cut_leader,power_cut_install_snapshot,power_cut_after_vote,power_cut_compaction
+chaos-power: install fuse
+	PYTHONPATH=tests RAFTLOG_CHAOS_SCHEDULES=$${RAFTLOG_CHAOS_SCHEDULES:-$(POWER_SCHEDULES)} \
+	  RAFTLOG_CHAOS_TABLE=power-table $(BIN)/python -m faults.chaos
 
 # Long mixed load with faults; samples peers' RSS, fds and disk use (not in CI).
 # RAFTLOG_SOAK_MINUTES (30), RAFTLOG_SOAK_DOC (docs/reliability.md; - to only print).

@@ -19,13 +19,19 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 import zmq
 
 from raftlog.cli.common import add_version_argument
 from raftlog.config import PeerSettings, check_data_dir, load_peer_config
-from raftlog.errors import ConfigError, DurableStateOutOfRangeError, StorageError
+from raftlog.errors import (
+    ConfigError,
+    DurableStateOutOfRangeError,
+    StorageCorruptionError,
+    StorageError,
+)
 from raftlog.log import configure_logging, get_logger
 from raftlog.observability.http import ListenerError
 from raftlog.server.exit_codes import (
@@ -132,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         log.error("durable_state_out_of_range", error=str(exc))
         print(f"raftlog-peer: error: {exc}", file=sys.stderr)
         return EXIT_OUT_OF_RANGE
+    except StorageCorruptionError as exc:
+        return _corrupt(settings.data_dir, exc, log)
     except StorageError as exc:
         log.error("storage_open_failed", error=str(exc))
         print(f"raftlog-peer: error: {exc}", file=sys.stderr)
@@ -153,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     code = EXIT_OK
     try:
         node.run()
+    except StorageCorruptionError as exc:
+        _close(node, log)
+        return _corrupt(settings.data_dir, exc, log)
     except StorageError as exc:
         log.error("storage_failed", error=str(exc))
         code = EXIT_STORAGE
@@ -163,6 +174,23 @@ def main(argv: list[str] | None = None) -> int:
         code = EXIT_STORAGE  # a clean run whose final flush failed did lose its last writes
     log.info("peer_stopped", exit_code=code)
     return code
+
+
+def corruption_line(data_dir: Path, exc: StorageCorruptionError) -> str:
+    """The one line a peer says when its data is corrupt: what, and how to recover."""
+    return (
+        f"raftlog-peer: corrupt data: {exc}; this peer will not serve or vote. Rebuild it "
+        f"from the other peers: mv {data_dir} {data_dir}.corrupt, then start it again "
+        "(docs/operations.md §2, A peer's data is corrupt)"
+    )
+
+
+def _corrupt(data_dir: Path, exc: StorageCorruptionError, log: Any) -> int:
+    """Report corruption (log event ``storage_corrupt`` and the line on stderr); exit 3."""
+    line = corruption_line(data_dir, exc)
+    log.error("storage_corrupt", error=str(exc), recovery=line.split("Rebuild it ", 1)[1])
+    print(line, file=sys.stderr)
+    return EXIT_STORAGE
 
 
 def _close(node: PeerNode, log: Any) -> bool:

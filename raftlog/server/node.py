@@ -69,8 +69,9 @@ from raftlog.statemachine.topic_open import open_topic_machine
 from raftlog.statemachine.topics import TOPICS_DIR
 from raftlog.storage.base import HardState
 from raftlog.storage.bounds_check import check_durable_bounds
+from raftlog.storage.durable_dirs import make_dirs
 from raftlog.storage.ready_store import RocksReadyStore
-from raftlog.storage.rocks import open_storage
+from raftlog.storage.rocks import check_snapshot_covers_log, open_storage
 from raftlog.transport import recv_frames, recv_frames_with_user
 
 DRAIN_LIMIT: Final = 4096
@@ -96,7 +97,7 @@ class PeerNode:
         self._stopping = False
         self._reload_requested = False
         self._tick_s = opts.tick_ms / 1000.0
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(settings.data_dir)
         self.store, self.hard_state, self.snapshots = open_storage(
             settings.data_dir, max_entry_data_size=opts.max_log_entry_data_size
         )
@@ -121,6 +122,7 @@ class PeerNode:
         opts = settings.options
         saved = self.hard_state.load()
         check_durable_bounds(settings.data_dir, saved, self.store)  # never a crash loop
+        check_snapshot_covers_log(settings.data_dir, self.store, self.snapshots)
         self.store.set_commit_floor(saved.last_applied)
         self.broadcast = BroadcastStateMachine(
             self._context,

@@ -28,6 +28,7 @@ from rocksdict import (
 from raftlog.errors import StorageError
 from raftlog.storage import failpoints
 from raftlog.storage._records import rocks_error
+from raftlog.storage.durable_dirs import make_dirs
 
 _T = TypeVar("_T")
 WRITE_BUFFER_SIZE = 4 * 1024 * 1024
@@ -116,7 +117,7 @@ class RocksDatabase:
         if not (self.path / "CURRENT").is_file():
             if read_only or not create:
                 raise StorageError(f"{self.path}: no raftlog store here")
-            self.path.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.path)
         self._shadow: Path | None = None
         if read_only:
             self._db = self._open_read_only()
@@ -188,14 +189,21 @@ class RocksDatabase:
         except Exception as exc:
             raise rocks_error(exc, f"reading {what}") from None
 
-    def write(self, batch: WriteBatch, sync: bool, what: str) -> None:
+    def write(
+        self, batch: WriteBatch, sync: bool, what: str, skip_point: str = "log_sync"
+    ) -> None:
         """Apply ``batch`` atomically. With ``sync`` this is an fsync point: RocksDB appends the
-        batch to its WAL and fdatasyncs it before returning (failpoint ``before_sync`` first)."""
+        batch to its WAL and fdatasyncs it before returning (failpoint ``before_sync`` first).
+        Test-only bug switches (``failpoints``): ``sync=skip`` leaves the WAL out of every
+        write; ``<skip_point>=skip`` (``log_sync``, ``hard_state_sync``) writes the WAL but
+        leaves this write's fsync out, which only a power cut can tell."""
         self.check_writable()
         options = self._sync if sync else self._no_sync
         if failpoints.ENABLED:
             if sync:
                 failpoints.hit("before_sync")
+                if failpoints.skipped(skip_point):
+                    options = self._no_sync
             if failpoints.skipped("sync"):  # test-only bug switch: every write memory-only
                 options = WriteOptions()
                 options.disable_wal = True  # type: ignore[method-assign, assignment]  # stub: a property

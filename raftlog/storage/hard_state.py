@@ -43,7 +43,7 @@ class RocksHardStateStore:
         """Replace the hard state: one record, synced on return."""
         batch = WriteBatch(raw_mode=True)
         saved = self.stage(batch, state)
-        self._db.write(batch, True, "hard state")
+        self._db.write(batch, True, "hard state", "hard_state_sync")
         saved()
 
     def stage(self, batch: WriteBatch, state: HardState) -> Callable[[], None]:

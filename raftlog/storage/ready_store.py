@@ -46,7 +46,10 @@ class RocksReadyStore:
             done.append(self._hard_state.stage(batch, hard_state))
         if not done:
             return
-        self._log.write_synced(batch, "ready" if entries is None else f"ready at {first_index}")
+        if entries is None:  # a vote or a new term alone
+            self._log.write_synced(batch, "ready", "hard_state_sync")
+        else:
+            self._log.write_synced(batch, f"ready at {first_index}")
         for written in done:
             written()
 

@@ -356,10 +356,11 @@ class RocksLogStore:
         if self.index_of_request(request_id) == index:  # a later duplicate keeps its mapping
             batch.delete(rec.request_key(request_id))
 
-    def write_synced(self, batch: WriteBatch, what: str) -> None:
+    def write_synced(self, batch: WriteBatch, what: str, skip_point: str = "log_sync") -> None:
         """The fsync point of the log (and of ``RocksReadyStore``): ``batch`` atomically,
-        appended to RocksDB's WAL and fdatasynced before returning."""
-        self._db.write(batch, True, what)
+        appended to RocksDB's WAL and fdatasynced before returning. ``skip_point`` names the
+        test-only bug switch that leaves this fsync out (``failpoints``)."""
+        self._db.write(batch, True, what, skip_point)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -407,6 +408,23 @@ def open_storage(
         hard_state.close()
         raise
     return log, hard_state, snapshots
+
+
+def check_snapshot_covers_log(root: Path, log: RocksLogStore, snapshots: FileSnapshotStore) -> None:
+    """A peer's start-up check (``raftlog-tool verify`` reports the same): a log compacted
+    to N needs a snapshot at N or later. Installing writes the snapshot (durably) before
+    compacting the log, so an older or missing snapshot means the file was lost -- e.g. a
+    power cut after a rename whose directory was never fsynced -- and the entries up to N
+    exist nowhere on this peer. Raises ``StorageCorruptionError``."""
+    if log.snapshot_index == 0:
+        return
+    meta = snapshots.meta()
+    if meta is None or meta.index < log.snapshot_index:
+        have = "no snapshot" if meta is None else f"a snapshot only up to {meta.index}"
+        raise StorageCorruptionError(
+            f"{root}: the log was compacted up to {log.snapshot_index} but there is {have}: "
+            "entries are missing"
+        )
 
 
 if TYPE_CHECKING:  # mypy proves the durable stores satisfy the Protocols

@@ -8,10 +8,12 @@ File ``snapshot.bin`` = a 41-byte header followed by the opaque snapshot data::
 Keeping the metadata in the header (not a sidecar) makes installation a single rename: there is
 never a state where metadata and data disagree. Where it syncs (``install``/``finish``):
 
-1. fsync the temp file (header + data) — failpoint ``before_sync``;
+1. fsync the temp file (header + data) — failpoint ``before_sync``, bug switch
+   ``snapshot_sync=skip``;
 2. ``rename`` it over ``snapshot.bin`` — failpoints ``before_snapshot_rename`` /
    ``after_snapshot_rename``;
-3. fsync the directory so the rename itself survives power loss — failpoint ``before_sync``.
+3. fsync the directory so the rename itself survives power loss — failpoint ``before_sync``,
+   bug switch ``snapshot_dir_sync=skip``.
 
 Opening verifies the header and the data CRC (reading the file once) and removes temp files
 left by a crash; a bad snapshot raises ``StorageCorruptionError`` and is never served.
@@ -28,6 +30,7 @@ from typing import Final
 from raftlog.errors import StorageCorruptionError, StorageError
 from raftlog.storage import failpoints
 from raftlog.storage.base import SnapshotMeta
+from raftlog.storage.durable_dirs import fsync_dir, make_dirs
 
 SNAPSHOT_FILE: Final = "snapshot.bin"
 _INSTALL_TMP: Final = "snapshot.bin.tmp"
@@ -55,16 +58,6 @@ def _parse_header(raw: bytes, path: Path) -> tuple[SnapshotMeta, int]:
     return SnapshotMeta(index, term, size), data_crc
 
 
-def _fsync_dir(path: Path) -> None:
-    if failpoints.ENABLED:
-        failpoints.hit("before_sync")
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class FileSnapshotStore:
     """``SnapshotStore`` in a directory, plus an incremental receiver for InstallSnapshot.
 
@@ -77,13 +70,14 @@ class FileSnapshotStore:
         self.directory = Path(directory)
         self.read_only = read_only
         self._meta: SnapshotMeta | None = None
+        self._data_crc = 0
         self._fd: int | None = None
         self._receiving: tuple[int, int, int] | None = None
         self._receive_fd: int | None = None
         self._received = 0
         self._received_crc = 0
         if not read_only:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            make_dirs(self.directory)
             for leftover in (_INSTALL_TMP, _RECEIVE_TMP):
                 (self.directory / leftover).unlink(missing_ok=True)
         self._open_installed(verify)
@@ -111,7 +105,7 @@ class FileSnapshotStore:
         except BaseException:
             os.close(fd)
             raise
-        self._replace_fd(fd, meta)
+        self._replace_fd(fd, meta, data_crc)
 
     @staticmethod
     def _crc_of(fd: int, size: int) -> int:
@@ -121,8 +115,8 @@ class FileSnapshotStore:
             crc = zlib.crc32(chunk, crc)
         return crc
 
-    def _replace_fd(self, fd: int, meta: SnapshotMeta) -> None:
-        old, self._fd, self._meta = self._fd, fd, meta
+    def _replace_fd(self, fd: int, meta: SnapshotMeta, data_crc: int) -> None:
+        old, self._fd, self._meta, self._data_crc = self._fd, fd, meta, data_crc
         if old is not None:
             os.close(old)
 
@@ -144,12 +138,23 @@ class FileSnapshotStore:
         return self._meta
 
     def read(self, offset: int, size: int) -> bytes:
-        """Up to ``size`` data bytes from ``offset`` (``pread``: safe from several threads)."""
+        """Up to ``size`` data bytes from ``offset`` (``pread``: safe from several threads).
+
+        The read that reaches the end of the data first checks the whole file against its
+        checksum, so a snapshot that went bad on disk after it was opened (a bit flip under
+        a running peer) is never handed out whole: whoever streams it — a leader's
+        InstallSnapshot, a client's RequestEntries — gets ``StorageCorruptionError`` instead
+        of its last chunk, and a receiver never installs it. One extra read of the file per
+        complete transfer; corruption only goes one way, so a clean file at the end means the
+        chunks read before were clean too."""
         if self._fd is None or self._meta is None:
             raise StorageError("no snapshot installed")
         if offset < 0 or size < 0:
             raise ValueError("offset and size must be non-negative")
         size = max(0, min(size, self._meta.size - offset))
+        end = offset + size == self._meta.size
+        if end and self._crc_of(self._fd, self._meta.size) != self._data_crc:
+            raise StorageCorruptionError(f"{self.path}: snapshot data checksum mismatch")
         return os.pread(self._fd, size, HEADER_SIZE + offset) if size else b""
 
     # -- writes --------------------------------------------------------------------------
@@ -158,9 +163,10 @@ class FileSnapshotStore:
         self._check_writable()
         tmp = self.directory / _INSTALL_TMP
         try:
+            data_crc = zlib.crc32(data)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
-                os.write(fd, _header(index, term, len(data), zlib.crc32(data)))
+                os.write(fd, _header(index, term, len(data), data_crc))
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
@@ -168,17 +174,18 @@ class FileSnapshotStore:
                 os.close(fd)
                 tmp.unlink(missing_ok=True)
                 raise
-            return self._commit(fd, tmp, SnapshotMeta(index, term, len(data)))
+            return self._commit(fd, tmp, SnapshotMeta(index, term, len(data)), data_crc)
         except OSError as exc:
             raise StorageError(f"installing snapshot {index}: {exc.strerror or exc}") from None
 
-    def _commit(self, fd: int, tmp: Path, meta: SnapshotMeta) -> SnapshotMeta:
+    def _commit(self, fd: int, tmp: Path, meta: SnapshotMeta, data_crc: int) -> SnapshotMeta:
         """fsync ``fd`` and close it, rename ``tmp`` into place, fsync the directory. A failure
         before the rename removes ``tmp`` and leaves the installed snapshot untouched."""
         try:
             if failpoints.ENABLED:
                 failpoints.hit("before_sync")
-            os.fsync(fd)
+            if not (failpoints.ENABLED and failpoints.skipped("snapshot_sync")):
+                os.fsync(fd)
         except BaseException:
             os.close(fd)
             tmp.unlink(missing_ok=True)
@@ -193,8 +200,8 @@ class FileSnapshotStore:
             raise
         if failpoints.ENABLED:
             failpoints.hit("after_snapshot_rename")
-        self._replace_fd(os.open(self.path, os.O_RDONLY), meta)
-        _fsync_dir(self.directory)
+        self._replace_fd(os.open(self.path, os.O_RDONLY), meta, data_crc)
+        fsync_dir(self.directory, "snapshot_dir_sync")
         return meta
 
     def begin(self, index: int, term: int, total_size: int) -> int:
@@ -250,7 +257,7 @@ class FileSnapshotStore:
         self._receiving = self._receive_fd = None
         try:
             os.pwrite(fd, _header(index, term, total, self._received_crc), 0)
-            return self._commit(fd, tmp, SnapshotMeta(index, term, total))
+            return self._commit(fd, tmp, SnapshotMeta(index, term, total), self._received_crc)
         except OSError as exc:
             raise StorageError(f"installing snapshot {index}: {exc.strerror or exc}") from None
 

@@ -105,9 +105,11 @@ class _Checker:
             )
 
 
-def verify_data_dir(data_dir: str | Path) -> VerifyReport:
+def verify_data_dir(data_dir: str | Path, *, peer: bool = True) -> VerifyReport:
     """Check everything under ``data_dir``; raises ``StorageError`` only if it cannot be opened
-    at all (missing directory, unreadable RocksDB: a corrupted WAL refuses to open)."""
+    at all (missing directory, unreadable RocksDB: a corrupted WAL refuses to open). ``peer``:
+    also what a peer needs of the stores together — a snapshot covering the log's compaction
+    point (False for store-level tests that compact and snapshot independently)."""
     root = Path(data_dir)
     if not root.is_dir():
         raise StorageError(f"{root}: no such data directory")
@@ -128,6 +130,10 @@ def verify_data_dir(data_dir: str | Path) -> VerifyReport:
             snapshots = FileSnapshotStore(root / SNAPSHOT_DIR, read_only=True, verify=True)
             meta = snapshots.meta()
             report.snapshot_bytes = None if meta is None else meta.size
+            compacted = checker.meta[0] if checker.meta else 0
+            if peer and compacted and (meta is None or meta.index < compacted):
+                have = "no snapshot" if meta is None else f"a snapshot only up to {meta.index}"
+                report.add(f"the log was compacted up to {compacted} but there is {have}")
             snapshots.close()
         except StorageError as exc:
             report.add(str(exc))

@@ -8,7 +8,9 @@ Environment (all optional):
 * ``RAFTLOG_CHAOS_SEED``      first seed (default: from the clock, printed);
 * ``RAFTLOG_CHAOS_SCHEDULES`` comma-separated subset of schedule names;
 * ``RAFTLOG_CHAOS_DOC``       file whose chaos table is replaced (default docs/reliability.md;
-  ``-`` prints only).
+  ``-`` prints only);
+* ``RAFTLOG_CHAOS_TABLE``     which table of that file (default ``chaos-table``; ``make
+  chaos-power`` runs only the power-cut schedules into ``power-table``).
 
 Every run keeps its artifacts (history.jsonl, report.txt, peer logs) under
 ``$TMPDIR/raftlog-chaos/<start time>/<schedule>-<seed>``; failing runs are listed with their
@@ -47,6 +49,8 @@ COLUMNS = (
     "other",
     "elections",
     "max_unavail_s",
+    "power_cuts",
+    "coordinated_cuts",
     "failed",
 )
 
@@ -87,9 +91,9 @@ def table(rows: dict[str, list[dict[str, Any]]], failures: dict[str, list[str]])
             "seconds": sum(r["seconds"] for r in runs),
             "failed": len(failures.get(name, [])),
         }
-        for col in ("acked", "lost", "duplicated", "divergent", "other", "elections"):
-            agg[col] = sum(r[col] for r in runs)
-        agg["expired_early"] = sum(r.get("expired_early", 0) for r in runs)
+        summed = ("acked", "lost", "duplicated", "divergent", "other", "elections")
+        for col in (*summed, "expired_early", "power_cuts", "coordinated_cuts"):
+            agg[col] = sum(r.get(col, 0) for r in runs)
         agg["max_unavail_s"] = max((r["max_unavail_s"] for r in runs), default=0)
         lines.append("| " + " | ".join(str(agg[c]) for c in COLUMNS) + " |")
     return "\n".join(lines)
@@ -145,17 +149,26 @@ def main() -> int:
                 (directory / "error.txt").write_text(traceback.format_exc())
                 print(f"  {name} seed={run_seed}: ERROR\n{traceback.format_exc()}")
                 continue
-            rows[name].append(result.row())
+            rows[name].append(
+                {
+                    **result.row(),
+                    "power_cuts": result.did.get("power_cuts", 0),
+                    "coordinated_cuts": result.did.get("coordinated_cuts", 0),
+                }
+            )
             problems = unmet_guards(schedule, result.did) + time_problems(result.did)
             if not result.report.valid or problems:
                 failures[name].append(f"seed {run_seed}: {result.report.summary()} {problems}")
             print(f"  {result.row()} did={result.did}", flush=True)
         round_no += 1
+    chosen = os.environ.get("RAFTLOG_CHAOS_SCHEDULES", "")
+    subset = f" RAFTLOG_CHAOS_SCHEDULES={chosen}" if chosen else ""
     text = (
         f"Run {started_at:%Y-%m-%d %H:%M} UTC on {machine()}; load average before "
         f"{load_before}, after {load()} (**the machine was shared with other engineers' test "
         f"runs**). Command: `RAFTLOG_CHAOS_MINUTES={minutes:g} RAFTLOG_CHAOS_SECONDS="
-        f"{seconds:g} make chaos`, seeds {seed}..{seed + round_no - 1}.\n\n" + table(rows, failures)
+        f"{seconds:g}{subset} make chaos`, seeds {seed}..{seed + round_no - 1}.\n\n"
+        + table(rows, failures)
     )
     if failures:
         text += "\n\nFailed runs:\n\n" + "\n".join(
@@ -164,7 +177,7 @@ def main() -> int:
     print(text)
     doc = os.environ.get("RAFTLOG_CHAOS_DOC", "docs/reliability.md")
     if doc != "-":
-        write_doc(Path(doc), text)
+        write_doc(Path(doc), text, os.environ.get("RAFTLOG_CHAOS_TABLE", "chaos-table"))
         print(f"table written to {doc}")
     return 1 if failures else 0
 

@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 from integration.cluster import PeerCluster, PeerProcess, free_ports, probe, wait_for
 
+from faults.lazyfs.mount import LazyMount, require_fuse
 from faults.network import ProxyNetwork
 from raftlog.rpc.messages import RequestLogInfo, RequestLogInfoResponse
 
@@ -61,6 +62,8 @@ class FaultCluster:
         """Command-line arguments per peer for every (re)start, e.g. ``--set`` options."""
         self._hogs: list[subprocess.Popen[bytes]] = []
         self._mounts: list[Path] = []
+        self.lazy: dict[str, LazyMount] = {}
+        """Lazy file systems under the peers' data dirs (``lazy_disks``), by peer id."""
         try:
             for peer in self.peers.peers.values():
                 self._proxy(peer)
@@ -94,6 +97,9 @@ class FaultCluster:
         for point in self._mounts:
             subprocess.run(["umount", "-l", str(point)], check=False, capture_output=True)
         self._mounts.clear()
+        for mount in self.lazy.values():
+            mount.close()
+        self.lazy.clear()
 
     @property
     def ids(self) -> list[str]:
@@ -157,6 +163,32 @@ class FaultCluster:
         return None if process is None else process.poll()
 
     # -- disk faults -----------------------------------------------------------------------
+    def lazy_disks(self, ids: Sequence[str] | None = None) -> None:
+        """Put each peer's data dir on a lazy file system (before it starts): what it writes
+        without an fsync is lost by ``power_cut``. Skips the test where FUSE cannot work."""
+        require_fuse()
+        for peer_id in ids or self.ids:
+            self.lazy[peer_id] = LazyMount(self.peers.peers[peer_id].data_dir)
+
+    def power_cut(self, ids: Sequence[str], torn_seed: int | None = None) -> dict[str, int]:
+        """Cut the power of ``ids`` at once: SIGKILL them together, then drop everything
+        their disks had not made durable (each needs a lazy disk). Returns the bytes and
+        directory entries dropped, summed over the disks."""
+        for peer_id in ids:
+            self._paused.discard(peer_id)
+            process = self.peers.peers[peer_id].process
+            if process is not None:
+                process.send_signal(signal.SIGKILL)
+        for peer_id in ids:
+            self.peers.kill(peer_id)  # reaps: no syscall of the dead peer is still in flight
+        dropped = {"bytes": 0, "entries": 0}
+        for n, peer_id in enumerate(ids):
+            seed = None if torn_seed is None else torn_seed + n
+            got = self.lazy[peer_id].power_cut(seed)["dropped"]
+            dropped["bytes"] += got["bytes"]
+            dropped["entries"] += got["entries"]
+        return dropped
+
     def slow_disk(self, peer_id: str, ms: int) -> None:
         """Every synced write of ``peer_id`` sleeps ``ms`` first (from its next start)."""
         self.set_failpoints(peer_id, f"before_sync=sleep({ms})")
@@ -164,8 +196,11 @@ class FaultCluster:
     def set_failpoints(self, peer_id: str, spec: str | None) -> None:
         """``RAFTLOG_FAILPOINTS`` of ``peer_id`` from its next start (None: none)."""
         env = self.peers.peers[peer_id].env
+        env.pop("RAFTLOG_FAILPOINTS_UNSAFE", None)
         if spec:
             env["RAFTLOG_FAILPOINTS"] = spec
+            if "=skip" in spec:  # a negative control's bug switch: consent is explicit here
+                env["RAFTLOG_FAILPOINTS_UNSAFE"] = "lose-acknowledged-writes"
         else:
             env.pop("RAFTLOG_FAILPOINTS", None)
 

@@ -32,7 +32,17 @@ from typing import Any
 from integration.cluster import wait_for
 
 from faults.cluster import IDENT, FaultCluster
-from faults.history import Op, PeerLog, Report, TopicRead, TopicRow, check, read_peer_log
+from faults.history import (
+    Op,
+    PeerLog,
+    Report,
+    TopicRead,
+    TopicRow,
+    check,
+    committed_log,
+    read_peer_log,
+)
+from faults.transactions import TX_TOPIC, check_transactions
 from faults.workload import TOPIC, Workload, WorkloadSpec, max_unavailability
 from raftlog.client import RaftClient
 from raftlog.client.topics import TopicClient
@@ -129,6 +139,11 @@ class RunOptions:
     own_entries: Callable[[bytes], bool] | None = None
     """Entry data the schedule proposed itself (e.g. its own topic): known to the checker
     as proposals with no acknowledgement, so they are not phantoms and still counted once."""
+    converge_timeout: float = 60.0
+    """How long the healed cluster may take to converge before the run fails."""
+    topic_retention_ms: int | None = None
+    """Create ``TOPIC`` with this time retention before the load (None: auto-created, kept
+    forever). A retained record bounds compaction, so compacting schedules set it."""
 
 
 def run_schedule(
@@ -144,6 +159,8 @@ def run_schedule(
             options.setup(cluster)
         cluster.start()
         cluster.peers.wait_stable_leader(30)
+        if options.topic_retention_ms is not None:
+            asyncio.run(create_topic(cluster, options.topic_retention_ms))
         workload = Workload(cluster.urls, IDENT, options.spec)
         workload.start()
         try:
@@ -169,14 +186,23 @@ def run_schedule(
         ended = time.monotonic()
         ops = workload.snapshot()
         elections = cluster.elections() - elections_before
-        commit = cluster.wait_converged(chaos.members)
-        reads = asyncio.run(read_topic(cluster, chaos.members))
+        commit = cluster.wait_converged(chaos.members, options.converge_timeout)
+        reads = asyncio.run(read_topic(cluster, chaos.members, options.topic_retention_ms))
+        tx_reads = []
+        if options.spec.transactors:
+            tx_reads = asyncio.run(
+                read_topic(cluster, chaos.members, options.topic_retention_ms, TX_TOPIC)
+            )
         cluster.peers.stop()
         logs = collect_logs(cluster, chaos.members, commit)
     chaos.did["elections"] = elections
     if options.own_entries is not None:
         ops += schedule_ops(logs, options.own_entries)
     report = check(ops, logs, reads)
+    if options.spec.transactors:
+        compacted = min((p.first_index for p in logs), default=1) - 1
+        committed = committed_log(logs, Report())
+        chaos.did.update(check_transactions(workload.txs, committed, compacted, tx_reads, report))
     result = RunResult(
         name,
         seed,
@@ -214,8 +240,18 @@ def heal(chaos: Chaos) -> None:
     chaos.down.clear()
 
 
-async def read_topic(cluster: FaultCluster, ids: Sequence[str]) -> list[TopicRead]:
-    """Every record of ``TOPIC`` as each peer serves it (asked directly, all pages)."""
+async def create_topic(cluster: FaultCluster, retention_ms: int) -> None:
+    """The load's topics (``TOPIC``, ``TX_TOPIC``) with a time retention."""
+    async with RaftClient(cluster.urls, IDENT, timeout=15.0) as raft, TopicClient(raft) as topics:
+        for topic in (TOPIC, TX_TOPIC):
+            await topics.create_topic(topic, retention_ms=retention_ms, exist_ok=True)
+
+
+async def read_topic(
+    cluster: FaultCluster, ids: Sequence[str], retention_ms: int | None = None, topic: str = TOPIC
+) -> list[TopicRead]:
+    """Every record of ``topic`` as each peer serves it (asked directly, all pages); with
+    ``retention_ms``, the peer's log clock too (what the check compares retention with)."""
     out: list[TopicRead] = []
     async with RaftClient(cluster.urls, IDENT, timeout=15.0) as raft, TopicClient(raft) as topics:
         for peer_id in ids:
@@ -225,17 +261,20 @@ async def read_topic(cluster: FaultCluster, ids: Sequence[str]) -> list[TopicRea
             start: tuple[int, int] | None = None
             while True:
                 if start is None:
-                    page = await topics.read(TOPIC, from_index=0, url=url)
+                    page = await topics.read(topic, from_index=0, url=url)
                 else:
                     page = await topics.read(
-                        TOPIC, from_index=start[0], from_position=start[1], inclusive=False, url=url
+                        topic, from_index=start[0], from_position=start[1], inclusive=False, url=url
                     )
                 applied = applied or page.applied
                 rows += [TopicRow(r.id.index, r.id.position, r.record.value) for r in page.records]
                 if not page.more or not page.records:
                     break
                 start = (page.records[-1].id.index, page.records[-1].id.position)
-            out.append(TopicRead(peer_id, TOPIC, applied, rows))
+            clock = 0
+            if retention_ms is not None:
+                clock = (await topics.describe(topic, url=url)).log_clock_ms
+            out.append(TopicRead(peer_id, topic, applied, rows, clock, retention_ms))
     return out
 
 

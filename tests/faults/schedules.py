@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import zmq
 from integration.cluster import wait_for
 
+from faults import power
 from faults.clock_schedules import (
     clock_entry,
     clock_setup,
@@ -274,8 +275,31 @@ SCHEDULES: dict[str, Schedule] = {
             {"clock_steps": 2},
             lambda: RunOptions(setup=clock_setup, own_entries=clock_entry),
         ),
+        Schedule("power_cut_all", power.power_cut_all, {"power_cuts": 1}, power.lazy_options),
+        Schedule(
+            "power_cut_leader", power.power_cut_leader, {"leader_cuts": 1}, power.lazy_options
+        ),
+        Schedule(
+            "power_cut_install_snapshot",
+            power.power_cut_install_snapshot,
+            {"snapshot_installs": 1, "power_cuts": 2},
+            power.lazy_options,
+        ),
+        Schedule(
+            "power_cut_after_vote",
+            power.power_cut_after_vote,
+            {"votes_granted": 1},
+            power.lazy_options,
+        ),
+        Schedule(
+            "power_cut_compaction",
+            power.power_cut_compaction,
+            {"compactions": 1, "power_cuts": 1},
+            power.lazy_options,
+        ),
     ]
 }
+POWER_SCHEDULES = [name for name in SCHEDULES if name.startswith("power_cut")]
 
 
 def unmet_guards(schedule: Schedule, did: dict[str, int]) -> list[str]:

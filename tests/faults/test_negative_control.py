@@ -1,16 +1,21 @@
 """Negative control with real processes: a deliberately broken peer must be caught.
 
-All peers run with the test-only bug switch ``RAFTLOG_FAILPOINTS=sync=skip`` (every RocksDB
-write stays in memory: acknowledgements before anything is durable). The all-peers-crash
-schedule then loses acknowledged writes, and the checker must say so — the proof that a
-green schedule means something.
+All peers run with a test-only bug switch (``RAFTLOG_FAILPOINTS=<point>=skip``, accepted only
+with ``RAFTLOG_FAILPOINTS_UNSAFE=lose-acknowledged-writes``). With ``sync=skip`` every RocksDB
+write stays in memory, and the all-peers-crash schedule (kill -9) must find lost
+acknowledged writes. The other switches each leave out one fsync — the log's, the hard
+state's, a snapshot file's, a snapshot's directory's — which only a power cut on the lazy
+file system can reveal. Each must be caught: the proof that a green schedule means something.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from faults.harness import run_schedule
+from faults.power import RecoveryFailedError, VoteForgottenError
 from faults.schedules import SCHEDULES
 
 
@@ -24,3 +29,42 @@ def test_checker_catches_a_peer_that_acks_before_fsync(tmp_path: Path) -> None:
     report = result.report
     assert not report.valid
     assert report.count("lost") > 0, report.summary()
+
+
+# -- power cuts: one skipped fsync each, caught by a power-cut schedule -------------------
+CONTROLS = {
+    # switch: (schedule, seconds)
+    "log_sync": ("power_cut_all", 4.0),
+    "hard_state_sync": ("power_cut_after_vote", 2.0),
+    "snapshot_sync": ("power_cut_compaction", 2.0),
+    "snapshot_dir_sync": ("power_cut_compaction", 2.0),
+}
+
+
+@pytest.mark.parametrize("switch", list(CONTROLS))
+def test_power_cut_catches_a_skipped_fsync(switch: str, tmp_path: Path) -> None:
+    """With one fsync left out on every peer (``<switch>=skip``), the schedule must catch
+    it: acknowledged writes lost or divergent, a peer that cannot come back from the cut, a
+    vote forgotten, or peers that refuse to converge because a leader that lost entries tried
+    to overwrite what they had committed (``truncation_refused``). Each of these writes still
+    reaches the page cache, so ``kill -9`` alone would see nothing: only the lazy file
+    system's power cut can."""
+    name, seconds = CONTROLS[switch]
+    schedule = SCHEDULES[name]
+    options = schedule.options()
+    options.duration = seconds
+    options.converge_timeout = 20.0
+    options.failpoints = {"*": f"{switch}=skip"}
+    try:
+        result = run_schedule(f"{name}+{switch}=skip", schedule.fault, tmp_path, 11, options)
+    except (RecoveryFailedError, VoteForgottenError) as exc:
+        print(f"{switch}=skip caught: {exc}")
+        return
+    except AssertionError as exc:
+        refused = [p for p in tmp_path.glob("*.log") if "truncation_refused" in p.read_text()]
+        assert "to converge" in str(exc) and refused, exc
+        print(f"{switch}=skip caught: no convergence, truncation_refused on {refused}")
+        return
+    print(f"{switch}=skip: {result.row()} did={result.did}")
+    assert result.did.get("power_cuts", 0) >= 1
+    assert not result.report.valid, f"{switch}=skip went unnoticed: {result.report.summary()}"

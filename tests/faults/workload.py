@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from faults.history import Op
+from faults.transactions import Tx, transactor
 from raftlog.client import RaftClient
 from raftlog.client.topics import TopicClient
 from raftlog.errors import ClientClosedError, RaftlogError, RequestExpiredError
@@ -36,6 +37,8 @@ class WorkloadSpec:
     op_timeout: float = 4.0
     """Seconds one attempt may take (the client retries inside it) before the op is retried
     with the same request id."""
+    transactors: int = 0
+    """Clients running transactions (begin, 3 stores, commit; ``faults.transactions``)."""
     pace: float = 0.0
     """Seconds each client waits between its ops (0: as fast as acks come)."""
 
@@ -48,6 +51,7 @@ class Workload:
         self.ident = ident
         self.spec = spec or WorkloadSpec()
         self.ops: list[Op] = []
+        self.txs: list[Tx] = []
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
@@ -94,6 +98,15 @@ class Workload:
         tasks = [asyncio.create_task(self._writer(f"w{n}")) for n in range(self.spec.writers)]
         tasks += [
             asyncio.create_task(self._publisher(f"p{n}")) for n in range(self.spec.publishers)
+        ]
+        tasks += [
+            asyncio.create_task(
+                transactor(
+                    f"t{n}", self.urls, self.ident, self._stop, self.txs, self._lock,
+                    self.spec.op_timeout,
+                )
+            )
+            for n in range(self.spec.transactors)
         ]
         await self._stop.wait()
         await asyncio.gather(*tasks)
