@@ -60,6 +60,7 @@ from raftlog.security.peer import SecurePeer
 from raftlog.server.catch_up import CatchUp
 from raftlog.server.loop_health import LoopStallMeter, react_to_guard_event
 from raftlog.server.peers import PeerChannels, PeerOutbox
+from raftlog.server.process_memory import ProcessMemory
 from raftlog.server.ready_executor import ReadyExecutor
 from raftlog.server.services import build_services, core_config, now_ms
 from raftlog.server.storage_thread import StorageThread, start_storage_thread
@@ -71,7 +72,7 @@ from raftlog.storage.base import HardState
 from raftlog.storage.bounds_check import check_durable_bounds
 from raftlog.storage.ready_store import RocksReadyStore
 from raftlog.storage.rocks import open_storage
-from raftlog.transport import recv_frames, recv_frames_with_user
+from raftlog.transport import MessageTooLargeError, recv_bounded, recv_frames
 
 DRAIN_LIMIT: Final = 4096
 """Messages taken from one socket per pass, so one busy socket cannot starve the others."""
@@ -96,6 +97,11 @@ class PeerNode:
         self._stopping = False
         self._reload_requested = False
         self._tick_s = opts.tick_ms / 1000.0
+        self.memory = ProcessMemory()  # issue #25: memory comes back after a flood
+        self.memory.configure()
+        self._message_limit = sockets.message_budget(
+            opts.max_log_entry_data_size, opts.peer_msg_data_size
+        )
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.store, self.hard_state, self.snapshots = open_storage(
             settings.data_dir, max_entry_data_size=opts.max_log_entry_data_size
@@ -147,7 +153,7 @@ class PeerNode:
         self.router = sockets.peer_router(
             self._context,
             settings.bind_url,
-            max_message_size=2 * opts.max_log_entry_data_size,
+            max_message_size=self._message_limit,
             curve=settings.security.server if settings.security else None,
         )
         self.observer.watch_connections(self.router)  # before anyone can connect and go
@@ -302,12 +308,11 @@ class PeerNode:
         router = self.router
         dispatch = self.dispatcher.on_message
         secure = self.secure
+        limit = self._message_limit
         for n in range(1, DRAIN_LIMIT + 1):
             try:
-                if secure is None:
-                    frames = recv_frames(router)
-                else:
-                    frames, user = recv_frames_with_user(router)
+                frames, user = recv_bounded(router, limit, with_user=secure is not None)
+                if secure is not None:
                     reason = secure.refusal(frames, user)
                     if reason is not None:
                         if len(frames) > 1:
@@ -315,9 +320,20 @@ class PeerNode:
                         continue
             except zmq.Again:
                 return
+            except MessageTooLargeError as exc:
+                self._too_large(exc)
+                continue
             dispatch(frames)
             if n % 64 == 0 and time.monotonic() >= until:
                 return
+
+    def _too_large(self, exc: MessageTooLargeError) -> None:
+        """Count a message over the per-message limit (already discarded); log the 1st,
+        2nd, 4th, 8th... so a flood of them costs a few log lines, not one each."""
+        count = self.metrics.messages_dropped.labels(reason="message_too_large").inc()
+        if count & (count - 1) == 0:
+            self.log.warning("message_too_large", size=exc.size, limit=self._message_limit,
+                             client_key=exc.user, count=count)
 
     def _drain_peer(self, socket: zmq.Socket[bytes]) -> None:
         channel = self.channels.by_socket.get(socket)
@@ -354,6 +370,7 @@ class PeerNode:
         if now >= self._next_housekeeping:
             self._next_housekeeping = now + HOUSEKEEPING_INTERVAL
             self.compaction.housekeeping(now_ms())
+            self.memory.maybe_trim(now)
 
     # -- the Ready contract: carried out by ReadyExecutor ---------------------------------
     def _handle_ready(self, *, hold_while_writing: bool = False) -> None:
