@@ -136,6 +136,22 @@ class PeerMetrics:
                 ("reason",),
             )
         )
+        self.connections_shed = self._add(
+            Counter(
+                "raftlog_connections_shed",
+                "ROUTER connections the peer shut down because libzmq held too much of what "
+                "they sent (issue #25), by reason (connection_backlog, memory_high).",
+                ("reason",),
+            )
+        )
+        self.quota_refused = self._add(
+            Counter(
+                "raftlog_quota_refused",
+                "Requests refused because their principal (or source address) was over a "
+                "quota (issue #25), by quota (records, bytes, connections, streams).",
+                ("quota",),
+            )
+        )
         self.zap_handshakes = self._add(
             Counter(
                 "raftlog_zap_handshakes",

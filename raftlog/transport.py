@@ -9,7 +9,7 @@ differs. The functions take the high-level ``zmq.Socket`` (a subclass of the bac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import zmq
@@ -19,6 +19,7 @@ _send: Any = _BackendSocket.send
 _recv: Any = _BackendSocket.recv
 
 NOBLOCK: Final = int(zmq.NOBLOCK)
+_SRCFD: Final = int(zmq.SRCFD)
 _MORE_NOBLOCK: Final = int(zmq.SNDMORE) | NOBLOCK
 
 
@@ -70,7 +71,11 @@ class MessageTooLargeError(Exception):
 
 
 def recv_bounded(
-    socket: zmq.Socket[bytes], limit: int, *, with_user: bool
+    socket: zmq.Socket[bytes],
+    limit: int,
+    *,
+    with_user: bool,
+    taken: Callable[[int, int, int], None] | None = None,
 ) -> tuple[list[bytes], str | None]:
     """:func:`recv_frames` for the peer's ROUTER, plus the ``User-Id`` ZAP attached to the
     connection when ``with_user`` (the z85 CURVE key of the sender on a secure socket; None
@@ -78,8 +83,10 @@ def recv_bounded(
     each frame, not their sum (issue #25). Once the frames received so far add up to more
     than ``limit`` bytes, the rest are taken from libzmq and dropped at once (their memory
     returns as each is read), and ``MessageTooLargeError`` is raised; Python never holds
-    more than ``limit`` plus one frame of a message."""
-    frame = _recv(socket, NOBLOCK, copy=False)
+    more than ``limit`` plus one frame of a message. ``taken(fd, bytes, frames)`` is told
+    which connection (libzmq's ``SRCFD``) each message came from, and how big it was
+    (``raftlog.server.backlog``)."""
+    frame = first = _recv(socket, NOBLOCK, copy=False)
     user: str | None = None
     if with_user:
         try:
@@ -95,6 +102,10 @@ def recv_bounded(
             while frame.more:
                 frame = _recv(socket, NOBLOCK, copy=False)
                 total += len(frame)
+            if taken is not None:
+                taken(first.get(_SRCFD), total, len(parts) + 1)
             raise MessageTooLargeError(parts[:2], total, user)
         parts.append(frame.bytes)
+    if taken is not None:
+        taken(first.get(_SRCFD), total, len(parts))
     return parts, user

@@ -26,7 +26,7 @@ from raftlog.observability.build import (
     TopicCatalog,
     build_peer_view,
 )
-from raftlog.observability.connections import ConnectionMonitor
+from raftlog.observability.connections import ConnectionListener, ConnectionMonitor
 from raftlog.observability.elections import ElectionLog
 from raftlog.observability.http import HttpListener, start_listener
 from raftlog.observability.probes import (
@@ -63,10 +63,13 @@ class PeerObserver:
         """``on_applied`` that also counts applied entries (from ``applied``)."""
         return counting_applied(on_applied, self.metrics, applied)
 
-    def watch_connections(self, router: zmq.Socket[bytes]) -> None:
-        """Count ``router``'s TCP connections from now on (call right after it is bound)."""
+    def watch_connections(
+        self, router: zmq.Socket[bytes], listener: ConnectionListener | None = None
+    ) -> None:
+        """Count ``router``'s TCP connections from now on (call right after it is bound);
+        ``listener`` also learns each connection's descriptor (``raftlog.server.backlog``)."""
         if self._connections is None:
-            self._connections = ConnectionMonitor(router, self.metrics)
+            self._connections = ConnectionMonitor(router, self.metrics, listener)
 
     def receiving(self, snapshots: SnapshotStore) -> SnapshotStore:
         """The executor's snapshot store, counting the snapshots received from a leader."""

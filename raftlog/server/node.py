@@ -57,6 +57,7 @@ from raftlog.rpc.denied import AccessDenied
 from raftlog.rpc.messages import ConfigPayload
 from raftlog.rpc.ranges import OutOfRangeError
 from raftlog.security.peer import SecurePeer
+from raftlog.server.backlog import ConnectionBacklog
 from raftlog.server.catch_up import CatchUp
 from raftlog.server.loop_health import LoopStallMeter, react_to_guard_event
 from raftlog.server.peers import PeerChannels, PeerOutbox
@@ -156,7 +157,14 @@ class PeerNode:
             max_message_size=self._message_limit,
             curve=settings.security.server if settings.security else None,
         )
-        self.observer.watch_connections(self.router)  # before anyone can connect and go
+        self.backlog = ConnectionBacklog(
+            opts.max_connection_backlog or 2 * self._message_limit,
+            opts.memory_high_water,
+            self.metrics.connections_shed,
+            owner=settings.id,
+        )
+        # before anyone can connect and go; the monitor thread also bounds their backlog
+        self.observer.watch_connections(self.router, self.backlog)
         self._poller.register(self.router, zmq.POLLIN)
         self.core = RaftCore(
             core_config(settings),
@@ -309,9 +317,12 @@ class PeerNode:
         dispatch = self.dispatcher.on_message
         secure = self.secure
         limit = self._message_limit
+        taken = self.backlog.taken
         for n in range(1, DRAIN_LIMIT + 1):
             try:
-                frames, user = recv_bounded(router, limit, with_user=secure is not None)
+                frames, user = recv_bounded(
+                    router, limit, with_user=secure is not None, taken=taken
+                )
                 if secure is not None:
                     reason = secure.refusal(frames, user)
                     if reason is not None:
