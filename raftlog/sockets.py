@@ -18,6 +18,7 @@ peer, the CLI, benchmarks), a ``zmq.asyncio.Context`` gives awaitable ones (the 
 
 from __future__ import annotations
 
+import itertools
 from typing import Final, TypeVar
 
 import zmq
@@ -45,6 +46,7 @@ PUB_HIGH_WATER_MARK: Final = 10_000
 CLIENT_SEND_HIGH_WATER_MARK: Final = 1000
 
 S = TypeVar("S", bound=zmq.Socket)  # type: ignore[type-arg]
+_MONITORS = itertools.count()
 
 
 ZAP_DOMAIN: Final = b"raftlog"
@@ -190,9 +192,17 @@ def connection_monitor(sock: S, events: int = CLIENT_MONITOR_EVENTS) -> S:
     Why: ZeroMQ hides connection failures -- a DEALER to a port nobody listens on just
     retries forever -- so a client that must fail fast when every peer refuses has to watch
     these events. Call ``sock.disable_monitor()`` and close the returned socket before
-    closing ``sock``."""
-    monitor: S = sock.get_monitor_socket(events)
+    closing ``sock``.
+
+    The queue of events is unbounded: libzmq's I/O thread *blocks* sending an event when the
+    monitor's queue is full (1,000 by default), which under a connection flood stalled every
+    connection of the peer, heartbeats included (issue #25)."""
+    address = f"inproc://monitor.{id(sock):x}.{next(_MONITORS)}"
+    sock.monitor(address, events)
+    monitor: S = sock.context.socket(zmq.PAIR)
     monitor.setsockopt(zmq.LINGER, 0)
+    monitor.setsockopt(zmq.RCVHWM, 0)  # before connecting: the pipe's limit is set then
+    monitor.connect(address)
     return monitor
 
 

@@ -24,6 +24,14 @@ per connection, so 10,000 idle connections cost one scan a second. A descriptor 
 identified by its socket inode, so a descriptor number reused by a new connection is never
 shut down for the old one's backlog.
 
+The same thread caps connections (finding 4): at most ``max_connections`` -- by default the
+descriptor limit less a reserve for the peer's own files, so a flood never takes the
+descriptors RocksDB, snapshots and the other listeners need -- and optionally at most
+``per_address`` from one source address. A connection over a cap makes room by shedding the
+oldest *idle* connection (one that never sent a whole message: a flood of half-open or
+silent connections) of the same scope, else it is shed itself; so a client that talks --
+another peer, a probe -- gets in even while a flood holds the cap.
+
 Limits of the bound (docs/operations.md, "Message size"): it counts wire bytes, and libzmq
 keeps a frame of up to 33 bytes in a 64-byte slot, so a message of one-byte frames can hold
 up to ~20x its wire size in memory -- which is why ``memory_high`` additionally sheds the
@@ -61,6 +69,13 @@ _PAGE: Final = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 log = structlog.get_logger("raftlog.limits")
 
 
+def connection_cap(descriptors: int) -> int:
+    """The default connection cap: half of ``descriptors`` less a reserve of a tenth (at
+    least 256) for the peer's own files and outgoing sockets -- the other half is the HTTP
+    listener's, so neither listener can starve the other."""
+    return max(16, (descriptors - max(256, descriptors // 10)) // 2)
+
+
 def bytes_received(fd: int) -> int | None:
     """What the kernel received on TCP socket ``fd`` so far (None: not TCP, or unknown)."""
     try:
@@ -88,6 +103,21 @@ def resident_bytes() -> int:
         return 0
 
 
+def _source(fd: int) -> str:
+    """The source address of TCP socket ``fd`` ("" if unknown)."""
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError:
+        return ""
+    try:
+        peer = sock.getpeername()
+    except OSError:
+        return ""
+    finally:
+        sock.detach()
+    return str(peer[0]) if isinstance(peer, tuple) else str(peer)
+
+
 def _inode(fd: int) -> int | None:
     try:
         return os.fstat(fd).st_ino
@@ -102,17 +132,31 @@ class ConnectionBacklog:
     dict is only ever updated by single ``dict`` operations (atomic under the GIL)."""
 
     def __init__(
-        self, limit: int, memory_high: int, shed: Counter, *, owner: str
+        self,
+        limit: int,
+        memory_high: int,
+        shed: Counter,
+        *,
+        owner: str,
+        max_connections: int = 0,
+        per_address: int = 0,
     ) -> None:
         self.limit = limit
         self.memory_high = memory_high
+        self.max_connections = max_connections
+        """Connections at most (0: no cap)."""
+        self.per_address = per_address
+        """Connections from one source address at most (0: no cap)."""
         """Resident bytes above which the largest backlog is shed (0: never)."""
         self._shed = shed
         self._owner = owner
         self._taken: dict[int, int] = {}
         """fd -> wire bytes the loop took from it (payload + framing allowance)."""
         self._conns: dict[int, tuple[int, int]] = {}
-        """fd -> (socket inode, bytes received when it was accepted)."""
+        """fd -> (socket inode, bytes received when it was accepted), in accept order."""
+        self._address: dict[int, str] = {}
+        """fd -> source address."""
+        self._by_address: dict[str, int] = {}
         self._next_scan = 0.0
         self._next_full = 0.0
         self._scanned_rss = resident_bytes()
@@ -126,19 +170,53 @@ class ConnectionBacklog:
 
     # -- the monitor thread's side ---------------------------------------------------------
     def accepted(self, fd: int) -> None:
-        """A connection was accepted on descriptor ``fd``."""
+        """A connection was accepted on descriptor ``fd``: track it, and enforce the caps."""
         inode = _inode(fd)
         received = bytes_received(fd)
         if inode is None or received is None:
             return
+        address = _source(fd)
         with self._lock:
             self._conns[fd] = (inode, received)
+            self._address[fd] = address
+            self._by_address[address] = self._by_address.get(address, 0) + 1
+        if self.per_address and self._by_address.get(address, 0) > self.per_address:
+            self._make_room(fd, "per_address", address)
+        elif self.max_connections and len(self._conns) > self.max_connections:
+            self._make_room(fd, "max_connections", None)
+
+    def _make_room(self, newcomer: int, reason: str, address: str | None) -> None:
+        """Shed the oldest idle connection (of ``address``, if given), else ``newcomer``.
+        The walk stops at the first idle one: under a flood of idle connections that is one
+        of the first few (the dict keeps accept order), so each accept stays cheap."""
+        victim = newcomer
+        with self._lock:
+            for fd in self._conns:
+                if fd != newcomer and self._taken.get(fd, 0) == 0 and (
+                    address is None or self._address.get(fd) == address
+                ):
+                    victim = fd
+                    break
+        if not self._shed_one(victim, 0, reason) and victim != newcomer:
+            self.closed(victim)  # gone meanwhile
+            self._shed_one(newcomer, 0, reason)
 
     def closed(self, fd: int) -> None:
         """The connection on ``fd`` is gone."""
         with self._lock:
-            self._conns.pop(fd, None)
+            if self._conns.pop(fd, None) is not None:
+                address = self._address.pop(fd, "")
+                left = self._by_address.get(address, 1) - 1
+                if left > 0:
+                    self._by_address[address] = left
+                else:
+                    self._by_address.pop(address, None)
         self._taken.pop(fd, None)
+
+    @property
+    def connections(self) -> int:
+        """Connections tracked now."""
+        return len(self._conns)
 
     def backlog(self, fd: int) -> int | None:
         """Wire bytes received on ``fd`` and not taken yet (None: not a live connection)."""
@@ -205,4 +283,4 @@ class ConnectionBacklog:
         return 1
 
 
-__all__ = ["ConnectionBacklog", "bytes_received", "resident_bytes"]
+__all__ = ["ConnectionBacklog", "bytes_received", "connection_cap", "resident_bytes"]

@@ -57,11 +57,11 @@ from raftlog.rpc.denied import AccessDenied
 from raftlog.rpc.messages import ConfigPayload
 from raftlog.rpc.ranges import OutOfRangeError
 from raftlog.security.peer import SecurePeer
-from raftlog.server.backlog import ConnectionBacklog
+from raftlog.server.backlog import ConnectionBacklog, connection_cap
 from raftlog.server.catch_up import CatchUp
 from raftlog.server.loop_health import LoopStallMeter, react_to_guard_event
 from raftlog.server.peers import PeerChannels, PeerOutbox
-from raftlog.server.process_memory import ProcessMemory
+from raftlog.server.process_memory import ProcessMemory, descriptor_limit
 from raftlog.server.ready_executor import ReadyExecutor
 from raftlog.server.services import build_services, core_config, now_ms
 from raftlog.server.storage_thread import StorageThread, start_storage_thread
@@ -108,6 +108,10 @@ class PeerNode:
             settings.data_dir, max_entry_data_size=opts.max_log_entry_data_size
         )
         self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        # The links to the other peers get an I/O thread of their own (issue #25): a flood
+        # of client connections keeps the ROUTER's thread busy, and must not delay the
+        # leader's heartbeats into an election.
+        self._peer_context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._poller = zmq.Poller()
         self._sockets_open = False
         self.storage: StorageThread | None = None
@@ -162,6 +166,8 @@ class PeerNode:
             opts.memory_high_water,
             self.metrics.connections_shed,
             owner=settings.id,
+            max_connections=opts.max_client_connections or connection_cap(descriptor_limit()),
+            per_address=opts.max_connections_per_address,
         )
         # before anyone can connect and go; the monitor thread also bounds their backlog
         self.observer.watch_connections(self.router, self.backlog)
@@ -176,7 +182,7 @@ class PeerNode:
             new_request_id=RequestIdGenerator().next,
         )
         self.channels = PeerChannels(
-            self._context,
+            self._peer_context,
             settings.id,
             self._ident,
             opts.rpc_timeout,
@@ -465,6 +471,7 @@ class PeerNode:
         if self.secure is not None:
             attempt(self.secure.close)
         attempt(lambda: self._context.destroy(linger=0))  # closes what a failure left open
+        attempt(lambda: self._peer_context.destroy(linger=0))
         attempt(self.store.close)
         attempt(self.hard_state.close)
         attempt(self.snapshots.close)

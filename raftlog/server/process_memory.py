@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import resource
 from typing import Any, Final
 
 M_MMAP_THRESHOLD: Final = -3
@@ -59,4 +60,18 @@ class ProcessMemory:
             self._libc.malloc_trim(0)
 
 
-__all__ = ["ProcessMemory"]
+def descriptor_limit() -> int:
+    """Raise this process's soft descriptor limit to its hard one and return it: a
+    connection flood should meet the peer's own cap (``raftlog.server.backlog``), which
+    keeps a reserve for its files, not the system's (issue #25, finding 4)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return int(soft) if soft != resource.RLIM_INFINITY else 1 << 20
+
+
+__all__ = ["ProcessMemory", "descriptor_limit"]
