@@ -99,13 +99,24 @@ def recv_bounded(
         frame = _recv(socket, NOBLOCK, copy=False)
         total += len(frame)
         if total > limit:
+            count = len(parts) + 1
             while frame.more:
                 frame = _recv(socket, NOBLOCK, copy=False)
                 total += len(frame)
+                count += 1
             if taken is not None:
-                taken(first.get(_SRCFD), total, len(parts) + 1)
+                taken(_source_fd(first), total, count)
             raise MessageTooLargeError(parts[:2], total, user)
         parts.append(frame.bytes)
     if taken is not None:
-        taken(first.get(_SRCFD), total, len(parts))
+        taken(_source_fd(first), total, len(parts))
     return parts, user
+
+
+def _source_fd(frame: Any) -> int:
+    """The descriptor of the connection ``frame`` came from (-1: none, e.g. inproc)."""
+    try:
+        fd: int = frame.get(_SRCFD)
+    except zmq.ZMQError:
+        return -1
+    return fd

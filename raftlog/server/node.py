@@ -53,16 +53,14 @@ from raftlog.ids import RequestIdGenerator
 from raftlog.log import get_logger
 from raftlog.metrics import PeerMetrics
 from raftlog.observability.peer_hook import PeerObserver
-from raftlog.rpc.denied import AccessDenied
 from raftlog.rpc.messages import ConfigPayload
 from raftlog.rpc.ranges import OutOfRangeError
 from raftlog.security.peer import SecurePeer
-from raftlog.server.backlog import ConnectionBacklog, connection_cap
 from raftlog.server.catch_up import CatchUp
 from raftlog.server.loop_health import LoopStallMeter, react_to_guard_event
 from raftlog.server.peers import PeerChannels, PeerOutbox
-from raftlog.server.process_memory import ProcessMemory, descriptor_limit
 from raftlog.server.ready_executor import ReadyExecutor
+from raftlog.server.router_limits import RouterLimits
 from raftlog.server.services import build_services, core_config, now_ms
 from raftlog.server.storage_thread import StorageThread, start_storage_thread
 from raftlog.statemachine.broadcast import BroadcastStateMachine
@@ -73,7 +71,7 @@ from raftlog.storage.base import HardState
 from raftlog.storage.bounds_check import check_durable_bounds
 from raftlog.storage.ready_store import RocksReadyStore
 from raftlog.storage.rocks import open_storage
-from raftlog.transport import MessageTooLargeError, recv_bounded, recv_frames
+from raftlog.transport import recv_frames
 
 DRAIN_LIMIT: Final = 4096
 """Messages taken from one socket per pass, so one busy socket cannot starve the others."""
@@ -98,19 +96,13 @@ class PeerNode:
         self._stopping = False
         self._reload_requested = False
         self._tick_s = opts.tick_ms / 1000.0
-        self.memory = ProcessMemory()  # issue #25: memory comes back after a flood
-        self.memory.configure()
-        self._message_limit = sockets.message_budget(
-            opts.max_log_entry_data_size, opts.peer_msg_data_size
-        )
+        self.limits = RouterLimits(opts, self.metrics, self.log, owner=settings.id)  # #25
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         self.store, self.hard_state, self.snapshots = open_storage(
             settings.data_dir, max_entry_data_size=opts.max_log_entry_data_size
         )
         self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        # The links to the other peers get an I/O thread of their own (issue #25): a flood
-        # of client connections keeps the ROUTER's thread busy, and must not delay the
-        # leader's heartbeats into an election.
+        # peer links: an I/O thread of their own, whatever floods the ROUTER's (#25)
         self._peer_context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._poller = zmq.Poller()
         self._sockets_open = False
@@ -158,19 +150,10 @@ class PeerNode:
         self.router = sockets.peer_router(
             self._context,
             settings.bind_url,
-            max_message_size=self._message_limit,
+            max_message_size=self.limits.message_limit,
             curve=settings.security.server if settings.security else None,
         )
-        self.backlog = ConnectionBacklog(
-            opts.max_connection_backlog or 2 * self._message_limit,
-            opts.memory_high_water,
-            self.metrics.connections_shed,
-            owner=settings.id,
-            max_connections=opts.max_client_connections or connection_cap(descriptor_limit()),
-            per_address=opts.max_connections_per_address,
-        )
-        # before anyone can connect and go; the monitor thread also bounds their backlog
-        self.observer.watch_connections(self.router, self.backlog)
+        self.observer.watch_connections(self.router, self.limits.backlog)  # before any client
         self._poller.register(self.router, zmq.POLLIN)
         self.core = RaftCore(
             core_config(settings),
@@ -319,38 +302,18 @@ class PeerNode:
     def _drain_router(self, until: float) -> None:
         """Handle queued ROUTER messages until the queue is empty or ``until`` passes, so a
         flood of client (or hostile) traffic cannot hold back ticks and heartbeats."""
-        router = self.router
-        dispatch = self.dispatcher.on_message
-        secure = self.secure
-        limit = self._message_limit
-        taken = self.backlog.taken
+        router, secure, deny = self.router, self.secure, self._replies.reply
+        dispatch, receive = self.dispatcher.on_message, self.limits.receive
         for n in range(1, DRAIN_LIMIT + 1):
             try:
-                frames, user = recv_bounded(
-                    router, limit, with_user=secure is not None, taken=taken
-                )
-                if secure is not None:
-                    reason = secure.refusal(frames, user)
-                    if reason is not None:
-                        if len(frames) > 1:
-                            self._replies.reply(frames[0], frames[1], AccessDenied(reason))
-                        continue
+                frames = receive(router, secure, deny)  # bounded, and guarded when secure
             except zmq.Again:
                 return
-            except MessageTooLargeError as exc:
-                self._too_large(exc)
+            if frames is None:
                 continue
             dispatch(frames)
             if n % 64 == 0 and time.monotonic() >= until:
                 return
-
-    def _too_large(self, exc: MessageTooLargeError) -> None:
-        """Count a message over the per-message limit (already discarded); log the 1st,
-        2nd, 4th, 8th... so a flood of them costs a few log lines, not one each."""
-        count = self.metrics.messages_dropped.labels(reason="message_too_large").inc()
-        if count & (count - 1) == 0:
-            self.log.warning("message_too_large", size=exc.size, limit=self._message_limit,
-                             client_key=exc.user, count=count)
 
     def _drain_peer(self, socket: zmq.Socket[bytes]) -> None:
         channel = self.channels.by_socket.get(socket)
@@ -387,7 +350,7 @@ class PeerNode:
         if now >= self._next_housekeeping:
             self._next_housekeeping = now + HOUSEKEEPING_INTERVAL
             self.compaction.housekeeping(now_ms())
-            self.memory.maybe_trim(now)
+            self.limits.memory.maybe_trim(now)
 
     # -- the Ready contract: carried out by ReadyExecutor ---------------------------------
     def _handle_ready(self, *, hold_while_writing: bool = False) -> None:
