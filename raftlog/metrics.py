@@ -144,14 +144,6 @@ class PeerMetrics:
                 ("reason",),
             )
         )
-        self.quota_refused = self._add(
-            Counter(
-                "raftlog_quota_refused",
-                "Requests refused because their principal (or source address) was over a "
-                "quota (issue #25), by quota (records, bytes, connections, streams).",
-                ("quota",),
-            )
-        )
         self.zap_handshakes = self._add(
             Counter(
                 "raftlog_zap_handshakes",
