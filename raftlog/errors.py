@@ -182,6 +182,12 @@ class TransactionLimitError(TransactionError):
     (``TransactionLimit``); the message names the bound."""
 
 
+class TransactionNotOwnedError(TransactionError):
+    """The transaction belongs to another principal: only the one that began it, or an
+    admin, may store into, commit, roll back or read it (``TransactionNotOwned``, issue
+    #25). A transaction id is a name, not a capability."""
+
+
 TRANSACTION_ERRORS: dict[str, type[TransactionError]] = {
     "UnknownTransaction": UnknownTransactionError,
     "TransactionExpired": TransactionExpiredError,
@@ -189,6 +195,7 @@ TRANSACTION_ERRORS: dict[str, type[TransactionError]] = {
     "TransactionCommitted": TransactionCommittedError,
     "TransactionExists": TransactionExistsError,
     "TransactionLimit": TransactionLimitError,
+    "TransactionNotOwned": TransactionNotOwnedError,
 }
 """Wire code -> exception class: what a client raises for a transaction refusal."""
 

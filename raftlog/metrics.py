@@ -136,6 +136,14 @@ class PeerMetrics:
                 ("reason",),
             )
         )
+        self.connections_shed = self._add(
+            Counter(
+                "raftlog_connections_shed",
+                "ROUTER connections the peer shut down because libzmq held too much of what "
+                "they sent (issue #25), by reason (connection_backlog, memory_high).",
+                ("reason",),
+            )
+        )
         self.zap_handshakes = self._add(
             Counter(
                 "raftlog_zap_handshakes",

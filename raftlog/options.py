@@ -61,6 +61,24 @@ class RaftOptions:
     it logs ``removed_from_cluster`` once and exits 0. False keeps it running as a non-voting
     follower (it never campaigns; it still answers clients and RequestEntries)."""
 
+    max_connection_backlog: int = 0
+    """raftlog extension (issue #25): wire bytes one ROUTER connection may have sent that the
+    peer has not taken yet (messages libzmq holds, a multipart message still arriving); a
+    connection past it is shut down (``raftlog.server.backlog``). 0: twice the
+    per-message limit (``max_log_entry_data_size + peer_msg_data_size + 64 KiB``)."""
+    memory_high_water: int = 2 * 1024 * 1024 * 1024
+    """raftlog extension (issue #25): resident bytes above which the peer sheds the ROUTER
+    connection with the largest backlog, one per scan, until below. 0: never."""
+
+    max_client_connections: int = 0
+    """raftlog extension (issue #25): connections the ROUTER keeps at most; one more sheds the
+    oldest idle one (or itself). 0: half of the descriptor limit less a reserve (a tenth, at
+    least 256) for the peer's own files; the other half is left to the HTTP listener."""
+    max_connections_per_address: int = 0
+    """raftlog extension (issue #25): connections from one source address at most (0: no
+    cap). Per-address because a plaintext cluster knows nothing better at connect time;
+    peers and the REST gateway of a host count too."""
+
     def validate(self) -> RaftOptions:
         """Check the reference's valid ranges (§13); raise ``ConfigError`` naming the option."""
 
@@ -99,6 +117,12 @@ class RaftOptions:
         )
         need(self.peer_msg_data_size >= 64, "peer_msg_data_size", "must be >= 64")
         need(self.max_log_entry_data_size >= 1, "max_log_entry_data_size", "must be >= 1")
+        need(self.max_connection_backlog >= 0, "max_connection_backlog", "must be >= 0")
+        need(self.memory_high_water >= 0, "memory_high_water", "must be >= 0")
+        need(self.max_client_connections >= 0, "max_client_connections", "must be >= 0")
+        need(
+            self.max_connections_per_address >= 0, "max_connections_per_address", "must be >= 0"
+        )
         need(
             self.request_id_ttl is None or 60_000 <= self.request_id_ttl <= 25 * 365 * 86_400_000,
             "request_id_ttl",

@@ -18,6 +18,7 @@ peer, the CLI, benchmarks), a ``zmq.asyncio.Context`` gives awaitable ones (the 
 
 from __future__ import annotations
 
+import itertools
 from typing import Final, TypeVar
 
 import zmq
@@ -45,6 +46,7 @@ PUB_HIGH_WATER_MARK: Final = 10_000
 CLIENT_SEND_HIGH_WATER_MARK: Final = 1000
 
 S = TypeVar("S", bound=zmq.Socket)  # type: ignore[type-arg]
+_MONITORS = itertools.count()
 
 
 ZAP_DOMAIN: Final = b"raftlog"
@@ -89,15 +91,38 @@ def _bound(sock: S, bind_url: str) -> S:
     return sock
 
 
+#: What a message to the peer's ROUTER may carry beyond its largest legitimate payload (one
+#: log entry, or an AppendEntries batch): frame headers, ids, terms, indexes.
+MESSAGE_OVERHEAD: Final = 64 * 1024
+
+#: Largest subscription message the PUB broadcast accepts (a subscriber sends one byte and
+#: a topic prefix; raftlog's and the reference's subscribers subscribe to everything).
+MAX_SUBSCRIPTION_SIZE: Final = 1024
+
+
+def message_budget(max_entry_data_size: int, peer_msg_data_size: int) -> int:
+    """The per-message limit of a peer's ROUTER (issue #25): the largest legitimate message is
+    a RequestUpdate / TP of one entry (``max_log_entry_data_size``) or an AppendEntries
+    (``peer_msg_data_size`` of entries, or one entry larger than that), plus overhead."""
+    return max_entry_data_size + peer_msg_data_size + MESSAGE_OVERHEAD
+
+
 def peer_router(
     context: zmq.Context[S], bind_url: str, *, max_message_size: int,
     curve: CurveServer | None = None,
 ) -> S:
-    """The ROUTER a peer serves other peers and clients on, bound to ``bind_url``."""
+    """The ROUTER a peer serves other peers and clients on, bound to ``bind_url``.
+
+    ``max_message_size`` (``message_budget``) is libzmq's ``MAXMSGSIZE``: a frame announcing
+    more is refused by the decoder from its header -- before its body is buffered -- and its
+    connection dropped. libzmq has no limit on the sum of a message's frames, nor on their
+    number, and buffers a whole multipart message before the application sees any of it;
+    the peer checks the sum as it reads (``raftlog.transport.recv_bounded``), and what a
+    connection may hold in libzmq meanwhile is docs/operations.md's "Message size" bound."""
     sock = _socket(context, zmq.ROUTER, curve)
     sock.setsockopt(zmq.RCVHWM, ROUTER_HIGH_WATER_MARK)
     sock.setsockopt(zmq.SNDHWM, ROUTER_HIGH_WATER_MARK)
-    sock.setsockopt(zmq.MAXMSGSIZE, max(MAX_MESSAGE_SIZE, max_message_size))
+    sock.setsockopt(zmq.MAXMSGSIZE, max_message_size)
     return _bound(sock, bind_url)
 
 
@@ -126,6 +151,7 @@ def broadcast_pub(
     """The PUB socket the BroadcastStateMachine publishes committed entries on."""
     sock = _socket(context, zmq.PUB, curve, ZAP_DOMAIN_BROADCAST)
     sock.setsockopt(zmq.SNDHWM, PUB_HIGH_WATER_MARK)
+    sock.setsockopt(zmq.MAXMSGSIZE, MAX_SUBSCRIPTION_SIZE)  # it only receives subscriptions
     return _bound(sock, bind_url)
 
 
@@ -166,9 +192,17 @@ def connection_monitor(sock: S, events: int = CLIENT_MONITOR_EVENTS) -> S:
     Why: ZeroMQ hides connection failures -- a DEALER to a port nobody listens on just
     retries forever -- so a client that must fail fast when every peer refuses has to watch
     these events. Call ``sock.disable_monitor()`` and close the returned socket before
-    closing ``sock``."""
-    monitor: S = sock.get_monitor_socket(events)
+    closing ``sock``.
+
+    The queue of events is unbounded: libzmq's I/O thread *blocks* sending an event when the
+    monitor's queue is full (1,000 by default), which under a connection flood stalled every
+    connection of the peer, heartbeats included (issue #25)."""
+    address = f"inproc://monitor.{id(sock):x}.{next(_MONITORS)}"
+    sock.monitor(address, events)
+    monitor: S = sock.context.socket(zmq.PAIR)
     monitor.setsockopt(zmq.LINGER, 0)
+    monitor.setsockopt(zmq.RCVHWM, 0)  # before connecting: the pipe's limit is set then
+    monitor.connect(address)
     return monitor
 
 

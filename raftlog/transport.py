@@ -9,7 +9,7 @@ differs. The functions take the high-level ``zmq.Socket`` (a subclass of the bac
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import zmq
@@ -19,6 +19,7 @@ _send: Any = _BackendSocket.send
 _recv: Any = _BackendSocket.recv
 
 NOBLOCK: Final = int(zmq.NOBLOCK)
+_SRCFD: Final = int(zmq.SRCFD)
 _MORE_NOBLOCK: Final = int(zmq.SNDMORE) | NOBLOCK
 
 
@@ -57,17 +58,65 @@ def recv_frames(socket: zmq.Socket[bytes]) -> list[bytes]:
     return parts
 
 
-def recv_frames_with_user(socket: zmq.Socket[bytes]) -> tuple[list[bytes], str | None]:
-    """Like :func:`recv_frames`, plus the ``User-Id`` ZAP attached to the connection (the
-    z85 CURVE key of the sender on a secure socket; None on a plaintext one). One property
-    read per message, so only secure peers pay for it."""
-    frame = _recv(socket, NOBLOCK, copy=False)
-    try:
-        user: str | None = frame.get("User-Id")
-    except zmq.ZMQError:  # no ZAP on this connection
-        user = None
+class MessageTooLargeError(Exception):
+    """A ROUTER message whose frames add up to more than the peer's per-message limit: its
+    remaining frames were received and discarded one by one, never joined or copied."""
+
+    def __init__(self, head: list[bytes], size: int, user: str | None) -> None:
+        super().__init__(f"message of at least {size} bytes exceeds the per-message limit")
+        self.head = head
+        """The frames kept before the limit was passed (routing id, message id, ...)."""
+        self.size = size
+        self.user = user
+
+
+def recv_bounded(
+    socket: zmq.Socket[bytes],
+    limit: int,
+    *,
+    with_user: bool,
+    taken: Callable[[int, int, int], None] | None = None,
+) -> tuple[list[bytes], str | None]:
+    """:func:`recv_frames` for the peer's ROUTER, plus the ``User-Id`` ZAP attached to the
+    connection when ``with_user`` (the z85 CURVE key of the sender on a secure socket; None
+    on a plaintext one), and a cap on the whole message: libzmq's ``MAXMSGSIZE`` bounds
+    each frame, not their sum (issue #25). Once the frames received so far add up to more
+    than ``limit`` bytes, the rest are taken from libzmq and dropped at once (their memory
+    returns as each is read), and ``MessageTooLargeError`` is raised; Python never holds
+    more than ``limit`` plus one frame of a message. ``taken(fd, bytes, frames)`` is told
+    which connection (libzmq's ``SRCFD``) each message came from, and how big it was
+    (``raftlog.server.backlog``)."""
+    frame = first = _recv(socket, NOBLOCK, copy=False)
+    user: str | None = None
+    if with_user:
+        try:
+            user = frame.get("User-Id")
+        except zmq.ZMQError:  # no ZAP on this connection
+            user = None
     parts: list[bytes] = [frame.bytes]
+    total = 0  # the routing id is the peer's own, not the sender's bytes
     while frame.more:
         frame = _recv(socket, NOBLOCK, copy=False)
+        total += len(frame)
+        if total > limit:
+            count = len(parts) + 1
+            while frame.more:
+                frame = _recv(socket, NOBLOCK, copy=False)
+                total += len(frame)
+                count += 1
+            if taken is not None:
+                taken(_source_fd(first), total, count)
+            raise MessageTooLargeError(parts[:2], total, user)
         parts.append(frame.bytes)
+    if taken is not None:
+        taken(_source_fd(first), total, len(parts))
     return parts, user
+
+
+def _source_fd(frame: Any) -> int:
+    """The descriptor of the connection ``frame`` came from (-1: none, e.g. inproc)."""
+    try:
+        fd: int = frame.get(_SRCFD)
+    except zmq.ZMQError:
+        return -1
+    return fd

@@ -42,6 +42,7 @@ from raftlog.server.exit_codes import (
 )
 from raftlog.server.hangup import HangupHandler
 from raftlog.server.node import PeerNode
+from raftlog.storage.private import private_umask, tighten_tree
 
 
 def _parse_set(values: list[str]) -> dict[str, Any]:
@@ -128,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"raftlog-peer: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     log = get_logger(peer_id=settings.id)
+    private_umask()  # issue #25: the log and RocksDB's files are for this user only
+    tightened = tighten_tree(settings.data_dir)
+    if tightened:
+        log.warning("data_dir_modes_tightened", data_dir=str(settings.data_dir), paths=tightened)
     # Before opening anything: start-up (storage checks, a catch-up download) can take a
     # while, and SIGHUP's default action would kill the peer meanwhile.
     hangup = HangupHandler(settings, read_settings, log)

@@ -30,6 +30,7 @@ from raftlog.cli.common import add_version_argument
 from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import StorageCorruptionError, StorageError
 from raftlog.storage._rocksdb import RocksDatabase
+from raftlog.storage.private import loose_modes
 from raftlog.storage.rocks import LOG_DIR, SNAPSHOT_DIR, RocksHardStateStore, RocksLogStore
 from raftlog.storage.snapshot import FileSnapshotStore
 from raftlog.storage.verify import verify_data_dir
@@ -194,6 +195,14 @@ def cmd_dump(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     """``verify``: check every checksum of the log and the snapshot; exit 1 on corruption."""
     report = verify_data_dir(args.data_dir)
+    loose, count = loose_modes(args.data_dir)  # a warning: readable is not corrupt
+    for line in loose:
+        print(f"WARNING: {line}")
+    if count > len(loose):
+        print(f"WARNING: ... and {count - len(loose)} more paths readable by group or others")
+    if count:
+        print("WARNING: data at rest should be private (chmod -R go= DATA_DIR; the peer "
+              "tightens its data dir at start)")
     for problem in report.problems:
         print(f"CORRUPT: {problem}")
     if report.problem_count > len(report.problems):

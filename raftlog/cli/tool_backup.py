@@ -3,7 +3,8 @@
 Both run ``raftlog.storage.backup.backup_data_dir``: ``backup`` from a (possibly running)
 peer's data directory into a new backup directory, ``restore`` from a backup into a new data
 directory for a stopped (or not yet started) peer. Either way the result is verified before
-it appears at its destination. See docs/operations.md for when restoring is safe.
+it appears at its destination, with private modes (directories 0700, files 0600, whatever
+the umask: ``raftlog.storage.private``). See docs/operations.md for when restoring is safe.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from raftlog.storage.backup import BackupError, BackupReport, backup_data_dir
+from raftlog.storage.private import private_umask, tighten_tree
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -28,11 +30,13 @@ def _run(args: argparse.Namespace, *, manifest: bool) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    private_umask()  # issue #25: a copy is as private as the data dir it copies
     try:
         report = backup_data_dir(args.data_dir, dest, manifest=manifest)
     except BackupError as exc:
         print(f"raftlog-tool: {args.command} failed: {exc}")
         return EXIT_FAILED
+    tighten_tree(dest)  # DEST itself may have existed (empty) with a looser mode
     _print(report, dest, args.json)
     return EXIT_OK
 

@@ -44,6 +44,7 @@ from raftlog.records import (
     encode_command,
     encode_records,
 )
+from raftlog.records_tx import Actor
 from raftlog.rpc import topic_counts
 from raftlog.rpc import topics as rpc
 from raftlog.rpc import transactions as tx_rpc
@@ -215,25 +216,28 @@ class TopicClient:
         exist_ok: bool = False,
         request_id: bytes | None = None,
         request_timeout: float | None = None,
+        on_behalf_of: Actor | None = None,
     ) -> Transaction:
         """Begin a transaction that times out ``timeout`` seconds (default 60, at most 900)
         after its begin entry, by the log clock; ``txid`` defaults to a random id. With
         ``exist_ok`` an open transaction of that id is not an error (its handle is returned:
         for callers that begin on their first store, like a REST store). ``request_timeout``
-        bounds this call (``ClusterUnavailableError``)."""
+        bounds this call (``ClusterUnavailableError``); ``on_behalf_of``: see
+        ``Transaction``."""
         txid = new_txid() if txid is None else txid
-        data = begin_data(txid, timeout)
+        data = begin_data(txid, timeout, on_behalf_of)
         try:
             await self.propose(data, request_id=request_id, timeout=request_timeout)
         except TransactionExistsError:
             if not exist_ok:
                 raise
-        return Transaction(self, txid)
+        return Transaction(self, txid, on_behalf_of)
 
-    def resume_transaction(self, txid: str) -> Transaction:
-        """A handle on transaction ``txid`` begun by another client or call (no round trip:
-        an unknown or finished transaction is reported by the first store or commit)."""
-        return Transaction(self, txid)
+    def resume_transaction(self, txid: str, on_behalf_of: Actor | None = None) -> Transaction:
+        """A handle on transaction ``txid`` begun by another call (no round trip: an unknown
+        or finished transaction, or one of another principal, is reported by the first store
+        or commit); ``on_behalf_of``: see ``Transaction``."""
+        return Transaction(self, txid, on_behalf_of)
 
     @contextlib.asynccontextmanager
     async def transaction(

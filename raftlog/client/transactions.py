@@ -33,6 +33,7 @@ from raftlog.errors import TransactionAbortedError, TransactionExpiredError
 from raftlog.records import Record
 from raftlog.records_tx import (
     DEFAULT_TX_TIMEOUT_MS,
+    Actor,
     TxControl,
     check_tx_timeout,
     check_txid,
@@ -76,16 +77,27 @@ def timeout_ms_of(timeout: float) -> int:
 class Transaction:
     """A handle on one transaction: from ``TopicClient.begin_transaction`` or, for one
     begun elsewhere, ``TopicClient.resume_transaction(txid)``. Holds only the id, so any
-    number of handles (in any processes) may drive the same transaction."""
+    number of handles (in any processes) may drive the same transaction -- on a CURVE
+    cluster only handles of the principal that began it, or of an admin (issue #25).
 
-    def __init__(self, topics: TopicClient, txid: str) -> None:
+    ``on_behalf_of`` is for a member acting for an authenticated client (a peer's REST
+    gateway): its entries carry that actor instead of the member's own identity. A client
+    key cannot use it: the peer's request guard replaces the actor of every client entry."""
+
+    def __init__(self, topics: TopicClient, txid: str, on_behalf_of: Actor | None = None) -> None:
         self._topics = topics
         self._id = check_txid(txid)
+        self._actor = on_behalf_of
 
     @property
     def id(self) -> str:
         """The transaction id (give it to ``resume_transaction`` elsewhere)."""
         return self._id
+
+    @property
+    def actor(self) -> Actor | None:
+        """Whom this handle's entries name (``on_behalf_of``; None: the sender itself)."""
+        return self._actor
 
     def __repr__(self) -> str:
         return f"Transaction({self._id!r})"
@@ -110,7 +122,7 @@ class Transaction:
                 if topic is None:
                     raise ValueError("bytes values need a topic")
                 built.append(make_record(topic, item))
-        data = encode_tx_store(self._id, built)
+        data = encode_tx_store(self._id, built, self._actor)
         return await self._topics.propose(data, request_id=request_id, timeout=timeout)
 
     async def publish(
@@ -139,7 +151,7 @@ class Transaction:
         records' ids are ``(index, 0)``, ``(index, 1)``, ... in store order (across topics).
         Raises ``TransactionExpiredError`` / ``TransactionAbortedError`` /
         ``UnknownTransactionError`` when there is nothing to commit any more."""
-        data = encode_tx_control(TxControl("commit", self._id))
+        data = encode_tx_control(TxControl("commit", self._id, actor=self._actor))
         return await self._topics.propose(data, request_id=request_id, timeout=timeout)
 
     async def rollback(
@@ -148,7 +160,7 @@ class Transaction:
         """Discard the transaction: none of its records will ever be visible. Idempotent:
         a transaction already rolled back or timed out is fine (nothing to discard);
         ``TransactionCommittedError`` if it committed."""
-        data = encode_tx_control(TxControl("rollback", self._id))
+        data = encode_tx_control(TxControl("rollback", self._id, actor=self._actor))
         try:
             await self._topics.propose(data, request_id=request_id, timeout=timeout)
         except (TransactionAbortedError, TransactionExpiredError):
@@ -161,7 +173,7 @@ class Transaction:
         return await self._topics.transaction_status(self._id, url=url, timeout=timeout)
 
 
-def begin_data(txid: str, timeout: float | None) -> bytes:
+def begin_data(txid: str, timeout: float | None, actor: Actor | None = None) -> bytes:
     """The begin entry of ``txid`` with ``timeout`` seconds (None: the default, 60 s)."""
     ms = DEFAULT_TX_TIMEOUT_MS if timeout is None else timeout_ms_of(timeout)
-    return encode_tx_control(TxControl("begin", txid, ms))
+    return encode_tx_control(TxControl("begin", txid, ms, actor=actor))

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Final
+import time
+from typing import Final, Protocol
 
 import zmq
 from zmq.utils.monitor import parse_monitor_message
@@ -24,6 +25,24 @@ from raftlog.metrics import PeerMetrics
 ROUTER_EVENTS: Final = zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED | zmq.EVENT_MONITOR_STOPPED
 POLL_MS: Final = 200
 """How often the thread looks at its stop flag when no event comes."""
+BACKLOG_POLL_MS: Final = 20
+"""The same with a backlog check to run (``raftlog.server.backlog``)."""
+
+
+class ConnectionListener(Protocol):
+    """Told of each connection's descriptor, and ticked, on the monitor thread."""
+
+    def accepted(self, fd: int) -> None:
+        """A connection was accepted on ``fd``."""
+        ...
+
+    def closed(self, fd: int) -> None:
+        """The connection on ``fd`` is gone."""
+        ...
+
+    def tick(self, now: float) -> None:
+        """Called at least every ``BACKLOG_POLL_MS``."""
+        ...
 
 
 class ConnectionMonitor:
@@ -33,8 +52,14 @@ class ConnectionMonitor:
     ``monitor``/``disable_monitor`` touch it, before and after the thread runs); the PAIR
     socket is used by the monitor thread alone."""
 
-    def __init__(self, router: zmq.Socket[bytes], metrics: PeerMetrics) -> None:
+    def __init__(
+        self,
+        router: zmq.Socket[bytes],
+        metrics: PeerMetrics,
+        listener: ConnectionListener | None = None,
+    ) -> None:
         self._router = router
+        self._listener = listener
         self._open = metrics.client_connections.labels()
         self._connects = metrics.client_connects.labels()
         self._disconnects = metrics.client_disconnects.labels()
@@ -47,14 +72,23 @@ class ConnectionMonitor:
 
     def _run(self) -> None:
         pair = self._pair
+        listener = self._listener
+        poll_ms = POLL_MS if listener is None else BACKLOG_POLL_MS
         try:
             while not self._stopping.is_set():
-                if not pair.poll(POLL_MS):
+                if listener is not None:
+                    listener.tick(time.monotonic())
+                if not pair.poll(poll_ms):
                     continue
-                event = parse_monitor_message(pair.recv_multipart())["event"]
+                message = parse_monitor_message(pair.recv_multipart())
+                event = message["event"]
                 if event == zmq.EVENT_MONITOR_STOPPED:
                     return
                 self.on_event(event)
+                if listener is not None and event == zmq.EVENT_ACCEPTED:
+                    listener.accepted(int(message["value"]))
+                elif listener is not None and event == zmq.EVENT_DISCONNECTED:
+                    listener.closed(int(message["value"]))
         except zmq.ZMQError:
             return  # the context is going away: the peer is stopping
         finally:

@@ -27,7 +27,7 @@ from raftlog.observability.build import (
     TopicCatalog,
     build_peer_view,
 )
-from raftlog.observability.connections import ConnectionMonitor
+from raftlog.observability.connections import ConnectionListener, ConnectionMonitor
 from raftlog.observability.elections import ElectionLog
 from raftlog.observability.http import HttpListener, start_listener
 from raftlog.observability.probes import (
@@ -76,10 +76,13 @@ class PeerObserver:
 
         return wrapped
 
-    def watch_connections(self, router: zmq.Socket[bytes]) -> None:
-        """Count ``router``'s TCP connections from now on (call right after it is bound)."""
+    def watch_connections(
+        self, router: zmq.Socket[bytes], listener: ConnectionListener | None = None
+    ) -> None:
+        """Count ``router``'s TCP connections from now on (call right after it is bound);
+        ``listener`` also learns each connection's descriptor (``raftlog.server.backlog``)."""
         if self._connections is None:
-            self._connections = ConnectionMonitor(router, self.metrics)
+            self._connections = ConnectionMonitor(router, self.metrics, listener)
 
     def receiving(self, snapshots: SnapshotStore) -> SnapshotStore:
         """The executor's snapshot store, counting the snapshots received from a leader."""

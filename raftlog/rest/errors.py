@@ -48,6 +48,7 @@ TOPIC_STATUS: Final[Mapping[str, int]] = {
     "TransactionAborted": 409,
     "TransactionCommitted": 409,
     "TransactionExists": 409,
+    "TransactionNotOwned": 403,
 }
 """TopicError names with a status of their own; every other TopicError (BadRequest,
 InvalidProperty, InvalidTopicName, BadRecord, RecordTooLarge, ...) is the caller's

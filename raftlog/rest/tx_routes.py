@@ -15,6 +15,11 @@
 
 A transaction spans topics: the topic in the path is the one stored to (store, publish), and
 the one whose publish right a rollback needs.
+
+A transaction belongs to the token's client that began it (issue #25): the gateway sends
+every entry on behalf of that client (``records_tx.Actor``), and the cluster refuses a
+store, publish or rollback by any other client except an admin with 403
+``TransactionNotOwned``. With security off there are no clients and no owners.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from aiohttp import web
 
 from raftlog.client.transactions import Transaction
 from raftlog.errors import ClusterUnavailableError, TopicError, UnknownTransactionError
-from raftlog.records_tx import MAX_TX_TIMEOUT_MS
+from raftlog.records_tx import MAX_TX_TIMEOUT_MS, Actor
 from raftlog.rest.bodies import (
     check_fields,
     decode_messages,
@@ -38,10 +43,16 @@ from raftlog.rest.bodies import (
 from raftlog.rest.context import RestContext
 from raftlog.rest.errors import RestError, from_cluster
 from raftlog.rest.message_routes import TransactionalPublish
-from raftlog.security.policy import Role
+from raftlog.security.guard import actor_of
+from raftlog.security.policy import Principal, Role
 
 STORE_FIELDS: Final = frozenset({"messages", "encoding", "transaction", "timeoutMs"})
 ROLLBACK_FIELDS: Final = frozenset({"transaction"})
+
+
+def _actor(who: Principal | None) -> Actor | None:
+    """The actor the gateway's entries carry for caller ``who`` (None: security off)."""
+    return None if who is None else actor_of(who)
 
 
 def _txid(body: dict[str, Any], *, required: bool) -> str | None:
@@ -67,6 +78,7 @@ async def _store(ctx: RestContext, tx: Transaction, name: str, payloads: list[by
         txid=tx.id,
         exist_ok=True,
         request_timeout=ctx.gateway.timeout,
+        on_behalf_of=tx.actor,
     )
     return await tx.store(name, payloads, request_id=request_id, timeout=ctx.gateway.timeout)
 
@@ -77,7 +89,7 @@ def add_transaction_routes(app: web.Application, ctx: RestContext) -> Transactio
 
     async def store(request: web.Request) -> web.Response:
         _ns, _topic, name = ctx.names(request)
-        ctx.auth.require(request, Role.WRITER, publish=name)
+        actor = _actor(ctx.auth.require(request, Role.WRITER, publish=name))
         body = await read_json_object(request, ctx.max_body)
         check_fields(body, STORE_FIELDS)
         payloads = decode_messages(body)
@@ -89,9 +101,10 @@ def add_transaction_routes(app: web.Application, ctx: RestContext) -> Transactio
                 tx = await topics.begin_transaction(
                     timeout=None if timeout_ms is None else timeout_ms / 1000,
                     request_timeout=ctx.gateway.timeout,
+                    on_behalf_of=actor,
                 )
             else:
-                tx = topics.resume_transaction(txid)
+                tx = topics.resume_transaction(txid, actor)
             index = await _store(ctx, tx, name, payloads, timeout_ms=timeout_ms,
                                    request_id=request_id_of(request))
         except RestError:
@@ -112,8 +125,9 @@ def add_transaction_routes(app: web.Application, ctx: RestContext) -> Transactio
         if "ttlMs" in body:
             raise RestError(400, "BadRequest", "ttlMs is not supported with a transaction")
         topics = ctx_.gateway.topics
+        actor = _actor(ctx_.auth.principal(request))  # the publish route checked its rights
         try:
-            tx = topics.resume_transaction(txid)
+            tx = topics.resume_transaction(txid, actor)
             if payloads:
                 await _store(ctx_, tx, name, payloads, timeout_ms=None,
                              request_id=request_id_of(request))
@@ -133,13 +147,13 @@ def add_transaction_routes(app: web.Application, ctx: RestContext) -> Transactio
 
     async def rollback(request: web.Request) -> web.Response:
         _ns, _topic, name = ctx.names(request)
-        ctx.auth.require(request, Role.WRITER, publish=name)
+        actor = _actor(ctx.auth.require(request, Role.WRITER, publish=name))
         body = await read_json_object(request, ctx.max_body)
         check_fields(body, ROLLBACK_FIELDS)
         txid = _txid(body, required=True)
         assert txid is not None
         try:
-            await ctx.gateway.topics.resume_transaction(txid).rollback(
+            await ctx.gateway.topics.resume_transaction(txid, actor).rollback(
                 timeout=ctx.gateway.timeout
             )
         except Exception as exc:

@@ -406,6 +406,36 @@ def decode_describe_response(frames: Sequence[bytes]) -> TopicInfo:
     )
 
 
+def encode_list_request(patterns: Sequence[str] | None = None) -> list[bytes]:
+    """``TL``'s arguments: none (every topic), or one JSON frame of topic names and
+    ``prefix*`` patterns -- the listing then holds only the topics matching one of them. On
+    a CURVE cluster the request guard puts the key's read ACL there (issue #25), so a key
+    never learns the names of topics it may not read."""
+    return [] if patterns is None else [pack_json(list(patterns))]
+
+
+def decode_list_request(args: Sequence[bytes]) -> tuple[str, ...] | None:
+    """The patterns of a ``TL`` request (None: every topic); ``BadRequest`` when malformed."""
+    if not args:
+        return None
+    if len(args) != 1:
+        raise bad_request("TL takes no frame or one: a JSON array of topic patterns")
+    try:
+        patterns = decode_json(args[0], 0)
+    except RemoteProtocolError:
+        patterns = None
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise bad_request("the TL filter must be a JSON array of names and 'prefix*' patterns")
+    return tuple(patterns)
+
+
+def topic_matches(patterns: Sequence[str], name: str) -> bool:
+    """True if ``name`` is one of ``patterns`` or starts with a ``prefix*`` one's prefix."""
+    return any(
+        name.startswith(p[:-1]) if p.endswith("*") else name == p for p in patterns
+    )
+
+
 def encode_list_response(names: Sequence[str]) -> list[bytes]:
     return [TRUE_FRAME, pack_json(sorted(names))]
 

@@ -8,7 +8,7 @@ typed (``raftlog.errors.TransactionError``). Only the status needs a message of 
 
 ``TS`` transaction status -- any peer:
 
-    request   [id, "TS", ident, txid]                 txid: UTF-8
+    request   [id, "TS", ident, txid(, actor)]        txid: UTF-8; actor: see below
     response  [id, 01, json info]
               [id, "", json error]                    UnknownTransaction, BadRequest
 
@@ -17,11 +17,15 @@ typed (``raftlog.errors.TransactionError``). Only the status needs a message of 
   log-clock time (ms) at which an open transaction times out; ``end_index`` the index of
   the entry that ended it (commit, rollback, or the entry whose time passed the deadline)
   and ``commit_index`` the commit's index (its records' ids are ``(commit_index, 0..
-  records-1)``), nil while open. A peer answers from its applied state; finished
-  transactions are remembered until their entries are compacted.
+  records-1)``), nil while open; ``owner`` the principal that began it (nil: none, e.g. on a
+  plaintext cluster). A peer answers from its applied state; finished transactions are
+  remembered until their entries are compacted.
 
 A peer without transactions ignores ``TS`` (clients time out); a reference peer never sees
-it. The type needs the ``read`` role (``raftlog.security.policy``).
+it. The type needs the ``read`` role (``raftlog.security.policy``), and on a CURVE cluster
+the transaction's owner, an admin or a member (issue #25): there the request guard replaces
+any ``actor`` frame with the asking key's ``[name, admin]`` (MessagePack), and a peer answers
+``TransactionNotOwned`` to an actor that is neither the owner nor an admin.
 """
 
 from __future__ import annotations
@@ -30,9 +34,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+import msgpack
+
 from raftlog.errors import RemoteProtocolError
-from raftlog.records import RecordId
-from raftlog.records_tx import check_txid
+from raftlog.records import RecordFormatError, RecordId
+from raftlog.records_tx import Actor, check_txid, decode_actor
 from raftlog.rpc.frames import TRUE_FRAME, decode_json, json_to_uint, pack_json
 from raftlog.rpc.topic_errors import check_status
 from raftlog.rpc.topics import bad_request
@@ -54,6 +60,8 @@ class TransactionInfo:
     bytes: int
     end_index: int | None = None
     commit_index: int | None = None
+    owner: str | None = None
+    """The principal that began it (issue #25; None: nobody, e.g. a plaintext cluster)."""
 
     @property
     def record_ids(self) -> list[RecordId]:
@@ -64,19 +72,30 @@ class TransactionInfo:
         return [RecordId(self.commit_index, k) for k in range(self.records)]
 
 
-def encode_status_request(txid: str) -> list[bytes]:
-    return [check_txid(txid).encode()]
+def encode_status_request(txid: str, actor: Actor | None = None) -> list[bytes]:
+    """``TS``'s arguments: the id, and (the request guard's, issue #25) who asks."""
+    frames = [check_txid(txid).encode()]
+    if actor is not None:
+        frames.append(msgpack.packb(actor.packed(), use_bin_type=True))
+    return frames
 
 
-def decode_status_request(args: Sequence[bytes]) -> str:
-    """The server side; a malformed request raises ``TopicError`` (answered, not dropped)."""
-    if len(args) != 1:
+def decode_status_request(args: Sequence[bytes]) -> tuple[str, Actor | None]:
+    """The server side: the id and the asking actor (None: not checked -- a member, or a
+    plaintext cluster); a malformed request raises ``TopicError`` (answered, not dropped)."""
+    if len(args) not in (1, 2):
         raise bad_request("a transaction status request has one frame: the transaction id")
     try:
         txid = args[0].decode()
     except UnicodeDecodeError:
         raise bad_request("the transaction id is not UTF-8") from None
-    return check_txid(txid)
+    actor = None
+    if len(args) == 2:
+        try:
+            actor = decode_actor(msgpack.unpackb(args[1]))
+        except (ValueError, msgpack.UnpackException, RecordFormatError):
+            raise bad_request("the actor frame of TS is not [name, admin]") from None
+    return check_txid(txid), actor
 
 
 def encode_status_response(info: TransactionInfo) -> list[bytes]:
@@ -89,6 +108,7 @@ def encode_status_response(info: TransactionInfo) -> list[bytes]:
         "bytes": info.bytes,
         "end_index": info.end_index,
         "commit_index": info.commit_index,
+        "owner": info.owner,
     }
     return [TRUE_FRAME, pack_json(body)]
 
@@ -116,4 +136,5 @@ def decode_status_response(frames: Sequence[bytes]) -> TransactionInfo:
         bytes=json_to_uint(body.get("bytes"), 1, "bytes"),
         end_index=optional("end_index"),
         commit_index=optional("commit_index"),
+        owner=body["owner"] if isinstance(body.get("owner"), str) else None,
     )

@@ -10,6 +10,13 @@ A peer RPC (RequestVote, AppendEntries, InstallSnapshot) must come from a member
 name that member as its sender: a member cannot campaign or lead under another's id, and a
 client key — even an admin's — cannot send peer RPCs at all.
 
+The guard also writes who is asking where a handler needs it (issue #25), replacing
+whatever the client put there: the actor (``[name, admin]``) of every transaction entry --
+the begin's becomes the transaction's owner, and only the owner or an admin may use it
+later -- and of a ``TS`` status request, and the key's read ACL as the filter of a ``TL``
+topic listing. Members are trusted to assert an actor (a peer's REST gateway acts for the
+token's client) and are not rewritten.
+
 A refusal is answered on the wire (``raftlog.rpc.denied``) so the client can tell "not
 allowed" from "not answered", counted by reason, and logged once per (key, reason) at
 warning level — a misconfigured client retrying in a loop must not flood the log.
@@ -17,13 +24,14 @@ warning level — a misconfigured client retrying in a loop must not flood the l
 
 from __future__ import annotations
 
+import contextlib
 from typing import Final
 
 import structlog
 
 from raftlog.metrics import Counter
 from raftlog.records import RecordBatch, TopicCommand, TopicError
-from raftlog.records_tx import TxStore, decode_any_entry
+from raftlog.records_tx import KIND_TX, KIND_TX_STORE, Actor, TxStore, decode_any_entry, with_actor
 from raftlog.rpc.messages import (
     PEER_RPC_TYPES,
     TYPE_REQUEST_BROADCAST_STATE_URL,
@@ -32,11 +40,14 @@ from raftlog.rpc.messages import (
 )
 from raftlog.rpc.topics import (
     TYPE_DESCRIBE,
+    TYPE_LIST,
     TYPE_PUBLISH,
     TYPE_READ,
     decode_describe_request,
     decode_read_request,
+    encode_list_request,
 )
+from raftlog.rpc.transactions import TYPE_TX_STATUS, encode_status_request
 from raftlog.security.policy import PolicyHolder, Principal, Role
 
 RAW_LOG_TYPES: Final = frozenset({TYPE_REQUEST_ENTRIES, TYPE_REQUEST_BROADCAST_STATE_URL})
@@ -63,7 +74,8 @@ class RequestGuard:
         self._logged: set[tuple[str, str]] = set()
 
     def refusal(self, frames: list[bytes], user_id: str | None) -> str | None:
-        """None to let the message through, else a one-line reason to send back."""
+        """None to let the message through (``frames`` possibly rewritten in place: see the
+        module docstring), else a one-line reason to send back."""
         principal = self.holder.current.principal(user_id.encode()) if user_id else None
         if principal is None:
             return self._refuse("unknown_key", user_id or "-", "key not allowed (revoked?)")
@@ -85,6 +97,7 @@ class RequestGuard:
             reason = topic_refusal(principal, msg_type, frames[SENDER_FRAME:])
             if reason is not None:
                 return self._refuse("topic_acl", user_id or "-", reason)
+            stamp_principal(principal, msg_type, frames)
         return None
 
     def _refuse(self, kind: str, key: str, reason: str) -> str:
@@ -127,6 +140,34 @@ def topic_refusal(principal: Principal, msg_type: bytes, args: list[bytes]) -> s
         if not principal.may_read(topic):
             return f"{principal.name} may not read topic {topic!r}"
     return None
+
+
+def actor_of(principal: Principal) -> Actor:
+    """The actor a client principal's transaction entries and status requests carry."""
+    return Actor(principal.name, principal.role is not None and principal.role >= Role.ADMIN)
+
+
+def stamp_principal(principal: Principal, msg_type: bytes, frames: list[bytes]) -> None:
+    """Write who asks into a client's request, in place (the module docstring): the actor
+    of a transaction entry (``TP`` or a plain update) or of ``TS``, the read ACL of ``TL``.
+    A malformed request is left alone: its handler answers it with the precise error."""
+    if msg_type in (TYPE_REQUEST_UPDATE, TYPE_PUBLISH):
+        if len(frames) > SENDER_FRAME:
+            data = frames[SENDER_FRAME]
+            if len(data) > 5 and data[5] in (KIND_TX, KIND_TX_STORE):
+                with contextlib.suppress(TopicError):  # malformed: the topic gate refuses it
+                    frames[SENDER_FRAME] = with_actor(data, actor_of(principal))
+    elif msg_type == TYPE_TX_STATUS:
+        if len(frames) > SENDER_FRAME:
+            try:
+                txid = frames[SENDER_FRAME].decode()
+                args = encode_status_request(txid, actor_of(principal))
+            except (UnicodeDecodeError, TopicError):
+                return
+            frames[SENDER_FRAME:] = args
+    elif msg_type == TYPE_LIST and not principal.read.unrestricted:
+        patterns = [*sorted(principal.read.exact), *(p + "*" for p in principal.read.prefixes)]
+        frames[SENDER_FRAME:] = encode_list_request(patterns)
 
 
 def _publish_refusal(principal: Principal, data: bytes) -> str | None:

@@ -53,7 +53,6 @@ from raftlog.ids import RequestIdGenerator
 from raftlog.log import get_logger
 from raftlog.metrics import PeerMetrics
 from raftlog.observability.peer_hook import PeerObserver
-from raftlog.rpc.denied import AccessDenied
 from raftlog.rpc.messages import ConfigPayload
 from raftlog.rpc.ranges import OutOfRangeError
 from raftlog.security.peer import SecurePeer
@@ -61,6 +60,7 @@ from raftlog.server.catch_up import CatchUp
 from raftlog.server.loop_health import LoopStallMeter, react_to_guard_event
 from raftlog.server.peers import PeerChannels, PeerOutbox
 from raftlog.server.ready_executor import ReadyExecutor
+from raftlog.server.router_limits import RouterLimits
 from raftlog.server.services import build_services, core_config
 from raftlog.server.storage_thread import StorageThread, start_storage_thread
 from raftlog.statemachine.broadcast import BroadcastStateMachine
@@ -72,7 +72,7 @@ from raftlog.storage.bounds_check import check_durable_bounds
 from raftlog.storage.durable_dirs import make_dirs
 from raftlog.storage.ready_store import RocksReadyStore
 from raftlog.storage.rocks import check_snapshot_covers_log, open_storage
-from raftlog.transport import recv_frames, recv_frames_with_user
+from raftlog.transport import recv_frames
 
 DRAIN_LIMIT: Final = 4096
 """Messages taken from one socket per pass, so one busy socket cannot starve the others."""
@@ -97,11 +97,14 @@ class PeerNode:
         self._stopping = False
         self._reload_requested = False
         self._tick_s = opts.tick_ms / 1000.0
+        self.limits = RouterLimits(opts, self.metrics, self.log, owner=settings.id)  # #25
         make_dirs(settings.data_dir)
         self.store, self.hard_state, self.snapshots = open_storage(
             settings.data_dir, max_entry_data_size=opts.max_log_entry_data_size
         )
         self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        # peer links: an I/O thread of their own, whatever floods the ROUTER's (#25)
+        self._peer_context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
         self._poller = zmq.Poller()
         self._sockets_open = False
         self.storage: StorageThread | None = None
@@ -149,10 +152,10 @@ class PeerNode:
         self.router = sockets.peer_router(
             self._context,
             settings.bind_url,
-            max_message_size=2 * opts.max_log_entry_data_size,
+            max_message_size=self.limits.message_limit,
             curve=settings.security.server if settings.security else None,
         )
-        self.observer.watch_connections(self.router)  # before anyone can connect and go
+        self.observer.watch_connections(self.router, self.limits.backlog)  # before any client
         self._poller.register(self.router, zmq.POLLIN)
         self.core = RaftCore(
             core_config(settings),
@@ -164,7 +167,7 @@ class PeerNode:
             new_request_id=RequestIdGenerator().next,
         )
         self.channels = PeerChannels(
-            self._context, settings.id, self._ident, opts.rpc_timeout, self._poller,
+            self._peer_context, settings.id, self._ident, opts.rpc_timeout, self._poller,
             curve=settings.security.client if settings.security else None,
         )
         self.channels.reconcile(self.core.connect_to())
@@ -300,22 +303,15 @@ class PeerNode:
     def _drain_router(self, until: float) -> None:
         """Handle queued ROUTER messages until the queue is empty or ``until`` passes, so a
         flood of client (or hostile) traffic cannot hold back ticks and heartbeats."""
-        router = self.router
-        dispatch = self.dispatcher.on_message
-        secure = self.secure
+        router, secure, deny = self.router, self.secure, self._replies.reply
+        dispatch, receive = self.dispatcher.on_message, self.limits.receive
         for n in range(1, DRAIN_LIMIT + 1):
             try:
-                if secure is None:
-                    frames = recv_frames(router)
-                else:
-                    frames, user = recv_frames_with_user(router)
-                    reason = secure.refusal(frames, user)
-                    if reason is not None:
-                        if len(frames) > 1:
-                            self._replies.reply(frames[0], frames[1], AccessDenied(reason))
-                        continue
+                frames = receive(router, secure, deny)  # bounded, and guarded when secure
             except zmq.Again:
                 return
+            if frames is None:
+                continue
             dispatch(frames)
             if n % 64 == 0 and time.monotonic() >= until:
                 return
@@ -357,6 +353,7 @@ class PeerNode:
             self._next_housekeeping = now + HOUSEKEEPING_INTERVAL
             self.compaction.housekeeping(self.topics.last_time)  # the log clock (#24)
             self.clock_watch.check(now)
+            self.limits.memory.maybe_trim(now)
 
     # -- the Ready contract: carried out by ReadyExecutor ---------------------------------
     def _handle_ready(self, *, hold_while_writing: bool = False) -> None:
@@ -440,6 +437,7 @@ class PeerNode:
         if self.secure is not None:
             attempt(self.secure.close)
         attempt(lambda: self._context.destroy(linger=0))  # closes what a failure left open
+        attempt(lambda: self._peer_context.destroy(linger=0))
         attempt(self.store.close)
         attempt(self.hard_state.close)
         attempt(self.snapshots.close)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from raftlog.errors import TopicError
+from raftlog.errors import TopicError, transaction_error
 from raftlog.rpc import topic_counts
 from raftlog.rpc import topics as rpc
 from raftlog.rpc import transactions as tx_rpc
@@ -54,11 +54,21 @@ def answer_request(
                 machine.describe(rpc.decode_describe_request(args))
             )
         if msg_type == rpc.TYPE_LIST:
-            return rpc.encode_list_response(list(machine.topics))
+            patterns = rpc.decode_list_request(args)
+            names = list(machine.topics)
+            if patterns is not None:
+                names = [n for n in names if rpc.topic_matches(patterns, n)]
+            return rpc.encode_list_response(names)
         if msg_type == tx_rpc.TYPE_TX_STATUS:
-            return tx_rpc.encode_status_response(
-                machine.transaction(tx_rpc.decode_status_request(args))
-            )
+            txid, actor = tx_rpc.decode_status_request(args)
+            info = machine.transaction(txid)
+            if actor is not None and not actor.may_act_for(info.owner):
+                raise transaction_error(
+                    "TransactionNotOwned",
+                    f"transaction {txid!r} belongs to another principal",
+                    txid,
+                )
+            return tx_rpc.encode_status_response(info)
         if msg_type == topic_counts.TYPE_COUNTS:
             return topic_counts.encode_counts_response(
                 machine.counts(topic_counts.decode_counts_request(args))

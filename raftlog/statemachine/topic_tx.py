@@ -13,6 +13,12 @@ counted, and reported to a ``TP`` publisher through ``refusal_at``):
   index). Timeouts therefore never read a peer's wall clock: the leader's clock ticks
   (``raftlog.server.topic_clock``, fed by ``next_deadline``) make them happen on an idle
   cluster, like retention.
+* ownership (issue #25): the begin's actor (``records_tx.Actor``, written by the request
+  guard from the authenticated key) owns the transaction; a store, commit or rollback whose
+  actor is neither the owner nor an admin is refused (``TransactionNotOwned``). Entries
+  without an actor (members, plaintext clusters) are not checked; a transaction begun
+  without one has no owner. The owner is part of the replicated state (index, snapshots), so
+  every peer, and every later leader, decides alike.
 * ``store``: refused unless the transaction is open; its records are checked like a plain
   batch (topic exists unless AUTO_CREATE, ``max_record_bytes``) and against the
   per-transaction bounds (``MAX_TX_RECORDS``, ``MAX_TX_BYTES``; the transaction stays open).
@@ -76,6 +82,8 @@ class OpenTransaction:
     """``(store entry index, records)`` in log order."""
     records: int = 0
     bytes: int = 0
+    owner: str | None = None
+    """The principal that began it (None: nobody owns it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +105,16 @@ def _pack_tx(tx: OpenTransaction, end: Finished | None) -> bytes:
             None if end is None else end.state,
             None if end is None else end.end_index,
             None if end is None else end.commit_index,
+            tx.owner,
         ]
     )
     return packed
+
+
+def _unpack_tx(value: bytes) -> list[Any]:
+    """``_pack_tx``'s eight fields; rows written before owners existed had seven."""
+    fields: list[Any] = msgpack.unpackb(value)
+    return fields if len(fields) == 8 else [*fields, None]
 
 
 def _begin_key(begin: int) -> bytes:
@@ -128,10 +143,10 @@ class TransactionTable:
         self.open.clear()
         self._recent.clear()
         for key, value in self._index.items(b"e", b"f", "transactions"):
-            txid, deadline, records, size, state, _, _ = msgpack.unpackb(value)
+            txid, deadline, records, size, state, _, _, owner = _unpack_tx(value)
             if state is None:
                 begin = int.from_bytes(key[1:], "big")
-                tx = OpenTransaction(txid, begin, deadline, [], records, size)
+                tx = OpenTransaction(txid, begin, deadline, [], records, size, owner)
                 for skey, svalue in self._index.items(
                     _store_key(begin, 0), _store_key(begin + 1, 0), "transaction stores"
                 ):
@@ -176,7 +191,8 @@ class TransactionTable:
         tx = self.open.get(txid)
         if tx is not None:
             return TransactionInfo(
-                txid, "open", tx.begin_index, tx.deadline_ms, tx.records, tx.bytes
+                txid, "open", tx.begin_index, tx.deadline_ms, tx.records, tx.bytes,
+                owner=tx.owner,
             )
         recent = self._recent.get(txid)
         if recent is not None:
@@ -185,11 +201,12 @@ class TransactionTable:
         value = None if begin is None else self._index.get(b"e" + begin, "transaction")
         if begin is None or value is None:
             return None
-        _, deadline, records, size, state, end, commit = msgpack.unpackb(value)
+        _, deadline, records, size, state, end, commit, owner = _unpack_tx(value)
         if state not in ("committed", "aborted", "expired"):
             return None
         return TransactionInfo(
-            txid, state, int.from_bytes(begin, "big"), deadline, records, size, end, commit
+            txid, state, int.from_bytes(begin, "big"), deadline, records, size, end, commit,
+            owner,
         )
 
     def known_status(self, txid: str) -> TransactionInfo:
@@ -230,6 +247,13 @@ class TransactionTable:
             return None
         if tx is None:
             return self.why_not_open(txid)
+        if entry.actor is not None and not entry.actor.may_act_for(tx.owner):
+            return transaction_error(
+                "TransactionNotOwned",
+                f"transaction {txid!r} belongs to another principal: only its owner or an "
+                "admin may use it",
+                txid,
+            )
         if tx.deadline_ms <= now_ms:
             return transaction_error(
                 "TransactionExpired", f"transaction {txid!r} timed out", txid
@@ -255,7 +279,8 @@ class TransactionTable:
     def begin(self, batch: Any, index: int, entry: TxControl, clock_ms: int) -> None:
         """Open ``entry.txid`` (checked) with its deadline on the log clock."""
         assert entry.timeout_ms is not None
-        tx = OpenTransaction(entry.txid, index, clock_ms + entry.timeout_ms)
+        owner = None if entry.actor is None else entry.actor.name
+        tx = OpenTransaction(entry.txid, index, clock_ms + entry.timeout_ms, owner=owner)
         self.open[tx.txid] = tx
         heapq.heappush(self._deadlines, (tx.deadline_ms, index, tx.txid))
         if len(self._deadlines) > 2 * len(self.open) + 1024:  # ended ones wait for their turn
@@ -292,6 +317,7 @@ class TransactionTable:
             tx.bytes,
             finished.end_index,
             finished.commit_index,
+            tx.owner,
         )
         self._recent.move_to_end(tx.txid)
         if len(self._recent) > MAX_RECENT:
@@ -303,7 +329,7 @@ class TransactionTable:
         the index still holds, newest begin first."""
         rows = list(self._index.items(b"e", b"f", "transactions"))
         for key, value in reversed(rows):
-            _, _, _, _, state, end, commit = msgpack.unpackb(value)
+            _, _, _, _, state, end, commit, _ = _unpack_tx(value)
             yield int.from_bytes(key[1:], "big"), (None if state is None else end), commit
 
     def compaction_floor(self, limit: int) -> int:
@@ -321,7 +347,7 @@ class TransactionTable:
         """Drop the keys of transactions that ended at or below ``snapshot_index`` (the log
         no longer holds them; no later snapshot can fall inside them)."""
         for key, value in self._index.items(b"e", b"f", "transactions"):
-            txid, _, _, _, state, end, _ = msgpack.unpackb(value)
+            txid, _, _, _, state, end, _, _ = _unpack_tx(value)
             if state is None or end > snapshot_index:
                 continue
             begin = key[1:]
@@ -334,12 +360,12 @@ class TransactionTable:
 
     def snapshot(self, index: int, store_data: Callable[[int], bytes | None]) -> list[list[Any]]:
         """The transactions open at ``index`` exactly as they were then: ``[txid, begin,
-        deadline, [[store, records, bytes, data], ...]]`` each, with the data of their
+        deadline, [[store, records, bytes, data], ...], owner]`` each, with the data of their
         stores up to ``index`` (the log below ``index`` goes with the snapshot; the
         compaction floor keeps this list empty in practice, but a snapshot is exact anyway)."""
         out: list[list[Any]] = []
         for key, value in self._index.items(b"e", _begin_key(index + 1), "transactions"):
-            txid, deadline, _, _, state, end, _ = msgpack.unpackb(value)
+            txid, deadline, _, _, state, end, _, owner = _unpack_tx(value)
             if state is not None and end <= index:
                 continue
             begin = int.from_bytes(key[1:], "big")
@@ -353,16 +379,18 @@ class TransactionTable:
                     _store_key(begin, 0), _store_key(begin, index + 1), "transaction stores"
                 )
             ]
-            out.append([txid, begin, deadline, stores])
+            out.append([txid, begin, deadline, stores, owner])
         return out
 
     @staticmethod
     def restore(batch: Any, part: Sequence[Sequence[Any]]) -> None:
         """Write the open transactions of a snapshot (the index was cleared), with copies
         of their stores' data (``z`` keys: the restored log no longer has them); ``load``
-        reads them back."""
-        for txid, begin, deadline, stores in part:
-            tx = OpenTransaction(str(txid), int(begin), int(deadline))
+        reads them back. Snapshots written before owners existed have no fifth field."""
+        for row in part:
+            txid, begin, deadline, stores = row[:4]
+            owner = row[4] if len(row) > 4 and isinstance(row[4], str) else None
+            tx = OpenTransaction(str(txid), int(begin), int(deadline), owner=owner)
             for store, records, size, data in stores:
                 if isinstance(data, bytes):
                     batch.put(b"z" + u64(int(store)), data)

@@ -133,3 +133,39 @@ def test_transactions_need_the_publish_right_on_the_topic(cluster: RestCluster) 
     assert committed.status == 200, committed.body
     polled = call(base, "POST", f"{B}/escrow/poll", {}, token="billing-token")
     assert [m["payload"] for m in polled.body] == ["YQ=="]
+
+
+def test_a_transaction_belongs_to_the_token_that_began_it(cluster: RestCluster) -> None:
+    """Issue #25, finding 3: a transaction id is not a capability."""
+    base = cluster.http_url(cluster.follower())
+    # the revocation test above put the writer back: its reload may take a second
+    wait_for("the writer token", lambda: call(base, "GET", T, token="writer-token").status == 200)
+    assert call(base, "PUT", f"{B}/owned", token="admin-token").status == 200
+    assert call(base, "PUT", f"{T}/orders", token="admin-token").status == 200
+    stored = call(base, "POST", f"{T}/orders/store", {"messages": ["YQ=="]},
+                  token="admin-token")
+    assert stored.status == 200, stored.body
+    txid = stored.body["transaction"]
+    for token, path in [("billing-token", f"{B}/owned/publish"),
+                        ("writer-token", f"{T}/orders/publish")]:
+        stolen = call(base, "POST", path, {"transaction": txid}, token=token)
+        assert stolen.status == 403 and stolen.body["error"] == "TransactionNotOwned", stolen.body
+    for token, path in [("billing-token", f"{B}/owned/rollback"),
+                        ("writer-token", f"{T}/orders/rollback")]:
+        assert call(base, "POST", path, {"transaction": txid}, token=token).status == 403
+    sneaky = call(base, "POST", f"{T}/orders/store", {"transaction": txid,
+                                                      "messages": ["Yg=="]},
+                  token="writer-token")
+    assert sneaky.status == 403
+    committed = call(base, "POST", f"{T}/orders/publish", {"transaction": txid},
+                     token="admin-token")
+    assert committed.status == 200 and len(committed.body["ids"]) == 1, committed.body
+    # a writer's own transaction: an admin may end it, another writer may not
+    mine = call(base, "POST", f"{B}/owned/store", {"messages": ["YQ=="]},
+                token="billing-token")
+    assert mine.status == 200, mine.body
+    other = mine.body["transaction"]
+    assert call(base, "POST", f"{T}/orders/rollback", {"transaction": other},
+                token="writer-token").status == 403
+    assert call(base, "POST", f"{B}/owned/rollback", {"transaction": other},
+                token="admin-token").status == 200

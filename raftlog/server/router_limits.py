@@ -1,0 +1,83 @@
+"""The limits of a peer's ROUTER (issue #25) in one object the driver holds.
+
+Why one object: the per-message limit, the per-connection backlog and connection caps
+(``raftlog.server.backlog``) and the allocator settings (``raftlog.server.process_memory``)
+are all derived from the same options and met at the same three places of the driver --
+binding the ROUTER, taking each message from it (:meth:`RouterLimits.receive`, which also
+asks a secure peer's request guard), and its timers -- so ``server/node.py`` only passes
+them along. docs/operations.md §11 describes the limits and the bound they give.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from raftlog import sockets
+from raftlog.metrics import PeerMetrics
+from raftlog.options import RaftOptions
+from raftlog.rpc.denied import AccessDenied
+from raftlog.security.peer import SecurePeer
+from raftlog.server.backlog import ConnectionBacklog, connection_cap
+from raftlog.server.process_memory import ProcessMemory, descriptor_limit
+from raftlog.transport import MessageTooLargeError, recv_bounded
+
+Deny = Callable[[bytes, bytes, AccessDenied], None]
+"""Sends an access-denied answer: routing id, message id, the refusal."""
+
+
+class RouterLimits:
+    """Everything that bounds what clients can make one peer hold."""
+
+    def __init__(self, opts: RaftOptions, metrics: PeerMetrics, log: Any, *, owner: str) -> None:
+        self.memory = ProcessMemory()  # memory comes back after a flood
+        self.memory.configure()
+        self.message_limit = sockets.message_budget(
+            opts.max_log_entry_data_size, opts.peer_msg_data_size
+        )
+        """The ROUTER's per-frame ``MAXMSGSIZE`` and the per-message sum."""
+        self.backlog = ConnectionBacklog(
+            opts.max_connection_backlog or 2 * self.message_limit,
+            opts.memory_high_water,
+            metrics.connections_shed,
+            owner=owner,
+            max_connections=opts.max_client_connections or connection_cap(descriptor_limit()),
+            per_address=opts.max_connections_per_address,
+        )
+        self._too_large = metrics.messages_dropped.labels(reason="message_too_large")
+        self._log = log
+
+    def receive(
+        self, router: zmq.Socket[bytes], secure: SecurePeer | None, deny: Deny
+    ) -> list[bytes] | None:
+        """The next ROUTER message to dispatch, or None when it was dropped (over the
+        per-message limit) or refused by ``secure``'s request guard (answered with
+        ``deny``); ``zmq.Again`` when there is none."""
+        try:
+            frames, user = recv_bounded(
+                router, self.message_limit, with_user=secure is not None,
+                taken=self.backlog.taken,
+            )
+        except MessageTooLargeError as exc:
+            self.too_large(exc)
+            return None
+        if secure is not None:
+            reason = secure.refusal(frames, user)
+            if reason is not None:
+                if len(frames) > 1:
+                    deny(frames[0], frames[1], AccessDenied(reason))
+                return None
+        return frames
+
+    def too_large(self, exc: MessageTooLargeError) -> None:
+        """Count a message over the per-message limit (already discarded); log the 1st,
+        2nd, 4th, 8th... so a flood of them costs a few log lines, not one each."""
+        count = self._too_large.inc()
+        if count & (count - 1) == 0:
+            self._log.warning("message_too_large", size=exc.size, limit=self.message_limit,
+                              client_key=exc.user, count=count)
+
+
+__all__ = ["RouterLimits"]

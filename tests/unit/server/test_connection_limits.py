@@ -1,0 +1,91 @@
+"""Issue #25: the per-message limit as the peer reads its ROUTER, and the per-connection
+backlog and connection caps of ``raftlog.server.backlog`` on real loopback sockets."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+import zmq
+
+from raftlog import sockets
+from raftlog.metrics import PeerMetrics
+from raftlog.server.backlog import ConnectionBacklog, bytes_received, connection_cap
+from raftlog.transport import MessageTooLargeError, recv_bounded
+
+
+def test_a_message_over_the_limit_is_dropped_whole_and_the_next_one_arrives() -> None:
+    context = zmq.Context()
+    try:
+        router = sockets.peer_router(context, "inproc://bounded", max_message_size=1 << 20)
+        dealer = context.socket(zmq.DEALER)
+        dealer.connect("inproc://bounded")
+        dealer.send_multipart([b"id", b"TP", *([b"x" * 4000] * 10)])  # 40 kB in small frames
+        dealer.send_multipart([b"id2", b"TP", b"small"])
+        seen: list[tuple[int, int, int]] = []
+        time.sleep(0.05)
+        with pytest.raises(MessageTooLargeError) as caught:
+            recv_bounded(router, 10_000, with_user=False,
+                         taken=lambda fd, n, f: seen.append((fd, n, f)))
+        assert caught.value.size == 40_000 + 4 and caught.value.head[1] == b"id"
+        frames, user = recv_bounded(router, 10_000, with_user=False)
+        assert frames[1:] == [b"id2", b"TP", b"small"] and user is None
+        assert seen == [(-1, 40_004, 13)]  # inproc: no descriptor; 13 frames with the routing id
+    finally:
+        context.destroy(linger=0)
+
+
+@pytest.fixture
+def server() -> Iterator[socket.socket]:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        yield listener
+
+
+def test_connection_caps_shed_the_oldest_idle_connection(server: socket.socket) -> None:
+    shed = PeerMetrics().connections_shed
+    guard = ConnectionBacklog(1 << 20, 0, shed, owner="t", max_connections=2)
+    clients = [socket.create_connection(server.getsockname()) for _ in range(3)]
+    accepted = [server.accept()[0] for _ in range(3)]
+    try:
+        guard.accepted(accepted[0].fileno())
+        guard.accepted(accepted[1].fileno())
+        guard.taken(accepted[0].fileno(), 10, 1)  # the first one talks: not idle
+        guard.accepted(accepted[2].fileno())  # over the cap: the oldest idle is [1]
+        clients[1].settimeout(2)
+        assert clients[1].recv(1) == b""  # shut down
+        assert {labels: v.value for labels, v in shed.series()} == {("max_connections",): 1}
+        assert guard.connections == 2
+    finally:
+        for sock in clients + accepted:
+            sock.close()
+
+
+def test_a_connection_over_its_backlog_is_shut_down(server: socket.socket) -> None:
+    guard = ConnectionBacklog(10_000, 0, PeerMetrics().connections_shed, owner="t")
+    client = socket.create_connection(server.getsockname())
+    conn = server.accept()[0]
+    try:
+        guard.accepted(conn.fileno())
+        client.settimeout(5)
+        client.sendall(b"x" * 20_000)  # taken: not backlog
+        guard.taken(conn.fileno(), 20_000, 1)
+        deadline = time.monotonic() + 5
+        while (bytes_received(conn.fileno()) or 0) < 20_000 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert guard.scan(0) == 0
+        client.sendall(b"x" * 100_000)  # nobody takes it: all of it is backlog
+        while (bytes_received(conn.fileno()) or 0) < 120_000 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert guard.scan(0) == 1
+        assert client.recv(1) == b""  # the end: libzmq then sees EOF and closes it
+    finally:
+        client.close()
+        conn.close()
+
+
+def test_the_default_cap_leaves_half_the_descriptors_to_http_and_a_reserve() -> None:
+    assert connection_cap(20_000) == 9_000
+    assert connection_cap(1024) == 384
+    assert connection_cap(10) == 16
