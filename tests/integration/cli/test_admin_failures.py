@@ -142,14 +142,29 @@ def test_config_add_refuses_a_voter_far_behind(cluster: PeerCluster) -> None:
 
 
 # -- a CLI people like -------------------------------------------------------------------------
+def _popen_with_ctrl_c(args: list[str]) -> subprocess.Popen[str]:
+    """Start ``args`` with SIGINT at its default, as a terminal's Ctrl-C meets it.
+
+    A suite started as a background job (``make test &``, nohup, CI runners) has SIGINT
+    *ignored*, children inherit that, and Python then never raises KeyboardInterrupt: the
+    child honoured its parent's "ignore" and exited 0 at EOF. exec() resets a *handled*
+    signal to its default (an ignored one stays ignored), so a handler around the spawn is
+    enough -- no preexec_fn in a threaded test process."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_publish_streams_lines_and_reports_how_far_it_got_on_ctrl_c(cluster: PeerCluster) -> None:
-    proc = subprocess.Popen(
-        [str(ADMIN), "--config", str(cluster.config_path), "publish"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _popen_with_ctrl_c([str(ADMIN), "--config", str(cluster.config_path), "publish"])
     try:
         assert proc.stdin is not None
         marker = f"streamed-{time.monotonic_ns()}"
@@ -164,6 +179,8 @@ def test_publish_streams_lines_and_reports_how_far_it_got_on_ctrl_c(cluster: Pee
 
         wait_for("the streamed lines in the log", published, timeout=30)
         proc.send_signal(signal.SIGINT)
+        # stdin stays open until it exits: only the interrupt, not an EOF, may end the run
+        proc.wait(timeout=60)
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
