@@ -78,6 +78,16 @@ class Target:
     configuration with them)."""
 
 
+def _key_from_cwd(reference: str | None) -> str | None:
+    """A key given on the command line (or in the environment) that names an existing file
+    relative to the current directory, made absolute: a shell user typing
+    ``--auth-key keys/billing.key_secret`` means that file, not ``keys_dir/keys/...``
+    (issue #33). Anything else (a NAME in the cluster file's keys_dir) is left alone."""
+    if reference is None or not Path(reference).is_file():
+        return reference
+    return str(Path(reference).resolve())
+
+
 def resolve_target(args: argparse.Namespace) -> Target:
     """Seeds, ident and entry size limit from the flags, the environment or a config file."""
     peers = args.peers or os.environ.get("RAFTLOG_PEERS")
@@ -88,7 +98,7 @@ def resolve_target(args: argparse.Namespace) -> Target:
     limit = MAX_ENTRY_DATA_SIZE
     names: dict[str, str] = {}
     curve: CurveClient | None = None
-    auth_key = args.auth_key or os.environ.get("RAFTLOG_CLIENT_KEY")
+    auth_key = _key_from_cwd(args.auth_key or os.environ.get("RAFTLOG_CLIENT_KEY"))
     if config is not None:
         doc = load_cluster_file(config)
         curve = client_security(doc, config, Path(config).resolve().parent, key=auth_key)
@@ -146,9 +156,9 @@ async def cmd_publish(args: argparse.Namespace, client: RaftClient, names: list[
             show_progress=not args.no_progress,
             check=client.check_entry_size,
         )
-    except BaseException:
-        if report.confirmed or report.sent_unconfirmed:
-            print(f"{PROG}: {report.interrupted_summary(unit)}", file=sys.stderr)
+    except BaseException as error:
+        if (line := report.failure_summary(unit, error)) is not None:
+            print(f"{PROG}: {line}", file=sys.stderr)
         raise
     last = report.last_result()
     print(f"published {len(report.confirmed)} record(s); last index {last or 0}")

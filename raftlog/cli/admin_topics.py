@@ -186,9 +186,9 @@ async def publish_to_topic(
                 in_flight=PUBLISH_IN_FLIGHT,
                 show_progress=not args.no_progress,
             )
-        except BaseException:
-            if report.confirmed or report.sent_unconfirmed:
-                print(f"raftlog-admin: {report.interrupted_summary(unit)}", file=sys.stderr)
+        except BaseException as error:
+            if (line := report.failure_summary(unit, error)) is not None:
+                print(f"raftlog-admin: {line}", file=sys.stderr)
             raise
     last = max(report.confirmed.values(), default=None)
     print(f"published {len(report.confirmed)} record(s) to {args.topic}; last id {last}")

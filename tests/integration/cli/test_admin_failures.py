@@ -237,3 +237,14 @@ def test_pipelined_publish_keeps_the_input_order(cluster: PeerCluster) -> None:
     read = admin(cluster, "read", "--json")
     values = [json.loads(line).get("data", "") for line in read.stdout.splitlines()]
     assert [v for v in values if v.startswith(tag)] == lines
+
+
+def test_a_refused_publish_says_why_and_nothing_about_an_interruption(
+    cluster: PeerCluster,
+) -> None:
+    """Issue #33 item 5: a publish to a topic that does not exist printed a false
+    "interrupted: 0 record(s) confirmed" line before the refusal."""
+    refused = admin(cluster, "publish", "--topic", "nosuch", stdin="a\nb\n")
+    assert refused.returncode == 1, refused.stderr
+    line = one_line_error(refused)
+    assert "interrupted" not in line and "nosuch" in line

@@ -310,6 +310,20 @@ def test_admin_cli_uses_the_cluster_files_key_and_refuses_an_outsider(
     assert time.monotonic() - started < 8
 
 
+def test_a_relative_auth_key_path_means_the_current_directory(
+    cluster: PeerCluster, secure: SecureSetup
+) -> None:
+    """``--auth-key keys/admin.key_secret`` typed in the directory that holds ``keys/`` is
+    that file, not ``keys_dir/keys/admin.key_secret`` (issue #33 item 4)."""
+    relative = secure.keys_dir.relative_to(secure.directory) / "admin.key_secret"
+    ok = subprocess.run(
+        [str(PEER_BIN.with_name("raftlog-admin")), "--config", str(cluster.config_path),
+         "--auth-key", str(relative), "config", "show"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=secure.directory,
+    )
+    assert ok.returncode == 0, ok.stderr
+
+
 async def test_topic_acls_allow_and_deny_by_topic(
     cluster: PeerCluster, secure: SecureSetup
 ) -> None:
