@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, NoReturn
 
-from raftlog.cli import admin_cluster, admin_keys, admin_topics
+from raftlog.cli import admin_cluster, admin_keys, admin_leadership, admin_topics
 from raftlog.cli.admin_cluster import DEFAULT_MAX_LAG
 from raftlog.cli.admin_io import (
     EXIT_INTERRUPTED,
@@ -289,8 +289,32 @@ def build_parser() -> argparse.ArgumentParser:
         "  raftlog-admin compact\n  raftlog-admin compact --peer tcp://10.0.0.2:8047\n",
     )
     compact.add_argument("--peer", action="append", help="only these peer URLs (repeatable)")
+    _add_leadership_parsers(sub)
     admin_keys.add_parsers(sub)
     return parser
+
+
+def _add_leadership_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``leader transfer`` and ``drain`` (docs/operations.md, "Emergency tools")."""
+    leader = _command(
+        sub,
+        "leader",
+        "move leadership on purpose (Raft's TimeoutNow; raftlog peers only)",
+        "  raftlog-admin leader transfer            # to the voter furthest ahead\n"
+        "  raftlog-admin leader transfer --to 2\n",
+    )
+    actions = leader.add_subparsers(dest="action", required=True, metavar="ACTION")
+    move = actions.add_parser("transfer", help="hand leadership to another raftlog peer")
+    move.add_argument("--to", metavar="ID", help="the peer to lead (default: the furthest ahead)")
+    drain = _command(
+        sub,
+        "drain",
+        "maintenance: a drained peer never campaigns, and hands leadership off if it leads "
+        "(until --undo or its restart)",
+        "  raftlog-admin drain 1\n  raftlog-admin drain 1 --undo\n",
+    )
+    drain.add_argument("peer_id", metavar="ID", help="the peer to drain")
+    drain.add_argument("--undo", action="store_true", help="let the peer campaign again")
 
 
 def _add_config_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -402,6 +426,10 @@ async def run(args: argparse.Namespace) -> int:
             return await admin_cluster.cmd_config_change(args, client)
         if args.command == "compact":
             return await admin_cluster.cmd_compact(args, client)
+        if args.command == "leader":
+            return await admin_leadership.cmd_leader(args, client)
+        if args.command == "drain":
+            return await admin_leadership.cmd_drain(args, client)
         if args.command == "publish":
             return await cmd_publish(args, client, names)
         if args.command == "topics":

@@ -18,7 +18,7 @@ from raftlog.config import PeerSettings
 from raftlog.consensus import CoreConfig, RaftCore
 from raftlog.metrics import PeerMetrics
 from raftlog.options import RaftOptions
-from raftlog.rpc.admin import TYPE_COMPACT
+from raftlog.rpc.admin import TYPE_COMPACT, TYPE_DRAIN, TYPE_TAKE_LEADERSHIP
 from raftlog.rpc.messages import (
     TYPE_APPEND_ENTRIES,
     TYPE_CONFIG_UPDATE,
@@ -47,6 +47,7 @@ from raftlog.server.dispatch import Dispatcher, HandlerTable, route
 from raftlog.server.entries_service import EntriesLimits, EntriesService
 from raftlog.server.info_service import InfoService
 from raftlog.server.interfaces import EventLog, LeaderView
+from raftlog.server.leadership_service import LeadershipService
 from raftlog.server.peer_service import PeerService
 from raftlog.server.replies import ReplySender
 from raftlog.server.topic_clock import TopicClock
@@ -182,6 +183,7 @@ def build_services(
         log=log,
         pub_url=pub_url,
     )
+    leadership = LeadershipService(core, replies, log)
     handlers: HandlerTable = {
         TYPE_REQUEST_VOTE: route(RequestVote, peers.request_vote),
         TYPE_APPEND_ENTRIES: route(AppendEntries, peers.from_leader),
@@ -194,6 +196,8 @@ def build_services(
         TYPE_REQUEST_BROADCAST_STATE_URL: route(RequestBroadcastStateUrl, info.broadcast_url),
         TYPE_PUBLISH: route(ClientDispatch, clients.publish),
         TYPE_COMPACT: route(ClientDispatch, info.compact),
+        TYPE_TAKE_LEADERSHIP: route(ClientDispatch, leadership.take_leadership),
+        TYPE_DRAIN: route(ClientDispatch, leadership.drain),
     }
     fallback = route(ClientDispatch, info.state_machine_request)
     dispatcher = Dispatcher(ident, handlers, fallback, metrics, log)
