@@ -25,7 +25,7 @@ from typing import Any
 import msgpack
 
 from raftlog.bounds import MAX_TERM
-from raftlog.cli import tool_backup
+from raftlog.cli import tool_backup, tool_recover
 from raftlog.cli.common import add_version_argument
 from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import StorageCorruptionError, StorageError
@@ -311,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     dump.set_defaults(handler=cmd_dump)
     verify.set_defaults(handler=cmd_verify)
     tool_backup.add_commands(commands)
+    tool_recover.add_command(commands)
     return parser
 
 
@@ -322,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _check_data_dir(args.data_dir)
         code: int = args.handler(args)
         return code
-    except UsageError as exc:
+    except (UsageError, tool_recover.RecoveryRefusedError) as exc:
         print(f"raftlog-tool: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except StorageCorruptionError as exc:
