@@ -123,7 +123,8 @@ def _need(args: Sequence[bytes], count: int, name: str) -> None:
 
 
 TRANSFER_FLAG: Final = encode_uint(1)
-"""Frame 7 of a RequestVote sent by the target of a leadership transfer (raftlog only)."""
+"""Frame 8 (docs/protocol.md §7) of a RequestVote sent by the target of a leadership
+transfer (raftlog only)."""
 
 
 # --- argument decoders (frame numbers: argument i is frame 3 + i) -----------------------------

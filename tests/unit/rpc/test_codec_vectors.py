@@ -503,7 +503,7 @@ def test_encoding_incomplete_responses_is_a_local_error(message: Response) -> No
         encode_response(RequestVoteResponse(1, True))  # id required
 
 
-def test_a_transfer_request_vote_carries_frame_7_and_plain_ones_do_not() -> None:
+def test_a_transfer_request_vote_carries_frame_8_and_plain_ones_do_not() -> None:
     """The transfer mark is one trailing frame the reference ignores (§5.3)."""
     plain = encode_request(RequestVote("n1", 4, 10, 3), ident=b"ID", id=b"\x01")
     marked = encode_request(RequestVote("n1", 4, 10, 3, transfer=True), ident=b"ID", id=b"\x01")
