@@ -58,6 +58,7 @@ from raftlog.rpc.messages import ConfigPayload
 from raftlog.rpc.ranges import OutOfRangeError
 from raftlog.security.peer import SecurePeer
 from raftlog.server.catch_up import CatchUp
+from raftlog.server.disk_guard import DiskGuard
 from raftlog.server.loop_health import LoopStallMeter, react_to_guard_event
 from raftlog.server.peers import PeerChannels, PeerOutbox
 from raftlog.server.ready_executor import ReadyExecutor
@@ -170,6 +171,8 @@ class PeerNode:
             curve=settings.security.client if settings.security else None,
         )
         self.channels.reconcile(self.core.connect_to())
+        self.disk = DiskGuard(settings.data_dir, opts.min_free_disk_bytes, self.log)
+        self.disk.check()
         services = build_services(
             ident=self._ident,
             pub_url=settings.pub_url,
@@ -182,6 +185,7 @@ class PeerNode:
             topics=self.topics,
             metrics=self.metrics,
             log=self.log,
+            disk=self.disk,
         )
         self.clients = services.clients
         self._replies = services.replies
@@ -353,6 +357,7 @@ class PeerNode:
         self.entries.sweep(now)
         if now >= self._next_housekeeping:
             self._next_housekeeping = now + HOUSEKEEPING_INTERVAL
+            self.disk.check()
             self.compaction.housekeeping(now_ms())
 
     # -- the Ready contract: carried out by ReadyExecutor ---------------------------------

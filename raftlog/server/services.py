@@ -43,6 +43,7 @@ from raftlog.rpc.messages import (
 from raftlog.rpc.topics import TYPE_PUBLISH
 from raftlog.server.client_service import ClientService
 from raftlog.server.compaction import CompactionPolicy
+from raftlog.server.disk_guard import DiskGuard
 from raftlog.server.dispatch import Dispatcher, HandlerTable, route
 from raftlog.server.entries_service import EntriesLimits, EntriesService
 from raftlog.server.info_service import InfoService
@@ -130,12 +131,16 @@ def build_services(
     topics: TopicStateMachine,
     metrics: PeerMetrics,
     log: EventLog,
+    disk: DiskGuard | None = None,
 ) -> Services:
     """Build the services over the peer's core, stores and ROUTER."""
     replies = ReplySender(router, metrics)
     peers = PeerService(core, core, replies, metrics, log)
     gate = TopicGate(
-        topics, auto_create=options.topic_auto_create, max_data=options.max_log_entry_data_size
+        topics,
+        auto_create=options.topic_auto_create,
+        max_data=options.max_log_entry_data_size,
+        disk=disk,
     )
     clients = ClientService(
         core,
