@@ -304,7 +304,12 @@ def _add_leadership_parsers(sub: argparse._SubParsersAction[argparse.ArgumentPar
         "  raftlog-admin leader transfer --to 2\n",
     )
     actions = leader.add_subparsers(dest="action", required=True, metavar="ACTION")
-    move = actions.add_parser("transfer", help="hand leadership to another raftlog peer")
+    move = _command(
+        actions,
+        "transfer",
+        "hand leadership to another raftlog peer (exit 1 when it cannot, or another peer won)",
+        "  raftlog-admin leader transfer --to 2\n",
+    )
     move.add_argument("--to", metavar="ID", help="the peer to lead (default: the furthest ahead)")
     drain = _command(
         sub,
