@@ -35,6 +35,7 @@ from raftlog.cli.admin_io import (
     EXIT_USAGE,
     UsageError,
     entry_line,
+    say,
 )
 from raftlog.cli.admin_publish import PublishReport, check_inputs, publish_stream
 from raftlog.cli.common import add_version_argument
@@ -161,7 +162,8 @@ async def cmd_publish(args: argparse.Namespace, client: RaftClient, names: list[
             print(f"{PROG}: {line}", file=sys.stderr)
         raise
     last = report.last_result()
-    print(f"published {len(report.confirmed)} record(s); last index {last or 0}")
+    say(args, f"published {len(report.confirmed)} record(s); last index {last or 0}",
+        published=len(report.confirmed), last_index=last or 0)
     return EXIT_OK
 
 
@@ -252,8 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         choices=("table", "json"),
         default="table",
-        help="status, config show, topics list and topics describe: a table (default) or "
-        "JSON for scripts",
+        help="text/tables for people (default) or JSON for scripts: one JSON document per "
+        "command, JSON lines for read and tail",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     status = _command(
@@ -416,6 +418,8 @@ def _add_read_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 # -- main --------------------------------------------------------------------------------------
 async def run(args: argparse.Namespace) -> int:
     """Resolve the cluster, check local input, then run the command on one client."""
+    if getattr(args, "output", "table") == "json" and hasattr(args, "json"):
+        args.json = True  # read/tail: one JSON object per line
     target = resolve_target(args)
     names = check_inputs(args.files) if args.command == "publish" else []
     if args.command == "read" and args.topic is None and args.from_time is not None:

@@ -46,6 +46,15 @@ class SafetyCheckError(RaftlogError):
     cluster); the message says what failed and how to override it, if it can be."""
 
 
+def say(args: object, text: str, **doc: object) -> None:
+    """Print one result: ``text`` for people, or with ``-o json`` the one JSON document
+    ``doc`` (issue #33: every command speaks JSON for scripts; streams print JSON lines)."""
+    if getattr(args, "output", "table") == "json":
+        print(json.dumps(doc), flush=True)
+    else:
+        print(text, flush=True)
+
+
 def parse_peer_args(items: Sequence[str]) -> list[Peer]:
     """``ID=URL`` or ``URL/ID`` items as peers, URLs validated as the protocol requires."""
     peers: list[Peer] = []

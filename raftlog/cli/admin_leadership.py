@@ -23,7 +23,7 @@ import asyncio
 import time
 from typing import Final
 
-from raftlog.cli.admin_io import EXIT_OK, UsageError
+from raftlog.cli.admin_io import EXIT_OK, UsageError, say
 from raftlog.client import RaftClient
 from raftlog.errors import ClusterUnavailableError, RaftlogError
 from raftlog.rpc.admin import (
@@ -155,7 +155,7 @@ async def cmd_leader(args: argparse.Namespace, client: RaftClient) -> int:
     """``leader transfer [--to ID]``."""
     old, new = await transfer(client, args.to, args.timeout)
     moved = f"leadership moved from peer {old} to peer {new}"
-    print(f"peer {new} already leads" if old == new else moved)
+    say(args, f"peer {new} already leads" if old == new else moved, previous=old, leader=new)
     return EXIT_OK
 
 
@@ -165,14 +165,17 @@ async def cmd_drain(args: argparse.Namespace, client: RaftClient) -> int:
         raise UsageError("drain needs a peer id")
     state = await set_drain(client, args.peer_id, not args.undo, args.timeout)
     if args.undo:
-        print(f"peer {args.peer_id} undrained: it may campaign again")
+        say(args, f"peer {args.peer_id} undrained: it may campaign again",
+            peer=args.peer_id, drained=False)
         return EXIT_OK
     if not state:
         raise LeadershipError(f"peer {args.peer_id} did not stay drained")
     config = await client.request_config()
     if config.leader_id == args.peer_id:
         old, new = await transfer(client, None, args.timeout)
-        print(f"peer {old} drained; leadership moved to peer {new}")
+        say(args, f"peer {old} drained; leadership moved to peer {new}",
+            peer=old, drained=True, leader=new)
     else:
-        print(f"peer {args.peer_id} drained: it will not campaign (until --undo or a restart)")
+        say(args, f"peer {args.peer_id} drained: it will not campaign (until --undo or a restart)",
+            peer=args.peer_id, drained=True, leader=config.leader_id)
     return EXIT_OK

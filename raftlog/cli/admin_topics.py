@@ -9,7 +9,7 @@ import json
 import sys
 from typing import Any
 
-from raftlog.cli.admin_io import EXIT_OK, UsageError
+from raftlog.cli.admin_io import EXIT_OK, UsageError, say
 from raftlog.cli.admin_publish import PublishReport, publish_stream
 from raftlog.client import RaftClient
 from raftlog.client.topics import TopicClient, make_record
@@ -136,9 +136,10 @@ async def cmd_topics(args: argparse.Namespace, client: RaftClient) -> int:
                 exist_ok=args.if_not_exists,
             )
             if index is None:
-                print(f"topic {args.name} exists already")
+                say(args, f"topic {args.name} exists already", topic=args.name, created=False)
             else:
-                print(f"created topic {args.name} at index {index}")
+                say(args, f"created topic {args.name} at index {index}", topic=args.name,
+                    created=True, index=index)
         elif args.action == "list":
             names = await tc.list_topics()
             if getattr(args, "output", "table") == "json":
@@ -162,7 +163,8 @@ async def cmd_topics(args: argparse.Namespace, client: RaftClient) -> int:
                 print(f"{name.ljust(width)} {value}")
         else:
             index = await tc.delete_topic(args.name)
-            print(f"deleted topic {args.name} at index {index}")
+            say(args, f"deleted topic {args.name} at index {index}", topic=args.name,
+                deleted=True, index=index)
     return EXIT_OK
 
 
@@ -191,7 +193,9 @@ async def publish_to_topic(
                 print(f"raftlog-admin: {line}", file=sys.stderr)
             raise
     last = max(report.confirmed.values(), default=None)
-    print(f"published {len(report.confirmed)} record(s) to {args.topic}; last id {last}")
+    say(args, f"published {len(report.confirmed)} record(s) to {args.topic}; last id {last}",
+        published=len(report.confirmed), topic=args.topic,
+        last_id=None if last is None else str(last))
     return EXIT_OK
 
 

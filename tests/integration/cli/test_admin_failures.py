@@ -248,3 +248,29 @@ def test_a_refused_publish_says_why_and_nothing_about_an_interruption(
     assert refused.returncode == 1, refused.stderr
     line = one_line_error(refused)
     assert "interrupted" not in line and "nosuch" in line
+
+
+def test_every_command_speaks_json_with_dash_o_json(cluster: PeerCluster) -> None:
+    """Issue #33 item 8: one JSON document per command, JSON lines for read."""
+
+    def as_json(*args: str, stdin: str = "") -> str:
+        result = admin(cluster, "-o", "json", *args, stdin=stdin)
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    health = json.loads(as_json("health"))
+    assert health["status"] == "OK" and health["code"] == 0 and len(health["up"]) == 3
+    published = json.loads(as_json("publish", stdin="json-1\njson-2\n"))
+    assert published["published"] == 2 and published["last_index"] > 0
+    lines = as_json("read", "--from", str(published["last_index"] - 1)).splitlines()
+    assert len(lines) == 2 and all(isinstance(json.loads(line), dict) for line in lines)
+    created = json.loads(as_json("topics", "create", "json-topic"))
+    assert created["created"] is True and created["topic"] == "json-topic"
+    into = json.loads(as_json("publish", "--topic", "json-topic", stdin="t-1\n"))
+    assert into["published"] == 1 and into["topic"] == "json-topic"
+    compacted = [json.loads(line) for line in as_json("compact").splitlines()]
+    assert len(compacted) == 3 and all("compacted_to" in c for c in compacted)
+    leader = json.loads(as_json("leader", "transfer"))
+    assert set(leader) == {"previous", "leader"} and leader["leader"] in cluster.peers
+    deleted = json.loads(as_json("topics", "delete", "json-topic"))
+    assert deleted["deleted"] is True
