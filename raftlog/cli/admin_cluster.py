@@ -140,9 +140,8 @@ async def cmd_config_show(args: argparse.Namespace, client: RaftClient) -> int:
         peers = [{"id": p.id, "url": p.url, "leader": p.id == info.leader_id} for p in info.peers]
         print(json.dumps({"leader_id": info.leader_id, "peers": peers}, indent=2))
         return EXIT_OK
-    for peer in info.peers:
-        mark = "  (leader)" if peer.id == info.leader_id else ""
-        print(f"{peer.id}\t{peer.url}{mark}")
+    rows = [(p.id, p.url, "leader" if p.id == info.leader_id else "member") for p in info.peers]
+    print_table(("ID", "URL", "ROLE"), rows)  # a header on every table (issue #33)
     return EXIT_OK
 
 
