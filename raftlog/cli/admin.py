@@ -35,7 +35,9 @@ from raftlog.cli.admin_io import (
     EXIT_USAGE,
     UsageError,
     entry_line,
+    key_from_cwd,
     say,
+    subcommand,
 )
 from raftlog.cli.admin_publish import PublishReport, check_inputs, publish_stream
 from raftlog.cli.common import add_version_argument
@@ -79,16 +81,6 @@ class Target:
     configuration with them)."""
 
 
-def _key_from_cwd(reference: str | None) -> str | None:
-    """A key given on the command line (or in the environment) that names an existing file
-    relative to the current directory, made absolute: a shell user typing
-    ``--auth-key keys/billing.key_secret`` means that file, not ``keys_dir/keys/...``
-    (issue #33). Anything else (a NAME in the cluster file's keys_dir) is left alone."""
-    if reference is None or not Path(reference).is_file():
-        return reference
-    return str(Path(reference).resolve())
-
-
 def resolve_target(args: argparse.Namespace) -> Target:
     """Seeds, ident and entry size limit from the flags, the environment or a config file."""
     peers = args.peers or os.environ.get("RAFTLOG_PEERS")
@@ -99,7 +91,7 @@ def resolve_target(args: argparse.Namespace) -> Target:
     limit = MAX_ENTRY_DATA_SIZE
     names: dict[str, str] = {}
     curve: CurveClient | None = None
-    auth_key = _key_from_cwd(args.auth_key or os.environ.get("RAFTLOG_CLIENT_KEY"))
+    auth_key = key_from_cwd(args.auth_key or os.environ.get("RAFTLOG_CLIENT_KEY"))
     if config is not None:
         doc = load_cluster_file(config)
         curve = client_security(doc, config, Path(config).resolve().parent, key=auth_key)
@@ -197,22 +189,6 @@ async def cmd_read(args: argparse.Namespace, client: RaftClient) -> int:
 
 
 # -- argument parsing --------------------------------------------------------------------------
-def _command(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
-    name: str,
-    summary: str,
-    examples: str,
-) -> argparse.ArgumentParser:
-    """A subcommand with its own description and examples in ``--help``."""
-    return sub.add_parser(
-        name,
-        help=summary,
-        description=summary[0].upper() + summary[1:] + ".",
-        epilog="examples:\n" + examples,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The whole ``raftlog-admin`` command line."""
     parser: argparse.ArgumentParser = OneLineParser(
@@ -258,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
         "command, JSON lines for read and tail",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    status = _command(
+    status = subcommand(
         sub,
         "status",
         "every peer's role, term, indexes and lag, members first, then the peers outside "
@@ -273,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID=URL",
         help="also show this peer (e.g. one started outside the configuration); repeatable",
     )
-    _command(
+    subcommand(
         sub,
         "health",
         "one-line Nagios-style check: 0 all members up and one leader, 1 degraded, "
@@ -284,55 +260,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_publish_parser(sub)
     _add_read_parsers(sub)
     admin_topics.add_parsers(sub)
-    compact = _command(
+    compact = subcommand(
         sub,
         "compact",
         "snapshot and drop the log prefix on every peer now",
         "  raftlog-admin compact\n  raftlog-admin compact --peer tcp://10.0.0.2:8047\n",
     )
     compact.add_argument("--peer", action="append", help="only these peer URLs (repeatable)")
-    _add_leadership_parsers(sub)
+    admin_leadership.add_parsers(sub)
     admin_keys.add_parsers(sub)
     return parser
 
 
-def _add_leadership_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``leader transfer`` and ``drain`` (docs/operations.md, "Emergency tools")."""
-    leader = _command(
-        sub,
-        "leader",
-        "move leadership on purpose (Raft's TimeoutNow; raftlog peers only)",
-        "  raftlog-admin leader transfer            # to the voter furthest ahead\n"
-        "  raftlog-admin leader transfer --to 2\n",
-    )
-    actions = leader.add_subparsers(dest="action", required=True, metavar="ACTION")
-    move = _command(
-        actions,
-        "transfer",
-        "hand leadership to another raftlog peer (exit 1 when it cannot, or another peer won)",
-        "  raftlog-admin leader transfer --to 2\n",
-    )
-    move.add_argument("--to", metavar="ID", help="the peer to lead (default: the furthest ahead)")
-    drain = _command(
-        sub,
-        "drain",
-        "maintenance: a drained peer never campaigns, and hands leadership off if it leads "
-        "(until --undo or its restart)",
-        "  raftlog-admin drain 1\n  raftlog-admin drain 1 --undo\n",
-    )
-    drain.add_argument("peer_id", metavar="ID", help="the peer to drain")
-    drain.add_argument("--undo", action="store_true", help="let the peer campaign again")
-
-
 def _add_config_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    config = _command(
+    config = subcommand(
         sub,
         "config",
         "show or change the membership (joint consensus)",
         "  raftlog-admin config show\n  raftlog-admin config add 4=tcp://10.0.0.4:8047\n",
     )
     csub = config.add_subparsers(dest="action", required=True, metavar="ACTION")
-    _command(
+    subcommand(
         csub, "show", "the current configuration, from the leader", "  raftlog-admin config show\n"
     )
     for action, what, example in (
@@ -340,7 +288,7 @@ def _add_config_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         ("remove", "remove voters by id", "remove 3"),
         ("replace", "replace the whole configuration with ID=URL peers", "replace 1=URL 2=URL"),
     ):
-        p = _command(
+        p = subcommand(
             csub,
             action,
             what,
@@ -363,7 +311,7 @@ def _add_config_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    pub = _command(
+    pub = subcommand(
         sub,
         "publish",
         "publish lines (or whole files) as updates, as they arrive",
@@ -384,7 +332,7 @@ def _add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _add_read_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    read = _command(
+    read = subcommand(
         sub,
         "read",
         "print committed entries from an index on",
@@ -400,7 +348,7 @@ def _add_read_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     read.add_argument("--topic", help="read this topic's records (from the topic index)")
     read.add_argument("--from-time", help="with --topic: ISO 8601 time or ms since the epoch")
     read.set_defaults(lines=10)
-    tail = _command(
+    tail = subcommand(
         sub,
         "tail",
         "print the last entries, and with -f follow new ones",

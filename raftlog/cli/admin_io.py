@@ -6,12 +6,14 @@ columns separated by two spaces, which stay stable for ``awk`` and tests.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, TextIO
 
 from rich.console import Console
@@ -44,6 +46,32 @@ class UsageError(Exception):
 class SafetyCheckError(RaftlogError):
     """A safety check of the CLI refused the command (exit code 1, like a refusal by the
     cluster); the message says what failed and how to override it, if it can be."""
+
+
+def subcommand(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    examples: str,
+) -> argparse.ArgumentParser:
+    """A subcommand with its own description and examples in ``--help``."""
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=summary[0].upper() + summary[1:] + ".",
+        epilog="examples:\n" + examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def key_from_cwd(reference: str | None) -> str | None:
+    """A key given on the command line (or in the environment) that names an existing file
+    relative to the current directory, made absolute: a shell user typing
+    ``--auth-key keys/billing.key_secret`` means that file, not ``keys_dir/keys/...``
+    (issue #33). Anything else (a NAME in the cluster file's keys_dir) is left alone."""
+    if reference is None or not Path(reference).is_file():
+        return reference
+    return str(Path(reference).resolve())
 
 
 def say(args: object, text: str, **doc: object) -> None:

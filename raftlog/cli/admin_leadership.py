@@ -23,7 +23,7 @@ import asyncio
 import time
 from typing import Final
 
-from raftlog.cli.admin_io import EXIT_OK, UsageError, say
+from raftlog.cli.admin_io import EXIT_OK, UsageError, say, subcommand
 from raftlog.client import RaftClient
 from raftlog.errors import ClusterUnavailableError, RaftlogError
 from raftlog.rpc.admin import (
@@ -179,3 +179,31 @@ async def cmd_drain(args: argparse.Namespace, client: RaftClient) -> int:
         say(args, f"peer {args.peer_id} drained: it will not campaign (until --undo or a restart)",
             peer=args.peer_id, drained=True, leader=config.leader_id)
     return EXIT_OK
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``leader transfer`` and ``drain`` (docs/operations.md, "Emergency tools")."""
+    leader = subcommand(
+        sub,
+        "leader",
+        "move leadership on purpose (Raft's TimeoutNow; raftlog peers only)",
+        "  raftlog-admin leader transfer            # to the voter furthest ahead\n"
+        "  raftlog-admin leader transfer --to 2\n",
+    )
+    actions = leader.add_subparsers(dest="action", required=True, metavar="ACTION")
+    move = subcommand(
+        actions,
+        "transfer",
+        "hand leadership to another raftlog peer (exit 1 when it cannot, or another peer won)",
+        "  raftlog-admin leader transfer --to 2\n",
+    )
+    move.add_argument("--to", metavar="ID", help="the peer to lead (default: the furthest ahead)")
+    drain = subcommand(
+        sub,
+        "drain",
+        "maintenance: a drained peer never campaigns, and hands leadership off if it leads "
+        "(until --undo or its restart)",
+        "  raftlog-admin drain 1\n  raftlog-admin drain 1 --undo\n",
+    )
+    drain.add_argument("peer_id", metavar="ID", help="the peer to drain")
+    drain.add_argument("--undo", action="store_true", help="let the peer campaign again")

@@ -66,8 +66,9 @@ class DiskGuard:
         self._log = log
         self._free_bytes = free_bytes
         self.free = -1
-        """Free bytes at the last check (-1 before the first)."""
+        """Free bytes at the last check (-1 while unknown)."""
         self.low = False
+        self.check()
 
     def check(self) -> None:
         """Measure again; log each change of state (warning when low, info when back)."""

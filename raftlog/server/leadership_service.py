@@ -18,10 +18,18 @@ from raftlog.server.interfaces import EventLog, Replies
 class LeadershipControl(Protocol):
     """The part of the core these tools use."""
 
-    def take_leadership(self) -> str | None: ...
-    def set_drained(self, drained: bool) -> None: ...
+    def take_leadership(self) -> str | None:
+        """Campaign now as a transfer's target; None, or why not."""
+        ...
+
+    def set_drained(self, drained: bool) -> None:
+        """Set whether this peer may campaign."""
+        ...
+
     @property
-    def drained(self) -> bool: ...
+    def drained(self) -> bool:
+        """Whether this peer is drained."""
+        ...
 
 
 class LeadershipService:

@@ -171,8 +171,7 @@ class PeerNode:
             curve=settings.security.client if settings.security else None,
         )
         self.channels.reconcile(self.core.connect_to())
-        self.disk = DiskGuard(settings.data_dir, opts.min_free_disk_bytes, self.log)
-        self.disk.check()
+        self.disk = DiskGuard(settings.data_dir, opts.min_free_disk_bytes, self.log)  # §10
         services = build_services(
             ident=self._ident,
             pub_url=settings.pub_url,
@@ -217,13 +216,10 @@ class PeerNode:
         self.observer.start(self.core, self.clients, self.entries, self.topics)
         self.log.info(
             "peer_started",
-            url=settings.url,
-            bind=settings.bind_url,
-            pub_url=settings.pub_url,
+            url=settings.url, bind=settings.bind_url, pub_url=settings.pub_url,
             data_dir=str(settings.data_dir),
             term=self.core.term,
-            first_index=self.store.first_index,
-            last_index=self.store.last_index,
+            first_index=self.store.first_index, last_index=self.store.last_index,
             last_applied=self.machine.last_applied,
             member=settings.is_member,
         )
