@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """``raftlog-admin``: status, membership changes, publishing and reading, from a terminal.
 
 The cluster to talk to comes from ``--config FILE`` (a cluster TOML: seed URLs, ident and
@@ -24,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, NoReturn
+
+import argcomplete
 
 from raftlog.cli import admin_cluster, admin_keys, admin_leadership, admin_topics
 from raftlog.cli.admin_cluster import DEFAULT_MAX_LAG
@@ -398,7 +401,9 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: one line on stderr for every error, and the documented exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argcomplete.autocomplete(parser)  # a no-op unless the shell asks for completions
+    args = parser.parse_args(argv)
     try:
         if args.command == "keys":  # needs no cluster
             return admin_keys.cmd_keys(args)

@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """``raftlog-tool``: look inside a peer's data directory, back it up, repair an out-of-range
 term.
 
@@ -22,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import argcomplete
 import msgpack
 
 from raftlog.bounds import MAX_TERM
@@ -318,7 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``raftlog-tool``: run one read-only command with one clear error line on
     failure."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argcomplete.autocomplete(parser)  # a no-op unless the shell asks for completions
+    args = parser.parse_args(argv)
     try:
         _check_data_dir(args.data_dir)
         code: int = args.handler(args)
