@@ -44,6 +44,7 @@ from raftlog.cli.admin_io import (
 )
 from raftlog.cli.admin_publish import PublishReport, check_inputs, publish_stream
 from raftlog.cli.common import add_version_argument
+from raftlog.cli.formats import check_format
 from raftlog.client import RaftClient, SnapshotChunk, Subscriber
 from raftlog.client.models import MAX_ENTRY_DATA_SIZE, REFUSED_TIMEOUT, IndexedEntry
 from raftlog.config import load_cluster_file
@@ -179,7 +180,7 @@ async def cmd_read(args: argparse.Namespace, client: RaftClient) -> int:
             async for item in sub:
                 if isinstance(item, SnapshotChunk):
                     raise EntriesCompactedError(start, item.index + 1)
-                print(entry_line(item, args.json), flush=True)
+                print(entry_line(item, args.json, args.format), flush=True)
         return EXIT_OK
     async for item in client.request_entries(start - 1, args.count):
         if isinstance(item, SnapshotChunk):
@@ -187,7 +188,7 @@ async def cmd_read(args: argparse.Namespace, client: RaftClient) -> int:
         if isinstance(item, IndexedEntry):
             if not args.all and item.entry.entry_type != EntryType.STATE:
                 continue
-            print(entry_line(item, args.json))
+            print(entry_line(item, args.json, args.format))
     return EXIT_OK
 
 
@@ -363,6 +364,11 @@ def _add_read_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     for parser in (read, tail):
         parser.add_argument("--follow", "-f", action="store_true", help="keep following live")
         parser.add_argument("--json", action="store_true", help="one JSON object per entry")
+        parser.add_argument(
+            "--format", type=check_format, metavar="FMT",
+            help="kcat-style: %%i id, %%t topic, %%k key, %%v value, %%h headers, "
+            "%%T time, %%S size, e.g. '%%k=%%v'",
+        )
         parser.add_argument("--all", action="store_true", help="include CONFIG/CHECKPOINT entries")
 
 

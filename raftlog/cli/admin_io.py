@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from raftlog.cli.formats import render
 from raftlog.client import RaftClient
 from raftlog.client.models import IndexedEntry
 from raftlog.entry import EntryType
@@ -226,8 +227,12 @@ def print_table(
     Console(file=stream).print(table)
 
 
-def entry_line(item: IndexedEntry | SnapshotChunk, as_json: bool) -> str:
-    """One printable line per entry: ``INDEX TYPE TERM DATA`` or a JSON object."""
+def entry_line(item: IndexedEntry | SnapshotChunk, as_json: bool, fmt: str | None = None) -> str:
+    """One printable line per entry: ``INDEX TYPE TERM DATA``, a JSON object, or ``fmt``
+    (``raftlog.cli.formats``)."""
+    if fmt is not None and isinstance(item, IndexedEntry):
+        value = item.entry.data.decode("utf-8", "backslashreplace")
+        return render(fmt, {"i": str(item.index), "v": value, "S": str(len(item.entry.data))})
     if isinstance(item, SnapshotChunk):
         text = f"snapshot index={item.index} offset={item.offset}/{item.total_size}"
         return json.dumps({"snapshot": text}) if as_json else text

@@ -11,6 +11,7 @@ from typing import Any
 
 from raftlog.cli.admin_io import EXIT_OK, UsageError, say
 from raftlog.cli.admin_publish import PublishReport, publish_stream
+from raftlog.cli.formats import render
 from raftlog.client import RaftClient
 from raftlog.client.topics import TopicClient, make_record
 from raftlog.records import LoggedRecord, RecordId
@@ -103,11 +104,18 @@ def parse_time(text: str) -> int:
     return int(when.timestamp() * 1000)
 
 
-def record_line(item: LoggedRecord, as_json: bool) -> str:
-    """One topic record as a line of text (or JSON) for ``read --topic``."""
+def record_line(item: LoggedRecord, as_json: bool, fmt: str | None = None) -> str:
+    """One topic record as a line of text, JSON, or ``fmt`` (``raftlog.cli.formats``)."""
     rec = item.record
     when = dt.datetime.fromtimestamp(item.append_time_ms / 1000, dt.UTC).isoformat()
     value = rec.value.decode("utf-8", "backslashreplace")
+    if fmt is not None:
+        text = {k: v.decode("utf-8", "backslashreplace") for k, v in rec.headers.items()}
+        return render(fmt, {
+            "i": str(item.id), "t": rec.topic, "v": value, "T": when, "S": str(len(rec.value)),
+            "k": "" if rec.key is None else rec.key.decode("utf-8", "backslashreplace"),
+            "h": ",".join(f"{k}={v}" for k, v in text.items()),
+        })
     if as_json:
         return json.dumps(
             {
@@ -210,7 +218,7 @@ async def read_topic(args: argparse.Namespace, client: RaftClient) -> int:
                 from_time_ms=from_time,
             )
             async for item in stream:
-                print(record_line(item, args.json), flush=True)
+                print(record_line(item, args.json, args.format), flush=True)
             return EXIT_OK
         shown = 0
         limit = args.count
@@ -231,7 +239,7 @@ async def read_topic(args: argparse.Namespace, client: RaftClient) -> int:
                     limit=page,
                 )
             for item in result.records:
-                print(record_line(item, args.json))
+                print(record_line(item, args.json, args.format))
             shown += len(result.records)
             if not result.more or not result.records:
                 break

@@ -275,3 +275,20 @@ def test_every_command_speaks_json_with_dash_o_json(cluster: PeerCluster) -> Non
     assert set(leader) == {"previous", "leader"} and leader["leader"] in cluster.peers
     deleted = json.loads(as_json("topics", "delete", "json-topic"))
     assert deleted["deleted"] is True
+
+
+def test_read_formats_records_and_entries_like_kcat(cluster: PeerCluster) -> None:
+    """Issue #33 item 8: ``--format`` with %k %v %i %t %S; an unknown token is a usage error."""
+    assert admin(cluster, "topics", "create", "fmt", "--if-not-exists").returncode == 0
+    sent = admin(cluster, "publish", "--topic", "fmt", "--key", "k1", stdin="v-1\nv-2\n")
+    assert sent.returncode == 0, sent.stderr
+    read = admin(cluster, "read", "--topic", "fmt", "--format", r"%t|%k|%v|%S\n")
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.splitlines() == ["fmt|k1|v-1|3", "fmt|k1|v-2|3"]
+    ids = admin(cluster, "read", "--topic", "fmt", "--format", "%i").stdout.split()
+    assert len(ids) == 2 and all(":" in i for i in ids)
+    plain = json.loads(admin(cluster, "-o", "json", "publish", stdin="raw-entry\n").stdout)
+    entry = admin(cluster, "read", "--from", str(plain["last_index"]), "--format", "%i=%v")
+    assert entry.stdout.strip() == f"{plain['last_index']}=raw-entry", entry.stderr
+    bad = admin(cluster, "read", "--format", "%q")
+    assert bad.returncode == 2 and "unknown token %q" in bad.stderr
