@@ -28,7 +28,7 @@ from typing import Final, NoReturn
 
 import argcomplete
 
-from raftlog.cli import admin_cluster, admin_keys, admin_leadership, admin_topics
+from raftlog.cli import admin_bench, admin_cluster, admin_keys, admin_leadership, admin_topics
 from raftlog.cli.admin_cluster import DEFAULT_MAX_LAG
 from raftlog.cli.admin_io import (
     EXIT_INTERRUPTED,
@@ -272,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compact.add_argument("--peer", action="append", help="only these peer URLs (repeatable)")
     admin_leadership.add_parsers(sub)
+    admin_bench.add_parser(sub)
     admin_keys.add_parsers(sub)
     return parser
 
@@ -396,6 +397,8 @@ async def run(args: argparse.Namespace) -> int:
             return await admin_leadership.cmd_leader(args, client)
         if args.command == "drain":
             return await admin_leadership.cmd_drain(args, client)
+        if args.command == "bench":
+            return await admin_bench.cmd_bench(args, client)
         if args.command == "publish":
             return await cmd_publish(args, client, names)
         if args.command == "topics":
