@@ -350,3 +350,20 @@ async def test_topic_acls_allow_and_deny_by_topic(
         with pytest.raises(AccessDeniedError, match="use topic reads"):
             async for _ in client.request_entries(0):
                 break
+
+
+def test_the_admin_cli_without_curve_is_told_authentication_is_required(
+    cluster: PeerCluster,
+) -> None:
+    """Issue #33 item 3: a plaintext raftlog-admin against the secure cluster said
+    'unavailable ... unreachable x19' after 13.8 s."""
+    started = time.monotonic()
+    plain = subprocess.run(
+        [str(PEER_BIN.with_name("raftlog-admin")), "--peers", ",".join(cluster.urls),
+         "--ident", cluster.ident, "config", "show"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert plain.returncode == 1, plain.stderr
+    assert "authentication required (this cluster uses CURVE)" in plain.stderr
+    assert plain.stderr.count("\n") == 1
+    assert time.monotonic() - started < 10, "the handshake decides, not the timeout"
