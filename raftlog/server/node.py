@@ -213,7 +213,7 @@ class PeerNode:
             opts.election_timeout_min / 4, self.metrics, self.log, time.monotonic
         )
         """``stall.max_ms``: the longest single pass of the loop so far (issue #12)."""
-        self.observer.start(self.core, self.clients, self.entries, self.topics)
+        self.observer.start(self.core, self.clients, self.entries, self.topics, self.disk)
         self.log.info(
             "peer_started",
             url=settings.url, bind=settings.bind_url, pub_url=settings.pub_url,
