@@ -45,6 +45,11 @@ class RaftOptions:
     """raftlog extension: snapshot the state machine and drop the log prefix once this many
     applied entries lie beyond the last snapshot (never past the prune index, §12.7);
     0 keeps the whole log (the reference's default: it compacts only on request)."""
+    min_free_disk_bytes: int = 64 << 20
+    """raftlog extension (the disk guard, docs/operations.md §12): below this many free
+    bytes in the data directory the leader refuses publishes (``DiskFull``) while deletes,
+    retention and compaction go on, and accepts them again by itself once space is freed;
+    0 turns the guard off."""
     tick_ms: int = 10
     """Length of one consensus tick; timeouts above are converted to ticks of this size."""
     topic_auto_create: bool = False
@@ -172,6 +177,7 @@ class RaftOptions:
             self.broadcast_heartbeat_interval >= 50, "broadcast_heartbeat_interval", "must be >= 50"
         )
         need(self.log_compaction_threshold >= 0, "log_compaction_threshold", "must be >= 0")
+        need(self.min_free_disk_bytes >= 0, "min_free_disk_bytes", "must be >= 0")
         need(1 <= self.tick_ms <= self.rpc_timeout, "tick_ms", "must be within 1 .. rpc_timeout")
         need(isinstance(self.topic_auto_create, bool), "topic_auto_create", "must be true or false")
         need(isinstance(self.storage_thread, bool), "storage_thread", "must be true or false")

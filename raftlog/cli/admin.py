@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """``raftlog-admin``: status, membership changes, publishing and reading, from a terminal.
 
 The cluster to talk to comes from ``--config FILE`` (a cluster TOML: seed URLs, ident and
@@ -25,7 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, NoReturn
 
-from raftlog.cli import admin_cluster, admin_keys, admin_topics
+import argcomplete
+
+from raftlog.cli import admin_bench, admin_cluster, admin_keys, admin_leadership, admin_topics
 from raftlog.cli.admin_cluster import DEFAULT_MAX_LAG
 from raftlog.cli.admin_io import (
     EXIT_INTERRUPTED,
@@ -35,9 +38,13 @@ from raftlog.cli.admin_io import (
     EXIT_USAGE,
     UsageError,
     entry_line,
+    key_from_cwd,
+    say,
+    subcommand,
 )
 from raftlog.cli.admin_publish import PublishReport, check_inputs, publish_stream
 from raftlog.cli.common import add_version_argument
+from raftlog.cli.formats import check_format
 from raftlog.client import RaftClient, SnapshotChunk, Subscriber
 from raftlog.client.models import MAX_ENTRY_DATA_SIZE, REFUSED_TIMEOUT, IndexedEntry
 from raftlog.config import load_cluster_file
@@ -88,7 +95,7 @@ def resolve_target(args: argparse.Namespace) -> Target:
     limit = MAX_ENTRY_DATA_SIZE
     names: dict[str, str] = {}
     curve: CurveClient | None = None
-    auth_key = args.auth_key or os.environ.get("RAFTLOG_CLIENT_KEY")
+    auth_key = key_from_cwd(args.auth_key or os.environ.get("RAFTLOG_CLIENT_KEY"))
     if config is not None:
         doc = load_cluster_file(config)
         curve = client_security(doc, config, Path(config).resolve().parent, key=auth_key)
@@ -146,12 +153,13 @@ async def cmd_publish(args: argparse.Namespace, client: RaftClient, names: list[
             show_progress=not args.no_progress,
             check=client.check_entry_size,
         )
-    except BaseException:
-        if report.confirmed or report.sent_unconfirmed:
-            print(f"{PROG}: {report.interrupted_summary(unit)}", file=sys.stderr)
+    except BaseException as error:
+        if (line := report.failure_summary(unit, error)) is not None:
+            print(f"{PROG}: {line}", file=sys.stderr)
         raise
     last = report.last_result()
-    print(f"published {len(report.confirmed)} record(s); last index {last or 0}")
+    say(args, f"published {len(report.confirmed)} record(s); last index {last or 0}",
+        published=len(report.confirmed), last_index=last or 0)
     return EXIT_OK
 
 
@@ -172,7 +180,7 @@ async def cmd_read(args: argparse.Namespace, client: RaftClient) -> int:
             async for item in sub:
                 if isinstance(item, SnapshotChunk):
                     raise EntriesCompactedError(start, item.index + 1)
-                print(entry_line(item, args.json), flush=True)
+                print(entry_line(item, args.json, args.format), flush=True)
         return EXIT_OK
     async for item in client.request_entries(start - 1, args.count):
         if isinstance(item, SnapshotChunk):
@@ -180,27 +188,11 @@ async def cmd_read(args: argparse.Namespace, client: RaftClient) -> int:
         if isinstance(item, IndexedEntry):
             if not args.all and item.entry.entry_type != EntryType.STATE:
                 continue
-            print(entry_line(item, args.json))
+            print(entry_line(item, args.json, args.format))
     return EXIT_OK
 
 
 # -- argument parsing --------------------------------------------------------------------------
-def _command(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
-    name: str,
-    summary: str,
-    examples: str,
-) -> argparse.ArgumentParser:
-    """A subcommand with its own description and examples in ``--help``."""
-    return sub.add_parser(
-        name,
-        help=summary,
-        description=summary[0].upper() + summary[1:] + ".",
-        epilog="examples:\n" + examples,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The whole ``raftlog-admin`` command line."""
     parser: argparse.ArgumentParser = OneLineParser(
@@ -242,11 +234,11 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         choices=("table", "json"),
         default="table",
-        help="status, config show, topics list and topics describe: a table (default) or "
-        "JSON for scripts",
+        help="text/tables for people (default) or JSON for scripts: one JSON document per "
+        "command, JSON lines for read and tail",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    status = _command(
+    status = subcommand(
         sub,
         "status",
         "every peer's role, term, indexes and lag, members first, then the peers outside "
@@ -261,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID=URL",
         help="also show this peer (e.g. one started outside the configuration); repeatable",
     )
-    _command(
+    subcommand(
         sub,
         "health",
         "one-line Nagios-style check: 0 all members up and one leader, 1 degraded, "
@@ -272,26 +264,28 @@ def build_parser() -> argparse.ArgumentParser:
     _add_publish_parser(sub)
     _add_read_parsers(sub)
     admin_topics.add_parsers(sub)
-    compact = _command(
+    compact = subcommand(
         sub,
         "compact",
         "snapshot and drop the log prefix on every peer now",
         "  raftlog-admin compact\n  raftlog-admin compact --peer tcp://10.0.0.2:8047\n",
     )
     compact.add_argument("--peer", action="append", help="only these peer URLs (repeatable)")
+    admin_leadership.add_parsers(sub)
+    admin_bench.add_parser(sub)
     admin_keys.add_parsers(sub)
     return parser
 
 
 def _add_config_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    config = _command(
+    config = subcommand(
         sub,
         "config",
         "show or change the membership (joint consensus)",
         "  raftlog-admin config show\n  raftlog-admin config add 4=tcp://10.0.0.4:8047\n",
     )
     csub = config.add_subparsers(dest="action", required=True, metavar="ACTION")
-    _command(
+    subcommand(
         csub, "show", "the current configuration, from the leader", "  raftlog-admin config show\n"
     )
     for action, what, example in (
@@ -299,7 +293,7 @@ def _add_config_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         ("remove", "remove voters by id", "remove 3"),
         ("replace", "replace the whole configuration with ID=URL peers", "replace 1=URL 2=URL"),
     ):
-        p = _command(
+        p = subcommand(
             csub,
             action,
             what,
@@ -322,7 +316,7 @@ def _add_config_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    pub = _command(
+    pub = subcommand(
         sub,
         "publish",
         "publish lines (or whole files) as updates, as they arrive",
@@ -343,7 +337,7 @@ def _add_publish_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _add_read_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    read = _command(
+    read = subcommand(
         sub,
         "read",
         "print committed entries from an index on",
@@ -359,7 +353,7 @@ def _add_read_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     read.add_argument("--topic", help="read this topic's records (from the topic index)")
     read.add_argument("--from-time", help="with --topic: ISO 8601 time or ms since the epoch")
     read.set_defaults(lines=10)
-    tail = _command(
+    tail = subcommand(
         sub,
         "tail",
         "print the last entries, and with -f follow new ones",
@@ -371,12 +365,19 @@ def _add_read_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     for parser in (read, tail):
         parser.add_argument("--follow", "-f", action="store_true", help="keep following live")
         parser.add_argument("--json", action="store_true", help="one JSON object per entry")
+        parser.add_argument(
+            "--format", type=check_format, metavar="FMT",
+            help="kcat-style: %%i id, %%t topic, %%k key, %%v value, %%h headers, "
+            "%%T time, %%S size, e.g. '%%k=%%v'",
+        )
         parser.add_argument("--all", action="store_true", help="include CONFIG/CHECKPOINT entries")
 
 
 # -- main --------------------------------------------------------------------------------------
 async def run(args: argparse.Namespace) -> int:
     """Resolve the cluster, check local input, then run the command on one client."""
+    if getattr(args, "output", "table") == "json" and hasattr(args, "json"):
+        args.json = True  # read/tail: one JSON object per line
     target = resolve_target(args)
     names = check_inputs(args.files) if args.command == "publish" else []
     if args.command == "read" and args.topic is None and args.from_time is not None:
@@ -392,6 +393,12 @@ async def run(args: argparse.Namespace) -> int:
             return await admin_cluster.cmd_config_change(args, client)
         if args.command == "compact":
             return await admin_cluster.cmd_compact(args, client)
+        if args.command == "leader":
+            return await admin_leadership.cmd_leader(args, client)
+        if args.command == "drain":
+            return await admin_leadership.cmd_drain(args, client)
+        if args.command == "bench":
+            return await admin_bench.cmd_bench(args, client)
         if args.command == "publish":
             return await cmd_publish(args, client, names)
         if args.command == "topics":
@@ -403,7 +410,9 @@ async def run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: one line on stderr for every error, and the documented exit code."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argcomplete.autocomplete(parser)  # a no-op unless the shell asks for completions
+    args = parser.parse_args(argv)
     try:
         if args.command == "keys":  # needs no cluster
             return admin_keys.cmd_keys(args)

@@ -35,6 +35,7 @@ from raftlog.cli.admin_io import (
     parse_peer_args,
     peer_statuses,
     print_table,
+    say,
     status_cells,
 )
 from raftlog.client import Peer, RaftClient
@@ -110,10 +111,13 @@ async def cmd_health(args: argparse.Namespace, client: RaftClient) -> int:
     except ClusterUnavailableError:  # no leader: judge the seed peers by what they say
         members = [Peer("?", u) for u in client.peer_urls]
     rows = await peer_statuses(client, members, args.timeout)
-    up = [r.peer for r in rows if r.info is not None]
-    readings = await asyncio.gather(*(ask_clock(client, p.url, args.timeout) for p in up))
-    health = cluster_health(rows, {p.id: r for p, r in zip(up, readings, strict=True)})
-    print(health.line)
+    live = [r.peer for r in rows if r.info is not None]
+    readings = await asyncio.gather(*(ask_clock(client, p.url, args.timeout) for p in live))
+    health = cluster_health(rows, {p.id: r for p, r in zip(live, readings, strict=True)})
+    up = [p.id for p in live]
+    down = [r.peer.id for r in rows if r.info is None]
+    say(args, health.line, status=health.label, code=health.code, reason=health.reason,
+        up=up, down=down)
     return health.code
 
 
@@ -139,9 +143,8 @@ async def cmd_config_show(args: argparse.Namespace, client: RaftClient) -> int:
         peers = [{"id": p.id, "url": p.url, "leader": p.id == info.leader_id} for p in info.peers]
         print(json.dumps({"leader_id": info.leader_id, "peers": peers}, indent=2))
         return EXIT_OK
-    for peer in info.peers:
-        mark = "  (leader)" if peer.id == info.leader_id else ""
-        print(f"{peer.id}\t{peer.url}{mark}")
+    rows = [(p.id, p.url, "leader" if p.id == info.leader_id else "member") for p in info.peers]
+    print_table(("ID", "URL", "ROLE"), rows)  # a header on every table (issue #33)
     return EXIT_OK
 
 
@@ -214,8 +217,9 @@ async def cmd_config_change(args: argparse.Namespace, client: RaftClient) -> int
     """``config add|remove|replace``: checks, then (unless ``--dry-run``) the change."""
     current = list((await client.request_config()).peers)
     new = new_configuration(args.action, args.items, current)
-    print("current: " + " ".join(f"{p.id}={p.url}" for p in current))
-    print("new:     " + " ".join(f"{p.id}={p.url}" for p in new))
+    if getattr(args, "output", "table") != "json":
+        print("current: " + " ".join(f"{p.id}={p.url}" for p in current))
+        print("new:     " + " ".join(f"{p.id}={p.url}" for p in new))
     check_with_leader_rule(current, new)
     known = {p.id for p in current}
     added = [p for p in new if p.id not in known]
@@ -226,13 +230,16 @@ async def cmd_config_change(args: argparse.Namespace, client: RaftClient) -> int
     warning = even_warning(new)
     if warning is not None:
         print(f"raftlog-admin: {warning}", file=sys.stderr)
+    peers = [{"id": p.id, "url": p.url} for p in new]
     if args.dry_run:
-        print("dry run: every check passed; nothing sent")
+        say(args, "dry run: every check passed; nothing sent", dry_run=True, new=peers)
         return EXIT_OK
     joint = await client.config_update(new, timeout=args.timeout)
-    print(f"joint configuration C(old,new) committed at index {joint}")
+    if getattr(args, "output", "table") != "json":
+        print(f"joint configuration C(old,new) committed at index {joint}")
     final = await final_config_index(client, joint, args.timeout)
-    print(f"final configuration C(new) committed at index {final}")
+    say(args, f"final configuration C(new) committed at index {final}",
+        new=peers, joint_index=joint, final_index=final)
     return EXIT_OK
 
 
@@ -276,5 +283,6 @@ async def cmd_compact(args: argparse.Namespace, client: RaftClient) -> int:
             continue
         answer = decode_compact_response(frames)
         done = answer.status is CompactStatus.COMPACTED
-        print(f"{url}\t" + (f"compacted to {answer.index}" if done else NOTHING))
+        say(args, f"{url}\t" + (f"compacted to {answer.index}" if done else NOTHING),
+            url=url, compacted_to=answer.index if done else None)
     return EXIT_UNAVAILABLE if failed == len(targets) else EXIT_OK

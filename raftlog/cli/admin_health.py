@@ -36,6 +36,11 @@ class Health:
     reason: str
 
     @property
+    def label(self) -> str:
+        """``OK``, ``WARNING`` or ``CRITICAL`` (Nagios)."""
+        return _LABELS[self.code]
+
+    @property
     def line(self) -> str:
         """The plugin output line."""
         return f"RAFTLOG {_LABELS[self.code]} - {self.reason}"

@@ -6,18 +6,21 @@ columns separated by two spaces, which stay stable for ``awk`` and tests.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, TextIO
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from raftlog.cli.formats import render
 from raftlog.client import RaftClient
 from raftlog.client.models import IndexedEntry
 from raftlog.entry import EntryType
@@ -44,6 +47,41 @@ class UsageError(Exception):
 class SafetyCheckError(RaftlogError):
     """A safety check of the CLI refused the command (exit code 1, like a refusal by the
     cluster); the message says what failed and how to override it, if it can be."""
+
+
+def subcommand(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    examples: str,
+) -> argparse.ArgumentParser:
+    """A subcommand with its own description and examples in ``--help``."""
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=summary[0].upper() + summary[1:] + ".",
+        epilog="examples:\n" + examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def key_from_cwd(reference: str | None) -> str | None:
+    """A key given on the command line (or in the environment) that names an existing file
+    relative to the current directory, made absolute: a shell user typing
+    ``--auth-key keys/billing.key_secret`` means that file, not ``keys_dir/keys/...``
+    (issue #33). Anything else (a NAME in the cluster file's keys_dir) is left alone."""
+    if reference is None or not Path(reference).is_file():
+        return reference
+    return str(Path(reference).resolve())
+
+
+def say(args: object, text: str, **doc: object) -> None:
+    """Print one result: ``text`` for people, or with ``-o json`` the one JSON document
+    ``doc`` (issue #33: every command speaks JSON for scripts; streams print JSON lines)."""
+    if getattr(args, "output", "table") == "json":
+        print(json.dumps(doc), flush=True)
+    else:
+        print(text, flush=True)
 
 
 def parse_peer_args(items: Sequence[str]) -> list[Peer]:
@@ -189,8 +227,12 @@ def print_table(
     Console(file=stream).print(table)
 
 
-def entry_line(item: IndexedEntry | SnapshotChunk, as_json: bool) -> str:
-    """One printable line per entry: ``INDEX TYPE TERM DATA`` or a JSON object."""
+def entry_line(item: IndexedEntry | SnapshotChunk, as_json: bool, fmt: str | None = None) -> str:
+    """One printable line per entry: ``INDEX TYPE TERM DATA``, a JSON object, or ``fmt``
+    (``raftlog.cli.formats``)."""
+    if fmt is not None and isinstance(item, IndexedEntry):
+        value = item.entry.data.decode("utf-8", "backslashreplace")
+        return render(fmt, {"i": str(item.index), "v": value, "S": str(len(item.entry.data))})
     if isinstance(item, SnapshotChunk):
         text = f"snapshot index={item.index} offset={item.offset}/{item.total_size}"
         return json.dumps({"snapshot": text}) if as_json else text

@@ -16,6 +16,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from raftlog.cli.admin_io import say
 from raftlog.config import load_cluster_file, split_http_url, validate_http_url
 from raftlog.errors import ConfigError
 from raftlog.security import keys
@@ -64,13 +65,16 @@ def cmd_keys(args: argparse.Namespace) -> int:
     if args.keys_action == "generate":
         secret = keys.generate(args.name, args.dir, overwrite=args.force)
         public = keys.load(secret).public.decode()
-        print(f"{secret.with_suffix(keys.PUBLIC_SUFFIX)}\n{secret}\npublic key: {public}")
+        say(args, f"{secret.with_suffix(keys.PUBLIC_SUFFIX)}\n{secret}\npublic key: {public}",
+            public_file=str(secret.with_suffix(keys.PUBLIC_SUFFIX)), secret_file=str(secret),
+            public_key=public)
         return 0
     if args.keys_action == "show":
-        print(keys.load(args.file).public.decode())
+        public = keys.load(args.file).public.decode()
+        say(args, public, public_key=public)
         return 0
-    for line in init_cluster_keys(Path(args.key_config)):
-        print(line)
+    lines = init_cluster_keys(Path(args.key_config))
+    say(args, "\n".join(lines), done=lines)
     return 0
 
 

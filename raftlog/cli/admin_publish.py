@@ -40,6 +40,7 @@ from rich.progress import (
 )
 
 from raftlog.cli.admin_io import UsageError
+from raftlog.errors import ClusterUnavailableError, RaftlogError
 
 T = TypeVar("T")
 
@@ -89,6 +90,22 @@ class PublishReport(Generic[T]):
                 " (they may still be appended)"
             )
         return text
+
+
+    def failure_summary(self, unit: str, error: BaseException) -> str | None:
+        """The line for stderr after ``error`` ended the publish, or None when there is
+        nothing true to report: a definite refusal (unknown topic, an ACL, an entry too
+        large) before any record was confirmed appended nothing, and "interrupted: 0
+        record(s) confirmed" would only mislead (issue #33 item 5). An interruption or a
+        lost cluster always gets the line: records may be in the log without an answer."""
+        refused = isinstance(error, RaftlogError | ValueError) and not isinstance(
+            error, ClusterUnavailableError
+        )
+        if refused and not self.confirmed:
+            return None
+        if not (self.confirmed or self.sent_unconfirmed):
+            return None
+        return self.interrupted_summary(unit)
 
 
 def check_inputs(files: Sequence[str]) -> list[str]:

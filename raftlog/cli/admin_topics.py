@@ -9,8 +9,9 @@ import json
 import sys
 from typing import Any
 
-from raftlog.cli.admin_io import EXIT_OK, UsageError
+from raftlog.cli.admin_io import EXIT_OK, UsageError, say
 from raftlog.cli.admin_publish import PublishReport, publish_stream
+from raftlog.cli.formats import render
 from raftlog.client import RaftClient
 from raftlog.client.topics import TopicClient, make_record
 from raftlog.records import LoggedRecord, RecordId
@@ -103,11 +104,18 @@ def parse_time(text: str) -> int:
     return int(when.timestamp() * 1000)
 
 
-def record_line(item: LoggedRecord, as_json: bool) -> str:
-    """One topic record as a line of text (or JSON) for ``read --topic``."""
+def record_line(item: LoggedRecord, as_json: bool, fmt: str | None = None) -> str:
+    """One topic record as a line of text, JSON, or ``fmt`` (``raftlog.cli.formats``)."""
     rec = item.record
     when = dt.datetime.fromtimestamp(item.append_time_ms / 1000, dt.UTC).isoformat()
     value = rec.value.decode("utf-8", "backslashreplace")
+    if fmt is not None:
+        text = {k: v.decode("utf-8", "backslashreplace") for k, v in rec.headers.items()}
+        return render(fmt, {
+            "i": str(item.id), "t": rec.topic, "v": value, "T": when, "S": str(len(rec.value)),
+            "k": "" if rec.key is None else rec.key.decode("utf-8", "backslashreplace"),
+            "h": ",".join(f"{k}={v}" for k, v in text.items()),
+        })
     if as_json:
         return json.dumps(
             {
@@ -136,9 +144,10 @@ async def cmd_topics(args: argparse.Namespace, client: RaftClient) -> int:
                 exist_ok=args.if_not_exists,
             )
             if index is None:
-                print(f"topic {args.name} exists already")
+                say(args, f"topic {args.name} exists already", topic=args.name, created=False)
             else:
-                print(f"created topic {args.name} at index {index}")
+                say(args, f"created topic {args.name} at index {index}", topic=args.name,
+                    created=True, index=index)
         elif args.action == "list":
             names = await tc.list_topics()
             if getattr(args, "output", "table") == "json":
@@ -162,7 +171,8 @@ async def cmd_topics(args: argparse.Namespace, client: RaftClient) -> int:
                 print(f"{name.ljust(width)} {value}")
         else:
             index = await tc.delete_topic(args.name)
-            print(f"deleted topic {args.name} at index {index}")
+            say(args, f"deleted topic {args.name} at index {index}", topic=args.name,
+                deleted=True, index=index)
     return EXIT_OK
 
 
@@ -186,12 +196,14 @@ async def publish_to_topic(
                 in_flight=PUBLISH_IN_FLIGHT,
                 show_progress=not args.no_progress,
             )
-        except BaseException:
-            if report.confirmed or report.sent_unconfirmed:
-                print(f"raftlog-admin: {report.interrupted_summary(unit)}", file=sys.stderr)
+        except BaseException as error:
+            if (line := report.failure_summary(unit, error)) is not None:
+                print(f"raftlog-admin: {line}", file=sys.stderr)
             raise
     last = max(report.confirmed.values(), default=None)
-    print(f"published {len(report.confirmed)} record(s) to {args.topic}; last id {last}")
+    say(args, f"published {len(report.confirmed)} record(s) to {args.topic}; last id {last}",
+        published=len(report.confirmed), topic=args.topic,
+        last_id=None if last is None else str(last))
     return EXIT_OK
 
 
@@ -206,7 +218,7 @@ async def read_topic(args: argparse.Namespace, client: RaftClient) -> int:
                 from_time_ms=from_time,
             )
             async for item in stream:
-                print(record_line(item, args.json), flush=True)
+                print(record_line(item, args.json, args.format), flush=True)
             return EXIT_OK
         shown = 0
         limit = args.count
@@ -227,7 +239,7 @@ async def read_topic(args: argparse.Namespace, client: RaftClient) -> int:
                     limit=page,
                 )
             for item in result.records:
-                print(record_line(item, args.json))
+                print(record_line(item, args.json, args.format))
             shown += len(result.records)
             if not result.more or not result.records:
                 break

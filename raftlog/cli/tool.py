@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """``raftlog-tool``: look inside a peer's data directory, back it up, repair an out-of-range
 term.
 
@@ -22,10 +23,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import argcomplete
 import msgpack
 
 from raftlog.bounds import MAX_TERM
-from raftlog.cli import tool_backup
+from raftlog.cli import tool_backup, tool_recover
 from raftlog.cli.common import add_version_argument
 from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import StorageCorruptionError, StorageError
@@ -320,18 +322,21 @@ def build_parser() -> argparse.ArgumentParser:
     dump.set_defaults(handler=cmd_dump)
     verify.set_defaults(handler=cmd_verify)
     tool_backup.add_commands(commands)
+    tool_recover.add_command(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``raftlog-tool``: run one read-only command with one clear error line on
     failure."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    argcomplete.autocomplete(parser)  # a no-op unless the shell asks for completions
+    args = parser.parse_args(argv)
     try:
         _check_data_dir(args.data_dir)
         code: int = args.handler(args)
         return code
-    except UsageError as exc:
+    except (UsageError, tool_recover.RecoveryRefusedError) as exc:
         print(f"raftlog-tool: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except StorageCorruptionError as exc:

@@ -49,6 +49,13 @@ HANDSHAKE_FAILURES: Final[dict[int, str]] = {
 }
 """Monitor events of a failed ZMTP security handshake, and what each most likely means."""
 
+AUTH_REQUIRED: Final = "authentication required (this cluster uses CURVE)"
+"""Why a *plaintext* client's handshakes fail: the peer speaks CURVE (issue #33 item 3)."""
+
+CLOSED_IN_HANDSHAKE: Final = "the peer closed every connection during the security handshake"
+"""A CURVE client's connections dropped before the handshake ended (a reset can discard the
+greeting that would have said why)."""
+
 
 def raise_if_denied(frames: list[bytes]) -> None:
     """Raise ``AccessDeniedError`` if ``frames`` (an answer, msgid first) is a secure peer's
@@ -146,9 +153,24 @@ class ConnectionState:
     is down, or a port nobody listens on, keeps it set while ZeroMQ keeps retrying.
     """
 
-    __slots__ = ("auth_error", "connected", "ever_connected", "refusals", "refused_since")
+    __slots__ = (
+        "auth_error",
+        "connected",
+        "curve",
+        "ever_connected",
+        "handshaking",
+        "refusals",
+        "refused_since",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, curve: bool = False) -> None:
+        self.curve = curve
+        """Whether this client speaks CURVE (a plaintext one is told the cluster needs it)."""
+        self.handshaking = False
+        """TCP connected, security handshake not yet succeeded: a disconnection now is a
+        handshake failure even when no handshake event said so (libzmq >= 4.3 reports a
+        success for every mechanism; a reset can swallow the peer's greeting and with it
+        the failure event -- the intermittent "unreachable x19" of issue #33)."""
         self.connected = False
         self.ever_connected = False
         self.refused_since: float | None = None
@@ -160,24 +182,31 @@ class ConnectionState:
     def on_event(self, event: int, now: float) -> None:
         """Fold one monitor event in."""
         if event == zmq.EVENT_CONNECTED:
+            self.handshaking = True
             if self.auth_error is None:  # else only a handshake success clears the refusal
                 self.connected = self.ever_connected = True
                 self.refused_since = None
         elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self.handshaking = False
             self.connected = self.ever_connected = True
             self.refused_since = self.auth_error = None
         elif event in HANDSHAKE_FAILURES:
-            self.connected = False
-            self.auth_error = HANDSHAKE_FAILURES[event]
-            self.refusals += 1
-            if self.refused_since is None:
-                self.refused_since = now
+            self._handshake_failed(HANDSHAKE_FAILURES[event], now)
         elif event == zmq.EVENT_DISCONNECTED:
             self.connected = False
+            if self.handshaking:
+                self._handshake_failed(CLOSED_IN_HANDSHAKE, now)
         elif event == zmq.EVENT_CONNECT_RETRIED and not self.connected:
             self.refusals += 1
             if self.refused_since is None:
                 self.refused_since = now
+
+    def _handshake_failed(self, why: str, now: float) -> None:
+        self.handshaking = self.connected = False
+        self.auth_error = why if self.curve else AUTH_REQUIRED
+        self.refusals += 1
+        if self.refused_since is None:
+            self.refused_since = now
 
     def refusing_for(self, now: float) -> float | None:
         """Seconds this connection has been refused without a success, or None."""
@@ -201,7 +230,7 @@ class DealerChannel:
         self._socket = sock
         self._sync_socket: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)
         self._monitor = sockets.connection_monitor(sock)
-        self.state = ConnectionState()
+        self.state = ConnectionState(curve=curve is not None)
         """Connection state from the socket monitor (see :class:`ConnectionState`)."""
         self._closed = False
         loop = asyncio.get_running_loop()

@@ -17,7 +17,7 @@ from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from raftlog.client.dealer import ConnectionState
+from raftlog.client.dealer import AUTH_REQUIRED, ConnectionState
 from raftlog.client.logs import client_log
 from raftlog.errors import AuthenticationError, ClusterUnavailableError
 
@@ -67,9 +67,8 @@ class AttemptLog:
         why = diagnose([did for _, did in attempts], [states.get(u) for u in urls])
         if why == ALL_REFUSED and len(urls) == 1:
             why = ONE_REFUSED
-        error = AuthenticationError if why and why.startswith(AUTH_FAILED) else (
-            ClusterUnavailableError
-        )
+        authentication = why is not None and why.startswith((AUTH_FAILED, AUTH_REQUIRED))
+        error = AuthenticationError if authentication else ClusterUnavailableError
         return error(f"{why} ({detail})" if why else detail)
 
 
@@ -80,6 +79,8 @@ def diagnose(outcomes: Sequence[str], states: Sequence[ConnectionState | None]) 
     known = [s for s in states if s is not None]
     if known and len(known) == len(states) and all(s.refused_since is not None for s in known):
         failures = sorted({s.auth_error for s in known if s.auth_error is not None})
+        if failures == [AUTH_REQUIRED]:
+            return AUTH_REQUIRED
         if failures:
             return f"{AUTH_FAILED} ({'; '.join(failures)})"
         return ALL_REFUSED  # even if they answered before: they are down now

@@ -120,6 +120,33 @@ class RaftCore:
         if self._s.role in (Role.FOLLOWER, Role.CANDIDATE):
             election.on_election_timeout(self._s)
 
+    def take_leadership(self) -> str | None:
+        """Raft's TimeoutNow (thesis §3.10), received by the target of a leadership
+        transfer: campaign at once, with RequestVotes that leader stickiness lets through.
+        None when it campaigned, else why not (a leader, a drained peer, a peer that may
+        not vote under the configuration in effect)."""
+        s = self._s
+        if s.role is Role.LEADER:
+            return "this peer already leads"
+        if s.drained:
+            return "this peer is drained"
+        if s.role not in (Role.FOLLOWER, Role.CANDIDATE) or not s.can_campaign():
+            return "this peer is not a voter of the configuration in effect"
+        election.campaign(s, transfer=True)
+        return None
+
+    def set_drained(self, drained: bool) -> None:
+        """Maintenance drain: a drained peer never campaigns (its election timer keeps being
+        reset); it still votes and replicates. Handing leadership off is the operator
+        tool's job (``raftlog-admin drain``), through :meth:`take_leadership` on another
+        peer: a leader that is drained keeps leading until then."""
+        self._s.drained = drained
+
+    @property
+    def drained(self) -> bool:
+        """See :meth:`set_drained`."""
+        return self._s.drained
+
     def step_request(self, token: object, message: PeerRequest) -> None:
         """An inbound peer request; its reply (if any) comes out as ``SendReply(token, ...)``.
         RequestVotes from outside the configuration get no reply at all (§6). A request whose

@@ -16,7 +16,9 @@ Extension (``leader_stickiness``, Raft paper §6; ``leader_is_sticky``): a follo
 from its leader, or a leader that heard from a quorum, less than a minimum election timeout
 ago answers a higher-term RequestVote with ``[currentTerm, false]`` and keeps its term -- a
 removed peer that still campaigns cannot depose a working leader through a member that has not
-yet learnt of its removal, and a forged RequestVote deposes nobody (issue #24).
+yet learnt of its removal, and a forged RequestVote deposes nobody (issue #24). A
+RequestVote marked ``transfer`` (the campaign of a leadership transfer's target, Raft
+thesis §3.10 TimeoutNow) is exempt: the leader asked for it.
 """
 
 from __future__ import annotations
@@ -82,8 +84,9 @@ def on_election_timeout(s: CoreState) -> None:
     campaign(s)
 
 
-def campaign(s: CoreState) -> None:
-    """Start an election for ``term + 1`` (a sole voter wins it at once, §12.1)."""
+def campaign(s: CoreState, transfer: bool = False) -> None:
+    """Start an election for ``term + 1`` (a sole voter wins it at once, §12.1); with
+    ``transfer``, as the target of a leadership transfer (its RequestVotes say so)."""
     if not s.can_campaign():
         s.reset_election_timer()
         return
@@ -99,11 +102,12 @@ def campaign(s: CoreState) -> None:
     s.leader_id = None
     s.votes = {s.id: True}
     s.vote_sent_at = {}
+    s.campaign_transfer = transfer
     s.reset_election_timer()
     if vote_result(s.membership.groups, s.votes) is VoteResult.WON:
         leader.become_leader(s)
         return
-    request = RequestVote(s.id, s.term, s.log.last_index, s.log.last_term)
+    request = RequestVote(s.id, s.term, s.log.last_index, s.log.last_term, s.campaign_transfer)
     for peer in sorted(s.membership.members):
         if peer != s.id:
             s.send_after_persist(peer, request)  # only once term and vote are durable
@@ -133,7 +137,7 @@ def retransmit_votes(s: CoreState) -> None:
     ]
     if not due:
         return
-    request = RequestVote(s.id, s.term, s.log.last_index, s.log.last_term)
+    request = RequestVote(s.id, s.term, s.log.last_index, s.log.last_term, s.campaign_transfer)
     for peer in due:
         s.send_after_persist(peer, request)
         s.vote_sent_at[peer] = s.now
@@ -153,7 +157,7 @@ def handle_request_vote(s: CoreState, token: object, m: RequestVote) -> None:
     free = s.voted_for is None or s.voted_for == m.candidate_id or m.term > s.term
     granted = free and up_to_date
     guarded = _spiral_guard_active(s) and not (granted and m.term > s.term)
-    if guarded or (m.term > s.term and leader_is_sticky(s)):
+    if guarded or (m.term > s.term and leader_is_sticky(s) and not m.transfer):
         s.reply(token, RequestVoteResponse(s.term, False))  # 3. term not adopted
         return
     if granted or m.term > s.term:  # 4.

@@ -80,6 +80,10 @@ class CoreState:
         """Candidate: answers received this term (granted or not), own vote included."""
         self.vote_sent_at: dict[str, int] = {}
         self.campaign_unsent = False
+        self.campaign_transfer = False
+        """Candidate: this term's campaign is a leadership transfer's (``RequestVote.transfer``)."""
+        self.drained = False
+        """Maintenance drain (``raftlog-admin drain``): this peer never campaigns."""
         """Candidate: this term's RequestVotes wait for the persist of its term and vote
         (``election.votes_sent`` starts the timer when they leave)."""
         self.votes_left = False
@@ -140,7 +144,9 @@ class CoreState:
     def can_campaign(self) -> bool:
         """Votes are always counted under the newest configuration (``vote_result``); a peer
         outside it may still campaign while it could be rolled back to one that has it."""
-        return self.history.current.known and self.history.involves(self.id)
+        return (
+            not self.drained and self.history.current.known and self.history.involves(self.id)
+        )
 
     def has_bug(self, bug: Bug) -> bool:
         return bug in self.cfg.bugs

@@ -75,6 +75,15 @@ class TopicCatalog(Protocol):
     def counters(self) -> TopicTotalsSource: ...
 
 
+class DiskReadings(Protocol):
+    """The disk guard's last measurement (``raftlog.server.disk_guard.DiskGuard``)."""
+
+    @property
+    def free(self) -> int: ...
+    @property
+    def threshold(self) -> int: ...
+
+
 class RecentElections(Protocol):
     """The peer's own ring of leader changes (``ElectionLog``)."""
 
@@ -87,6 +96,8 @@ def build_peer_view(
     entries: OpenStreams,
     topics: TopicCatalog,
     elections: RecentElections,
+    *,
+    disk: DiskReadings | None = None,
 ) -> PeerView:
     """A fresh view (a few attribute reads, one dict copy of the leader's progress)."""
     config = core.config
@@ -116,4 +127,6 @@ def build_peer_view(
         topic_names=tuple(sorted(topics.topics)[:MAX_TOPIC_NAMES]),
         topic_stats=topics.counters.stats(MAX_TOPIC_NAMES),
         elections=elections.recent(),
+        disk_free_bytes=None if disk is None or disk.free < 0 else disk.free,
+        min_free_disk_bytes=0 if disk is None else disk.threshold,
     )

@@ -175,6 +175,12 @@ class ClusterPoller:
                 "stats": [self._topic_row(stat) for stat in view.topic_stats],
             },
             "pending_updates": view.pending_updates,
+            "disk": {
+                "free_bytes": view.disk_free_bytes,
+                "min_free_bytes": view.min_free_disk_bytes,
+                "publishes_refused": view.disk_free_bytes is not None
+                and view.disk_free_bytes < view.min_free_disk_bytes,
+            },
             "request_entries_streams": view.open_entries_streams,
             "clock_warnings": [
                 w for pid, r in sorted(self._clocks.items()) if (w := clock_warning(pid, r))

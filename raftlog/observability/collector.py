@@ -133,6 +133,13 @@ def view_metrics(view: PeerView, *, topics: bool = True) -> Iterator[Metric]:
         ("raftlog_topics", "Topics that exist as of the applied index.", view.topics),
     ):
         yield GaugeMetricFamily(name, help, value=float(value))
+    if view.disk_free_bytes is not None:
+        yield GaugeMetricFamily(
+            "raftlog_disk_free_bytes",
+            "Free bytes in the data directory (the disk guard refuses publishes below "
+            "min_free_disk_bytes).",
+            value=float(view.disk_free_bytes),
+        )
     match = GaugeMetricFamily(
         "raftlog_follower_match_index",
         "On the leader: highest index known replicated to each peer.",

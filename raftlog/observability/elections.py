@@ -64,8 +64,13 @@ class ElectionLog:
             self._add(term, self._peer_id, "won the election")
         elif leader_id is not None:
             self._add(term, leader_id, "new leader heard")
+        elif before is not None and before[1] == self._peer_id:
+            return  # this peer stopped leading: ``on_stepped_down`` says why, once
         elif before is not None and before[1] is not None:
-            self._add(term, None, f"leader {before[1]} lost (term {term})")
+            self._add(
+                term, None, f"term {term} began (a peer asked for votes); leader {before[1]} "
+                f"of term {before[0]} no longer followed"
+            )
 
     def on_stepped_down(self, term: int, reason: str) -> None:
         """This peer stopped leading (``SteppedDown``: higher_term, check_quorum, removed)."""
@@ -75,5 +80,7 @@ class ElectionLog:
         self._ring.appendleft(LeaderChange(self._clock(), term, leader_id, reason))
 
     def recent(self) -> tuple[LeaderChange, ...]:
-        """The remembered changes, newest first."""
-        return tuple(self._ring)
+        """The remembered changes, newest first: by term, then time (a step-down is
+        reported with the term it led, after the higher term that caused it was seen; the
+        page must still read in term order -- issue #33 item 7)."""
+        return tuple(sorted(self._ring, key=lambda c: (c.term, c.time), reverse=True))

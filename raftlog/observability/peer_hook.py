@@ -22,6 +22,7 @@ from raftlog.consensus import Role, SoftState
 from raftlog.metrics import PeerMetrics
 from raftlog.observability.build import (
     CoreReadings,
+    DiskReadings,
     OpenStreams,
     PendingUpdates,
     TopicCatalog,
@@ -98,11 +99,13 @@ class PeerObserver:
         clients: PendingUpdates,
         entries: OpenStreams,
         topics: TopicCatalog,
+        disk: DiskReadings | None = None,
     ) -> None:
         """Publish the first view and start the listener (``ListenerError`` if its port
         cannot be bound)."""
         self._publisher = ViewPublisher(
-            self.views, lambda: build_peer_view(core, clients, entries, topics, self.elections)
+            self.views,
+            lambda: build_peer_view(core, clients, entries, topics, self.elections, disk=disk),
         )
         self._publisher.maybe_publish(time.monotonic())
         settings = self.settings

@@ -63,6 +63,11 @@ class PeerView:
     expired_records, expired_bytes)``, sorted by name (at most ``MAX_TOPIC_NAMES``)."""
     elections: tuple[LeaderChange, ...] = ()
     """The last leader changes this peer lived through, newest first."""
+    disk_free_bytes: int | None = None
+    """Free bytes in this peer's data directory at the disk guard's last look (None: not
+    measured); the status page and ``raftlog_disk_free_bytes`` show it per peer."""
+    min_free_disk_bytes: int = 0
+    """The disk guard's threshold (0: off); below it this peer refuses publishes as leader."""
     published_at: float = field(default_factory=time.monotonic)
     """``time.monotonic()`` when the loop built it: a stale view means a stuck loop."""
     wall_time: float = field(default_factory=time.time)

@@ -129,6 +129,10 @@ def add_transaction_routes(app: web.Application, ctx: RestContext) -> Transactio
         try:
             tx = topics.resume_transaction(txid, actor)
             if payloads:
+                # storing under an unknown id would begin a new transaction and this commit
+                # would then succeed: the documented answer is 404 (issue #33 item 6), so
+                # the transaction must be known before anything is stored
+                await tx.status(timeout=ctx_.gateway.timeout)
                 await _store(ctx_, tx, name, payloads, timeout_ms=None,
                              request_id=request_id_of(request))
             index = await tx.commit(timeout=ctx_.gateway.timeout)

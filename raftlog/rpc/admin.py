@@ -20,7 +20,7 @@ from enum import Enum
 from typing import Final
 
 from raftlog.errors import LocalProtocolError, RemoteProtocolError
-from raftlog.rpc.frames import decode_uint, encode_uint
+from raftlog.rpc.frames import decode_string, decode_uint, encode_string, encode_uint
 from raftlog.rpc.messages import ClientDispatch
 
 TYPE_COMPACT: Final = b"AC"
@@ -68,3 +68,56 @@ def decode_compact_response(frames: Sequence[bytes]) -> CompactResponse:
     if len(frames) != 1:
         raise RemoteProtocolError(f"a compact answer has one frame, got {len(frames)}", 1)
     return CompactResponse.of(decode_uint(frames[0], 1))
+
+
+# -- leadership transfer and drain (docs/operations.md "Emergency tools") ---------------------
+TYPE_TAKE_LEADERSHIP: Final = b"AT"
+"""Raft's TimeoutNow as a raftlog extension: the receiving peer campaigns at once.
+
+    request   [id, "AT", ident]
+    response  [id, string reason]      empty: campaigning now; else why not
+
+``raftlog-admin leader transfer`` sends it only to a peer that answered a raftlog-only
+probe, so a reference peer never receives it."""
+
+TYPE_DRAIN: Final = b"AD"
+"""Drain (or undrain) the receiving peer for maintenance: it never campaigns.
+
+    request   [id, "AD", ident, uint 1|0]      1: drain, 0: undrain
+    response  [id, uint 1|0]                   the peer's drain state now"""
+
+
+def take_leadership_request() -> ClientDispatch:
+    """The ``AT`` request."""
+    return ClientDispatch(TYPE_TAKE_LEADERSHIP)
+
+
+def encode_take_leadership_response(refusal: str | None) -> tuple[bytes, ...]:
+    """The frames after the id: empty string when the peer campaigns."""
+    return (encode_string(refusal or ""),)
+
+
+def decode_take_leadership_response(frames: Sequence[bytes]) -> str | None:
+    """None when the peer campaigns, else its reason for refusing."""
+    if len(frames) != 1:
+        raise RemoteProtocolError(f"a take-leadership answer has one frame, got {len(frames)}", 1)
+    return decode_string(frames[0], 1) or None
+
+
+def drain_request(drained: bool) -> ClientDispatch:
+    """The ``AD`` request."""
+    return ClientDispatch(TYPE_DRAIN, (encode_uint(int(drained)),))
+
+
+def decode_drain_request(args: Sequence[bytes]) -> bool:
+    """The wanted drain state; ``RemoteProtocolError`` for anything but one uint 0 or 1."""
+    if len(args) != 1 or decode_uint(args[0], 3) not in (0, 1):
+        raise RemoteProtocolError("a drain request has one frame, uint 0 or 1", 3)
+    return decode_uint(args[0], 3) == 1
+
+
+def decode_drain_response(frames: Sequence[bytes]) -> bool:
+    """The peer's drain state after the request."""
+    if len(frames) != 1:
+        raise RemoteProtocolError(f"a drain answer has one frame, got {len(frames)}", 1)
+    return decode_uint(frames[0], 1) == 1

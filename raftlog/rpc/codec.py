@@ -122,6 +122,11 @@ def _need(args: Sequence[bytes], count: int, name: str) -> None:
         )
 
 
+TRANSFER_FLAG: Final = encode_uint(1)
+"""Frame 8 (docs/protocol.md §7) of a RequestVote sent by the target of a leadership
+transfer (raftlog only)."""
+
+
 # --- argument decoders (frame numbers: argument i is frame 3 + i) -----------------------------
 
 
@@ -133,6 +138,7 @@ def _decode_request_vote(msg_id: bytes, args: Sequence[bytes]) -> RequestVote:
             decode_uint(args[1], 4),
             decode_uint(args[2], 5),
             decode_uint(args[3], 6),
+            transfer=len(args) > 4 and args[4] == TRANSFER_FLAG,
         )
     )
 
@@ -267,12 +273,13 @@ def _request_type_and_args(msg: Request) -> tuple[bytes, list[bytes]]:
         args += [entry.to_bytes() for entry in msg.entries]
         return TYPE_APPEND_ENTRIES, args
     if isinstance(msg, RequestVote):
-        return TYPE_REQUEST_VOTE, [
+        vote = [
             encode_string(msg.candidate_id),
             encode_uint(msg.term),
             encode_uint(msg.last_log_index),
             encode_uint(msg.last_log_term),
         ]
+        return TYPE_REQUEST_VOTE, [*vote, TRANSFER_FLAG] if msg.transfer else vote
     if isinstance(msg, InstallSnapshot):
         return TYPE_INSTALL_SNAPSHOT, [
             encode_string(msg.leader_id),

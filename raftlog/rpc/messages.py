@@ -74,6 +74,11 @@ class RequestVote:
     term: int
     last_log_index: int
     last_log_term: int
+    transfer: bool = False
+    """raftlog extension (frame 8, ``uint 1``): this campaign was asked for by a leadership
+    transfer, so a raftlog follower answers it despite leader stickiness (as etcd's
+    transfer context does). A reference peer ignores request frames beyond those it
+    defines (docs/protocol.md §5.3), so it sees an ordinary RequestVote."""
 
 
 @dataclass(frozen=True, slots=True)

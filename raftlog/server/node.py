@@ -57,6 +57,7 @@ from raftlog.rpc.messages import ConfigPayload
 from raftlog.rpc.ranges import OutOfRangeError
 from raftlog.security.peer import SecurePeer
 from raftlog.server.catch_up import CatchUp
+from raftlog.server.disk_guard import DiskGuard
 from raftlog.server.loop_health import LoopStallMeter, react_to_guard_event
 from raftlog.server.peers import PeerChannels, PeerOutbox
 from raftlog.server.ready_executor import ReadyExecutor
@@ -171,6 +172,7 @@ class PeerNode:
             curve=settings.security.client if settings.security else None,
         )
         self.channels.reconcile(self.core.connect_to())
+        self.disk = DiskGuard(settings.data_dir, opts.min_free_disk_bytes, self.log)
         services = build_services(
             ident=self._ident,
             pub_url=settings.pub_url,
@@ -183,6 +185,7 @@ class PeerNode:
             topics=self.topics,
             metrics=self.metrics,
             log=self.log,
+            disk=self.disk,
         )
         self.clients = services.clients
         self.info = services.info
@@ -214,16 +217,13 @@ class PeerNode:
             opts.election_timeout_min / 4, self.metrics, self.log, time.monotonic
         )
         """``stall.max_ms``: the longest single pass of the loop so far (issue #12)."""
-        self.observer.start(self.core, self.clients, self.entries, self.topics)
+        self.observer.start(self.core, self.clients, self.entries, self.topics, self.disk)
         self.log.info(
             "peer_started",
-            url=settings.url,
-            bind=settings.bind_url,
-            pub_url=settings.pub_url,
+            url=settings.url, bind=settings.bind_url, pub_url=settings.pub_url,
             data_dir=str(settings.data_dir),
             term=self.core.term,
-            first_index=self.store.first_index,
-            last_index=self.store.last_index,
+            first_index=self.store.first_index, last_index=self.store.last_index,
             last_applied=self.machine.last_applied,
             member=settings.is_member,
         )
@@ -351,6 +351,7 @@ class PeerNode:
         self.info.sweep(now)
         if now >= self._next_housekeeping:
             self._next_housekeeping = now + HOUSEKEEPING_INTERVAL
+            self.disk.check()
             self.compaction.housekeeping(self.topics.last_time)  # the log clock (#24)
             self.clock_watch.check(now)
             self.limits.memory.maybe_trim(now)

@@ -19,7 +19,7 @@ from raftlog.config import PeerSettings
 from raftlog.consensus import CoreConfig, RaftCore
 from raftlog.metrics import PeerMetrics
 from raftlog.options import RaftOptions
-from raftlog.rpc.admin import TYPE_COMPACT
+from raftlog.rpc.admin import TYPE_COMPACT, TYPE_DRAIN, TYPE_TAKE_LEADERSHIP
 from raftlog.rpc.clock import TYPE_CLOCK, ClockReading, encode_clock_reading
 from raftlog.rpc.messages import (
     TYPE_APPEND_ENTRIES,
@@ -47,10 +47,12 @@ from raftlog.rpc.topics import TYPE_PUBLISH
 from raftlog.server.client_service import ClientService
 from raftlog.server.clock_watch import ClockWatch
 from raftlog.server.compaction import CompactionPolicy
+from raftlog.server.disk_guard import DiskGuard
 from raftlog.server.dispatch import Dispatcher, HandlerTable, route
 from raftlog.server.entries_service import EntriesLimits, EntriesService
 from raftlog.server.info_service import InfoService
 from raftlog.server.interfaces import EventLog, LeaderView
+from raftlog.server.leadership_service import LeadershipService
 from raftlog.server.peer_service import PeerService
 from raftlog.server.replies import ReplySender
 from raftlog.server.topic_clock import TopicClock
@@ -141,6 +143,7 @@ def build_services(
     topics: TopicStateMachine,
     metrics: PeerMetrics,
     log: EventLog,
+    disk: DiskGuard | None = None,
 ) -> Services:
     """Build the services over the peer's core, stores and ROUTER."""
     replies = ReplySender(router, metrics)
@@ -151,6 +154,7 @@ def build_services(
         auto_create=options.topic_auto_create,
         max_data=options.max_log_entry_data_size,
         now_ms=clock.now,
+        disk=disk,
     )
     clients = ClientService(
         core,
@@ -200,6 +204,7 @@ def build_services(
         pub_url=pub_url,
         topic_totals=topics.counters.get,  # which topics got records: parked TR reads
     )
+    leadership = LeadershipService(core, replies, log)
     handlers: HandlerTable = {
         TYPE_REQUEST_VOTE: route(RequestVote, peers.request_vote),
         TYPE_APPEND_ENTRIES: route(AppendEntries, peers.from_leader),
@@ -213,6 +218,8 @@ def build_services(
         TYPE_PUBLISH: route(ClientDispatch, clients.publish),
         TYPE_COMPACT: route(ClientDispatch, info.compact),
         TYPE_CLOCK: route(ClientDispatch, clock_handler(replies, clock)),
+        TYPE_TAKE_LEADERSHIP: route(ClientDispatch, leadership.take_leadership),
+        TYPE_DRAIN: route(ClientDispatch, leadership.drain),
     }
     fallback = route(ClientDispatch, info.state_machine_request)
     dispatcher = Dispatcher(ident, handlers, fallback, metrics, log)

@@ -40,6 +40,7 @@ from raftlog.records import (
 )
 from raftlog.records_tx import TxControl, TxStore, decode_any_entry
 from raftlog.rpc.topics import bad_request
+from raftlog.server.disk_guard import DiskGuard
 from raftlog.statemachine.topic_index import TopicState
 from raftlog.statemachine.topic_rules import check_entry
 
@@ -71,10 +72,13 @@ class TopicGate:
         auto_create: bool,
         max_data: int,
         now_ms: Callable[[], int],
+        disk: DiskGuard | None = None,
     ) -> None:
         """``now_ms`` is the cluster clock (``raftlog.cluster_clock.ClusterClock.now``): what
         entries are stamped with and transaction deadlines are judged by -- never a wall
-        clock, whose steps expired records and transactions (issue #24)."""
+        clock, whose steps expired records and transactions (issue #24). ``disk`` is the
+        disk guard: while it says the disk is low, data is refused (``DiskFull``)."""
+        self._disk = disk
         self._machine = machine
         self._auto_create = auto_create
         self._max_data = max_data
@@ -83,6 +87,8 @@ class TopicGate:
 
     def prepare(self, data: bytes) -> bytes | TopicError:
         """The data to propose (stamped when it is a topic entry), or why not."""
+        if self._disk is not None and (full := self._disk.refusal(data)) is not None:
+            return full
         if not is_topic_data(data):
             return data
         summary = summarize_batch(data)  # the common case, without a Record per record

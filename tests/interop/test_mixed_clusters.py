@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -234,9 +236,12 @@ def test_reference_follower_survives_a_stall_behind_a_raftlog_leader(
     ) as cluster:
         stopped = False
         try:
-            cluster.start()
-            leader = cluster.wait_leader(timeout=20)
-            assert cluster.kind(leader) == "raftlog", "the slow-election reference peer won"
+            # The raftlog pair elects its leader before the reference peer exists: with the
+            # reference started too, a loaded machine could let its slow election win (#33).
+            cluster.start("1", "2")
+            leader = cluster.wait_leader(timeout=60)
+            cluster.start("3")
+            assert cluster.kind(leader) == "raftlog"
             written: dict[int, bytes] = {}
             done = _commit(cluster, [b"before-%d" % i for i in range(5)], written)
             _same_state(cluster, cluster.ids, done[-1])
@@ -259,3 +264,34 @@ def test_reference_follower_survives_a_stall_behind_a_raftlog_leader(
             if stopped:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(cluster.reference.pid("3"), signal.SIGCONT)
+
+
+def test_a_reference_peer_is_refused_as_a_leadership_transfer_target(
+    reference_installed: Path, tmp_path: Path
+) -> None:
+    """Issue #33 item 10: the transfer's TimeoutNow (``AT``) is a raftlog extension; the tool
+    probes the target first and refuses a reference peer before sending it anything it does
+    not know; a transfer without a target picks the raftlog peer."""
+    admin = Path(sys.executable).parent / "raftlog-admin"
+    with MixedCluster(
+        tmp_path, ["1", "2"], ["3"], reference_options=SLOW_REFERENCE_ELECTIONS
+    ) as cluster:
+        cluster.start("1", "2")
+        leader = cluster.wait_leader(timeout=60)
+        cluster.start("3")
+        peers = ",".join(cluster.urls[p] for p in cluster.ids)
+        base = [str(admin), "--peers", peers, "--ident", cluster.ident, "--timeout", "30"]
+
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([*base, *args], capture_output=True, text=True,
+                                  timeout=120, check=False)
+
+        _same_state(cluster, cluster.ids, 0, timeout=60)
+        refused = run("leader", "transfer", "--to", "3")
+        assert refused.returncode == 1
+        assert "peer 3 is a reference zmq-raft peer" in refused.stderr, refused.stderr
+        other = next(p for p in ("1", "2") if p != leader)
+        moved = run("leader", "transfer")
+        assert moved.returncode == 0, moved.stderr
+        assert moved.stdout.split()[-1] == other or "already leads" in moved.stdout
+        assert cluster.wait_leader(timeout=60) in ("1", "2")

@@ -67,6 +67,8 @@ def test_the_page_follows_a_leader_change_live(tmp_path: Path, page: object) -> 
         )
         page_.wait_for_selector(f'#leader[data-leader="{leader}"]', timeout=10_000)
         assert page_.inner_text("#state") == "healthy"
+        # this peer's disk use, from the disk guard's reading (issue #33 item 7)
+        assert "guard at" in page_.inner_text("#disk")
         # the election happened before the page was opened: the peer's own ring shows it
         page_.wait_for_selector("#elections li[data-term]", timeout=10_000)
         assert f"peer {leader} leads" in page_.inner_text("#elections")

@@ -179,13 +179,24 @@ def test_a_peer_removed_while_down_is_logged_once_per_sender(tmp_path: Path) -> 
         update(cluster, b"two peers")
         cluster.terminate(leader)  # the next leader knows nothing of the departed peer
         cluster.start(leader)
-        leader = wait_for("a new leader", lambda: (lid := _leader_of(cluster, rest)) and lid)
-        cluster.start(victim)
+        wait_for("a new leader", lambda: _leader_of(cluster, rest), timeout=60)
         log_path = cluster.peers[victim].log_path
-        wait_for("the stale peer to campaign", lambda: _campaigns(log_path) > 0, timeout=20)
-        time.sleep(4)  # ~400 dropped RequestVotes per remaining peer
+        elected_before = len(_events(log_path, "became_leader"))
+        cluster.start(victim)
+        wait_for("the stale peer to campaign", lambda: _campaigns(log_path) > 0, timeout=60)
+        for peer_id in rest:
+            wait_for(
+                f"peer {peer_id} to drop the stale RequestVotes",
+                lambda p=peer_id: _events(cluster.peers[p].log_path, "unknown_sender_dropped"),
+                timeout=60,
+            )
+        time.sleep(4)  # the stimulus: ~400 more RequestVotes resent to each remaining peer
         for peer_id in rest:
             drops = _events(cluster.peers[peer_id].log_path, "unknown_sender_dropped")
             assert len(drops) == 1, drops
             assert drops[0]["sender"] == victim
-        assert _leader_of(cluster, rest) == leader  # undisturbed
+        # undisturbed: the departed peer never won a vote, and the two remaining peers still
+        # elect among themselves (on a loaded machine they may change leader: issue #33)
+        assert len(_events(log_path, "became_leader")) == elected_before
+        assert wait_for("a leader among the remaining peers", lambda: _leader_of(cluster, rest))
+        assert update(cluster, b"still writable") > 0

@@ -97,6 +97,11 @@ def test_transaction_refusals(cluster: RestCluster) -> None:
     assert call(base, "PUT", f"{T}/tx-bad").status == 200
     unknown = call(base, "POST", f"{T}/tx-bad/publish", {"transaction": "never-begun"})
     assert unknown.status == 404 and unknown.body["error"] == "UnknownTransaction"
+    # with messages too (issue #33 item 6: it used to begin, store and commit -> 200)
+    unknown = call(base, "POST", f"{T}/tx-bad/publish",
+                   {"transaction": "never-begun-2", "messages": ["x"], "encoding": "text"})
+    assert unknown.status == 404 and unknown.body["error"] == "UnknownTransaction", unknown.body
+    assert texts(base, "tx-bad") == []
     for body, code in [
         ({"transaction": "bad id!", "messages": ["YQ=="]}, "InvalidTransactionId"),
         ({"transaction": 5, "messages": ["YQ=="]}, "BadRequest"),

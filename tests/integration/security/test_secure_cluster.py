@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import signal
 import socket
 import subprocess
@@ -20,6 +21,7 @@ from integration.peer.updates import new_request_id, update
 from integration.secure_setup import ClientSpec, SecureSetup
 from raftlog import sockets
 from raftlog.client import RaftClient, Subscriber
+from raftlog.client.dealer import AUTH_REQUIRED
 from raftlog.client.topics import TopicClient
 from raftlog.errors import AccessDeniedError, AuthenticationError
 from raftlog.rpc.codec import encode_request
@@ -273,9 +275,10 @@ async def test_a_client_without_an_allowed_key_fails_fast_with_authentication_fa
     cluster: PeerCluster, secure: SecureSetup, who: str
 ) -> None:
     curve = secure.client("outsider") if who == "outsider" else None
+    why = "authentication failed" if curve else re.escape(AUTH_REQUIRED)
     started = time.monotonic()
     async with RaftClient(cluster.urls, cluster.ident, curve=curve, timeout=20) as client:
-        with pytest.raises(AuthenticationError, match="authentication failed"):
+        with pytest.raises(AuthenticationError, match=why):
             await client.request_update(b"nope")
     assert time.monotonic() - started < 10, "fails on the handshake, not on the timeout"
 
@@ -310,6 +313,20 @@ def test_admin_cli_uses_the_cluster_files_key_and_refuses_an_outsider(
     assert time.monotonic() - started < 8
 
 
+def test_a_relative_auth_key_path_means_the_current_directory(
+    cluster: PeerCluster, secure: SecureSetup
+) -> None:
+    """``--auth-key keys/admin.key_secret`` typed in the directory that holds ``keys/`` is
+    that file, not ``keys_dir/keys/admin.key_secret`` (issue #33 item 4)."""
+    relative = secure.keys_dir.relative_to(secure.directory) / "admin.key_secret"
+    ok = subprocess.run(
+        [str(PEER_BIN.with_name("raftlog-admin")), "--config", str(cluster.config_path),
+         "--auth-key", str(relative), "config", "show"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=secure.directory,
+    )
+    assert ok.returncode == 0, ok.stderr
+
+
 async def test_topic_acls_allow_and_deny_by_topic(
     cluster: PeerCluster, secure: SecureSetup
 ) -> None:
@@ -333,3 +350,20 @@ async def test_topic_acls_allow_and_deny_by_topic(
         with pytest.raises(AccessDeniedError, match="use topic reads"):
             async for _ in client.request_entries(0):
                 break
+
+
+def test_the_admin_cli_without_curve_is_told_authentication_is_required(
+    cluster: PeerCluster,
+) -> None:
+    """Issue #33 item 3: a plaintext raftlog-admin against the secure cluster said
+    'unavailable ... unreachable x19' after 13.8 s."""
+    started = time.monotonic()
+    plain = subprocess.run(
+        [str(PEER_BIN.with_name("raftlog-admin")), "--peers", ",".join(cluster.urls),
+         "--ident", cluster.ident, "config", "show"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert plain.returncode == 1, plain.stderr
+    assert "authentication required (this cluster uses CURVE)" in plain.stderr
+    assert plain.stderr.count("\n") == 1
+    assert time.monotonic() - started < 10, "the handshake decides, not the timeout"

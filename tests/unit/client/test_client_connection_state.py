@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import zmq
 
-from raftlog.client.dealer import ConnectionState
+from raftlog.client.dealer import AUTH_REQUIRED, CLOSED_IN_HANDSHAKE, ConnectionState
 from raftlog.client.report import ALL_REFUSED, NO_ANSWER, NO_CONNECTION, AttemptLog, diagnose
 
 
@@ -28,6 +28,7 @@ def test_refusals_count_from_the_first_retry_until_a_connection() -> None:
 def test_a_lost_connection_refusing_again_is_refused_from_then_on() -> None:
     state = ConnectionState()
     state.on_event(zmq.EVENT_CONNECTED, 1.0)
+    state.on_event(zmq.EVENT_HANDSHAKE_SUCCEEDED, 1.0)
     state.on_event(zmq.EVENT_DISCONNECTED, 5.0)
     assert not state.connected and state.refusing_for(5.5) is None  # not yet retried
     state.on_event(zmq.EVENT_CONNECT_RETRIED, 5.1)
@@ -67,3 +68,26 @@ def test_the_report_covers_the_failing_call_only() -> None:
     text = str(error)
     assert text.startswith(NO_ANSWER)
     assert "no leader found after 2.0s" in text and "tcp://a:1: no response x2" in text
+
+
+def test_a_plaintext_client_is_told_the_cluster_needs_curve() -> None:
+    """Issue #33 item 3: mechanism mismatch, or a connection dropped mid-handshake (a reset
+    can swallow the greeting that would have said so), both mean "authentication required"
+    to a plaintext client."""
+    for failure in (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.EVENT_DISCONNECTED):
+        states = []
+        for _ in range(2):
+            state = ConnectionState(curve=False)
+            state.on_event(zmq.EVENT_CONNECTED, 1.0)
+            state.on_event(failure, 1.5)
+            assert state.refusing_for(2.5) == 1.0
+            states.append(state)
+        assert diagnose(["refused"], states) == AUTH_REQUIRED
+
+
+def test_a_curve_client_dropped_mid_handshake_hears_authentication_failed() -> None:
+    state = ConnectionState(curve=True)
+    state.on_event(zmq.EVENT_CONNECTED, 1.0)
+    state.on_event(zmq.EVENT_DISCONNECTED, 1.01)
+    assert state.auth_error == CLOSED_IN_HANDSHAKE
+    assert (diagnose(["refused"], [state]) or "").startswith("authentication failed")

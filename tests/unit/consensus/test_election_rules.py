@@ -278,3 +278,41 @@ def test_candidate_timer_starts_when_its_request_votes_leave() -> None:
     assert node.core.role is Role.CANDIDATE and node.core.term == 4
     node.tick()  # 20 ticks after the span in which the requests left
     assert node.core.term == 5
+
+
+# -- leadership transfer and drain (issue #33 item 10) ----------------------------------------
+def test_a_transfer_campaign_passes_leader_stickiness() -> None:
+    """The target of a transfer campaigns at once with RequestVotes marked ``transfer``; a
+    sticky follower grants those (the leader asked for them) and still refuses the rest."""
+    node = make_node(term=3)
+    node.receive(AppendEntries("n2", 3, 0, 0, 0))
+    ready = node.receive(RequestVote("n3", 4, 0, 0, transfer=True))
+    assert replies(ready)[0].message == RequestVoteResponse(4, True)
+    sticky = make_node(term=3)
+    sticky.receive(AppendEntries("n2", 3, 0, 0, 0))
+    ready = sticky.receive(RequestVote("n3", 4, 0, 0))
+    assert replies(ready)[0].message == RequestVoteResponse(3, False)
+
+
+def test_take_leadership_campaigns_at_once_with_marked_votes() -> None:
+    node = make_node(term=3)
+    node.receive(AppendEntries("n2", 3, 0, 0, 0))
+    assert node.core.take_leadership() is None
+    ready = node.run()
+    assert node.core.role is Role.CANDIDATE and node.core.term == 4
+    sent = [m.message for m in requests(ready, RequestVote)]
+    assert sent and all(isinstance(m, RequestVote) and m.transfer for m in sent)
+    resent = [m.message for m in requests(node.tick(15), RequestVote)]  # retransmissions
+    assert resent and all(isinstance(m, RequestVote) and m.transfer for m in resent)
+
+
+def test_a_drained_peer_never_campaigns_nor_takes_leadership() -> None:
+    node = make_node(term=3)
+    node.core.set_drained(True)
+    node.tick(500)
+    assert node.core.role is Role.FOLLOWER and node.core.term == 3
+    assert node.core.take_leadership() == "this peer is drained"
+    ready = node.receive(RequestVote("n2", 4, 0, 0))  # it still votes
+    assert replies(ready)[0].message == RequestVoteResponse(4, True)
+    node.core.set_drained(False)
+    node.tick_until_role(Role.CANDIDATE)

@@ -40,9 +40,30 @@ def test_the_ring_tells_why_the_leader_changed() -> None:
         (3, None, "stepped down: lost contact with a quorum"),
         (3, "1", "won the election"),
         (3, None, "election started here (no leader heard within the timeout)"),
-        (2, None, "leader 2 lost (term 2)"),
+        (2, None, "term 2 began (a peer asked for votes); leader 2 of term 1 no longer followed"),
     ]  # newest first, at most ``keep``
     assert ring.recent()[-1].time == 110.0
+
+
+def test_a_step_down_reads_in_term_order_and_once() -> None:
+    """Issue #33 item 7: a leader that sees a higher term reported 'term 5: no leader ·
+    leader 1 lost (term 5)' and then its term-4 step-down above it."""
+    now = [1.0]
+    ring = ElectionLog("1", clock=_clock(now))
+    ring.on_soft_state(Role.CANDIDATE, None, 4)
+    ring.on_soft_state(Role.LEADER, "1", 4)
+    now[0] = 2.0
+    ring.on_soft_state(Role.FOLLOWER, None, 5)  # a higher term seen...
+    now[0] = 3.0
+    ring.on_stepped_down(4, "higher_term")  # ...then the step-down of the term it led
+    ring.on_soft_state(Role.FOLLOWER, "2", 5)
+    got = [(c.term, c.reason) for c in ring.recent()]
+    assert got == [
+        (5, "new leader heard"),
+        (4, "stepped down: saw a higher term"),
+        (4, "won the election"),
+        (4, "election started here (no leader heard within the timeout)"),
+    ]
 
 
 def test_a_role_change_without_a_leader_change_is_not_an_election() -> None:

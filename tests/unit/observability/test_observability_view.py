@@ -133,3 +133,18 @@ def test_storage_verdict_writes_and_removes_its_probe(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
     missing = storage_verdict(tmp_path / "gone")
     assert not missing.ok and "not writable" in missing.reason
+
+
+def test_the_view_carries_the_disk_guards_reading() -> None:
+    """Issue #33 item 7: per-peer disk use on the status page and in /metrics."""
+
+    class Disk:
+        free = 123_456
+        threshold = 64 << 20
+
+    core = FakeCore(Role.FOLLOWER, ConfigPayload(new=PEERS))
+    view = build_peer_view(
+        core, FakeClients(), FakeEntries(), FakeTopics(), FakeElections(), disk=Disk()
+    )
+    assert (view.disk_free_bytes, view.min_free_disk_bytes) == (123_456, 64 << 20)
+    assert _view().disk_free_bytes is None

@@ -501,3 +501,14 @@ def test_encoding_incomplete_responses_is_a_local_error(message: Response) -> No
         encode_response(message, id=b"\x01")
     with pytest.raises(LocalProtocolError):
         encode_response(RequestVoteResponse(1, True))  # id required
+
+
+def test_a_transfer_request_vote_carries_frame_8_and_plain_ones_do_not() -> None:
+    """The transfer mark is one trailing frame the reference ignores (§5.3)."""
+    plain = encode_request(RequestVote("n1", 4, 10, 3), ident=b"ID", id=b"\x01")
+    marked = encode_request(RequestVote("n1", 4, 10, 3, transfer=True), ident=b"ID", id=b"\x01")
+    assert marked[:-1] == plain and marked[-1] == b"\x01"
+    assert decode_request(marked).message == RequestVote("n1", 4, 10, 3, transfer=True)
+    assert decode_request(plain).message == RequestVote("n1", 4, 10, 3)
+    # any other seventh frame is no mark (a peer never fails on what the network sends)
+    assert decode_request([*plain, b"\xff"]).message == RequestVote("n1", 4, 10, 3)
