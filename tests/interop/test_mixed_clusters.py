@@ -211,7 +211,7 @@ def test_reference_follower_started_late_catches_up_from_a_raftlog_leader(
     with MixedCluster(tmp_path, ["1", "2"], ["3"]) as cluster:
         try:
             cluster.start("1", "2")
-            leader = cluster.wait_leader(timeout=20)
+            cluster.wait_leader(timeout=20)
             written: dict[int, bytes] = {}
             done = _commit(cluster, [b"while-down-%d" % i for i in range(10)], written)
             _same_state(cluster, ["1", "2"], done[-1])
@@ -219,7 +219,10 @@ def test_reference_follower_started_late_catches_up_from_a_raftlog_leader(
             _same_state(cluster, cluster.ids, done[-1])
             more = _commit(cluster, [b"after-%d" % i for i in range(5)], written)
             _same_state(cluster, cluster.ids, more[-1])
-            assert cluster.wait_leader() == leader
+            # Whether ``leader`` still leads is timing: on a loaded machine a stalled loop can
+            # let peer 2 take over (#33). The catch-up and the identical states are the claim;
+            # the cluster must still have a leader.
+            cluster.wait_leader()
         except BaseException:
             print(cluster.describe())
             raise
