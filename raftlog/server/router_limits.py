@@ -18,14 +18,18 @@ import zmq
 from raftlog import sockets
 from raftlog.metrics import PeerMetrics
 from raftlog.options import RaftOptions
-from raftlog.rpc.denied import AccessDenied
+from raftlog.rpc.denied import AccessDenied, QuotaRefusal
 from raftlog.security.peer import SecurePeer
+from raftlog.security.quotas import Quota, QuotaBook
 from raftlog.server.backlog import ConnectionBacklog, connection_cap
+from raftlog.server.entries_service import EntriesService
+from raftlog.server.parked_reads import ParkedReads
 from raftlog.server.process_memory import ProcessMemory, descriptor_limit
+from raftlog.server.quota_gate import DROP, QuotaGate, gate_for
 from raftlog.transport import MessageTooLargeError, recv_bounded
 
-Deny = Callable[[bytes, bytes, AccessDenied], None]
-"""Sends an access-denied answer: routing id, message id, the refusal."""
+Deny = Callable[[bytes, bytes, AccessDenied | QuotaRefusal], None]
+"""Sends an access-denied or quota answer: routing id, message id, the refusal."""
 
 
 class RouterLimits:
@@ -48,17 +52,47 @@ class RouterLimits:
         )
         self._too_large = metrics.messages_dropped.labels(reason="message_too_large")
         self._log = log
+        self.quotas: QuotaGate | None = None
+        """The quota check (``raftlog.server.quota_gate``); None while no quota is set,
+        so an unlimited peer pays one ``is None`` test per message."""
+        self._quota_book: QuotaBook | None = None
+        self._refusals = metrics.quota_refusals
+        self._install: Callable[[], QuotaGate | None] = lambda: None
+
+    def install_quotas(
+        self, plaintext: Quota | None, secure: SecurePeer | None, entries: EntriesService,
+        parked: ParkedReads,
+    ) -> None:
+        """Put in force the quotas of the cluster file (``plaintext``, per source address)
+        or of a CURVE peer's allowlist (``secure``'s policy): at start-up, and again after
+        each allowlist reload (:meth:`reload_quotas`), the buckets carried over. The caps
+        ask ``entries`` and ``parked`` which streams and waiting reads are still open."""
+        holder = None if secure is None else secure.holder
+        if self._quota_book is None:
+            self._quota_book = QuotaBook(self._refusals, per_address=holder is None)
+        book = self._quota_book
+        self._install = lambda: gate_for(plaintext, holder, book, stream_open=entries.is_open,
+                                         read_waiting=parked.holds, log=self._log)
+        self.quotas = self._install()
+        if secure is not None:
+            secure.on_reload = self.reload_quotas
+
+    def reload_quotas(self) -> None:
+        """The allowlist was reloaded: its quotas (added, changed, removed) now apply."""
+        self.quotas = self._install()
 
     def receive(
         self, router: zmq.Socket[bytes], secure: SecurePeer | None, deny: Deny
     ) -> list[bytes] | None:
         """The next ROUTER message to dispatch, or None when it was dropped (over the
-        per-message limit) or refused by ``secure``'s request guard (answered with
-        ``deny``); ``zmq.Again`` when there is none."""
+        per-message limit), refused by ``secure``'s request guard or over a quota (answered
+        with ``deny``); ``zmq.Again`` when there is none."""
+        quotas = self.quotas
         try:
             frames, user = recv_bounded(
                 router, self.message_limit, with_user=secure is not None,
                 taken=self.backlog.taken,
+                with_address=secure is None and quotas is not None,
             )
         except MessageTooLargeError as exc:
             self.too_large(exc)
@@ -68,6 +102,12 @@ class RouterLimits:
             if reason is not None:
                 if len(frames) > 1:
                     deny(frames[0], frames[1], AccessDenied(reason))
+                return None
+        if quotas is not None:
+            refusal = quotas.check(frames, user)
+            if refusal is not None:
+                if refusal is not DROP:
+                    deny(frames[0], frames[1], refusal)
                 return None
         return frames
 

@@ -1,0 +1,180 @@
+"""The ZeroMQ side of the quotas (issue #25): each ROUTER message checked against its
+principal's quota before it is dispatched, so nothing over quota reaches the consensus core.
+
+Who the principal is: on a CURVE peer the client the message's key belongs to (libzmq's
+``User-Id``; members are never limited), on a plaintext peer the source address (libzmq's
+``Peer-Address`` message property, which every TCP connection carries; a transport without
+one -- ipc, inproc -- has the address ``"-"``, one principal for all such clients). The
+quotas themselves and their arithmetic live in ``raftlog.security.quotas``.
+
+What is metered: publishes (``=`` RequestUpdate and the ``TP`` topic publish) in records and
+bytes, RequestEntries streams and waiting ``TR`` reads (with a ``wait``) by count. Every
+other message type passes after one set lookup. A refusal is answered with the typed
+``QuotaRefusal`` (``raftlog.rpc.denied``) where the client can understand it: always on a
+CURVE peer, and for ``TP`` and ``TR`` (raftlog extensions) on a plaintext one. A reference
+client's ``=`` or RequestEntries over quota on a plaintext cluster is dropped: every answer
+it knows would mean "not leader" or "done", and silence makes its transport retry after its
+response timeout, which is the back-off we want (docs/protocol.md, "Quota refusals").
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable
+from typing import Any, Final
+
+from raftlog.records import HEADER_SIZE, KIND_RECORDS, MAGIC, TopicError
+from raftlog.records_tx import KIND_TX_STORE, TxStore, decode_any_entry
+from raftlog.rpc.denied import QuotaRefusal
+from raftlog.rpc.messages import TYPE_REQUEST_ENTRIES, TYPE_REQUEST_UPDATE
+from raftlog.rpc.topics import TYPE_PUBLISH, TYPE_READ, decode_read_request
+from raftlog.security.policy import PolicyHolder
+from raftlog.security.quotas import Quota, QuotaBook
+
+METERED: Final = frozenset({TYPE_REQUEST_UPDATE, TYPE_PUBLISH, TYPE_REQUEST_ENTRIES, TYPE_READ})
+EXTENSIONS: Final = frozenset({TYPE_PUBLISH, TYPE_READ})
+"""Request types only raftlog clients send: a typed refusal is understood on any cluster."""
+DROP: Final = QuotaRefusal(0, "drop", "")
+"""Over quota, and the client would not understand the answer: send nothing."""
+LOG_SAMPLE: Final = 100
+TYPE_FRAME: Final = 2
+ARGS_FRAME: Final = 4
+
+
+def record_count(data: bytes) -> int:
+    """How many records a publish carries: a topic batch's array length (read from its
+    msgpack header, no decoding), a transactional store's records, else 1 (a plain update,
+    a topic command, a transaction control). Malformed data counts 1: its handler refuses it."""
+    if len(data) <= HEADER_SIZE or data[:4] != MAGIC:
+        return 1
+    kind = data[5]
+    if kind == KIND_RECORDS:
+        head = data[HEADER_SIZE]
+        if 0x90 <= head <= 0x9F:
+            return head & 0x0F
+        if head == 0xDC:
+            return int.from_bytes(data[HEADER_SIZE + 1:HEADER_SIZE + 3], "big")
+        if head == 0xDD:
+            return int.from_bytes(data[HEADER_SIZE + 1:HEADER_SIZE + 5], "big")
+        return 1
+    if kind == KIND_TX_STORE:
+        try:
+            entry = decode_any_entry(data)
+        except TopicError:
+            return 1
+        return len(entry.records) if isinstance(entry, TxStore) else 1
+    return 1
+
+
+class QuotaGate:
+    """Checks ROUTER messages against the quotas (module docstring)."""
+
+    def __init__(
+        self,
+        book: QuotaBook,
+        *,
+        holder: PolicyHolder | None,
+        plaintext: Quota | None,
+        stream_open: Callable[[Hashable], bool],
+        read_waiting: Callable[[Hashable], bool],
+        log: Any,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.book = book
+        self._holder = holder
+        self._plaintext = plaintext
+        self._stream_open = stream_open
+        self._read_waiting = read_waiting
+        self._log = log
+        self._clock = clock
+        self._refused = 0
+
+    def check(self, frames: list[bytes], user: str | None) -> QuotaRefusal | None:
+        """None to let ``frames`` through; else the refusal to send (``DROP``: none).
+        ``user`` is the CURVE key (secure peer) or the source address (plaintext)."""
+        if len(frames) <= ARGS_FRAME:
+            return None
+        msg_type = frames[TYPE_FRAME]
+        if msg_type not in METERED:
+            return None
+        if self._holder is not None:
+            principal = self._holder.current.principal(user.encode()) if user else None
+            if principal is None or principal.quota is None:
+                return None  # a member (or unknown: the guard already refused it)
+            who, quota = principal.name, principal.quota
+        else:
+            plaintext = self._plaintext
+            if plaintext is None:
+                return None
+            who, quota = user or "-", plaintext
+        refusal = self._check(who, quota, msg_type, frames)
+        if refusal is None:
+            return None
+        self._refused += 1
+        if self._refused % LOG_SAMPLE == 1:
+            self._log.info("quota_refused", principal=who, kind=refusal.kind,
+                           retry_after_ms=refusal.retry_after_ms, count=self._refused)
+        if self._holder is None and msg_type not in EXTENSIONS:
+            return DROP
+        return refusal
+
+    def _check(self, who: str, quota: Quota, msg_type: bytes,
+               frames: list[bytes]) -> QuotaRefusal | None:
+        if msg_type in (TYPE_REQUEST_UPDATE, TYPE_PUBLISH):
+            if not quota.limits_publish:
+                return None
+            data = frames[ARGS_FRAME]
+            wait = self.book.publish_wait(who, quota, record_count(data), len(data), self._clock())
+            if not wait:
+                return None
+            return QuotaRefusal(
+                max(1, round(wait * 1000)), "publish_rate",
+                f"{who} is over its publish quota ({_rates(quota)})",
+            )
+        key = (frames[0], frames[1])
+        if msg_type == TYPE_REQUEST_ENTRIES:
+            cap = quota.streams
+            if cap is None or self.book.admit(who, "streams", key, cap, self._stream_open):
+                return None
+            return QuotaRefusal(1000, "streams", f"{who} already has {cap} RequestEntries "
+                                "streams open")
+        cap = quota.waiting_reads  # TYPE_READ
+        if cap is None or b"wait" not in frames[ARGS_FRAME] or not _waits(frames):
+            return None
+        if self.book.admit(who, "waiting_reads", key, cap, self._read_waiting):
+            return None
+        return QuotaRefusal(1000, "waiting_reads", f"{who} already has {cap} waiting reads")
+
+
+def _waits(frames: list[bytes]) -> bool:
+    try:
+        return bool(decode_read_request(frames[ARGS_FRAME:]).wait_ms)
+    except TopicError:
+        return False  # its handler answers the error
+
+
+def _rates(quota: Quota) -> str:
+    rates = [f"{rate:g} {unit}/s" for rate, unit in ((quota.records_per_s, "records"),
+                                                      (quota.bytes_per_s, "bytes")) if rate]
+    return ", ".join(rates)
+
+
+def gate_for(
+    plaintext: Quota | None,
+    holder: PolicyHolder | None,
+    book: QuotaBook,
+    *,
+    stream_open: Callable[[Hashable], bool],
+    read_waiting: Callable[[Hashable], bool],
+    log: Any,
+) -> QuotaGate | None:
+    """The gate a peer needs now, or None when no quota is set (start-up, and again after
+    each allowlist reload: ``book`` carries the buckets over). ``holder`` is a CURVE peer's
+    policy; ``plaintext`` the cluster file's per-address quota."""
+    if holder is not None:
+        if not any(p.quota is not None for p in holder.current.principals.values()):
+            return None
+    elif plaintext is None:
+        return None
+    return QuotaGate(book, holder=holder, plaintext=plaintext, stream_open=stream_open,
+                     read_waiting=read_waiting, log=log)
