@@ -53,13 +53,13 @@ TransactionalPublish = Callable[
 
 async def plain_publish(
     ctx: RestContext, name: str, body: dict[str, Any], request_id: bytes | None,
-    charge: Callable[[int, int], None] | None = None,
+    charge: Callable[[list[bytes]], None] | None = None,
 ) -> list[str]:
     """Publish ``body``'s messages to log topic ``name`` in one entry; their ids.
-    ``charge(records, bytes)`` is asked first (the caller's quota: it raises 429)."""
+    ``charge(payloads)`` is asked first (the caller's quota: it raises 429)."""
     payloads = decode_messages(body)
     if charge is not None:
-        charge(len(payloads), sum(len(p) for p in payloads))
+        charge(payloads)
     ttl = optional_int(body, "ttlMs", 1, MAX_UINT)
     records = [make_record(name, payload, ttl_ms=ttl) for payload in payloads]
     try:
@@ -123,7 +123,7 @@ def add_message_routes(
             return await transactional(request, ctx, name, body)
         ids = await plain_publish(
             ctx, name, body, request_id_of(request),
-            lambda records, nbytes: ctx.quotas.publish(request, who, records, nbytes),
+            lambda payloads: ctx.quotas.payloads(request, who, payloads),
         )
         return json_reply({"ids": ids})
 

@@ -64,6 +64,12 @@ class RestQuotas:
         if wait:
             raise QuotaRefusedError(wait, "publish_rate", f"{name} is over its publish quota")
 
+    def payloads(self, request: web.Request, who: Principal | None,
+                 payloads: list[bytes]) -> None:
+        """:meth:`publish` of these message payloads (one record each)."""
+        if payloads:
+            self.publish(request, who, len(payloads), sum(map(len, payloads)))
+
     @contextlib.contextmanager
     def long_poll(self, request: web.Request, who: Principal | None) -> Iterator[None]:
         """Hold one waiting-read slot for the duration of a long poll; 429 at the cap."""

@@ -101,11 +101,12 @@ async def test_each_source_address_has_its_own_bucket(cluster: PeerCluster) -> N
 
 
 def test_rest_is_limited_per_address_with_429(cluster: PeerCluster) -> None:
-    url = f"{cluster.peers['1'].http_url}/v1/namespaces/default/topics/orders/publish"
+    base = f"{cluster.peers['1'].http_url}/v1/namespaces/default/topics/orders"
     statuses = []
-    for value in ("a", "b"):
+    for path, value in (("publish", "a"), ("publish", "b"), ("store", "in a transaction")):
         request = urllib.request.Request(
-            url, data=json.dumps({"messages": [value], "encoding": "text"}).encode(),
+            f"{base}/{path}",
+            data=json.dumps({"messages": [value], "encoding": "text"}).encode(),
             headers={"Content-Type": "application/json"}, method="POST",
         )
         try:
@@ -115,3 +116,4 @@ def test_rest_is_limited_per_address_with_429(cluster: PeerCluster) -> None:
             statuses.append((exc.code, exc.headers.get("Retry-After")))
     assert statuses[0] == (200, None)
     assert statuses[1][0] == 429 and int(statuses[1][1] or 0) >= 1
+    assert statuses[2][0] == 429  # a transactional store is a publish too
