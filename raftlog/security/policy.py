@@ -310,7 +310,8 @@ def load_clients(path: Path, keys_dir: Path) -> Allowlist:
         role = Role.parse(raw.get("role"), f"{what} ({name})")
         quota = role_quotas.get(role.name.lower(), Quota())
         if "quota" in raw:
-            quota = quota.over(Quota.parse(raw["quota"], f"{what} ({name}) quota"))
+            own = Quota.parse(raw["quota"], f"{what} ({name}) quota", complete=False)
+            quota = quota.over(own).checked(f"{what} ({name}) quota")
         principals.append(
             Principal(
                 name=name,

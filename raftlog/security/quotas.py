@@ -76,9 +76,11 @@ class Quota:
         return replace(self, **changes)
 
     @classmethod
-    def parse(cls, raw: object, what: str) -> Quota:
+    def parse(cls, raw: object, what: str, *, complete: bool = True) -> Quota:
         """A quota table: positive numbers for rates and bursts, positive integers for
-        caps; a clear ConfigError names the field otherwise."""
+        caps; a clear ConfigError names the field otherwise. ``complete=False`` for a
+        client's override, whose burst may go with its role's rate (:meth:`checked` then
+        checks the merged quota)."""
         if not isinstance(raw, Mapping):
             raise ConfigError(f"{what} must be a table")
         unknown = set(raw) - set(RATE_FIELDS) - set(CAP_FIELDS)
@@ -95,10 +97,15 @@ class Quota:
             ):
                 raise ConfigError(f"{what}: {name} must be a positive number, got {value!r}")
             values[name] = value
+        quota = cls(**values)
+        return quota.checked(what) if complete else quota
+
+    def checked(self, what: str) -> Quota:
+        """This quota, if every burst has its rate; else a ConfigError."""
         for burst, rate in (("records_burst", "records_per_s"), ("bytes_burst", "bytes_per_s")):
-            if burst in values and rate not in values:
+            if getattr(self, burst) is not None and getattr(self, rate) is None:
                 raise ConfigError(f"{what}: {burst} needs {rate}")
-        return cls(**values)
+        return self
 
 
 def parse_role_quotas(raw: object, what: str, roles: tuple[str, ...]) -> dict[str, Quota]:

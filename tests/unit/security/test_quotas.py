@@ -124,6 +124,16 @@ def test_allowlist_role_defaults_and_client_overrides(tmp_path: Path) -> None:
     assert by_name["c"].quota is None  # no default for admin: unlimited
 
 
+def test_a_client_burst_may_go_with_its_roles_rate(tmp_path: Path) -> None:
+    keys.generate("a", tmp_path)
+    (tmp_path / "clients.toml").write_text(
+        "[quotas.writer]\nrecords_per_s = 10\n"
+        '[[clients]]\nname = "a"\nrole = "writer"\nquota = { records_burst = 100 }\n'
+    )
+    (client,) = load_clients(tmp_path / "clients.toml", tmp_path).clients
+    assert client.quota == Quota(records_per_s=10, records_burst=100)
+
+
 @pytest.mark.parametrize(
     ("text", "error"),
     [
@@ -131,6 +141,8 @@ def test_allowlist_role_defaults_and_client_overrides(tmp_path: Path) -> None:
         ("[quotas.writer]\nstreams = -1\n", r"\[quotas.writer\]: streams must be a positive"),
         ('[[clients]]\nname = "x"\nrole = "writer"\nquota = { records_per_s = -5 }\n',
          r"client 1 \(x\) quota: records_per_s must be a positive number"),
+        ('[[clients]]\nname = "x"\nrole = "writer"\nquota = { bytes_burst = 5 }\n',
+         r"client 1 \(x\) quota: bytes_burst needs bytes_per_s"),
     ],
 )
 def test_bad_allowlist_quotas_fail_with_one_line(tmp_path: Path, text: str, error: str) -> None:
