@@ -34,7 +34,7 @@ from raftlog.errors import ConfigError
 from raftlog.metrics import Counter
 
 RATE_FIELDS: Final = ("records_per_s", "bytes_per_s", "records_burst", "bytes_burst")
-CAP_FIELDS: Final = ("streams", "waiting_reads")
+CAP_FIELDS: Final = ("streams", "waiting_reads", "connections")
 MAX_TRACKED: Final = 10_000
 """Principals with a bucket or a cap at once; past it idle ones are forgotten (bounds memory
 on a plaintext cluster, where every source address is a principal)."""
@@ -56,6 +56,9 @@ class Quota:
     """Concurrent RequestEntries streams."""
     waiting_reads: int | None = None
     """Concurrent waiting reads: ZeroMQ ``TR`` reads with a wait, REST long polls."""
+    connections: int | None = None
+    """Concurrent ZeroMQ connections of a CURVE key (or of a plaintext source address) that
+    have sent a request; HTTP connections are capped per address by the listener."""
 
     @property
     def limits_publish(self) -> bool:
@@ -224,8 +227,9 @@ class QuotaBook:
         return wait
 
     def admit(self, who: str, kind: str, key: Hashable, cap: int,
-              live: Callable[[Hashable], bool] | None = None) -> bool:
-        """May ``who`` hold one more ``kind`` (``streams``, ``waiting_reads``) under
+              live: Callable[[Any], bool] | None = None) -> bool:
+        """May ``who`` hold one more ``kind`` (``streams``, ``waiting_reads``,
+        ``connections``) under
         ``key``? A key already held is admitted again (a resent request). At the cap the
         keys ``live`` says have ended are dropped first, so a listener that does not report
         every end (a stream that finished or expired) still counts right."""

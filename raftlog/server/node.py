@@ -208,7 +208,7 @@ class PeerNode:
         )
         self.executor.core = self.core
         self.observer.applied.listen(self.info.on_applied)  # parked TR reads (wait)
-        self.limits.install_quotas(settings.quotas, self.secure, self.entries, self.info.parked)
+        self.limits.install_quotas(settings, self.secure, self.entries, self.info.parked)
         self._was_leader = False
         self._next_housekeeping = 0.0
         self.stall = LoopStallMeter(

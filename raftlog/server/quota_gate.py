@@ -20,7 +20,7 @@ response timeout, which is the back-off we want (docs/protocol.md, "Quota refusa
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Final
 
 from raftlog.records import HEADER_SIZE, KIND_RECORDS, MAGIC, TopicError
@@ -30,6 +30,7 @@ from raftlog.rpc.messages import TYPE_REQUEST_ENTRIES, TYPE_REQUEST_UPDATE
 from raftlog.rpc.topics import TYPE_PUBLISH, TYPE_READ, decode_read_request
 from raftlog.security.policy import PolicyHolder
 from raftlog.security.quotas import Quota, QuotaBook
+from raftlog.server.backlog import ConnectionBacklog
 
 METERED: Final = frozenset({TYPE_REQUEST_UPDATE, TYPE_PUBLISH, TYPE_REQUEST_ENTRIES, TYPE_READ})
 EXTENSIONS: Final = frozenset({TYPE_PUBLISH, TYPE_READ})
@@ -79,23 +80,37 @@ class QuotaGate:
         read_waiting: Callable[[Hashable], bool],
         log: Any,
         clock: Callable[[], float] = time.monotonic,
+        connections: ConnectionBacklog | None = None,
+        exempt: frozenset[str] = frozenset(),
     ) -> None:
         self.book = book
+        self._exempt = exempt
+        """Plaintext: the members' addresses (their REST gateways forward writes)."""
         self._holder = holder
         self._plaintext = plaintext
+        self._connections = connections
+        self._capped = connections is not None and (
+            any(p.quota is not None and p.quota.connections is not None
+                for p in holder.current.principals.values())
+            if holder is not None else plaintext is not None and plaintext.connections is not None
+        )
+        """Some principal has a connections cap: every message is then checked, not only
+        the metered types."""
         self._stream_open = stream_open
         self._read_waiting = read_waiting
         self._log = log
         self._clock = clock
         self._refused = 0
 
-    def check(self, frames: list[bytes], user: str | None) -> QuotaRefusal | None:
+    def check(self, frames: list[bytes], user: str | None, fd: int = -1) -> QuotaRefusal | None:
         """None to let ``frames`` through; else the refusal to send (``DROP``: none).
-        ``user`` is the CURVE key (secure peer) or the source address (plaintext)."""
-        if len(frames) <= ARGS_FRAME:
+        ``user`` is the CURVE key (secure peer) or the source address (plaintext), ``fd``
+        the connection's descriptor (libzmq's ``SRCFD``; -1: unknown)."""
+        if len(frames) <= TYPE_FRAME:
             return None
         msg_type = frames[TYPE_FRAME]
-        if msg_type not in METERED:
+        metered = msg_type in METERED and len(frames) > ARGS_FRAME
+        if not metered and not self._capped:
             return None
         if self._holder is not None:
             principal = self._holder.current.principal(user.encode()) if user else None
@@ -104,10 +119,14 @@ class QuotaGate:
             who, quota = principal.name, principal.quota
         else:
             plaintext = self._plaintext
-            if plaintext is None:
+            if plaintext is None or user in self._exempt:
                 return None
             who, quota = user or "-", plaintext
-        refusal = self._check(who, quota, msg_type, frames)
+        refusal = None
+        if self._capped and quota.connections is not None and fd >= 0:
+            refusal = self._connection(who, quota.connections, fd)
+        if refusal is None and metered:
+            refusal = self._check(who, quota, msg_type, frames)
         if refusal is None:
             return None
         self._refused += 1
@@ -117,6 +136,25 @@ class QuotaGate:
         if self._holder is None and msg_type not in EXTENSIONS:
             return DROP
         return refusal
+
+    def _connection(self, who: str, cap: int, fd: int) -> QuotaRefusal | None:
+        """Admit the connection on ``fd`` as one of ``who``'s, or shed it (over the cap).
+        A connection is (descriptor, socket inode): a reused descriptor number is another
+        connection, and the ones the backlog no longer tracks have ended."""
+        backlog = self._connections
+        assert backlog is not None
+        inode = backlog.identity(fd)
+        if inode is None:
+            return None  # not a tracked TCP connection
+        identity = backlog.identity
+
+        def alive(key: tuple[int, int]) -> bool:
+            return identity(key[0]) == key[1]
+
+        if self.book.admit(who, "connections", (fd, inode), cap, alive):
+            return None
+        backlog.shed(fd, "quota_connections")
+        return QuotaRefusal(1000, "connections", f"{who} already has {cap} connections")
 
     def _check(self, who: str, quota: Quota, msg_type: bytes,
                frames: list[bytes]) -> QuotaRefusal | None:
@@ -167,14 +205,32 @@ def gate_for(
     stream_open: Callable[[Hashable], bool],
     read_waiting: Callable[[Hashable], bool],
     log: Any,
+    connections: ConnectionBacklog | None = None,
+    exempt: frozenset[str] = frozenset(),
 ) -> QuotaGate | None:
     """The gate a peer needs now, or None when no quota is set (start-up, and again after
     each allowlist reload: ``book`` carries the buckets over). ``holder`` is a CURVE peer's
-    policy; ``plaintext`` the cluster file's per-address quota."""
+    policy; ``plaintext`` the cluster file's per-address quota; ``connections`` the ROUTER's
+    connection tracker (the connections quota sheds through it); ``exempt`` the source
+    addresses a plaintext peer never limits (the members': see :func:`member_addresses`)."""
     if holder is not None:
         if not any(p.quota is not None for p in holder.current.principals.values()):
             return None
     elif plaintext is None:
         return None
     return QuotaGate(book, holder=holder, plaintext=plaintext, stream_open=stream_open,
-                     read_waiting=read_waiting, log=log)
+                     read_waiting=read_waiting, log=log, connections=connections,
+                     exempt=exempt)
+
+
+def member_addresses(urls: Iterable[str]) -> frozenset[str]:
+    """The IP literals of the members' ``tcp://IP:PORT`` URLs: on a plaintext cluster a
+    member's address is never limited, because its REST gateway forwards its HTTP clients'
+    writes to the leader (each already charged by that peer's REST quotas) and its peer RPCs
+    come from it. So clients running on a member's host are not limited on ZeroMQ."""
+    out = set()
+    for url in urls:
+        host = url.removeprefix("tcp://").rsplit(":", 1)[0].strip("[]")
+        if host:
+            out.add(host)
+    return frozenset(out)

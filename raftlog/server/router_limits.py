@@ -16,16 +16,17 @@ from typing import Any
 import zmq
 
 from raftlog import sockets
+from raftlog.config import PeerSettings
 from raftlog.metrics import PeerMetrics
 from raftlog.options import RaftOptions
 from raftlog.rpc.denied import AccessDenied, QuotaRefusal
 from raftlog.security.peer import SecurePeer
-from raftlog.security.quotas import Quota, QuotaBook
+from raftlog.security.quotas import QuotaBook
 from raftlog.server.backlog import ConnectionBacklog, connection_cap
 from raftlog.server.entries_service import EntriesService
 from raftlog.server.parked_reads import ParkedReads
 from raftlog.server.process_memory import ProcessMemory, descriptor_limit
-from raftlog.server.quota_gate import DROP, QuotaGate, gate_for
+from raftlog.server.quota_gate import DROP, QuotaGate, gate_for, member_addresses
 from raftlog.transport import MessageTooLargeError, recv_bounded
 
 Deny = Callable[[bytes, bytes, AccessDenied | QuotaRefusal], None]
@@ -58,21 +59,27 @@ class RouterLimits:
         self._quota_book: QuotaBook | None = None
         self._refusals = metrics.quota_refusals
         self._install: Callable[[], QuotaGate | None] = lambda: None
+        self._fd = -1
+        """The connection of the message being received (quota checks only)."""
 
     def install_quotas(
-        self, plaintext: Quota | None, secure: SecurePeer | None, entries: EntriesService,
+        self, settings: PeerSettings, secure: SecurePeer | None, entries: EntriesService,
         parked: ParkedReads,
     ) -> None:
-        """Put in force the quotas of the cluster file (``plaintext``, per source address)
-        or of a CURVE peer's allowlist (``secure``'s policy): at start-up, and again after
-        each allowlist reload (:meth:`reload_quotas`), the buckets carried over. The caps
-        ask ``entries`` and ``parked`` which streams and waiting reads are still open."""
+        """Put in force the quotas of the cluster file (``settings.quotas``, per source
+        address; the members' addresses exempt) or of a CURVE peer's allowlist (``secure``'s
+        policy): at start-up, and again after each allowlist reload (:meth:`reload_quotas`),
+        the buckets carried over. The caps ask ``entries`` and ``parked`` which streams and
+        waiting reads are still open."""
+        plaintext = settings.quotas
+        exempt = member_addresses(p.url for p in settings.peers)
         holder = None if secure is None else secure.holder
         if self._quota_book is None:
             self._quota_book = QuotaBook(self._refusals, per_address=holder is None)
         book = self._quota_book
         self._install = lambda: gate_for(plaintext, holder, book, stream_open=entries.is_open,
-                                         read_waiting=parked.holds, log=self._log)
+                                         read_waiting=parked.holds, log=self._log,
+                                         connections=self.backlog, exempt=exempt)
         self.quotas = self._install()
         if secure is not None:
             secure.on_reload = self.reload_quotas
@@ -91,7 +98,7 @@ class RouterLimits:
         try:
             frames, user = recv_bounded(
                 router, self.message_limit, with_user=secure is not None,
-                taken=self.backlog.taken,
+                taken=self.backlog.taken if quotas is None else self._took,
                 with_address=secure is None and quotas is not None,
             )
         except MessageTooLargeError as exc:
@@ -104,12 +111,17 @@ class RouterLimits:
                     deny(frames[0], frames[1], AccessDenied(reason))
                 return None
         if quotas is not None:
-            refusal = quotas.check(frames, user)
+            refusal = quotas.check(frames, user, self._fd)
             if refusal is not None:
                 if refusal is not DROP:
                     deny(frames[0], frames[1], refusal)
                 return None
         return frames
+
+    def _took(self, fd: int, size: int, frames: int) -> None:
+        """``backlog.taken``, remembering the connection for the quota check."""
+        self._fd = fd
+        self.backlog.taken(fd, size, frames)
 
     def too_large(self, exc: MessageTooLargeError) -> None:
         """Count a message over the per-message limit (already discarded); log the 1st,

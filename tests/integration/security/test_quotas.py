@@ -17,18 +17,22 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import zmq
 
 from integration.cluster import PeerCluster
 from integration.secure_setup import ClientSpec, SecureSetup
 from integration.security.test_secure_cluster import raw_exchange
+from raftlog import sockets
 from raftlog.client import RaftClient
 from raftlog.client.topics import TopicClient
 from raftlog.errors import QuotaExceededError
+from raftlog.rpc.codec import encode_request
 from raftlog.rpc.denied import quota_refusal_of
-from raftlog.rpc.messages import RequestEntries
+from raftlog.rpc.messages import RequestEntries, RequestLogInfo
 from raftlog.security.policy import token_digest
 
 pytestmark = pytest.mark.timeout(120)
+_CTX = zmq.Context.instance()
 
 TOKEN = "rest-token-of-resty"
 ALLOWLIST = """
@@ -59,6 +63,11 @@ role = "reader"
 quota = {{ streams = 1 }}
 
 [[clients]]
+name = "conny"
+role = "reader"
+quota = {{ connections = 2 }}
+
+[[clients]]
 name = "resty"
 role = "writer"
 key = "resty"
@@ -69,7 +78,7 @@ quota = {{ waiting_reads = 1 }}
 
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> SecureSetup:
-    names = ["admin", "slow", "fast", "patient", "streamer", "resty"]
+    names = ["admin", "slow", "fast", "patient", "streamer", "conny", "resty"]
     setup = SecureSetup(tmp_path_factory.mktemp("quota-keys"), peer_ids=("1",),
                         clients=[ClientSpec(n, "writer") for n in names])
     setup.clients_file.write_text(ALLOWLIST.format(digest=token_digest(TOKEN)))
@@ -211,3 +220,34 @@ async def test_sighup_reload_applies_new_quotas(cluster: PeerCluster, secure: Se
             except QuotaExceededError:
                 assert time.monotonic() < deadline, "SIGHUP did not apply the new quota"
                 await asyncio.sleep(0.1)
+
+
+def test_connections_over_the_cap_are_shed(cluster: PeerCluster, secure: SecureSetup) -> None:
+    url = cluster.peers["1"].url
+    conny = secure.client("conny")
+    held = [sockets.client_dealer(_CTX, url, immediate=False, curve=conny) for _ in range(2)]
+    try:
+        for n, sock in enumerate(held):  # two connections that talk: both served
+            assert ask(sock, cluster, n) is not None
+        third = raw_exchange(url, cluster.ident, RequestLogInfo(), conny)
+        assert third is None or quota_refusal_of(third) is not None  # shed (answer or not)
+        held.pop().close(linger=0)  # one ends: room for another, once the peer saw it end
+        deadline = time.monotonic() + 15
+        while True:
+            answer = raw_exchange(url, cluster.ident, RequestLogInfo(), conny)
+            if answer is not None and quota_refusal_of(answer) is None:
+                break
+            assert time.monotonic() < deadline, "a connection that ended still counts"
+    finally:
+        for sock in held:
+            sock.close(linger=0)
+
+
+def ask(sock: zmq.Socket[bytes], cluster: PeerCluster, n: int) -> list[bytes] | None:
+    sock.send_multipart(encode_request(RequestLogInfo(), ident=cluster.ident.encode(),
+                                       id=b"c%d" % n))
+    if not sock.poll(5000):
+        return None
+    answer = sock.recv_multipart()
+    assert quota_refusal_of(answer) is None
+    return answer

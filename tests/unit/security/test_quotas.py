@@ -21,7 +21,13 @@ from raftlog.rpc.topics import TYPE_PUBLISH, TYPE_READ, ReadRequest, encode_read
 from raftlog.security import keys
 from raftlog.security.policy import AccessPolicy, PolicyHolder, Principal, Role, load_clients
 from raftlog.security.quotas import PublishBucket, Quota, QuotaBook
-from raftlog.server.quota_gate import DROP, QuotaGate, gate_for, record_count
+from raftlog.server.quota_gate import (
+    DROP,
+    QuotaGate,
+    gate_for,
+    member_addresses,
+    record_count,
+)
 
 
 def test_bucket_admits_a_burst_then_refuses_with_the_exact_wait() -> None:
@@ -98,7 +104,8 @@ def test_caps_admit_up_to_the_cap_and_forget_ended_keys() -> None:
         ({"streams": 1.5}, "streams must be a positive integer"),
         ({"waiting_reads": True}, "waiting_reads must be a positive integer"),
         ({"records_burst": 5}, "records_burst needs records_per_s"),
-        ({"connections": 5}, "unknown quota field(s) ['connections']"),
+        ({"connection": 5}, "unknown quota field(s) ['connection']"),
+        ({"connections": 0}, "connections must be a positive integer"),
         ([1], "must be a table"),
     ],
 )
@@ -274,3 +281,50 @@ def test_a_limited_publish_check_costs_a_few_microseconds() -> None:
     per_call = timeit.timeit(lambda: gate.check(frames, user), number=n) / n
     print(f"quota check of a limited publish: {per_call * 1e6:.2f} us")
     assert per_call < 1e-3
+
+
+class _Backlog:
+    """What the connections cap asks of ``ConnectionBacklog``: identities and shedding."""
+
+    def __init__(self) -> None:
+        self.inodes: dict[int, int] = {}
+        self.shed_fds: list[int] = []
+
+    def identity(self, fd: int) -> int | None:
+        return self.inodes.get(fd)
+
+    def shed(self, fd: int, reason: str) -> bool:
+        self.shed_fds.append(fd)
+        self.inodes.pop(fd, None)
+        return True
+
+
+def test_connections_cap_sheds_the_connection_past_it_and_counts_ended_ones_out() -> None:
+    backlog = _Backlog()
+    limited = Principal("limited", role=Role.WRITER, quota=Quota(connections=2))
+    holder = PolicyHolder(AccessPolicy.build({}, [limited], [KEY_A]))
+    gate = gate_for(None, holder, QuotaBook(), stream_open=lambda _k: True,
+                    read_waiting=lambda _k: True, log=_Log(),
+                    connections=backlog)  # type: ignore[arg-type]
+    assert gate is not None
+    info = [b"r", b"id", TYPE_REQUEST_LOG_INFO, b"ident"]
+    backlog.inodes.update({10: 100, 11: 101, 12: 102})
+    for fd in (10, 11, 10, 11):  # two connections, each asking again: fine
+        assert gate.check(info, KEY_A.decode(), fd) is None
+    refusal = gate.check(info, KEY_A.decode(), 12)
+    assert refusal is not None and refusal.kind == "connections" and backlog.shed_fds == [12]
+    backlog.inodes[10] = 999  # fd 10 closed, its number reused by another connection
+    backlog.inodes[12] = 103
+    assert gate.check(info, KEY_A.decode(), 12) is None  # the ended one no longer counts
+
+
+def test_plaintext_members_addresses_are_never_limited() -> None:
+    exempt = member_addresses(["tcp://10.0.0.5:8047", "tcp://[::1]:8047"])
+    assert exempt == {"10.0.0.5", "::1"}
+    gate = gate_for(Quota(records_per_s=1), None, QuotaBook(), stream_open=lambda _k: True,
+                    read_waiting=lambda _k: True, log=_Log(), exempt=exempt)
+    assert gate is not None
+    update = [b"r", b"id", TYPE_REQUEST_UPDATE, b"ident", b"data"]
+    assert all(gate.check(update, "10.0.0.5") is None for _ in range(10))  # a REST gateway
+    assert gate.check(update, "10.0.0.6") is None
+    assert gate.check(update, "10.0.0.6") is DROP
