@@ -90,7 +90,7 @@ class QuotaExceededError(RaftlogError):
     """The peer refused the request because its principal is over a quota (issue #25):
     nothing was appended. ``retry_after`` is how many seconds to wait before the same
     request would be admitted; ``kind`` which quota (``publish_rate``, ``streams``,
-    ``waiting_reads``). The client's retry loop waits that long by itself while its
+    ``waiting_reads``, ``connections``). The client's retry loop waits that long by itself while its
     deadline allows, and raises this only when it does not."""
 
     def __init__(self, retry_after: float, kind: str, reason: str) -> None:

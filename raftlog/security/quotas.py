@@ -1,4 +1,5 @@
-"""Quotas per principal (issue #25): publish rate, concurrent streams and waiting reads.
+"""Quotas per principal (issue #25): publish rate; concurrent streams, waiting reads and
+connections.
 
 Why one module for both listeners: a principal -- a CURVE key's client name, a REST token's
 client, or on a plaintext cluster the source address -- must meet the same limits whichever

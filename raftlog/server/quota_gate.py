@@ -9,12 +9,16 @@ quotas themselves and their arithmetic live in ``raftlog.security.quotas``.
 
 What is metered: publishes (``=`` RequestUpdate and the ``TP`` topic publish) in records and
 bytes, RequestEntries streams and waiting ``TR`` reads (with a ``wait``) by count. Every
-other message type passes after one set lookup. A refusal is answered with the typed
+other message type passes after one set lookup -- unless some principal has a cap on
+connections: then each message's principal is looked up, and a connection past the cap is
+shed at its first request (the ROUTER's connection tracker, ``raftlog.server.backlog``). On
+a plaintext peer the members' own addresses are never limited (:func:`member_addresses`).
+A refusal is answered with the typed
 ``QuotaRefusal`` (``raftlog.rpc.denied``) where the client can understand it: always on a
 CURVE peer, and for ``TP`` and ``TR`` (raftlog extensions) on a plaintext one. A reference
 client's ``=`` or RequestEntries over quota on a plaintext cluster is dropped: every answer
 it knows would mean "not leader" or "done", and silence makes its transport retry after its
-response timeout, which is the back-off we want (docs/protocol.md, "Quota refusals").
+response timeout, which is the back-off we want (docs/protocol.md §5.3.1).
 """
 
 from __future__ import annotations
