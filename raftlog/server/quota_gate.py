@@ -150,15 +150,15 @@ class QuotaGate:
         inode = backlog.identity(fd)
         if inode is None:
             return None  # not a tracked TCP connection
-        identity = backlog.identity
-
-        def alive(key: tuple[int, int]) -> bool:
-            return identity(key[0]) == key[1]
-
-        if self.book.admit(who, "connections", (fd, inode), cap, alive):
+        if self.book.admit(who, "connections", (fd, inode), cap, self._alive):
             return None
         backlog.shed(fd, "quota_connections")
         return QuotaRefusal(1000, "connections", f"{who} already has {cap} connections")
+
+    def _alive(self, key: tuple[int, int]) -> bool:
+        """Is the connection (descriptor, inode) still the one the backlog tracks?"""
+        backlog = self._connections
+        return backlog is not None and backlog.identity(key[0]) == key[1]
 
     def _check(self, who: str, quota: Quota, msg_type: bytes,
                frames: list[bytes]) -> QuotaRefusal | None:
