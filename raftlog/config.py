@@ -38,6 +38,7 @@ from raftlog.options import RaftOptions
 from raftlog.rest.settings import RestSettings, rest_settings
 from raftlog.rpc.config import validate_peer_url  # the single owner of the URL rule (§1)
 from raftlog.rpc.messages import Peer
+from raftlog.security.quotas import Quota, plaintext_quota
 from raftlog.security.settings import PeerSecurity, peer_security
 
 
@@ -72,6 +73,10 @@ class PeerSettings:
     http: HttpSettings = field(default_factory=HttpSettings)
     """The HTTP listener's connection limits, timeouts, TLS and monitoring access (the
     ``[http]`` table, docs/operations.md)."""
+    quotas: Quota | None = None
+    """Quota per source address on a plaintext cluster (the ``[quotas]`` table,
+    ``raftlog.security.quotas``); None: unlimited. CURVE clusters set quotas per client in
+    the allowlist instead."""
 
     @property
     def is_member(self) -> bool:
@@ -159,7 +164,7 @@ def load_peer_config(
     source = str(path)
     doc = load_cluster_file(path)
     cluster = _table(doc, "cluster", source)
-    unknown = set(doc) - {"cluster", "raft", "peers", "security", "rest", "http"}
+    unknown = set(doc) - {"cluster", "raft", "peers", "security", "rest", "http", "quotas"}
     if unknown:
         raise ConfigError(f"{source}: unknown section(s) {sorted(unknown)}")
 
@@ -225,6 +230,11 @@ def load_peer_config(
 
     base_dir = Path(path).resolve().parent
     security = peer_security(doc, source, base_dir, peer_id, raw_peers, key_override=key)
+    quotas = plaintext_quota(doc, source)
+    if quotas is not None and security is not None:
+        raise ConfigError(f"{source}: [quotas] is for plaintext clusters (per source "
+                          "address); with curve on, set quotas per role and client in the "
+                          "allowlist ([quotas.ROLE], a client's quota = {...})")
     if data_dir is not None:
         my_dir = Path(data_dir)
     elif "data_dir" in mine:
@@ -259,6 +269,7 @@ def load_peer_config(
         ready_max_lag=_ready_max_lag(mine.get("ready_max_lag", cluster.get("ready_max_lag"))),
         rest=rest_settings(doc, source),
         http=http,
+        quotas=quotas,
     )
 
 

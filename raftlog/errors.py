@@ -86,6 +86,19 @@ class AccessDeniedError(RaftlogError):
     needs, or was revoked. The message is the peer's reason."""
 
 
+class QuotaExceededError(RaftlogError):
+    """The peer refused the request because its principal is over a quota (issue #25):
+    nothing was appended. ``retry_after`` is how many seconds to wait before the same
+    request would be admitted; ``kind`` which quota (``publish_rate``, ``streams``,
+    ``waiting_reads``, ``connections``). The client's retry loop waits that long by itself while its
+    deadline allows, and raises this only when it does not."""
+
+    def __init__(self, retry_after: float, kind: str, reason: str) -> None:
+        self.retry_after = retry_after
+        self.kind = kind
+        super().__init__(f"quota exceeded ({kind}): {reason}; retry after {retry_after:.3f} s")
+
+
 class ConfigUpdateError(RaftlogError):
     """A ConfigUpdate was refused; ``status`` is the protocol status (2, 3 or 4)."""
 

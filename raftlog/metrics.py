@@ -144,6 +144,16 @@ class PeerMetrics:
                 ("reason",),
             )
         )
+        self.quota_refusals = self._add(
+            Counter(
+                "raftlog_quota_refusals",
+                "Requests refused because their principal was over a quota (issue #25), by "
+                "principal (the client's name; 'address' for every per-address principal "
+                "of a plaintext cluster, so the label stays bounded) and kind (publish_rate, "
+                "streams, waiting_reads).",
+                ("principal", "kind"),
+            )
+        )
         self.zap_handshakes = self._add(
             Counter(
                 "raftlog_zap_handshakes",

@@ -76,6 +76,7 @@ def recv_bounded(
     *,
     with_user: bool,
     taken: Callable[[int, int, int], None] | None = None,
+    with_address: bool = False,
 ) -> tuple[list[bytes], str | None]:
     """:func:`recv_frames` for the peer's ROUTER, plus the ``User-Id`` ZAP attached to the
     connection when ``with_user`` (the z85 CURVE key of the sender on a secure socket; None
@@ -85,13 +86,15 @@ def recv_bounded(
     returns as each is read), and ``MessageTooLargeError`` is raised; Python never holds
     more than ``limit`` plus one frame of a message. ``taken(fd, bytes, frames)`` is told
     which connection (libzmq's ``SRCFD``) each message came from, and how big it was
-    (``raftlog.server.backlog``)."""
+    (``raftlog.server.backlog``). ``with_address`` (plaintext peers with quotas) returns the
+    sender's ``Peer-Address`` (its IP, no port) in place of the User-Id: the principal of a
+    plaintext client (``raftlog.server.quota_gate``)."""
     frame = first = _recv(socket, NOBLOCK, copy=False)
     user: str | None = None
-    if with_user:
+    if with_user or with_address:
         try:
-            user = frame.get("User-Id")
-        except zmq.ZMQError:  # no ZAP on this connection
+            user = frame.get("User-Id" if with_user else "Peer-Address")
+        except zmq.ZMQError:  # no ZAP on this connection / not a TCP connection
             user = None
     parts: list[bytes] = [frame.bytes]
     total = 0  # the routing id is the peer's own, not the sender's bytes

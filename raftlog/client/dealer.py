@@ -36,8 +36,8 @@ from zmq.utils.monitor import parse_monitor_message
 
 from raftlog import sockets
 from raftlog.client.logs import client_log
-from raftlog.errors import AccessDeniedError
-from raftlog.rpc.denied import access_denied_reason
+from raftlog.errors import AccessDeniedError, QuotaExceededError
+from raftlog.rpc.denied import access_denied_reason, quota_refusal_of
 from raftlog.security.settings import CurveClient
 
 HANDSHAKE_FAILURES: Final[dict[int, str]] = {
@@ -59,10 +59,14 @@ greeting that would have said why)."""
 
 def raise_if_denied(frames: list[bytes]) -> None:
     """Raise ``AccessDeniedError`` if ``frames`` (an answer, msgid first) is a secure peer's
-    refusal; every place that decodes an answer calls this first."""
+    refusal, ``QuotaExceededError`` if it is a quota refusal; every place that decodes an
+    answer calls this first."""
     reason = access_denied_reason(frames)
     if reason is not None:
         raise AccessDeniedError(reason)
+    quota = quota_refusal_of(frames)
+    if quota is not None:
+        raise QuotaExceededError(quota.retry_after_ms / 1000, quota.kind, quota.reason)
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,8 +49,14 @@ from raftlog.client.dealer import (
     next_delivery,
     raise_if_denied,
 )
-from raftlog.errors import ClientClosedError, ClusterUnavailableError, RemoteProtocolError
+from raftlog.errors import (
+    ClientClosedError,
+    ClusterUnavailableError,
+    QuotaExceededError,
+    RemoteProtocolError,
+)
 from raftlog.rpc import decode_response, encode_request
+from raftlog.rpc.denied import quota_refusal_of
 from raftlog.rpc.messages import (
     Peer,
     Request,
@@ -293,6 +299,14 @@ class ClusterLink(Connections):
             from_target = delivery.url == url
             if not (from_target or final_from_any):
                 continue
+            quota = quota_refusal_of(delivery.frames)
+            if quota is not None:  # nothing was appended: wait as told, then resend
+                wait = quota.retry_after_ms / 1000
+                if self.now() + wait >= deadline:
+                    raise QuotaExceededError(wait, quota.kind, quota.reason)
+                self.note(url, f"over quota ({quota.kind}); retrying in {wait:.3f} s")
+                await asyncio.sleep(wait)
+                return None
             raise_if_denied(delivery.frames)
             try:
                 outcome = interpret(delivery.frames, delivery.url)

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
 
-from raftlog.errors import TopicError
+from raftlog.errors import QuotaExceededError, TopicError
 from raftlog.records import MAX_POSITION, MAX_UINT, LoggedRecord, RecordId
 from raftlog.rpc.topics import DEFAULT_READ_LIMIT, ReadResult, TopicInfo
 
@@ -198,6 +198,8 @@ class _Idle:
                 read.cancel()
         for read in done:
             error = read.exception()
+            if isinstance(error, QuotaExceededError):
+                return False  # over its waiting-reads quota (issue #25): poll instead
             if isinstance(error, TopicError):
                 if error.name == "BadRequest" and "wait" in str(error):
                     self.supported = False  # an older raftlog peer

@@ -121,7 +121,10 @@ class PeerObserver:
                 http_urls=dict(settings.peer_http_urls),
                 curve=None if settings.security is None else settings.security.client,
                 ready_max_lag=settings.ready_max_lag,
-                mount=functools.partial(rest.mount, settings=settings, applied=self.applied),
+                mount=functools.partial(
+                    rest.mount, settings=settings, applied=self.applied,
+                    quota_refusals=self.metrics.quota_refusals,
+                ),
                 limits=settings.http,
                 security=settings.security,
                 tls=settings.http_url.startswith("https:"),

@@ -18,6 +18,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from raftlog.config import PeerSettings
+from raftlog.metrics import Counter
 from raftlog.rest.auth import Authenticator
 from raftlog.rest.bodies import json_reply
 from raftlog.rest.context import RestContext
@@ -26,6 +27,7 @@ from raftlog.rest.gateway import ClusterGateway
 from raftlog.rest.message_routes import add_message_routes
 from raftlog.rest.names import Namespaces
 from raftlog.rest.openapi import openapi_document
+from raftlog.rest.quota_checks import RestQuotas
 from raftlog.rest.topic_routes import add_topic_routes
 from raftlog.rest.tx_routes import add_transaction_routes
 from raftlog.server.apply_signal import ApplySignal
@@ -37,8 +39,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def _error_response(error: RestError) -> web.Response:
-    headers = {"WWW-Authenticate": 'Bearer realm="raftlog"'} if error.status == 401 else None
-    return json_reply(error.body(), status=error.status, headers=headers)
+    headers = dict(error.headers)
+    if error.status == 401:
+        headers["WWW-Authenticate"] = 'Bearer realm="raftlog"'
+    return json_reply(error.body(), status=error.status, headers=headers or None)
 
 
 @web.middleware
@@ -119,9 +123,13 @@ def build_rest_app(ctx: RestContext) -> web.Application:
     return app
 
 
-def context_for(settings: PeerSettings, applied: ApplySignal | None = None) -> RestContext:
-    """The REST context of a peer: its cluster's peers, its own URL, keys and limits, and
-    the signal its consensus thread notifies after each applied batch."""
+def context_for(
+    settings: PeerSettings, applied: ApplySignal | None = None,
+    quota_refusals: Counter | None = None,
+) -> RestContext:
+    """The REST context of a peer: its cluster's peers, its own URL, keys and limits, the
+    signal its consensus thread notifies after each applied batch, and the counter its
+    quota refusals go to (``raftlog_quota_refusals``)."""
     security = settings.security
     gateway = ClusterGateway(
         [peer.url for peer in settings.peers] or [settings.url],
@@ -137,12 +145,14 @@ def context_for(settings: PeerSettings, applied: ApplySignal | None = None) -> R
         auth=Authenticator(security),
         namespaces=Namespaces(settings.rest),
         settings=settings.rest,
+        quotas=RestQuotas(settings.quotas, quota_refusals, secure=security is not None),
     )
 
 
 def mount(
-    root: web.Application, settings: PeerSettings, applied: ApplySignal | None = None
+    root: web.Application, settings: PeerSettings, applied: ApplySignal | None = None,
+    quota_refusals: Counter | None = None,
 ) -> None:
     """Serve the REST API of the peer described by ``settings`` under ``/v1`` of ``root``
     (the route-registration hook the HTTP listener calls)."""
-    root.add_subapp(PREFIX, build_rest_app(context_for(settings, applied)))
+    root.add_subapp(PREFIX, build_rest_app(context_for(settings, applied, quota_refusals)))

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
 from raftlog.rest.auth import Authenticator
 from raftlog.rest.gateway import ClusterGateway
 from raftlog.rest.names import Namespaces
+from raftlog.rest.quota_checks import RestQuotas
 from raftlog.rest.settings import RestSettings
 
 
@@ -20,6 +21,8 @@ class RestContext:
     auth: Authenticator
     namespaces: Namespaces
     settings: RestSettings
+    quotas: RestQuotas = field(default_factory=lambda: RestQuotas(None, None, secure=False))
+    """Publish rate and long polls per principal (``raftlog.rest.quota_checks``)."""
 
     @property
     def max_body(self) -> int:

@@ -33,6 +33,8 @@ class RestError(Exception):
         self.code = code
         self.message = message
         self.extra = dict(extra or {})
+        self.headers: dict[str, str] = {}
+        """Extra response headers (``Retry-After`` of a 429)."""
 
     def body(self) -> dict[str, object]:
         """The JSON error body."""

@@ -52,10 +52,14 @@ TransactionalPublish = Callable[
 
 
 async def plain_publish(
-    ctx: RestContext, name: str, body: dict[str, Any], request_id: bytes | None
+    ctx: RestContext, name: str, body: dict[str, Any], request_id: bytes | None,
+    charge: Callable[[list[bytes]], None] | None = None,
 ) -> list[str]:
-    """Publish ``body``'s messages to log topic ``name`` in one entry; their ids."""
+    """Publish ``body``'s messages to log topic ``name`` in one entry; their ids.
+    ``charge(payloads)`` is asked first (the caller's quota: it raises 429)."""
     payloads = decode_messages(body)
+    if charge is not None:
+        charge(payloads)
     ttl = optional_int(body, "ttlMs", 1, MAX_UINT)
     records = [make_record(name, payload, ttl_ms=ttl) for payload in payloads]
     try:
@@ -110,29 +114,37 @@ def add_message_routes(
 
     async def publish(request: web.Request) -> web.Response:
         _ns, _topic, name = ctx.names(request)
-        ctx.auth.require(request, Role.WRITER, publish=name)
+        who = ctx.auth.require(request, Role.WRITER, publish=name)
         body = await read_json_object(request, ctx.max_body)
         check_fields(body, PUBLISH_FIELDS)
         if body.get("transaction") is not None:
             if transactional is None:
                 raise RestError(501, "NotImplemented", "transactions are not available")
             return await transactional(request, ctx, name, body)
-        ids = await plain_publish(ctx, name, body, request_id_of(request))
+        ids = await plain_publish(
+            ctx, name, body, request_id_of(request),
+            lambda payloads: ctx.quotas.payloads(request, who, payloads),
+        )
         return json_reply({"ids": ids})
 
     async def poll(request: web.Request) -> web.Response:
         _ns, _topic, name = ctx.names(request)
-        ctx.auth.require(request, Role.READER, read=name)
+        who = ctx.auth.require(request, Role.READER, read=name)
         body = await read_json_object(request, ctx.max_body, optional=True)
         check_fields(body, POLL_FIELDS)
         encoding = encoding_of(body)
         wait_ms = optional_int(body, "waitMs", 0, MAX_UINT) or 0
         deadline = time.monotonic() + min(wait_ms, ctx.settings.max_wait_ms) / 1000
         result = await _read(ctx, name, body)
-        # an empty answer becomes a waiting read: the peer holds it until it applies a
-        # record of this topic (raftlog.server.parked_reads) -- no timer, no re-reads
-        while not result.records and (left := int((deadline - time.monotonic()) * 1000)) > 0:
-            result = await _read(ctx, name, body, min(left, MAX_READ_WAIT_MS))
+        if not result.records and wait_ms:
+            # an empty answer becomes a waiting read: the peer holds it until it applies a
+            # record of this topic (raftlog.server.parked_reads) -- no timer, no re-reads;
+            # each principal holds at most its waiting_reads quota of them
+            with ctx.quotas.long_poll(request, who):
+                while not result.records and (
+                    left := int((deadline - time.monotonic()) * 1000)
+                ) > 0:
+                    result = await _read(ctx, name, body, min(left, MAX_READ_WAIT_MS))
         messages = [
             {
                 "id": format_id(item.id),

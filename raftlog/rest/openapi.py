@@ -32,6 +32,8 @@ def _answers(ok: str, ok_schema: dict[str, Any], *errors: int) -> dict[str, Any]
         409: "conflict (topic exists; transaction committed, aborted or expired)",
         410: "the start is below what retention removed (firstAvailable says where to start)",
         413: "the body exceeds [rest] max_body_bytes",
+        429: "over the caller's quota (publish rate, long polls); header Retry-After (s), "
+        "retryAfterMs and kind in the body; nothing was published",
         503: "the cluster did not answer in time (no leader)",
     }
     for status in (*errors, 401, 403, 503):
@@ -140,7 +142,7 @@ def openapi_document() -> dict[str, Any]:
                     {"type": "object", "properties": {
                         "ids": {"type": "array", "items": _ref("MessageId"), "nullable": True},
                         "transaction": txid, "commitIndex": {"type": "integer"}}},
-                    400, 404, 409, 413)}},
+                    400, 404, 409, 413, 429)}},
             one + "/store": {"parameters": [ns, topic, request_id], "post": {
                 "summary": "store messages under a transaction (invisible until it commits); "
                 "without an id a new transaction is begun",
@@ -153,7 +155,7 @@ def openapi_document() -> dict[str, Any]:
                     {"type": "object", "properties": {
                         "transaction": txid, "stored": {"type": "integer"},
                         "rollback": {"type": "object", "properties": {"transaction": txid}}}},
-                    400, 404, 409, 413)}},
+                    400, 404, 409, 413, 429)}},
             one + "/rollback": {"parameters": [ns, topic], "post": {
                 "summary": "roll a transaction back: none of its messages will be visible",
                 "requestBody": _body({"type": "object", "required": ["transaction"],
@@ -172,6 +174,6 @@ def openapi_document() -> dict[str, Any]:
                     "encoding": _ref("Encoding")}}, required=False),
                 "responses": _answers("messages (header X-Raftlog-More: true if more)",
                                       {"type": "array", "items": _ref("Message")},
-                                      400, 404, 410, 413)}},
+                                      400, 404, 410, 413, 429)}},
         },
     }

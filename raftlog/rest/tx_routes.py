@@ -89,10 +89,12 @@ def add_transaction_routes(app: web.Application, ctx: RestContext) -> Transactio
 
     async def store(request: web.Request) -> web.Response:
         _ns, _topic, name = ctx.names(request)
-        actor = _actor(ctx.auth.require(request, Role.WRITER, publish=name))
+        who = ctx.auth.require(request, Role.WRITER, publish=name)
+        actor = _actor(who)
         body = await read_json_object(request, ctx.max_body)
         check_fields(body, STORE_FIELDS)
         payloads = decode_messages(body)
+        ctx.quotas.payloads(request, who, payloads)  # 429 over the publish quota
         timeout_ms = optional_int(body, "timeoutMs", 1, MAX_TX_TIMEOUT_MS)
         txid = _txid(body, required=False)
         topics = ctx.gateway.topics
@@ -125,7 +127,9 @@ def add_transaction_routes(app: web.Application, ctx: RestContext) -> Transactio
         if "ttlMs" in body:
             raise RestError(400, "BadRequest", "ttlMs is not supported with a transaction")
         topics = ctx_.gateway.topics
-        actor = _actor(ctx_.auth.principal(request))  # the publish route checked its rights
+        who = ctx_.auth.principal(request)  # the publish route checked its rights
+        actor = _actor(who)
+        ctx_.quotas.payloads(request, who, payloads)  # 429 over the publish quota
         try:
             tx = topics.resume_transaction(txid, actor)
             if payloads:

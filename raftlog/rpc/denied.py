@@ -36,3 +36,45 @@ def access_denied_reason(frames: list[bytes]) -> str | None:
     if len(frames) >= 2 and frames[1] == DENIED_MARKER:
         return frames[2].decode("utf-8", "replace") if len(frames) > 2 else "access denied"
     return None
+
+
+QUOTA_MARKER: Final = b"!QUOTA-EXCEEDED"
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaRefusal:
+    """A peer's refusal of one request over its principal's quota (issue #25): nothing was
+    proposed, and the same request may be sent again after ``retry_after_ms``.
+
+    Layout after the echoed msgid: ``[QUOTA_MARKER, retry_after_ms (ascii digits), kind,
+    reason]``; like the access-denied answer it starts with a frame no ØMQ RAFT response
+    starts with. It is sent only to clients that can understand it (docs/protocol.md,
+    "Quota refusals"): a CURVE client (reference clients cannot connect to a CURVE
+    cluster), or a raftlog extension request; a reference client's RequestUpdate over
+    quota on a plaintext cluster is dropped instead, and its transport retries after its
+    response timeout -- a back-off it already has, where any answer it knows would read as
+    "not leader"."""
+
+    retry_after_ms: int
+    kind: str
+    reason: str
+
+
+def encode_quota_refusal(msg: QuotaRefusal) -> list[bytes]:
+    """The frames after the echoed msgid."""
+    return [QUOTA_MARKER, str(msg.retry_after_ms).encode(), msg.kind.encode(),
+            msg.reason.encode("utf-8")[:MAX_REASON_BYTES]]
+
+
+def quota_refusal_of(frames: list[bytes]) -> QuotaRefusal | None:
+    """The refusal if ``frames`` (msgid first) is a quota refusal, else None; a malformed
+    retry-after reads as 1 s (a peer never makes its client spin)."""
+    if len(frames) < 2 or frames[1] != QUOTA_MARKER:
+        return None
+    try:
+        retry = int(frames[2]) if len(frames) > 2 else 1000
+    except ValueError:
+        retry = 1000
+    kind = frames[3].decode("utf-8", "replace") if len(frames) > 3 else "quota"
+    reason = frames[4].decode("utf-8", "replace") if len(frames) > 4 else "quota exceeded"
+    return QuotaRefusal(max(0, retry), kind, reason)

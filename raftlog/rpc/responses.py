@@ -18,7 +18,12 @@ from raftlog.errors import LocalProtocolError, RemoteProtocolError
 from raftlog.rpc.admin import CompactResponse, encode_compact_response
 from raftlog.rpc.codec import CORE_TYPES, decode_entries
 from raftlog.rpc.config import PeerListError, peers_from_json, peers_to_json
-from raftlog.rpc.denied import AccessDenied, encode_access_denied
+from raftlog.rpc.denied import (
+    AccessDenied,
+    QuotaRefusal,
+    encode_access_denied,
+    encode_quota_refusal,
+)
 from raftlog.rpc.frames import (
     EMPTY_FRAME,
     JSON_NULL,
@@ -167,7 +172,9 @@ def _encode_dispatch(msg: ClientDispatchResponse) -> list[bytes]:
     return list(msg.frames)
 
 
-ServerReply: TypeAlias = Response | PublishReply | CompactResponse | AccessDenied
+ServerReply: TypeAlias = (
+    Response | PublishReply | CompactResponse | AccessDenied | QuotaRefusal
+)
 """Everything a peer answers: the core responses and raftlog's extensions."""
 
 _ENCODERS: Final[dict[type, Callable[[Any], list[bytes]]]] = {
@@ -184,6 +191,7 @@ _ENCODERS: Final[dict[type, Callable[[Any], list[bytes]]]] = {
     PublishReply: encode_publish_reply,
     CompactResponse: encode_compact_response,
     AccessDenied: encode_access_denied,
+    QuotaRefusal: encode_quota_refusal,
 }
 """One lookup by exact type (the reply hot path: no chain of isinstance checks)."""
 

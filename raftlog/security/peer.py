@@ -9,6 +9,7 @@ hot path of a plaintext peer to a single ``is None`` test).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -38,6 +39,8 @@ class SecurePeer:
             context, self.holder, metrics.zap_handshakes, owner=owner
         )
         self._started = False
+        self.on_reload: Callable[[], None] = lambda: None
+        """Called after each successful reload (the peer's quotas follow the allowlist)."""
 
     def start(self) -> None:
         """Start the ZAP thread; must run before any CURVE server socket binds, or libzmq
@@ -56,6 +59,7 @@ class SecurePeer:
         policy = self.settings.load_policy()
         self.holder.replace(policy)
         self.guard.policy_reloaded()
+        self.on_reload()
         return len(policy.principals)
 
     def close(self) -> None:

@@ -49,6 +49,7 @@ from raftlog.rpc.messages import (
 from raftlog.rpc.topics import TYPE_DESCRIBE, TYPE_LIST, TYPE_PUBLISH, TYPE_READ
 from raftlog.rpc.transactions import TYPE_TX_STATUS
 from raftlog.security import keys
+from raftlog.security.quotas import Quota, parse_role_quotas
 
 
 class Role(enum.IntEnum):
@@ -153,6 +154,9 @@ class Principal:
     role: Role | None = None
     publish: TopicFilter = field(default_factory=TopicFilter)
     read: TopicFilter = field(default_factory=TopicFilter)
+    quota: Quota | None = None
+    """Its quota (role default with its own overrides; ``raftlog.security.quotas``), or
+    None: unlimited. Members never have one."""
 
     def refusal(self, msg_type: bytes) -> str | None:
         """None if this principal may send ``msg_type``, else a one-line reason."""
@@ -252,8 +256,9 @@ def token_digest(token: str) -> str:
 
 def load_clients(path: Path, keys_dir: Path) -> Allowlist:
     """Parse an allowlist file (TOML: ``[[clients]]`` tables with name, key, role, optional
-    publish/read topic patterns and REST ``token_sha256``; ``[[peers]]`` tables with id and
-    key); one-line ConfigError on anything wrong."""
+    publish/read topic patterns, REST ``token_sha256`` and a ``quota`` table overriding its
+    role's; ``[quotas.ROLE]`` default quotas; ``[[peers]]`` tables with id and key);
+    one-line ConfigError on anything wrong."""
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -262,9 +267,12 @@ def load_clients(path: Path, keys_dir: Path) -> Allowlist:
         raise ConfigError(f"client allowlist {path} cannot be read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"client allowlist {path} is not valid TOML: {exc}") from None
-    unknown = set(doc) - {"clients", "peers"}
+    unknown = set(doc) - {"clients", "peers", "quotas"}
     if unknown:
         raise ConfigError(f"{path}: unknown section(s) {sorted(unknown)}")
+    role_quotas = parse_role_quotas(
+        doc.get("quotas"), str(path), tuple(r.name.lower() for r in Role)
+    )
     raw_clients = doc.get("clients", [])
     if not isinstance(raw_clients, list):
         raise ConfigError(f"{path}: clients must be [[clients]] tables")
@@ -276,7 +284,7 @@ def load_clients(path: Path, keys_dir: Path) -> Allowlist:
         what = f"{path}: client {n}"
         if not isinstance(raw, dict):
             raise ConfigError(f"{what} must be a table")
-        extra = set(raw) - {"name", "key", "role", "publish", "read", "token_sha256"}
+        extra = set(raw) - {"name", "key", "role", "publish", "read", "token_sha256", "quota"}
         if extra:
             raise ConfigError(f"{what}: unknown field(s) {sorted(extra)}")
         name = raw.get("name")
@@ -299,12 +307,18 @@ def load_clients(path: Path, keys_dir: Path) -> Allowlist:
             None if reference is None
             else keys.resolve(reference, keys_dir, f"{what} ({name})").public
         )
+        role = Role.parse(raw.get("role"), f"{what} ({name})")
+        quota = role_quotas.get(role.name.lower(), Quota())
+        if "quota" in raw:
+            own = Quota.parse(raw["quota"], f"{what} ({name}) quota", complete=False)
+            quota = quota.over(own).checked(f"{what} ({name}) quota")
         principals.append(
             Principal(
                 name=name,
-                role=Role.parse(raw.get("role"), f"{what} ({name})"),
+                role=role,
                 publish=TopicFilter.parse(raw.get("publish"), f"{what} ({name}) publish"),
                 read=TopicFilter.parse(raw.get("read"), f"{what} ({name}) read"),
+                quota=None if quota.empty else quota,
             )
         )
         public_keys.append(public)

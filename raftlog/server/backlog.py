@@ -213,6 +213,18 @@ class ConnectionBacklog:
                     self._by_address.pop(address, None)
         self._taken.pop(fd, None)
 
+    def identity(self, fd: int) -> int | None:
+        """The socket inode of the connection tracked on ``fd`` (None: none): what tells a
+        connection from a later one that reuses the descriptor number. A dict lookup, no
+        system call (the quota on connections asks it per request)."""
+        known = self._conns.get(fd)
+        return None if known is None else known[0]
+
+    def shed(self, fd: int, reason: str) -> bool:
+        """Shut the connection on ``fd`` down now (a principal over its connections quota);
+        False if it is gone already."""
+        return bool(self._shed_one(fd, 0, reason))
+
     @property
     def connections(self) -> int:
         """Connections tracked now."""

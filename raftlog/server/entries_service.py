@@ -126,6 +126,11 @@ class EntriesService:
         """Streams open now."""
         return len(self._pipes)
 
+    def is_open(self, key: object) -> bool:
+        """Is the stream ``(routing id, request id)`` still open? (The streams quota,
+        ``raftlog.server.quota_gate``, forgets the ended ones by asking.)"""
+        return key in self._pipes
+
     def handle(
         self,
         routing: bytes,

@@ -104,8 +104,7 @@ class PeerNode:
             settings.data_dir, max_entry_data_size=opts.max_log_entry_data_size
         )
         self._context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        # peer links: an I/O thread of their own, whatever floods the ROUTER's (#25)
-        self._peer_context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+        self._peer_context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()  # own I/O thread #25
         self._poller = zmq.Poller()
         self._sockets_open = False
         self.storage: StorageThread | None = None
@@ -211,6 +210,7 @@ class PeerNode:
         )
         self.executor.core = self.core
         self.observer.applied.listen(self.info.on_applied)  # parked TR reads (wait)
+        self.limits.install_quotas(settings, self.secure, self.entries, self.info.parked)
         self._was_leader = False
         self._next_housekeeping = 0.0
         self.stall = LoopStallMeter(

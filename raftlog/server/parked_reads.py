@@ -87,6 +87,11 @@ class ParkedReads:
     def __len__(self) -> int:
         return len(self._parked)
 
+    def holds(self, key: object) -> bool:
+        """Is the read ``(routing id, message id)`` still waiting? (The waiting-reads
+        quota, ``raftlog.server.quota_gate``, forgets the answered ones by asking.)"""
+        return key in self._parked
+
     def park(self, routing: bytes, msg_id: bytes, message: ClientDispatch,
              request: rpc.ReadRequest) -> bool:
         """Hold ``message`` (an empty read, decoded: ``request``) up to its wait; False if

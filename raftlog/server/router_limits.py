@@ -16,16 +16,21 @@ from typing import Any
 import zmq
 
 from raftlog import sockets
+from raftlog.config import PeerSettings
 from raftlog.metrics import PeerMetrics
 from raftlog.options import RaftOptions
-from raftlog.rpc.denied import AccessDenied
+from raftlog.rpc.denied import AccessDenied, QuotaRefusal
 from raftlog.security.peer import SecurePeer
+from raftlog.security.quotas import QuotaBook
 from raftlog.server.backlog import ConnectionBacklog, connection_cap
+from raftlog.server.entries_service import EntriesService
+from raftlog.server.parked_reads import ParkedReads
 from raftlog.server.process_memory import ProcessMemory, descriptor_limit
+from raftlog.server.quota_gate import DROP, QuotaGate, gate_for, member_addresses
 from raftlog.transport import MessageTooLargeError, recv_bounded
 
-Deny = Callable[[bytes, bytes, AccessDenied], None]
-"""Sends an access-denied answer: routing id, message id, the refusal."""
+Deny = Callable[[bytes, bytes, AccessDenied | QuotaRefusal], None]
+"""Sends an access-denied or quota answer: routing id, message id, the refusal."""
 
 
 class RouterLimits:
@@ -48,17 +53,53 @@ class RouterLimits:
         )
         self._too_large = metrics.messages_dropped.labels(reason="message_too_large")
         self._log = log
+        self.quotas: QuotaGate | None = None
+        """The quota check (``raftlog.server.quota_gate``); None while no quota is set,
+        so an unlimited peer pays one ``is None`` test per message."""
+        self._quota_book: QuotaBook | None = None
+        self._refusals = metrics.quota_refusals
+        self._install: Callable[[], QuotaGate | None] = lambda: None
+        self._fd = -1
+        """The connection of the message being received (quota checks only)."""
+
+    def install_quotas(
+        self, settings: PeerSettings, secure: SecurePeer | None, entries: EntriesService,
+        parked: ParkedReads,
+    ) -> None:
+        """Put in force the quotas of the cluster file (``settings.quotas``, per source
+        address; the members' addresses exempt) or of a CURVE peer's allowlist (``secure``'s
+        policy): at start-up, and again after each allowlist reload (:meth:`reload_quotas`),
+        the buckets carried over. The caps ask ``entries`` and ``parked`` which streams and
+        waiting reads are still open."""
+        plaintext = settings.quotas
+        exempt = member_addresses(p.url for p in settings.peers)
+        holder = None if secure is None else secure.holder
+        if self._quota_book is None:
+            self._quota_book = QuotaBook(self._refusals, per_address=holder is None)
+        book = self._quota_book
+        self._install = lambda: gate_for(plaintext, holder, book, stream_open=entries.is_open,
+                                         read_waiting=parked.holds, log=self._log,
+                                         connections=self.backlog, exempt=exempt)
+        self.quotas = self._install()
+        if secure is not None:
+            secure.on_reload = self.reload_quotas
+
+    def reload_quotas(self) -> None:
+        """The allowlist was reloaded: its quotas (added, changed, removed) now apply."""
+        self.quotas = self._install()
 
     def receive(
         self, router: zmq.Socket[bytes], secure: SecurePeer | None, deny: Deny
     ) -> list[bytes] | None:
         """The next ROUTER message to dispatch, or None when it was dropped (over the
-        per-message limit) or refused by ``secure``'s request guard (answered with
-        ``deny``); ``zmq.Again`` when there is none."""
+        per-message limit), refused by ``secure``'s request guard or over a quota (answered
+        with ``deny``); ``zmq.Again`` when there is none."""
+        quotas = self.quotas
         try:
             frames, user = recv_bounded(
                 router, self.message_limit, with_user=secure is not None,
-                taken=self.backlog.taken,
+                taken=self.backlog.taken if quotas is None else self._took,
+                with_address=secure is None and quotas is not None,
             )
         except MessageTooLargeError as exc:
             self.too_large(exc)
@@ -69,7 +110,18 @@ class RouterLimits:
                 if len(frames) > 1:
                     deny(frames[0], frames[1], AccessDenied(reason))
                 return None
+        if quotas is not None:
+            refusal = quotas.check(frames, user, self._fd)
+            if refusal is not None:
+                if refusal is not DROP:
+                    deny(frames[0], frames[1], refusal)
+                return None
         return frames
+
+    def _took(self, fd: int, size: int, frames: int) -> None:
+        """``backlog.taken``, remembering the connection for the quota check."""
+        self._fd = fd
+        self.backlog.taken(fd, size, frames)
 
     def too_large(self, exc: MessageTooLargeError) -> None:
         """Count a message over the per-message limit (already discarded); log the 1st,

@@ -25,6 +25,8 @@ class ClientSpec:
     read: list[str] | None = None
     token: str | None = None
     """A REST / monitoring bearer token of this client (its SHA-256 goes in the file)."""
+    quota: str | None = None
+    """Its quota as an inline TOML table, e.g. ``"{ records_per_s = 5 }"`` (issue #25)."""
 
 
 @dataclass
@@ -65,6 +67,8 @@ class SecureSetup:
             if spec.token is not None:  # a token alone would make it a REST-only client
                 lines.append(f'key = "{spec.name}"')
                 lines.append(f'token_sha256 = "{token_digest(spec.token)}"')
+            if spec.quota is not None:
+                lines.append(f"quota = {spec.quota}")
         self.clients_file.write_text("\n".join(lines) + "\n")
 
     def toml_lines(self) -> list[str]:

@@ -10,21 +10,33 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import zmq
 from faults.zmtp import RawDealer
 
 from integration.cluster import PeerCluster
 from integration.peer.updates import new_request_id
 from integration.secure_setup import ClientSpec, SecureSetup
 from integration.security.test_secure_cluster import raw_exchange
+from raftlog import sockets
 from raftlog.client import RaftClient
 from raftlog.client.topics import TopicClient
 from raftlog.errors import (
     AccessDeniedError,
     AuthenticationError,
+    QuotaExceededError,
     TransactionNotOwnedError,
 )
-from raftlog.rpc.denied import access_denied_reason
-from raftlog.rpc.messages import ConfigUpdate, Peer, RequestEntries, RequestLogInfo, RequestVote
+from raftlog.rpc.codec import encode_request
+from raftlog.rpc.denied import access_denied_reason, quota_refusal_of
+from raftlog.rpc.messages import (
+    ClientDispatch,
+    ConfigUpdate,
+    Peer,
+    RequestEntries,
+    RequestLogInfo,
+    RequestVote,
+)
+from raftlog.rpc.topics import TYPE_READ, ReadRequest, encode_read_request
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -32,6 +44,8 @@ CLIENTS = [
     ClientSpec("admin", "admin"),
     ClientSpec("writer", "writer", publish=["orders", "shop.*"]),
     ClientSpec("reader", "reader", read=["orders"]),
+    ClientSpec("slow-writer", "writer", publish=["orders"], quota="{ records_per_s = 0.2 }"),
+    ClientSpec("slow-reader", "reader", read=["orders"], quota="{ waiting_reads = 1 }"),
 ]
 
 
@@ -114,6 +128,22 @@ async def test_row_reader(cluster: PeerCluster, secure: SecureSetup, setup_topic
     url = cluster.peers[cluster.wait_leader()].url
     answer = raw_exchange(url, cluster.ident, RequestEntries(0, 10), secure.client("reader"))
     assert answer is not None and "raw log" in (access_denied_reason(answer) or "")
+    # its quota: no more waiting reads than it may hold (issue #25)
+    wait = ClientDispatch(TYPE_READ, tuple(encode_read_request(
+        ReadRequest("orders", from_time_ms=4_102_444_800_000, wait_ms=10_000))))
+    slow = secure.client("slow-reader")
+    socks = [sockets.client_dealer(zmq.Context.instance(), url, immediate=False, curve=slow)
+             for _ in range(2)]
+    try:
+        for n, sock in enumerate(socks):
+            sock.send_multipart(encode_request(wait, ident=cluster.ident.encode(), id=b"w%d" % n))
+        ready = zmq.select(socks, [], [], 5)[0]  # the parked one answers in 10 s, not now
+        assert len(ready) == 1
+        refusal = quota_refusal_of(ready[0].recv_multipart())
+        assert refusal is not None and refusal.kind == "waiting_reads"
+    finally:
+        for sock in socks:
+            sock.close(linger=0)
 
 
 async def test_row_writer(cluster: PeerCluster, secure: SecureSetup, setup_topics: str) -> None:
@@ -137,6 +167,14 @@ async def test_row_writer(cluster: PeerCluster, secure: SecureSetup, setup_topic
             await writer.create_topic("shop.new")
         with pytest.raises(AccessDeniedError, match="needs role admin"):
             await raw.config_update([Peer("9", "tcp://127.0.0.1:9")])
+    # its quota: past its publish rate it is refused, the others keep publishing (#25)
+    async with client(cluster, secure, "slow-writer") as raw, TopicClient(raw) as slow:
+        await slow.publish("orders", b"within the burst")
+        with pytest.raises(QuotaExceededError):
+            await slow.publish("orders", b"over", timeout=2)
+    async with client(cluster, secure, "writer") as raw, TopicClient(raw) as writer:
+        for _ in range(5):
+            await writer.publish("orders", b"unaffected")
 
 
 async def test_row_admin(cluster: PeerCluster, secure: SecureSetup, setup_topics: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 from raftlog.entry import EntryType, LogEntry
 from raftlog.records import TopicError
 from raftlog.rpc.admin import CompactResponse, CompactStatus
-from raftlog.rpc.denied import AccessDenied
+from raftlog.rpc.denied import AccessDenied, QuotaRefusal
 from raftlog.rpc.messages import (
     AppendEntriesResponse,
     ClientDispatchResponse,
@@ -179,6 +179,13 @@ VECTORS: list[tuple[str, bytes, ServerReply, list[bytes]]] = [
         ID,
         AccessDenied("needs role writer"),
         [ID, b"!ACCESS-DENIED", b"needs role writer"],
+    ),
+    # a principal over its quota (issue #25)
+    (
+        "quota exceeded",
+        ID,
+        QuotaRefusal(250, "publish_rate", "billing: 10 records/s"),
+        [ID, b"!QUOTA-EXCEEDED", b"250", b"publish_rate", b"billing: 10 records/s"],
     ),
 ]
 
