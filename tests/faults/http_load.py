@@ -10,15 +10,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import resource
 import socket
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from integration.cluster import PeerCluster, probe
@@ -29,17 +26,6 @@ RSS_BOUND_MB = 300
 """The documented bound (docs/operations.md, "HTTP limits"): a flooded peer stays under it."""
 LOG_INFO_WITHIN = 1.0
 HEALTHZ_WITHIN = 2.0
-
-
-@contextlib.contextmanager
-def nofile_limit(soft: int) -> Iterator[None]:
-    """Processes started inside inherit a soft ``RLIMIT_NOFILE`` of ``soft``."""
-    old_soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (old_soft, hard))
 
 
 @dataclass

@@ -29,7 +29,7 @@ import pytest
 from integration.cluster import PeerCluster, wait_for
 from integration.rest.helpers import call
 
-from faults.http_load import RSS_BOUND_MB, HalfOpenFlood, PeerWatch, nofile_limit
+from faults.http_load import RSS_BOUND_MB, HalfOpenFlood, PeerWatch
 
 NOFILE = 400
 """Peer 1's descriptor limit: its HTTP side may hold at most half (``FD_SHARE``)."""
@@ -64,8 +64,8 @@ class FloodCluster(PeerCluster):
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FloodCluster]:
     with FloodCluster(tmp_path_factory.mktemp("http-flood")) as running:
-        with nofile_limit(NOFILE):
-            running.start("1")
+        running.peers["1"].nofile = NOFILE
+        running.start("1")
         running.start("2", "3")
         running.wait_stable_leader()
         for peer_id in running.peers:

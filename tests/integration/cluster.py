@@ -12,6 +12,7 @@ does not depend on the client library it is used to test.
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -119,6 +120,15 @@ def probe(
         sock.close(linger=0)
 
 
+def _nofile_setter(limit: int) -> Callable[[], None]:
+    """Run in the child before exec: lowering both limits needs no privilege."""
+
+    def set_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    return set_limit
+
+
 @dataclass
 class PeerProcess:
     id: str
@@ -132,6 +142,9 @@ class PeerProcess:
     env: dict[str, str] = field(default_factory=dict)
     """Extra environment of the next start (e.g. ``RAFTLOG_FAILPOINTS``)."""
     http_url: str | None = None
+    nofile: int | None = None
+    """``RLIMIT_NOFILE`` of the next start, soft and hard: a peer raises its soft limit to the
+    hard one at start (docs/operations.md §11), so only a hard limit bounds it."""
 
     @property
     def running(self) -> bool:
@@ -228,6 +241,8 @@ class PeerCluster:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
+                # only setrlimit runs in the child between fork and exec: no lock is taken
+                preexec_fn=None if peer.nofile is None else _nofile_setter(peer.nofile),  # noqa: PLW1509
             )
             log.close()
 
