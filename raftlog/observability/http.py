@@ -10,7 +10,8 @@ Facing the network (issue #25): connections are admitted by a
 :class:`~raftlog.observability.guard.ConnectionGuard` (caps, header/idle time-outs, quiet
 floods); an ``https://`` listener serves TLS with the ``[http]`` certificate; ``/metrics``,
 the status page and ``/api/cluster`` need a token where ``[http] monitoring_token`` (by
-default: a secure cluster) says so; ``/healthz`` probes the disk at most once a second.
+default: a secure cluster) says so; ``/healthz`` probes the disk at most once a second
+and answers one source address at most ``HEALTHZ_RATE`` times a second (429 beyond).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import ssl
 import threading
 import time
@@ -50,6 +52,7 @@ from raftlog.rest.auth import Authenticator
 from raftlog.rest.bodies import BODY_TIMEOUT
 from raftlog.rest.errors import RestError
 from raftlog.security.policy import Role
+from raftlog.security.quotas import Quota, QuotaBook
 from raftlog.security.settings import CurveClient, PeerSecurity
 
 START_TIMEOUT: Final = 10.0
@@ -57,6 +60,10 @@ START_TIMEOUT: Final = 10.0
 STORAGE_PROBE_TTL: Final = 1.0
 """Seconds a ``/healthz`` disk probe's verdict is reused: a hammer costs one synced write a
 second, whatever its rate."""
+HEALTHZ_RATE: Final = Quota(records_per_s=20.0, records_burst=40.0)
+"""``/healthz`` answers per second (and burst) to one source address: an orchestrator or load
+balancer probes every few seconds; a hammer past this gets 429 with ``Retry-After`` before
+any work is done, so it cannot crowd out the probes of others (issue #25)."""
 PROTECTED: Final = frozenset({"/metrics", "/", "/api/cluster"})
 """What ``[http] monitoring_token`` guards: they name topics, members and elections."""
 
@@ -137,12 +144,14 @@ def build_app(
     mount: Callable[[web.Application], None] | None = None,
     monitoring_auth: Authenticator | None = None,
     topic_metrics: bool = True,
+    healthz_rate: Quota | None = HEALTHZ_RATE,
 ) -> web.Application:
     """The aiohttp application (separate from the thread so tests can drive it directly).
     With a ``poller`` it also serves the status page (``/``) and its data
     (``/api/cluster``), and runs the poller while the app runs. ``mount`` registers more
     routes (the REST API, ``raftlog.rest.app.mount``). ``monitoring_auth``: the tokens
-    ``/metrics``, ``/`` and ``/api/cluster`` require (None: open)."""
+    ``/metrics``, ``/`` and ``/api/cluster`` require (None: open). ``healthz_rate``: the
+    ``/healthz`` answers one source address gets per second (None: unlimited)."""
     prom = CollectorRegistry(auto_describe=False)
     prom.register(PeerCollector(registry, views, topics=topic_metrics))
     probe = StorageProbe(data_dir)
@@ -151,7 +160,16 @@ def build_app(
         body = generate_latest(prom)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
-    async def healthz(_request: web.Request) -> web.Response:
+    probes_by_address = QuotaBook(per_address=True)
+
+    async def healthz(request: web.Request) -> web.Response:
+        if healthz_rate is not None:
+            who = request.remote or "-"
+            wait = probes_by_address.publish_wait(who, healthz_rate, 1, 0, time.monotonic())
+            if wait:
+                return web.json_response(
+                    {"ok": False, "reason": "too many /healthz requests from this address"},
+                    status=429, headers={"Retry-After": str(math.ceil(wait))})
         verdict = loop_verdict(views.latest())
         if verdict.ok:
             verdict = await probe.verdict()

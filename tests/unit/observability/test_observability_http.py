@@ -7,6 +7,7 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -16,6 +17,7 @@ from raftlog.metrics import PeerMetrics
 from raftlog.observability import health
 from raftlog.observability.http import build_app
 from raftlog.observability.view import MemberView, PeerView, ViewBox
+from raftlog.security.quotas import Quota
 
 
 def _leader_view() -> PeerView:
@@ -43,8 +45,10 @@ def _leader_view() -> PeerView:
     )
 
 
-async def _client(views: ViewBox, metrics: PeerMetrics, data_dir: Path) -> TestClient:
-    client = TestClient(TestServer(build_app(views, metrics.registry, data_dir, ready_max_lag=5)))
+async def _client(views: ViewBox, metrics: PeerMetrics, data_dir: Path,
+                  **options: Any) -> TestClient:
+    client = TestClient(TestServer(build_app(views, metrics.registry, data_dir, ready_max_lag=5,
+                                             **options)))
     await client.start_server()
     return client
 
@@ -149,13 +153,35 @@ async def test_a_healthz_hammer_costs_one_disk_probe_a_second(
     monkeypatch.setattr(health.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
     views = ViewBox()
     views.publish(_leader_view())
-    client = await _client(views, PeerMetrics(), tmp_path)
+    client = await _client(views, PeerMetrics(), tmp_path, healthz_rate=None)  # probes only
     try:
         answers = await asyncio.gather(*(client.get("/healthz") for _ in range(200)))
         assert {a.status for a in answers} == {200}
         for _ in range(100):
             assert (await client.get("/healthz")).status == 200
         assert len(synced) <= 2  # one probe, maybe a second one if a second passed
+    finally:
+        await client.close()
+
+
+async def test_a_healthz_hammer_from_one_address_gets_429_with_retry_after(
+    tmp_path: Path,
+) -> None:
+    """Issue #25: /healthz is rate-limited per source address; past the burst a prober gets
+    429 and Retry-After at once, and a probe at an orchestrator's pace is answered again."""
+    views = ViewBox()
+    views.publish(_leader_view())
+    rate = Quota(records_per_s=10.0, records_burst=5.0)
+    client = await _client(views, PeerMetrics(), tmp_path, healthz_rate=rate)
+    try:
+        statuses = [(await client.get("/healthz")).status for _ in range(8)]
+        assert statuses[:5] == [200] * 5 and set(statuses[5:]) == {429}
+        refused = await client.get("/healthz")
+        assert refused.status == 429
+        assert int(refused.headers["Retry-After"]) >= 1
+        assert "too many" in (await refused.json())["reason"]
+        await asyncio.sleep(0.25)  # 10/s refills 2.5 probes
+        assert (await client.get("/healthz")).status == 200
     finally:
         await client.close()
 
