@@ -61,7 +61,7 @@ class HistorySample:
     def as_json(self) -> dict[str, Any]:
         """The sample as ``/api/history`` serves it."""
         return {
-            "t": round(self.time, 3),
+            "t": self.time,  # unrounded: the page passes it back as ?since=
             "publish": self.publish_rate,
             "applied": self.applied_rate,
             "latency_mean": self.latency_mean,
