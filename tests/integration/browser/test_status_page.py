@@ -96,6 +96,21 @@ def test_the_page_follows_a_leader_change_live(tmp_path: Path, page: object) -> 
             "#chart-publish canvas",
             "c => c.width > 0 && c.height > 0 && c.toDataURL().length > 2000",
         )
+        # commit latency is the leader's: its own page charts it
+        leader_base = cluster.peers[leader].http_url
+        assert leader_base is not None
+        browser = page_.context.browser
+        assert browser is not None
+        leader_page = browser.new_page(viewport={"width": 1280, "height": 820})
+        try:
+            leader_page.goto(leader_base + "/")
+            leader_page.wait_for_function(
+                "() => Number(document.querySelector('#chart-latency').dataset.max) > 0",
+                timeout=30_000,
+            )
+            assert leader_page.is_hidden("#latency-note")
+        finally:
+            leader_page.close()
 
         cluster.kill(leader)
         new_leader = cluster.wait_leader(exclude=leader, timeout=30)
