@@ -18,6 +18,7 @@ zero instead of giving a negative rate; the first reading after a start only set
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -211,7 +212,10 @@ class HistorySampler:
     async def run(self) -> None:
         """Sample until cancelled (the listener cancels it when it stops)."""
         while True:
-            self.sample()
+            # the loop thread may add a labelled child while we iterate ("dictionary
+            # changed size"): skip that second rather than end the history
+            with contextlib.suppress(RuntimeError):
+                self.sample()
             await asyncio.sleep(self.interval)
 
     def as_json(self, since: float = 0.0) -> dict[str, Any]:
