@@ -148,14 +148,7 @@ class ClusterPoller:
         view = self._views.latest()
         if view is None:
             return {"ready": False}
-        rows = [self._member_row(view, m.id, m.url, m.voter_in) for m in view.members]
-        if not any(r["id"] == view.peer_id for r in rows):  # a CLIENT-state peer
-            rows.append(self._member_row(view, view.peer_id, "", "none"))
-        # the highest commit any member reports: the leader's, or newer than our view of it
-        commit = max((r["commit_index"] or 0 for r in rows), default=0)
-        for row in rows:
-            applied = row["applied_index"]
-            row["lag"] = None if applied is None or not commit else max(0, commit - applied)
+        rows = self._rows(view)
         leader = next((r["id"] for r in rows if r["role"] == "leader"), view.leader_id)
         return {
             "ready": True,
@@ -186,6 +179,22 @@ class ClusterPoller:
                 w for pid, r in sorted(self._clocks.items()) if (w := clock_warning(pid, r))
             ],
         }
+
+    def _rows(self, view: PeerView) -> list[dict[str, Any]]:
+        """Every member's row, each with its ``lag``: entries its applied index is behind
+        the highest commit index any member reports (the leader's, or newer than ours)."""
+        rows = [self._member_row(view, m.id, m.url, m.voter_in) for m in view.members]
+        if not any(r["id"] == view.peer_id for r in rows):  # a CLIENT-state peer
+            rows.append(self._member_row(view, view.peer_id, "", "none"))
+        commit = max((r["commit_index"] or 0 for r in rows), default=0)
+        for row in rows:
+            applied = row["applied_index"]
+            row["lag"] = None if applied is None or not commit else max(0, commit - applied)
+        return rows
+
+    def lags(self, view: PeerView) -> dict[str, int]:
+        """The lag of every member that answered the last round (the history's lag chart)."""
+        return {r["id"]: r["lag"] for r in self._rows(view) if r["lag"] is not None}
 
     def _topic_row(self, stat: TopicStat) -> dict[str, Any]:
         name, records, size, published, published_bytes, expired, _ = stat

@@ -46,7 +46,9 @@ from raftlog.observability.health import (
     ready_verdict,
     storage_verdict,
 )
+from raftlog.observability.history import HistorySampler
 from raftlog.observability.http_settings import HttpSettings
+from raftlog.observability.static_files import add_static_routes
 from raftlog.observability.view import ViewBox
 from raftlog.rest.auth import Authenticator
 from raftlog.rest.bodies import BODY_TIMEOUT
@@ -64,7 +66,7 @@ HEALTHZ_RATE: Final = Quota(records_per_s=20.0, records_burst=40.0)
 """``/healthz`` answers per second (and burst) to one source address: an orchestrator or load
 balancer probes every few seconds; a hammer past this gets 429 with ``Retry-After`` before
 any work is done, so it cannot crowd out the probes of others (issue #25)."""
-PROTECTED: Final = frozenset({"/metrics", "/", "/api/cluster"})
+PROTECTED: Final = frozenset({"/metrics", "/", "/api/cluster", "/api/history"})
 """What ``[http] monitoring_token`` guards: they name topics, members and elections."""
 
 
@@ -147,8 +149,9 @@ def build_app(
     healthz_rate: Quota | None = HEALTHZ_RATE,
 ) -> web.Application:
     """The aiohttp application (separate from the thread so tests can drive it directly).
-    With a ``poller`` it also serves the status page (``/``) and its data
-    (``/api/cluster``), and runs the poller while the app runs. ``mount`` registers more
+    With a ``poller`` it also serves the status page (``/``), its data
+    (``/api/cluster``), its history (``/api/history``) and static files (``/static/``),
+    and runs the poller and the history sampler while the app runs. ``mount`` registers more
     routes (the REST API, ``raftlog.rest.app.mount``). ``monitoring_auth``: the tokens
     ``/metrics``, ``/`` and ``/api/cluster`` require (None: open). ``healthz_rate``: the
     ``/healthz`` answers one source address gets per second (None: unlimited)."""
@@ -190,13 +193,15 @@ def build_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     if poller is not None:
-        _add_status_page(app, poller)
+        _add_status_page(app, poller, HistorySampler(views, registry, poller.lags))
     if mount is not None:
         mount(app)
     return app
 
 
-def _add_status_page(app: web.Application, poller: ClusterPoller) -> None:
+def _add_status_page(
+    app: web.Application, poller: ClusterPoller, history: HistorySampler
+) -> None:
     page = (resources.files("raftlog.observability") / "status.html").read_bytes()
 
     async def index(_request: web.Request) -> web.Response:
@@ -205,22 +210,34 @@ def _add_status_page(app: web.Application, poller: ClusterPoller) -> None:
     async def cluster(_request: web.Request) -> web.Response:
         return web.json_response(poller.snapshot(), headers={"Cache-Control": "no-store"})
 
+    async def samples(request: web.Request) -> web.Response:
+        try:
+            since = float(request.query.get("since", "0"))
+        except ValueError:
+            return web.json_response({"error": "since must be a number (wall time)"}, status=400)
+        return web.json_response(history.as_json(since), headers={"Cache-Control": "no-store"})
+
     async def start_polling(app: web.Application) -> None:
-        app[_POLL_TASK] = asyncio.get_running_loop().create_task(poller.run())
+        loop = asyncio.get_running_loop()
+        app[_POLL_TASK] = loop.create_task(poller.run())
+        app[_HISTORY_TASK] = loop.create_task(history.run())
 
     async def stop_polling(app: web.Application) -> None:
-        task = app[_POLL_TASK]
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        for task in (app[_POLL_TASK], app[_HISTORY_TASK]):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     app.router.add_get("/", index)
     app.router.add_get("/api/cluster", cluster)
+    app.router.add_get("/api/history", samples)
+    add_static_routes(app)
     app.on_startup.append(start_polling)
     app.on_cleanup.append(stop_polling)
 
 
 _POLL_TASK: Final = web.AppKey("poll_task", asyncio.Task)
+_HISTORY_TASK: Final = web.AppKey("history_task", asyncio.Task)
 STORAGE_PROBE: Final = web.AppKey("storage_probe", StorageProbe)
 PROMETHEUS: Final = web.AppKey("prometheus", CollectorRegistry)
 """The registry ``/metrics`` renders (the listener adds its connection guard's metrics)."""

@@ -4,8 +4,8 @@ with ``executable_path``: Playwright never downloads a browser here).
 Three peers; the page of one survivor shows the leader and the leader change the peer
 remembers from before the page was opened, a topic's records and publish rate appear live,
 the leader is killed, and the same page -- without a reload -- shows the new leader and
-the old one down. A screenshot
-of the page is written to ``$RAFTLOG_SCREENSHOT`` when that is set (docs/ keeps one).
+the old one down; the history charts (uPlot, served by the peer) draw the publishes. A
+screenshot of the page is written to ``$RAFTLOG_SCREENSHOT`` when that is set (docs/ keeps one).
 """
 
 from __future__ import annotations
@@ -82,6 +82,35 @@ def test_the_page_follows_a_leader_change_live(tmp_path: Path, page: object) -> 
                        .textContent.endsWith('rec/s')""",
             timeout=30_000,
         )
+        # the history charts (issue #33 item 5): uPlot canvases with the publishes in them
+        for chart in ("publish", "latency", "lag", "topics"):
+            page_.wait_for_selector(f"#chart-{chart} canvas", timeout=30_000)
+        page_.wait_for_function(
+            """() => Number(document.querySelector('#chart-publish').dataset.max) > 0
+                  && Number(document.querySelector('#chart-topics').dataset.max) > 0
+                  && Number(document.querySelector('#chart-publish').dataset.points) >= 2""",
+            timeout=30_000,
+        )
+        assert "orders" in page_.inner_text("#chart-topics .u-legend")
+        assert page_.eval_on_selector(  # the canvas has pixels drawn, not only a size
+            "#chart-publish canvas",
+            "c => c.width > 0 && c.height > 0 && c.toDataURL().length > 2000",
+        )
+        # commit latency is the leader's: its own page charts it
+        leader_base = cluster.peers[leader].http_url
+        assert leader_base is not None
+        browser = page_.context.browser
+        assert browser is not None
+        leader_page = browser.new_page(viewport={"width": 1280, "height": 820})
+        try:
+            leader_page.goto(leader_base + "/")
+            leader_page.wait_for_function(
+                "() => Number(document.querySelector('#chart-latency').dataset.max) > 0",
+                timeout=30_000,
+            )
+            assert leader_page.is_hidden("#latency-note")
+        finally:
+            leader_page.close()
 
         cluster.kill(leader)
         new_leader = cluster.wait_leader(exclude=leader, timeout=30)

@@ -90,7 +90,7 @@ def test_the_status_data_sees_every_member_in_a_curve_cluster(tmp_path: Path) ->
         leader = cluster.wait_leader()
         base = cluster.peers[next(p for p in cluster.peers if p != leader)].http_url
         assert base is not None
-        for path in ("/metrics", "/", "/api/cluster"):
+        for path in ("/metrics", "/", "/api/cluster", "/api/history"):
             for token in (None, "guessed"):
                 status, body = _get(base + path, token)
                 assert status == 401 and "raftlog_" not in body and leader not in body, path
