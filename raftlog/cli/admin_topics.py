@@ -13,9 +13,9 @@ from raftlog.cli.admin_io import EXIT_OK, UsageError, say
 from raftlog.cli.admin_publish import PublishReport, publish_stream
 from raftlog.cli.formats import render
 from raftlog.client import RaftClient
-from raftlog.client.topics import TopicClient, make_record
-from raftlog.records import LoggedRecord, RecordId
-from raftlog.rpc.topics import TopicInfo
+from raftlog.topics.client import TopicClient, make_record
+from raftlog.topics.records import LoggedRecord, RecordId
+from raftlog.topics.wire import TopicInfo
 
 PUBLISH_IN_FLIGHT = 64
 READ_PAGE = 1000

@@ -20,12 +20,12 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from raftlog.records import MAX_UINT, PROPERTY_NAMES
 from raftlog.rest.bodies import format_id, json_reply, read_json_object
 from raftlog.rest.context import RestContext
 from raftlog.rest.errors import RestError, from_cluster
-from raftlog.rpc.topics import TopicInfo
 from raftlog.security.policy import Role
+from raftlog.topics.records import MAX_UINT, PROPERTY_NAMES
+from raftlog.topics.wire import TopicInfo
 
 CDAP_TTL: Final = "ttl"
 

@@ -30,15 +30,23 @@ from typing import Final
 import structlog
 
 from raftlog.metrics import Counter
-from raftlog.records import RecordBatch, TopicCommand, TopicError
-from raftlog.records_tx import KIND_TX, KIND_TX_STORE, Actor, TxStore, decode_any_entry, with_actor
 from raftlog.rpc.messages import (
     PEER_RPC_TYPES,
     TYPE_REQUEST_BROADCAST_STATE_URL,
     TYPE_REQUEST_ENTRIES,
     TYPE_REQUEST_UPDATE,
 )
-from raftlog.rpc.topics import (
+from raftlog.security.policy import PolicyHolder, Principal, Role
+from raftlog.topics.records import RecordBatch, TopicCommand, TopicError
+from raftlog.topics.records_tx import (
+    KIND_TX,
+    KIND_TX_STORE,
+    Actor,
+    TxStore,
+    decode_any_entry,
+    with_actor,
+)
+from raftlog.topics.wire import (
     TYPE_DESCRIBE,
     TYPE_LIST,
     TYPE_PUBLISH,
@@ -47,8 +55,7 @@ from raftlog.rpc.topics import (
     decode_read_request,
     encode_list_request,
 )
-from raftlog.rpc.transactions import TYPE_TX_STATUS, encode_status_request
-from raftlog.security.policy import PolicyHolder, Principal, Role
+from raftlog.topics.wire_tx import TYPE_TX_STATUS, encode_status_request
 
 RAW_LOG_TYPES: Final = frozenset({TYPE_REQUEST_ENTRIES, TYPE_REQUEST_BROADCAST_STATE_URL})
 """Reads of the whole log: every topic's records, so not for a key limited to some topics."""

@@ -46,9 +46,9 @@ from raftlog.rpc.messages import (
     TYPE_REQUEST_VOTE,
     TYPE_REQUEST_WEBMONITOR_URL,
 )
-from raftlog.rpc.topics import TYPE_DESCRIBE, TYPE_LIST, TYPE_PUBLISH, TYPE_READ
-from raftlog.rpc.transactions import TYPE_TX_STATUS
 from raftlog.security import keys
+from raftlog.topics.wire import TYPE_DESCRIBE, TYPE_LIST, TYPE_PUBLISH, TYPE_READ
+from raftlog.topics.wire_tx import TYPE_TX_STATUS
 
 
 class Role(enum.IntEnum):

@@ -66,13 +66,13 @@ from raftlog.server.services import build_services, core_config
 from raftlog.server.storage_thread import StorageThread, start_storage_thread
 from raftlog.statemachine.broadcast import BroadcastStateMachine
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.statemachine.topic_open import open_topic_machine
-from raftlog.statemachine.topics import TOPICS_DIR
 from raftlog.storage.base import HardState
 from raftlog.storage.bounds_check import check_durable_bounds
 from raftlog.storage.durable_dirs import make_dirs
 from raftlog.storage.ready_store import RocksReadyStore
 from raftlog.storage.rocks import check_snapshot_covers_log, open_storage
+from raftlog.topics.machine import TOPICS_DIR
+from raftlog.topics.opening import open_topic_machine
 from raftlog.transport import recv_frames
 
 DRAIN_LIMIT: Final = 4096

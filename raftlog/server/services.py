@@ -43,7 +43,6 @@ from raftlog.rpc.messages import (
     RequestUpdate,
     RequestVote,
 )
-from raftlog.rpc.topics import TYPE_PUBLISH
 from raftlog.server.client_service import ClientService
 from raftlog.server.clock_watch import ClockWatch
 from raftlog.server.compaction import CompactionPolicy
@@ -55,12 +54,13 @@ from raftlog.server.interfaces import EventLog, LeaderView
 from raftlog.server.leadership_service import LeadershipService
 from raftlog.server.peer_service import PeerService
 from raftlog.server.replies import ReplySender
-from raftlog.server.topic_clock import TopicClock
-from raftlog.server.topics_hook import TopicGate
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.statemachine.topics import TopicStateMachine
 from raftlog.storage.rocks import RocksLogStore
 from raftlog.storage.snapshot import FileSnapshotStore
+from raftlog.topics.clock import TopicClock
+from raftlog.topics.gate import TopicGate
+from raftlog.topics.machine import TopicStateMachine
+from raftlog.topics.wire import TYPE_PUBLISH
 
 
 def core_config(settings: PeerSettings) -> CoreConfig:

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Final
 
 from raftlog.errors import TopicError
-from raftlog.records import LoggedRecord, Record
+from raftlog.topics.records import LoggedRecord, Record
 from raftlog_spark.errors import RaftlogSourceError
 from raftlog_spark.logclient import LogClient
 

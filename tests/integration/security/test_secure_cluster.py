@@ -22,7 +22,6 @@ from integration.secure_setup import ClientSpec, SecureSetup
 from raftlog import sockets
 from raftlog.client import RaftClient, Subscriber
 from raftlog.client.dealer import AUTH_REQUIRED
-from raftlog.client.topics import TopicClient
 from raftlog.errors import AccessDeniedError, AuthenticationError
 from raftlog.rpc.codec import encode_request
 from raftlog.rpc.denied import access_denied_reason
@@ -36,6 +35,7 @@ from raftlog.rpc.messages import (
     RequestVote,
 )
 from raftlog.security.settings import CurveClient
+from raftlog.topics.client import TopicClient
 
 CLIENTS = [
     ClientSpec("admin", "admin"),

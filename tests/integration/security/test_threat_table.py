@@ -17,7 +17,6 @@ from integration.peer.updates import new_request_id
 from integration.secure_setup import ClientSpec, SecureSetup
 from integration.security.test_secure_cluster import raw_exchange
 from raftlog.client import RaftClient
-from raftlog.client.topics import TopicClient
 from raftlog.errors import (
     AccessDeniedError,
     AuthenticationError,
@@ -25,6 +24,7 @@ from raftlog.errors import (
 )
 from raftlog.rpc.denied import access_denied_reason
 from raftlog.rpc.messages import ConfigUpdate, Peer, RequestEntries, RequestLogInfo, RequestVote
+from raftlog.topics.client import TopicClient
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -17,8 +17,8 @@ from raftlog.cli.admin_cluster import (
 from raftlog.cli.admin_io import UsageError, plain_table
 from raftlog.cli.admin_topics import property_lines
 from raftlog.errors import ConfigUpdateError
-from raftlog.records import TopicProperties
 from raftlog.rpc.messages import Peer, RequestLogInfoResponse
+from raftlog.topics.records import TopicProperties
 
 CURRENT = [
     Peer("1", "tcp://10.0.0.1:8047"),

@@ -18,10 +18,10 @@ from raftlog.cli.admin_io import PeerRow, render_table
 from raftlog.cli.admin_topics import topic_info_json
 from raftlog.client import Peer
 from raftlog.errors import RemoteProtocolError
-from raftlog.records import RecordId, TopicProperties
 from raftlog.rpc.clock import ClockReading, decode_clock_reading, encode_clock_reading
 from raftlog.rpc.messages import RequestLogInfoResponse
-from raftlog.rpc.topics import TopicInfo
+from raftlog.topics.records import RecordId, TopicProperties
+from raftlog.topics.wire import TopicInfo
 
 
 def _row(pid: str, *, up: bool = True, leader: str | None = "1", term: int = 4) -> PeerRow:

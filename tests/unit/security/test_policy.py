@@ -8,21 +8,12 @@ import pytest
 
 from raftlog.errors import ConfigError
 from raftlog.metrics import PeerMetrics
-from raftlog.records import Record, TopicCommand, encode_command, encode_records
 from raftlog.rpc.messages import (
     TYPE_APPEND_ENTRIES,
     TYPE_CONFIG_UPDATE,
     TYPE_REQUEST_ENTRIES,
     TYPE_REQUEST_UPDATE,
     TYPE_REQUEST_VOTE,
-)
-from raftlog.rpc.topics import (
-    TYPE_DESCRIBE,
-    TYPE_LIST,
-    TYPE_PUBLISH,
-    TYPE_READ,
-    ReadRequest,
-    encode_read_request,
 )
 from raftlog.security import keys
 from raftlog.security.guard import RequestGuard
@@ -36,6 +27,15 @@ from raftlog.security.policy import (
     load_clients,
     needed_permission,
     token_digest,
+)
+from raftlog.topics.records import Record, TopicCommand, encode_command, encode_records
+from raftlog.topics.wire import (
+    TYPE_DESCRIBE,
+    TYPE_LIST,
+    TYPE_PUBLISH,
+    TYPE_READ,
+    ReadRequest,
+    encode_read_request,
 )
 
 A, B, C, D = (bytes([65 + n]) * 40 for n in range(4))

@@ -1,4 +1,4 @@
-"""The publish fast path (raftlog.record_scan) never decides differently from the full decoder.
+"""The publish fast path (raftlog.topics.record_scan) never decides unlike the full decoder.
 
 ``summarize_batch`` may decline (None) whatever it likes, but when it answers, the full
 decoder must accept the same bytes and its records must give the same per-topic positions,
@@ -11,8 +11,10 @@ import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raftlog.record_scan import BatchSummary, TopicShare, batch_fits, summarize_batch
-from raftlog.records import (
+from raftlog.topics.index import TopicState
+from raftlog.topics.machine import check_entry
+from raftlog.topics.record_scan import BatchSummary, TopicShare, batch_fits, summarize_batch
+from raftlog.topics.records import (
     FLAG_AUTO_CREATE,
     MAGIC,
     Record,
@@ -25,8 +27,6 @@ from raftlog.records import (
     encode_records,
     stamp_append_time,
 )
-from raftlog.statemachine.topic_index import TopicState
-from raftlog.statemachine.topics import check_entry
 
 
 def _expected(batch: RecordBatch) -> BatchSummary:

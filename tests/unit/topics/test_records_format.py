@@ -1,4 +1,4 @@
-"""The topic entry format (raftlog.records): vectors, round trips, errors, the leader stamp."""
+"""The topic entry format (topics/records.py): vectors, round trips, errors, the leader stamp."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raftlog.records import (
+from raftlog.topics.records import (
     FLAG_AUTO_CREATE,
     HEADER_SIZE,
     MAGIC,

@@ -11,7 +11,11 @@ import pytest
 
 from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import RecordsExpiredError
-from raftlog.records import (
+from raftlog.statemachine.composite import CompositeStateMachine
+from raftlog.storage.memory import MemoryLogStore, MemorySnapshotStore
+from raftlog.topics import wire as rpc
+from raftlog.topics.machine import TopicStateMachine, check_entry, snapshot_part
+from raftlog.topics.records import (
     Record,
     RecordBatch,
     RecordId,
@@ -23,10 +27,6 @@ from raftlog.records import (
     encode_records,
     stamp_append_time,
 )
-from raftlog.rpc import topics as rpc
-from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.statemachine.topics import TopicStateMachine, check_entry, snapshot_part
-from raftlog.storage.memory import MemoryLogStore, MemorySnapshotStore
 
 
 class Log:

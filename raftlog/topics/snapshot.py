@@ -16,8 +16,8 @@ from typing import Any, Final
 
 import msgpack
 
-from raftlog.records import RecordId, TopicProperties
-from raftlog.statemachine.topic_index import TopicIndex, TopicState
+from raftlog.topics.index import TopicIndex, TopicState
+from raftlog.topics.records import RecordId, TopicProperties
 
 SNAPSHOT_VERSION: Final = 2
 

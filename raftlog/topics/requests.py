@@ -10,11 +10,11 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from raftlog.errors import TopicError, transaction_error
-from raftlog.rpc import topic_counts
-from raftlog.rpc import topics as rpc
-from raftlog.rpc import transactions as tx_rpc
-from raftlog.rpc.topic_errors import encode_error
-from raftlog.statemachine.topic_index import TopicState
+from raftlog.topics import wire as rpc
+from raftlog.topics import wire_counts as topic_counts
+from raftlog.topics import wire_tx as tx_rpc
+from raftlog.topics.index import TopicState
+from raftlog.topics.wire_errors import encode_error
 
 
 class TopicQueries(Protocol):

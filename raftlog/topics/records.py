@@ -7,7 +7,7 @@ data. Layout of the entry *data*::
     offset 0   4 bytes  magic  c1 52 4c 54  ("\\xc1RLT")
     offset 4   1 byte   version: 01
     offset 5   1 byte   kind: 01 record batch, 02 topic admin command, 03 clock tick, 04/05
-                        transaction control / store (``raftlog.records_tx``)
+                        transaction control / store (``raftlog.topics.records_tx``)
     offset 6   1 byte   flags: bit 0 AUTO_CREATE (set by the leader only); bits 1-7 zero
     offset 7   8 bytes  append time: ms since the Unix epoch, unsigned big-endian,
                         0 when not stamped (clients send 0; the leader stamps it)
@@ -26,7 +26,7 @@ Bodies (MessagePack, strings as str, bytes as bin):
   ``create`` / ``update`` (only the keys it carries) / ``delete`` (empty map); properties
   ``retention_ms``, ``max_bytes`` (size retention), ``max_record_bytes`` (largest record),
   each a uint >= 1 or nil (no limit). Meanings: docs/topics.md.
-* clock tick (kind 03): body nil; the leader's only (``raftlog.server.topic_clock``), so
+* clock tick (kind 03): body nil; the leader's only (``raftlog.topics.clock``), so
   retention, which runs on the append times in the log, advances on an idle cluster.
 
 A record's id is ``(log index, position in the entry)``: ``RecordId`` sorts in log order,
@@ -440,7 +440,7 @@ def append_time_of(data: bytes) -> int:
 
 class AppendClock:
     """The leader's stamps never go back, even if the wall clock does (across leaders the
-    state machine keeps the log clock monotonic: ``raftlog.statemachine.topics``)."""
+    state machine keeps the log clock monotonic: ``raftlog.topics.machine``)."""
 
     def __init__(self, last_ms: int = 0) -> None:
         self.last_ms = last_ms

@@ -7,7 +7,7 @@ travel as float64 (decoders accept integral doubles); record frames use plain in
 
 ``TP`` publish -- leader only; exactly RequestUpdate (§10.3) plus one answer:
 
-    request   [reqid(12), "TP", ident, data]          data: a topic entry (raftlog.records)
+    request   [reqid(12), "TP", ident, data]          data: a topic entry (raftlog.topics.records)
     response  [reqid, 01]                             accepted, not yet applied (interim)
               [reqid, 01, json index]                 done: the entry's log index
               [reqid, "", json leader-id | nil]       not the leader
@@ -41,7 +41,7 @@ the last record retention removed), ``published_bytes``, ``log_clock`` and ``app
 
 ``TL`` list -- any peer: ``[id, "TL", ident]`` -> ``[id, 01, json [name, ...]]`` (sorted).
 
-Errors are ``{name, message}`` maps; names are ``raftlog.records.TopicError`` codes, plus
+Errors are ``{name, message}`` maps; names are ``raftlog.topics.records.TopicError`` codes, plus
 ``BadRequest`` for a malformed request. Consistency: a peer answers from its own applied
 state (sequentially consistent on followers; at the leader every update it has answered
 "done" is visible -- read-your-writes -- though without a quorum round a deposed leader
@@ -59,7 +59,16 @@ from typing import Any, Final
 import msgpack
 
 from raftlog.errors import LocalProtocolError, RemoteProtocolError
-from raftlog.records import (
+from raftlog.rpc.frames import (
+    FALSE_FRAME,
+    JSON_NULL,
+    TRUE_FRAME,
+    decode_bool,
+    decode_json,
+    json_to_uint,
+    pack_json,
+)
+from raftlog.topics.records import (
     MAX_POSITION,
     MAX_UINT,
     LoggedRecord,
@@ -71,16 +80,7 @@ from raftlog.records import (
     check_record,
     check_topic_name,
 )
-from raftlog.rpc.frames import (
-    FALSE_FRAME,
-    JSON_NULL,
-    TRUE_FRAME,
-    decode_bool,
-    decode_json,
-    json_to_uint,
-    pack_json,
-)
-from raftlog.rpc.topic_errors import check_status, error_from, error_map, record_id
+from raftlog.topics.wire_errors import check_status, error_from, error_map, record_id
 
 TYPE_PUBLISH: Final = b"TP"
 TYPE_READ: Final = b"TR"

@@ -24,14 +24,14 @@ from typing import Any, Literal
 
 from raftlog.client.models import DEFAULT_TIMEOUT
 from raftlog.client.sync import SyncRaftClient
-from raftlog.client.sync_transactions import SyncTransaction
-from raftlog.client.topic_stream import POLL_INTERVAL
-from raftlog.client.topics import TopicClient
 from raftlog.errors import ClientClosedError
-from raftlog.records import LoggedRecord, Record, RecordId
-from raftlog.rpc import topics as rpc
-from raftlog.rpc.transactions import TransactionInfo
 from raftlog.security.settings import CurveClient
+from raftlog.topics import wire as rpc
+from raftlog.topics.client import TopicClient
+from raftlog.topics.client_stream import POLL_INTERVAL
+from raftlog.topics.records import LoggedRecord, Record, RecordId
+from raftlog.topics.sync_client_tx import SyncTransaction
+from raftlog.topics.wire_tx import TransactionInfo
 
 
 async def _next(stream: AsyncIterator[LoggedRecord]) -> LoggedRecord | None:

@@ -25,7 +25,7 @@ Keys (raw bytes; integers unsigned big-endian so byte order is numeric order)::
     x <txid>             -> u64  begin index of the latest transaction with this id
     y <begin:8> <store:8> -> msgpack [records, bytes]: one store of a transaction
 
-Topic names never contain 00 (``raftlog.records.check_topic_name``), so each topic's keys are
+Topic names never contain 00 (``raftlog.topics.records.check_topic_name``), so each topic's keys are
 one contiguous range and reads never touch another topic's keys. Append times are
 non-decreasing in log order (the machine clamps them), so the ``a`` keys sort by index too:
 "the first entry appended at or after T" is one seek. Versions instead of a single current
@@ -47,8 +47,8 @@ from typing import Final
 import msgpack
 from rocksdict import WriteBatch
 
-from raftlog.records import Record, RecordId, TopicProperties
 from raftlog.storage._rocksdb import RocksDatabase
+from raftlog.topics.records import Record, RecordId, TopicProperties
 
 APPLIED_KEY: Final = b"mapplied"
 TIME_KEY: Final = b"mtime"

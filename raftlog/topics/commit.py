@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from raftlog.errors import TopicError
-from raftlog.records import Record
-from raftlog.records_tx import TxStore
-from raftlog.statemachine.topic_index import TopicState, group_by_topic
+from raftlog.topics.index import TopicState, group_by_topic
+from raftlog.topics.records import Record
+from raftlog.topics.records_tx import TxStore
 
 
 def gather_records(

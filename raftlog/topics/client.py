@@ -9,7 +9,7 @@ Usage::
         result = await topics.read("orders", from_index=rid.index)
 
 A publish is one STATE entry built by :func:`publish_data` (a batch is atomic: one entry,
-all records or none). It is sent with the ``TP`` RPC (``raftlog.rpc.topics``), which is
+all records or none). It is sent with the ``TP`` RPC (``raftlog.topics.wire``), which is
 RequestUpdate plus a "refused" answer, so a publish to an unknown topic fails at once with
 a ``TopicError`` instead of timing out. ``client.request_update(publish_data(...))`` also
 works -- the data is the same -- but a refused update gets no answer there (§10.3).
@@ -28,13 +28,16 @@ from types import TracebackType
 from typing import Literal
 
 from raftlog.client.client import RaftClient
-from raftlog.client.record_builder import make_record
 from raftlog.client.routing import WAIT, Done, Outcome, Redirect
-from raftlog.client.topic_stream import POLL_INTERVAL, subscribe
-from raftlog.client.transactions import Transaction, begin_data, new_txid
 from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.errors import RequestExpiredError, TopicError, TransactionExistsError
-from raftlog.records import (
+from raftlog.topics import wire as rpc
+from raftlog.topics import wire_counts as topic_counts
+from raftlog.topics import wire_tx as tx_rpc
+from raftlog.topics.client_stream import POLL_INTERVAL, subscribe
+from raftlog.topics.client_tx import Transaction, begin_data, new_txid
+from raftlog.topics.record_builder import make_record
+from raftlog.topics.records import (
     AdminOp,
     LoggedRecord,
     Record,
@@ -44,10 +47,7 @@ from raftlog.records import (
     encode_command,
     encode_records,
 )
-from raftlog.records_tx import Actor
-from raftlog.rpc import topic_counts
-from raftlog.rpc import topics as rpc
-from raftlog.rpc import transactions as tx_rpc
+from raftlog.topics.records_tx import Actor
 
 __all__ = ["TopicClient", "admin_data", "make_record", "publish_data"]
 
@@ -207,7 +207,7 @@ class TopicClient:
     async def delete_topic(self, name: str, *, timeout: float | None = None) -> int:
         return await self.propose(admin_data("delete", name), timeout=timeout)
 
-    # -- transactions (issue #18; raftlog.client.transactions) ------------------------------
+    # -- transactions (issue #18; raftlog.topics.client_tx) ------------------------------
     async def begin_transaction(
         self,
         *,
@@ -287,7 +287,7 @@ class TopicClient:
         timeout: float | None = None,
         wait_ms: int = 0,
     ) -> rpc.ReadResult:
-        """Records of ``topic`` from a record id or an append time (see ``raftlog.rpc.topics``
+        """Records of ``topic`` from a record id or an append time (see ``raftlog.topics.wire``
         ``TR``), from peer ``url`` or, by default, the leader. ``from_index`` (with
         ``from_position``) is inclusive unless ``inclusive=False``; neither start: the
         oldest retained record. A start below what retention removed raises
@@ -319,7 +319,7 @@ class TopicClient:
     ) -> AsyncIterator[LoggedRecord]:
         """Records of ``topics`` from an index (inclusive), a time or the end; catch up,
         then live -- the same records ``read`` gives (see
-        :func:`raftlog.client.topic_stream.subscribe`)."""
+        :func:`raftlog.topics.client_stream.subscribe`)."""
         return subscribe(
             self,
             topics,
@@ -360,7 +360,7 @@ class TopicClient:
     ) -> topic_counts.CountsResult:
         """Records per index bucket of ``step`` entries in ``[from_index, to_index]``, from
         the topic index of peer ``url`` (default: the leader) without reading entries
-        (``TC``, :mod:`raftlog.rpc.topic_counts`): what a parallel reader balances its
+        (``TC``, :mod:`raftlog.topics.wire_counts`): what a parallel reader balances its
         tasks by. Raises ``TopicError`` (``UnknownTopic``) for a topic that does not exist,
         ``ClusterUnavailableError`` when the peer does not answer (peers without ``TC``)."""
         req = topic_counts.CountsRequest(
