@@ -49,7 +49,7 @@ from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.commit import plan_commit
 from raftlog.topics.counters import TopicCounters
-from raftlog.topics.index import TopicIndex, TopicState, group_by_topic
+from raftlog.topics.index import TopicIndex, group_by_topic
 from raftlog.topics.reads import EntrySource, TopicReader
 from raftlog.topics.record_scan import BatchSummary, batch_fits, summarize_batch
 from raftlog.topics.records import (
@@ -64,6 +64,7 @@ from raftlog.topics.records_tx import TxControl, TxStore, decode_any_entry
 from raftlog.topics.requests import answer_request
 from raftlog.topics.rules import check_entry
 from raftlog.topics.snapshot import build_snapshot, parse_snapshot, snapshot_part
+from raftlog.topics.state import TopicState
 from raftlog.topics.tx import Finished, TransactionTable
 
 NAME: Final = "topics"

@@ -38,7 +38,7 @@ from raftlog.errors import RecordsExpiredError
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics.commit import CommitRecords
-from raftlog.topics.index import TopicIndex, TopicState, u64
+from raftlog.topics.index import TopicIndex, u64
 from raftlog.topics.records import (
     LoggedRecord,
     Record,
@@ -47,6 +47,7 @@ from raftlog.topics.records import (
     RecordId,
 )
 from raftlog.topics.records_tx import TxControl, TxStore, decode_any_entry
+from raftlog.topics.state import TopicState
 
 READ_BUDGET: Final = 4 * 1024 * 1024
 """Record bytes per read answer (at least one record is always sent)."""

@@ -13,7 +13,7 @@ from raftlog.errors import TopicError, transaction_error
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics import wire_tx as tx_rpc
-from raftlog.topics.index import TopicState
+from raftlog.topics.state import TopicState
 from raftlog.topics.wire_errors import encode_error
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from raftlog.errors import TopicError
-from raftlog.topics.index import TopicState
 from raftlog.topics.records import ClockTick, TopicCommand, TopicEntry
 from raftlog.topics.records_tx import TxControl, TxEntry
+from raftlog.topics.state import TopicState
 
 
 def check_entry(

@@ -11,7 +11,6 @@ import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raftlog.topics.index import TopicState
 from raftlog.topics.machine import check_entry
 from raftlog.topics.record_scan import BatchSummary, TopicShare, batch_fits, summarize_batch
 from raftlog.topics.records import (
@@ -27,6 +26,7 @@ from raftlog.topics.records import (
     encode_records,
     stamp_append_time,
 )
+from raftlog.topics.state import TopicState
 
 
 def _expected(batch: RecordBatch) -> BatchSummary:
