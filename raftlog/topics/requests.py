@@ -6,8 +6,8 @@ Bad requests are answered with a typed error (``BadRequest``, ``UnknownTopic``,
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final, Protocol
 
 from raftlog.errors import TopicError, transaction_error
 from raftlog.topics import wire as rpc
@@ -42,37 +42,57 @@ class TopicQueries(Protocol):
         ...
 
 
+def _read(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
+    return rpc.encode_read_response(machine.read(rpc.decode_read_request(args)))
+
+
+def _describe(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
+    return rpc.encode_describe_response(machine.describe(rpc.decode_describe_request(args)))
+
+
+def _list(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
+    patterns = rpc.decode_list_request(args)
+    names = list(machine.topics)
+    if patterns is not None:
+        names = [n for n in names if rpc.topic_matches(patterns, n)]
+    return rpc.encode_list_response(names)
+
+
+def _status(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
+    txid, actor = tx_rpc.decode_status_request(args)
+    info = machine.transaction(txid)
+    if actor is not None and not actor.may_act_for(info.owner):
+        raise transaction_error(
+            "TransactionNotOwned", f"transaction {txid!r} belongs to another principal", txid
+        )
+    return tx_rpc.encode_status_response(info)
+
+
+def _counts(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
+    return topic_counts.encode_counts_response(
+        machine.counts(topic_counts.decode_counts_request(args))
+    )
+
+
+ANSWERS: Final[Mapping[bytes, Callable[[TopicQueries, Sequence[bytes]], list[bytes]]]] = {
+    rpc.TYPE_READ: _read,
+    rpc.TYPE_DESCRIBE: _describe,
+    rpc.TYPE_LIST: _list,
+    tx_rpc.TYPE_TX_STATUS: _status,
+    topic_counts.TYPE_COUNTS: _counts,
+}
+"""The topic read requests the machine answers: one lookup, no chain of comparisons (the
+registry, ``raftlog.registry``, routes these types to the state machine)."""
+
+
 def answer_request(
     machine: TopicQueries, msg_type: bytes, args: Sequence[bytes]
 ) -> list[bytes] | None:
     """The answer frames to a topic request (None: not a topic request type)."""
+    answer = ANSWERS.get(msg_type)
+    if answer is None:
+        return None
     try:
-        if msg_type == rpc.TYPE_READ:
-            return rpc.encode_read_response(machine.read(rpc.decode_read_request(args)))
-        if msg_type == rpc.TYPE_DESCRIBE:
-            return rpc.encode_describe_response(
-                machine.describe(rpc.decode_describe_request(args))
-            )
-        if msg_type == rpc.TYPE_LIST:
-            patterns = rpc.decode_list_request(args)
-            names = list(machine.topics)
-            if patterns is not None:
-                names = [n for n in names if rpc.topic_matches(patterns, n)]
-            return rpc.encode_list_response(names)
-        if msg_type == tx_rpc.TYPE_TX_STATUS:
-            txid, actor = tx_rpc.decode_status_request(args)
-            info = machine.transaction(txid)
-            if actor is not None and not actor.may_act_for(info.owner):
-                raise transaction_error(
-                    "TransactionNotOwned",
-                    f"transaction {txid!r} belongs to another principal",
-                    txid,
-                )
-            return tx_rpc.encode_status_response(info)
-        if msg_type == topic_counts.TYPE_COUNTS:
-            return topic_counts.encode_counts_response(
-                machine.counts(topic_counts.decode_counts_request(args))
-            )
+        return answer(machine, args)
     except TopicError as exc:
         return encode_error(exc)
-    return None

@@ -8,6 +8,7 @@ import pytest
 
 from raftlog.errors import ConfigError
 from raftlog.metrics import PeerMetrics
+from raftlog.registry import Permission
 from raftlog.rpc.messages import (
     TYPE_APPEND_ENTRIES,
     TYPE_CONFIG_UPDATE,
@@ -19,7 +20,6 @@ from raftlog.security import keys
 from raftlog.security.guard import RequestGuard
 from raftlog.security.policy import (
     AccessPolicy,
-    Permission,
     PolicyHolder,
     Principal,
     Role,
@@ -60,7 +60,7 @@ def principal(role: str, **acl: list[str]) -> Principal:
         ("writer", TYPE_REQUEST_UPDATE, True),
         ("writer", TYPE_PUBLISH, True),
         ("writer", TYPE_CONFIG_UPDATE, False),
-        ("writer", b"AC", False),  # compaction: unknown to the table -> admin
+        ("writer", b"AC", False),  # compaction needs admin (its registry row)
         ("admin", TYPE_CONFIG_UPDATE, True),
         ("admin", b"AC", True),
         ("admin", TYPE_REQUEST_VOTE, False),  # clients never send peer RPCs
