@@ -78,6 +78,8 @@ class AclScope(enum.Enum):
     unrestricted ``publish``; a topic admin command needs role admin."""
     READ_TOPIC = "read topic"
     """Names one topic: against ``read``."""
+    READ_TOPICS = "read topics"
+    """Names a list of topics (none: every topic): each against ``read``."""
     LIST = "list filter"
     """Lists topics: the answer is filtered by ``read``."""
     OWNER = "owner"
@@ -148,7 +150,7 @@ ROWS: Final[tuple[MessageRow, ...]] = (
     MessageRow(TYPE_LIST, "TopicList", ClientDispatch, _MACHINE,
         _R, AclScope.LIST, _TOPIC, "topic names (only those the key may read)"),
     MessageRow(TYPE_COUNTS, "TopicCounts", ClientDispatch, _MACHINE,
-        _A, AclScope.NONE, _TOPIC, "record counts per index bucket (Spark planning)"),
+        _R, AclScope.READ_TOPICS, _TOPIC, "record counts per index bucket (Spark planning)"),
     MessageRow(TYPE_TX_STATUS, "TransactionStatus", ClientDispatch, _MACHINE,
         _R, AclScope.OWNER, _TOPIC, "a transaction's state (its owner or an admin)"),
     MessageRow(TYPE_CLOCK, "Clock", ClientDispatch, "clock.reading",

@@ -50,6 +50,7 @@ from raftlog.topics.wire import (
     decode_read_request,
     encode_list_request,
 )
+from raftlog.topics.wire_counts import decode_counts_request
 from raftlog.topics.wire_tx import TYPE_TX_STATUS, encode_status_request
 
 RAW_LOG_TYPES: Final = frozenset(row.code for row in ROWS if row.acl is AclScope.RAW_LOG)
@@ -140,6 +141,8 @@ def topic_refusal(principal: Principal, msg_type: bytes, args: list[bytes]) -> s
                 if msg_type == TYPE_READ
                 else (decode_describe_request(args),)
             )
+        elif acl is AclScope.READ_TOPICS:
+            topics = decode_counts_request(args).topics
         else:
             return None
     except TopicError:

@@ -18,13 +18,15 @@ from raftlog.registry import BY_TYPE, ROWS, AclScope, MessageRow, Permission, pe
 from raftlog.rpc import admin, clock, messages
 from raftlog.rpc.codec import CORE_TYPES
 from raftlog.rpc.messages import ClientDispatch
-from raftlog.security.policy import needed_permission
+from raftlog.security.guard import topic_refusal
+from raftlog.security.policy import Principal, Role, TopicFilter, needed_permission
 from raftlog.server.client_service import ClientService
 from raftlog.server.info_service import InfoService
 from raftlog.server.leadership_service import LeadershipService
 from raftlog.server.peer_service import PeerService
 from raftlog.server.services import handler_table
 from raftlog.topics import wire, wire_counts, wire_tx
+from raftlog.topics.wire_counts import TYPE_COUNTS, CountsRequest, encode_counts_request
 
 ROOT = Path(__file__).resolve().parents[2]
 TYPE_MODULES: tuple[ModuleType, ...] = (messages, admin, clock, wire, wire_counts, wire_tx)
@@ -106,6 +108,33 @@ def test_the_permission_table_derives_from_the_registry() -> None:
     for row in ROWS:
         assert needed_permission(row.code) is row.permission
     assert needed_permission(b"ZZ") is Permission.ADMIN
+
+
+def reader(*read: str) -> Principal:
+    return Principal(
+        name="spark",
+        role=Role.READER,
+        read=TopicFilter.parse(list(read) or None, "read"),
+    )
+
+
+def test_a_reader_may_ask_for_topic_counts_and_compaction_needs_admin() -> None:
+    """Regression (#26): ``TC`` was missing from the permission table, so it needed admin and
+    a reader-role Spark job could not plan on a secure cluster."""
+    assert reader().refusal(TYPE_COUNTS) is None
+    assert reader().refusal(admin.TYPE_COMPACT) is not None
+    assert Principal(name="a", role=Role.ADMIN).refusal(admin.TYPE_COMPACT) is None
+
+
+def test_topic_counts_are_checked_against_the_read_acl() -> None:
+    limited = reader("orders")
+    ok = encode_counts_request(CountsRequest(1, 10, topics=("orders",)))
+    other = encode_counts_request(CountsRequest(1, 10, topics=("orders", "audit")))
+    every = encode_counts_request(CountsRequest(1, 10))
+    assert topic_refusal(limited, TYPE_COUNTS, ok) is None
+    assert "may not read topic 'audit'" in (topic_refusal(limited, TYPE_COUNTS, other) or "")
+    assert "name them" in (topic_refusal(limited, TYPE_COUNTS, every) or "")
+    assert topic_refusal(reader(), TYPE_COUNTS, every) is None
 
 
 def test_the_security_doc_lists_every_type_as_the_registry_does() -> None:
