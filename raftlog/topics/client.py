@@ -40,6 +40,7 @@ from raftlog.topics.record_builder import make_record
 from raftlog.topics.records import (
     AdminOp,
     LoggedRecord,
+    PropertyValue,
     Record,
     RecordId,
     TopicCommand,
@@ -58,7 +59,7 @@ def publish_data(records: Sequence[Record]) -> bytes:
 
 
 def admin_data(
-    op: AdminOp, topic: str, properties: Mapping[str, int | None] | None = None
+    op: AdminOp, topic: str, properties: Mapping[str, PropertyValue] | None = None
 ) -> bytes:
     """Entry data of a topic admin command (``create`` / ``update`` / ``delete``)."""
     return encode_command(TopicCommand(op, topic, dict(properties or {})))
@@ -185,12 +186,16 @@ class TopicClient:
         retention_ms: int | None = None,
         max_bytes: int | None = None,
         max_record_bytes: int | None = None,
+        properties: Mapping[str, PropertyValue] | None = None,
         exist_ok: bool = False,
         timeout: float | None = None,
     ) -> int | None:
         """Create a topic; the index of the create command. With ``exist_ok`` an existing
-        topic is not an error (None is returned; its properties are left as they are)."""
-        props = TopicProperties(retention_ms, max_bytes, max_record_bytes).as_dict()
+        topic is not an error (None is returned; its properties are left as they are).
+        ``properties`` sets any topic property by name (``TopicProperties``), the keywords
+        the common limits."""
+        limits = TopicProperties(retention_ms, max_bytes, max_record_bytes)
+        props = limits.updated(properties or {}).as_dict()
         try:
             return await self.propose(admin_data("create", name, props), timeout=timeout)
         except TopicError as exc:
@@ -199,7 +204,7 @@ class TopicClient:
             raise
 
     async def update_topic(
-        self, name: str, changes: Mapping[str, int | None], *, timeout: float | None = None
+        self, name: str, changes: Mapping[str, PropertyValue], *, timeout: float | None = None
     ) -> int:
         """Change the given properties only (None removes a limit)."""
         return await self.propose(admin_data("update", name, changes), timeout=timeout)

@@ -32,15 +32,10 @@ from typing import Protocol
 from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.server.disk_guard import DiskGuard
 from raftlog.topics.record_scan import batch_fits, summarize_batch
-from raftlog.topics.records import (
-    AppendClock,
-    ClockTick,
-    RecordFormatError,
-    TopicError,
-    is_topic_data,
-)
+from raftlog.topics.records import ClockTick, RecordFormatError, TopicError, is_topic_data
 from raftlog.topics.records_tx import TxControl, TxStore, decode_any_entry
 from raftlog.topics.rules import check_entry
+from raftlog.topics.stamp import AppendClock
 from raftlog.topics.state import TopicState
 from raftlog.topics.wire import bad_request
 

@@ -49,7 +49,7 @@ from raftlog.topics.records import (
 )
 
 KIND_TX: Final = 4
-KIND_TX_STORE: Final = 5  # ``raftlog.topics.records.stamp_append_time`` may flag it AUTO_CREATE
+KIND_TX_STORE: Final = 5  # ``raftlog.topics.stamp.stamp_append_time`` may flag it AUTO_CREATE
 
 TX_OPS: Final = ("begin", "commit", "rollback")
 TxOp: TypeAlias = Literal["begin", "commit", "rollback"]

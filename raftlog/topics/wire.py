@@ -71,12 +71,14 @@ from raftlog.rpc.frames import (
 from raftlog.topics.records import (
     MAX_POSITION,
     MAX_UINT,
+    PROPERTY_NAMES,
     LoggedRecord,
     Record,
     RecordFormatError,
     RecordId,
     TopicError,
     TopicProperties,
+    check_properties,
     check_record,
     check_topic_name,
 )
@@ -385,16 +387,16 @@ def decode_describe_response(frames: Sequence[bytes]) -> TopicInfo:
     body = decode_json(frames[1], 1)
     if not isinstance(body, dict) or not isinstance(body.get("name"), str):
         raise RemoteProtocolError("topic info must be a map with a name", 1)
-
     def optional(key: str) -> int | None:
         value = body.get(key)
         return None if value is None else json_to_uint(value, 1, key)
-
+    try:  # every property by its kind: a new property needs no change here
+        props = check_properties({n: body.get(n) for n in PROPERTY_NAMES}, "update")
+    except TopicError as exc:
+        raise RemoteProtocolError(str(exc), 1) from None
     return TopicInfo(
         name=body["name"],
-        properties=TopicProperties(
-            optional("retention_ms"), optional("max_bytes"), optional("max_record_bytes")
-        ),
+        properties=TopicProperties().updated(props),
         created_index=json_to_uint(body.get("created_index"), 1, "created_index"),
         first=record_id(body.get("first"), 1),
         last=record_id(body.get("last"), 1),

@@ -13,7 +13,7 @@ from faults.history import Op, PeerLog, TopicRead, TopicRow, check, read_peer_lo
 from raftlog.entry import EntryType, LogEntry
 from raftlog.storage.rocks import open_storage
 from raftlog.topics.client import make_record, publish_data
-from raftlog.topics.records import stamp_append_time
+from raftlog.topics.stamp import stamp_append_time
 
 
 def rid(client: int, seq: int) -> bytes:

@@ -19,8 +19,9 @@ from raftlog.client import IndexedEntry
 from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import RecordsExpiredError, TopicError
 from raftlog.topics.client_view import TopicBounds, TopicView
-from raftlog.topics.records import LoggedRecord, Record, RecordId, encode_records, stamp_append_time
+from raftlog.topics.records import LoggedRecord, Record, RecordId, encode_records
 from raftlog.topics.records_tx import TxControl, encode_tx_control, encode_tx_store
+from raftlog.topics.stamp import stamp_append_time
 from raftlog.topics.wire import ReadResult
 
 COMMIT_MS = 1_800_000_000_000

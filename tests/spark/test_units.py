@@ -65,8 +65,8 @@ from raftlog.topics.records import (
     decode_entry,
     encode_command,
     encode_records,
-    stamp_append_time,
 )
+from raftlog.topics.stamp import stamp_append_time
 from raftlog.topics.wire_counts import CountsResult
 
 BASE = {"peers": "tcp://127.0.0.1:8047,tcp://127.0.0.1:8147", "ident": "c"}

@@ -26,7 +26,8 @@ from pyspark.sql.datasource import InputPartition
 from raftlog.client import IndexedEntry
 from raftlog.entry import EntryType
 from raftlog.topics.client_view import TopicView
-from raftlog.topics.records import HEADER_SIZE, append_time_of, is_topic_data
+from raftlog.topics.records import HEADER_SIZE, is_topic_data
+from raftlog.topics.stamp import append_time_of
 from raftlog_spark.balance import Segment, balanced_cuts
 from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
 from raftlog_spark.filters import MAX_INDEX, IndexRanges, ScanSpec, intersect, size

@@ -30,11 +30,11 @@ from raftlog.topics.records import (
     Record,
     RecordBatch,
     RecordFormatError,
-    append_time_of,
     decode_entry,
     is_topic_data,
 )
 from raftlog.topics.records_tx import KIND_TX, TxControl, decode_any_entry
+from raftlog.topics.stamp import append_time_of
 from raftlog_spark.columns import record_columns
 from raftlog_spark.filters import ScanSpec
 from raftlog_spark.schema import arrow_schema

@@ -24,8 +24,8 @@ from raftlog.topics.records import (
     decode_entry,
     encode_command,
     encode_records,
-    stamp_append_time,
 )
+from raftlog.topics.stamp import stamp_append_time
 from raftlog.topics.state import TopicState
 
 

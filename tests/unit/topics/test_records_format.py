@@ -13,7 +13,6 @@ from raftlog.topics.records import (
     FLAG_AUTO_CREATE,
     HEADER_SIZE,
     MAGIC,
-    AppendClock,
     Record,
     RecordBatch,
     RecordFormatError,
@@ -21,13 +20,12 @@ from raftlog.topics.records import (
     TopicCommand,
     TopicError,
     TopicProperties,
-    append_time_of,
     check_topic_name,
     decode_entry,
     encode_command,
     encode_records,
-    stamp_append_time,
 )
+from raftlog.topics.stamp import AppendClock, append_time_of, stamp_append_time
 
 ONE_RECORD = bytes.fromhex(
     "c1524c54"

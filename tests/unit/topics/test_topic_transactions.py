@@ -17,8 +17,9 @@ from raftlog.topics import tx as topic_tx
 from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.machine import TopicStateMachine
-from raftlog.topics.records import Record, RecordId, TopicCommand, encode_command, stamp_append_time
+from raftlog.topics.records import Record, RecordId, TopicCommand, encode_command
 from raftlog.topics.records_tx import TxControl, encode_tx_control, encode_tx_store
+from raftlog.topics.stamp import stamp_append_time
 
 
 class TxLog(Log):

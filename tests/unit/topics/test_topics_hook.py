@@ -24,8 +24,8 @@ from raftlog.topics.records import (
     encode_clock_tick,
     encode_command,
     encode_records,
-    stamp_append_time,
 )
+from raftlog.topics.stamp import stamp_append_time
 
 RID = b"\x07" * 12
 

@@ -28,7 +28,6 @@ from raftlog.topics.records import (
     TopicCommand,
     decode_entry,
     encode_command,
-    stamp_append_time,
 )
 from raftlog.topics.records_tx import (
     MAX_TX_TIMEOUT_MS,
@@ -38,6 +37,7 @@ from raftlog.topics.records_tx import (
     encode_tx_control,
     encode_tx_store,
 )
+from raftlog.topics.stamp import stamp_append_time
 from raftlog.topics.wire import TYPE_PUBLISH
 from raftlog.topics.wire_errors import encode_error, error_from
 

@@ -22,7 +22,7 @@ from raftlog.storage.memory import MemorySnapshotStore
 from raftlog.topics import wire as topic_rpc
 from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.machine import TopicStateMachine
-from raftlog.topics.records import Record, stamp_append_time
+from raftlog.topics.records import Record
 from raftlog.topics.records_tx import (
     Actor,
     TxControl,
@@ -32,6 +32,7 @@ from raftlog.topics.records_tx import (
     encode_tx_store,
     with_actor,
 )
+from raftlog.topics.stamp import stamp_append_time
 
 ALICE = Actor("alice")
 BOB = Actor("bob")
