@@ -135,6 +135,9 @@ class TopicProperties:
     to at most this are kept, the older ones expire (None: no size limit)."""
     max_record_bytes: int | None = field(default=None, metadata=_UINT)
     """Largest ``Record.size`` accepted (None: only the log's entry size limit)."""
+    description: str | None = field(default=None, metadata=_TEXT)
+    """What the topic is for, for people (at most ``MAX_PROPERTY_TEXT`` bytes of UTF-8); no
+    rule reads it."""
 
     def updated(self, changes: Mapping[str, PropertyValue]) -> TopicProperties:
         """These properties with ``changes`` applied (a name absent from it keeps its value)."""
