@@ -78,6 +78,7 @@ def test_unset_topic_limits_read_unlimited() -> None:
         "retention_ms": "1000",
         "max_bytes": "unlimited",
         "max_record_bytes": "unlimited",
+        "description": "-",  # an unset text is not a limit (#26)
     }
 
 

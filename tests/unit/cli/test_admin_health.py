@@ -111,6 +111,7 @@ def test_topic_describe_json_names_every_field() -> None:
         "retention_ms": 1000,
         "max_bytes": None,
         "max_record_bytes": None,
+        "description": None,
     }
     assert doc["first"] == {"index": 5, "position": 0} and doc["low_water"] is None
     assert json.loads(json.dumps(doc)) == doc

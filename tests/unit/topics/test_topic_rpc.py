@@ -152,6 +152,7 @@ def test_describe_and_list_round_trip() -> None:
         "last": [9, 2],
         "last_append_time": 77,
         "max_record_bytes": None,
+        "description": None,
         "low_water": None,
         "published_bytes": 0,
         "log_clock": 0,

@@ -13,7 +13,7 @@ import msgpack
 import pytest
 
 from raftlog.topics.index import _pack_state, _unpack_state
-from raftlog.topics.records import RecordId, TopicProperties
+from raftlog.topics.records import PROPERTY_KINDS, RecordId, TopicProperties
 from raftlog.topics.snapshot import SNAPSHOT_VERSION, parse_snapshot
 from raftlog.topics.state import (
     PROPERTY_FIELDS,
@@ -73,8 +73,13 @@ def test_every_property_goes_through_the_codec() -> None:
     """The codec follows the dataclass: a property added there is stored without touching
     the codec (what keeps a new topic property to few files)."""
     assert tuple(f.name for f in dataclasses.fields(TopicProperties)) == PROPERTY_FIELDS
-    for name in PROPERTY_FIELDS:
-        assert name in encode_state(FULL)
+    every = TopicProperties(
+        **{n: "x" if PROPERTY_KINDS[n] == "text" else 7 for n in PROPERTY_FIELDS}
+    )
+    state = dataclasses.replace(FULL, properties=every)
+    body = encode_state(state)
+    assert {n: body[n] for n in PROPERTY_FIELDS} == every.as_dict()
+    assert decode_state(msgpack.unpackb(msgpack.packb(body))) == state
 
 
 def test_unknown_keys_are_ignored_and_missing_properties_are_unset() -> None:
