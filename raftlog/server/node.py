@@ -28,6 +28,7 @@ crash-stop is the failure Raft tolerates; the store itself stays consistent.
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Callable
@@ -53,6 +54,7 @@ from raftlog.ids import RequestIdGenerator
 from raftlog.log import get_logger
 from raftlog.metrics import PeerMetrics
 from raftlog.observability.peer_hook import PeerObserver
+from raftlog.rest import app as rest
 from raftlog.rpc.messages import ConfigPayload
 from raftlog.rpc.ranges import OutOfRangeError
 from raftlog.security.peer import SecurePeer
@@ -217,7 +219,10 @@ class PeerNode:
             opts.election_timeout_min / 4, self.metrics, self.log, time.monotonic
         )
         """``stall.max_ms``: the longest single pass of the loop so far (issue #12)."""
-        self.observer.start(self.core, self.clients, self.entries, self.topics, self.disk)
+        rest_api = functools.partial(rest.mount, settings=settings, applied=self.observer.applied)
+        self.observer.start(
+            self.core, self.clients, self.entries, self.topics, self.disk, mount=rest_api
+        )
         self.log.info(
             "peer_started",
             url=settings.url, bind=settings.bind_url, pub_url=settings.pub_url,
