@@ -8,8 +8,7 @@ propose, append, replicate, reply -- is all socket work). Each pass of the loop:
    steps what arrived into the core -- so everything that queued up while the previous fsync
    ran is proposed together and written by the next single fsync (group commit);
 2. ticks the core for the wall time that passed (``tick_ms`` per tick);
-3. runs the timers (broadcast heartbeat, RequestEntries expiry, request-id pruning,
-   compaction);
+3. runs the timers (broadcast heartbeat, RequestEntries expiry, id pruning, compaction);
 4. carries out the core's Readies with ``ReadyExecutor`` -- the one place where the order
    send -> write -> reply once durable -> apply lives (the simulator and the catch-up use it
    too); with ``storage_thread`` the write runs on ``StorageThread`` (its pipe wakes the poller);
@@ -220,17 +219,13 @@ class PeerNode:
         )
         """``stall.max_ms``: the longest single pass of the loop so far (issue #12)."""
         rest_api = functools.partial(rest.mount, settings=settings, applied=self.observer.applied)
-        self.observer.start(
-            self.core, self.clients, self.entries, self.topics, self.disk, mount=rest_api
-        )
+        observed = (self.core, self.clients, self.entries, self.topics, self.disk)
+        self.observer.start(*observed, mount=rest_api)  # the peer's routes: REST (#26)
         self.log.info(
-            "peer_started",
-            url=settings.url, bind=settings.bind_url, pub_url=settings.pub_url,
-            data_dir=str(settings.data_dir),
-            term=self.core.term,
+            "peer_started", url=settings.url, bind=settings.bind_url, pub_url=settings.pub_url,
+            data_dir=str(settings.data_dir), term=self.core.term, member=settings.is_member,
             first_index=self.store.first_index, last_index=self.store.last_index,
             last_applied=self.machine.last_applied,
-            member=settings.is_member,
         )
 
     def _catch_up(self, settings: PeerSettings) -> HardState:
