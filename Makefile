@@ -84,8 +84,8 @@ test: install interop browser fuse
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: install
-	$(BIN)/ruff check raftlog tests
-	$(BIN)/mypy --strict raftlog
+	$(BIN)/ruff check raftlog tests integrations/spark
+	$(BIN)/mypy --strict raftlog integrations/spark/raftlog_spark
 
 bench: install
 	$(BIN)/python -m bench $(BENCH)

@@ -45,7 +45,7 @@ from bench.loadgen import (  # noqa: E402
 from bench.prefill import prefill  # noqa: E402
 from bench.procstat import load_average, rss_bytes  # noqa: E402
 from raftlog.client import RaftClient  # noqa: E402
-from raftlog.client.topics import TopicClient  # noqa: E402
+from raftlog.topics.client import TopicClient  # noqa: E402
 
 SIZES = ((100, 16, 8000), (1024, 16, 8000), (16 * 1024, 16, 2000), (256 * 1024, 16, 200))
 LENGTHS = tuple(

@@ -14,12 +14,12 @@ import statistics
 import timeit
 from typing import Any
 
-from raftlog.records import Record, encode_records
 from raftlog.rpc.messages import TYPE_REQUEST_LOG_INFO
-from raftlog.rpc.topics import TYPE_PUBLISH
 from raftlog.security.policy import AccessPolicy, PolicyHolder, Principal, Role
 from raftlog.security.quotas import Quota, QuotaBook
 from raftlog.server.quota_gate import QuotaGate, gate_for
+from raftlog.topics.records import Record, encode_records
+from raftlog.topics.wire import TYPE_PUBLISH
 
 ROUNDS = 5
 CALLS = 100_000

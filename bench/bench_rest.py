@@ -35,7 +35,7 @@ import aiohttp  # noqa: E402
 from integration.cluster import PeerCluster, wait_for  # noqa: E402
 
 from raftlog.client import RaftClient  # noqa: E402
-from raftlog.client.topics import TopicClient, make_record  # noqa: E402
+from raftlog.topics.client import TopicClient, make_record  # noqa: E402
 
 ROUNDS = int(os.environ.get("RAFTLOG_BENCH_ROUNDS", "3"))
 WORKERS = 16

@@ -41,7 +41,7 @@ from raftlog_spark.columns import record_columns  # noqa: E402
 from raftlog_spark.rows import KIND_OFFSET  # noqa: E402
 
 from raftlog.client import IndexedEntry, RaftClient  # noqa: E402
-from raftlog.records import (  # noqa: E402
+from raftlog.topics.records import (  # noqa: E402
     KIND_RECORDS,
     MAGIC,
     Record,

@@ -30,7 +30,7 @@ from integration.cluster import PeerCluster  # noqa: E402
 
 from bench.procstat import load_average  # noqa: E402
 from raftlog.client import RaftClient  # noqa: E402
-from raftlog.client.topics import TopicClient, make_record  # noqa: E402
+from raftlog.topics.client import TopicClient, make_record  # noqa: E402
 
 RUNS = int(os.environ.get("RAFTLOG_BENCH_ROUNDS", "3"))
 BATCH = 100

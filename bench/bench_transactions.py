@@ -31,7 +31,7 @@ sys.path[:0] = [str(ROOT / "tests")]
 from integration.cluster import PeerCluster  # noqa: E402
 
 from raftlog.client import RaftClient  # noqa: E402
-from raftlog.client.topics import TopicClient, make_record  # noqa: E402
+from raftlog.topics.client import TopicClient, make_record  # noqa: E402
 
 RUNS = int(os.environ.get("RAFTLOG_BENCH_ROUNDS", "3"))
 IN_FLIGHT = 16

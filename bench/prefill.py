@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from raftlog.entry import LogEntry
-from raftlog.statemachine.topic_index import TopicIndex
-from raftlog.statemachine.topics import TOPICS_DIR
 from raftlog.storage.base import HardState
 from raftlog.storage.rocks import open_storage
+from raftlog.topics.index import TopicIndex
+from raftlog.topics.machine import TOPICS_DIR
 
 BATCH = 16_384
 

@@ -7,7 +7,7 @@ step, a VM migration or a host booted with a wrong clock duplicated retried upda
 minutes-old records and refused every update. So:
 
 * **In the log.** The leader stamps cluster time into entries: topic entries carry it as their
-  append time (``raftlog.records``), and a *time checkpoint* -- a CHECKPOINT entry whose data
+  append time (``raftlog.topics.records``), and a *time checkpoint* -- a CHECKPOINT entry whose data
   is the MessagePack uint64 of the time in ms instead of the nil byte -- carries it where no
   topic entry does. Reference peers store CHECKPOINT entries verbatim and clients skip them,
   so the stamp is invisible to them. The *log clock* at index ``i`` is the largest stamp at or

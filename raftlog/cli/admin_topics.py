@@ -13,9 +13,9 @@ from raftlog.cli.admin_io import EXIT_OK, UsageError, say
 from raftlog.cli.admin_publish import PublishReport, publish_stream
 from raftlog.cli.formats import render
 from raftlog.client import RaftClient
-from raftlog.client.topics import TopicClient, make_record
-from raftlog.records import LoggedRecord, RecordId
-from raftlog.rpc.topics import TopicInfo
+from raftlog.topics.client import TopicClient, make_record
+from raftlog.topics.records import LoggedRecord, RecordId
+from raftlog.topics.wire import TopicInfo
 
 PUBLISH_IN_FLIGHT = 64
 READ_PAGE = 1000
@@ -46,6 +46,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--max-bytes", type=int, help="size retention: keep the newest records up to this size"
     )
     create.add_argument("--max-record-bytes", type=int, help="largest record accepted")
+    create.add_argument("--description", help="what the topic is for (shown by describe)")
     create.add_argument(
         "--if-not-exists", action="store_true", help="an existing topic is not an error"
     )
@@ -61,14 +62,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def property_lines(properties: object) -> list[tuple[str, str]]:
-    """``(name, shown value)`` of every topic property; an unset one (None) is a limit that
-    does not apply, shown as ``unlimited`` rather than ``None``."""
+    """``(name, shown value)`` of every topic property; an unset limit (None) does not
+    apply, shown as ``unlimited`` rather than ``None``; an unset text as ``-``."""
     if not dataclasses.is_dataclass(properties):
         return []
     shown: list[tuple[str, str]] = []
     for item in dataclasses.fields(properties):
         value = getattr(properties, item.name)
-        shown.append((item.name, "unlimited" if value is None else str(value)))
+        unset = "-" if item.metadata.get("kind") == "text" else "unlimited"
+        shown.append((item.name, unset if value is None else str(value)))
     return shown
 
 
@@ -141,6 +143,7 @@ async def cmd_topics(args: argparse.Namespace, client: RaftClient) -> int:
                 retention_ms=args.retention_ms,
                 max_bytes=args.max_bytes,
                 max_record_bytes=args.max_record_bytes,
+                properties=None if args.description is None else {"description": args.description},
                 exist_ok=args.if_not_exists,
             )
             if index is None:

@@ -13,7 +13,7 @@ from raftlog.consensus import Role
 from raftlog.observability.elections import LeaderChange
 from raftlog.observability.view import PeerView, members_of
 from raftlog.rpc.messages import ConfigPayload
-from raftlog.statemachine.topic_counters import TopicStat
+from raftlog.topics.counters import TopicStat
 
 MAX_TOPIC_NAMES: Final = 500
 """Topics a view (and so /metrics and the page) carries at most, the first by name (the

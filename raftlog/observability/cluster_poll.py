@@ -23,7 +23,7 @@ from raftlog.observability.view import PeerView, ViewBox
 from raftlog.rpc.clock import ClockReading, ask_clock, clock_warning
 from raftlog.rpc.messages import RequestLogInfoResponse
 from raftlog.security.settings import CurveClient
-from raftlog.statemachine.topic_counters import TopicStat
+from raftlog.topics.counters import TopicStat
 
 POLL_INTERVAL: Final = 0.5
 """Seconds between two rounds of RequestLogInfo to every member."""

@@ -11,11 +11,11 @@ HTTP listener when the peer has an ``http_url``, and notifies the HTTP side's wa
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable
 
 import zmq
+from aiohttp import web
 
 from raftlog.config import PeerSettings, split_http_url
 from raftlog.consensus import Role, SoftState
@@ -38,7 +38,6 @@ from raftlog.observability.probes import (
     counting_applied,
 )
 from raftlog.observability.view import ViewBox, ViewPublisher
-from raftlog.rest import app as rest
 from raftlog.server.apply_signal import ApplySignal
 from raftlog.server.ready_executor import Outbox
 from raftlog.storage.base import ReadyStore, SnapshotStore
@@ -100,9 +99,12 @@ class PeerObserver:
         entries: OpenStreams,
         topics: TopicCatalog,
         disk: DiskReadings | None = None,
+        *,
+        mount: Callable[[web.Application], None] | None = None,
     ) -> None:
         """Publish the first view and start the listener (``ListenerError`` if its port
-        cannot be bound)."""
+        cannot be bound). ``mount`` adds the peer's other HTTP routes (the REST API): the
+        peer's wiring chooses them, observability only serves them."""
         self._publisher = ViewPublisher(
             self.views,
             lambda: build_peer_view(core, clients, entries, topics, self.elections, disk=disk),
@@ -121,10 +123,7 @@ class PeerObserver:
                 http_urls=dict(settings.peer_http_urls),
                 curve=None if settings.security is None else settings.security.client,
                 ready_max_lag=settings.ready_max_lag,
-                mount=functools.partial(
-                    rest.mount, settings=settings, applied=self.applied,
-                    quota_refusals=self.metrics.quota_refusals,
-                ),
+                mount=mount,
                 limits=settings.http,
                 security=settings.security,
                 tls=settings.http_url.startswith("https:"),

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from raftlog.observability.elections import LeaderChange
-from raftlog.statemachine.topic_counters import TopicStat
+from raftlog.topics.counters import TopicStat
 
 PUBLISH_INTERVAL: Final = 0.2
 """Seconds between two published views: fresh enough for a status page and a scrape,

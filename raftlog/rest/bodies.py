@@ -21,8 +21,8 @@ from typing import Any, Final
 from aiohttp import web
 
 from raftlog.entry import REQUEST_ID_SIZE
-from raftlog.records import MAX_POSITION, MAX_UINT, RecordId
 from raftlog.rest.errors import RestError
+from raftlog.topics.records import MAX_POSITION, MAX_UINT, RecordId
 
 ENCODINGS: Final = ("base64", "text", "json")
 """How message payloads are written in JSON: base64 strings (any bytes, the default), UTF-8

@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from typing import Final
 
 from raftlog.client.client import RaftClient
-from raftlog.client.topics import TopicClient
 from raftlog.security.settings import CurveClient
 from raftlog.server.apply_signal import ApplySignal
+from raftlog.topics.client import TopicClient
 
 REQUEST_TIMEOUT: Final = 10.0
 """Seconds a forwarded request may take (leader elections included) before 503 (the default

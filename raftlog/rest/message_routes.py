@@ -23,8 +23,6 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from raftlog.client.topics import make_record
-from raftlog.records import MAX_UINT
 from raftlog.rest.bodies import (
     check_fields,
     decode_messages,
@@ -40,8 +38,10 @@ from raftlog.rest.bodies import (
 )
 from raftlog.rest.context import RestContext
 from raftlog.rest.errors import RestError, from_cluster
-from raftlog.rpc.topics import DEFAULT_READ_LIMIT, MAX_READ_LIMIT, MAX_READ_WAIT_MS, ReadResult
 from raftlog.security.policy import Role
+from raftlog.topics.client import make_record
+from raftlog.topics.records import MAX_UINT
+from raftlog.topics.wire import DEFAULT_READ_LIMIT, MAX_READ_LIMIT, MAX_READ_WAIT_MS, ReadResult
 
 PUBLISH_FIELDS: Final = frozenset({"messages", "encoding", "transaction", "ttlMs"})
 POLL_FIELDS: Final = frozenset({"startFrom", "inclusive", "limit", "waitMs", "encoding"})

@@ -10,8 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 from raftlog import __version__
+from raftlog.topics.records import MAX_PROPERTY_TEXT, PROPERTY_KINDS, PROPERTY_NAMES
 
 _JSON = "application/json"
+
+
+def _property_schema(kind: str) -> dict[str, Any]:
+    """A topic property's schema by its kind (``raftlog.topics.records.PROPERTY_KINDS``)."""
+    if kind == "text":
+        return {"type": "string", "maxLength": MAX_PROPERTY_TEXT, "nullable": True}
+    return {
+        "oneOf": [{"type": "integer", "minimum": 1}, {"type": "string", "pattern": "^[0-9]+$"}],
+        "nullable": True,
+    }
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -87,10 +98,8 @@ def openapi_document() -> dict[str, Any]:
                 "Properties": {
                     "type": "object", "additionalProperties": False,
                     "properties": {
-                        name: {"oneOf": [{"type": "integer", "minimum": 1},
-                                         {"type": "string", "pattern": "^[0-9]+$"}],
-                               "nullable": True}
-                        for name in ("retention_ms", "max_bytes", "max_record_bytes", "ttl")
+                        name: _property_schema(PROPERTY_KINDS.get(name, "uint"))
+                        for name in (*PROPERTY_NAMES, "ttl")
                     },
                 },
                 "MessageId": {"type": "string", "pattern": "^[0-9]+-[0-9]+$",

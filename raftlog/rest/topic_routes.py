@@ -8,9 +8,10 @@
 | ``GET`` (the list) | 200 ``["name", …]`` | 404 namespace |
 | ``DELETE /{topic}`` | 200 | 404 |
 
-Properties are raftlog's (``retention_ms``, ``max_bytes``, ``max_record_bytes``) plus CDAP's
-``ttl`` (seconds, another way to write ``retention_ms``); values are integers or decimal
-strings (CDAP sends a string map), ``null`` removes a limit on update.
+Properties are raftlog's (``raftlog.topics.records.PROPERTY_KINDS``: ``retention_ms``,
+``max_bytes``, ``max_record_bytes``...) plus CDAP's ``ttl`` (seconds, another way to write
+``retention_ms``); limits are integers or decimal strings (CDAP sends a string map), texts
+strings; ``null`` removes a property on update.
 """
 
 from __future__ import annotations
@@ -20,20 +21,27 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from raftlog.records import MAX_UINT, PROPERTY_NAMES
+from raftlog.errors import TopicError
 from raftlog.rest.bodies import format_id, json_reply, read_json_object
 from raftlog.rest.context import RestContext
 from raftlog.rest.errors import RestError, from_cluster
-from raftlog.rpc.topics import TopicInfo
 from raftlog.security.policy import Role
+from raftlog.topics.records import (
+    PROPERTY_KINDS,
+    PROPERTY_NAMES,
+    PropertyValue,
+    check_property,
+)
+from raftlog.topics.wire import TopicInfo
 
 CDAP_TTL: Final = "ttl"
 
 
-def parse_properties(body: Mapping[str, Any], *, update: bool) -> dict[str, int | None]:
+def parse_properties(body: Mapping[str, Any], *, update: bool) -> dict[str, PropertyValue]:
     """raftlog topic properties from a REST body (400 ``InvalidProperty`` on anything
-    wrong)."""
-    out: dict[str, int | None] = {}
+    wrong); each is checked by its kind (``PROPERTY_KINDS``), so a new property needs no
+    change here."""
+    out: dict[str, PropertyValue] = {}
     for key, raw in body.items():
         name = key
         if name not in (*PROPERTY_NAMES, CDAP_TTL):
@@ -42,11 +50,13 @@ def parse_properties(body: Mapping[str, Any], *, update: bool) -> dict[str, int 
                 "InvalidProperty",
                 f"unknown topic property {name!r} (known: {', '.join(PROPERTY_NAMES)}, ttl)",
             )
-        value: int | None
+        value: PropertyValue
         if raw is None:
             if not update:
                 continue
             value = None
+        elif PROPERTY_KINDS.get(name) == "text":
+            value = raw
         elif (type(raw) is int or (isinstance(raw, str) and raw.isdigit())) and int(raw) > 0:
             value = int(raw)
         else:
@@ -54,10 +64,12 @@ def parse_properties(body: Mapping[str, Any], *, update: bool) -> dict[str, int 
         if key == CDAP_TTL:
             if "retention_ms" in body:
                 raise RestError(400, "InvalidProperty", "give ttl or retention_ms, not both")
-            name, value = "retention_ms", None if value is None else value * 1000
-        if value is not None and not 1 <= value <= MAX_UINT:
-            raise RestError(400, "InvalidProperty", f"{key} is too large ({name} <= 2^53-1)")
-        out[name] = value
+            name = "retention_ms"
+            value = None if not isinstance(value, int) else value * 1000
+        try:
+            out[name] = check_property(name, value)
+        except TopicError as exc:
+            raise RestError(400, "InvalidProperty", f"{key}: {exc}") from None
     return out
 
 
@@ -92,9 +104,7 @@ def add_topic_routes(app: web.Application, ctx: RestContext) -> None:
         try:
             index = await ctx.gateway.topics.create_topic(
                 name,
-                retention_ms=props.get("retention_ms"),
-                max_bytes=props.get("max_bytes"),
-                max_record_bytes=props.get("max_record_bytes"),
+                properties=props,
                 timeout=ctx.gateway.timeout,
             )
         except Exception as exc:

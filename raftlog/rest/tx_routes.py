@@ -1,5 +1,5 @@
 """Transactions over REST: CDAP TMS's store / publish / rollback on raftlog's transactions
-(``raftlog.client.transactions``; docs/topics.md, "Transactions").
+(``raftlog.topics.client_tx``; docs/topics.md, "Transactions").
 
 * ``POST …/{topic}/store`` ``{"messages": [...], "transaction"?: ID, "timeoutMs"?: N}``:
   stores the messages under transaction ID, invisible to every reader until the commit.
@@ -28,9 +28,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from raftlog.client.transactions import Transaction
 from raftlog.errors import ClusterUnavailableError, TopicError, UnknownTransactionError
-from raftlog.records_tx import MAX_TX_TIMEOUT_MS, Actor
 from raftlog.rest.bodies import (
     check_fields,
     decode_messages,
@@ -45,6 +43,8 @@ from raftlog.rest.errors import RestError, from_cluster
 from raftlog.rest.message_routes import TransactionalPublish
 from raftlog.security.guard import actor_of
 from raftlog.security.policy import Principal, Role
+from raftlog.topics.client_tx import Transaction
+from raftlog.topics.records_tx import MAX_TX_TIMEOUT_MS, Actor
 
 STORE_FIELDS: Final = frozenset({"messages", "encoding", "transaction", "timeoutMs"})
 ROLLBACK_FIELDS: Final = frozenset({"transaction"})

@@ -10,7 +10,7 @@ Like the request decoders, :func:`decode_response` raises only
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeAlias
 
 from raftlog.entry import REQUEST_ID_SIZE
@@ -68,7 +68,6 @@ from raftlog.rpc.messages import (
     UpdateStatus,
 )
 from raftlog.rpc.ranges import check_peer_message
-from raftlog.rpc.topics import PublishReply, encode_publish_reply
 
 # --- encoders ---------------------------------------------------------------------------------
 
@@ -172,12 +171,12 @@ def _encode_dispatch(msg: ClientDispatchResponse) -> list[bytes]:
     return list(msg.frames)
 
 
-ServerReply: TypeAlias = (
-    Response | PublishReply | CompactResponse | AccessDenied | QuotaRefusal
-)
-"""Everything a peer answers: the core responses and raftlog's extensions."""
+CoreReply: TypeAlias = Response | CompactResponse | AccessDenied | QuotaRefusal
+"""Every answer this package can encode: the core responses and raftlog's topic-free
+extensions. A topic answer (``raftlog.topics.wire.PublishReply``) is added to the table by
+the peer that sends it (``raftlog.server.replies``): this package knows no topic."""
 
-_ENCODERS: Final[dict[type, Callable[[Any], list[bytes]]]] = {
+REPLY_ENCODERS: Final[Mapping[type, Callable[[Any], list[bytes]]]] = {
     AppendEntriesResponse: _encode_append,
     RequestVoteResponse: _encode_vote,
     InstallSnapshotResponse: _encode_snapshot,
@@ -188,33 +187,29 @@ _ENCODERS: Final[dict[type, Callable[[Any], list[bytes]]]] = {
     RequestLogInfoResponse: _encode_log_info,
     RequestBroadcastStateUrlResponse: _encode_broadcast_url,
     ClientDispatchResponse: _encode_dispatch,
-    PublishReply: encode_publish_reply,
     CompactResponse: encode_compact_response,
     AccessDenied: encode_access_denied,
     QuotaRefusal: encode_quota_refusal,
 }
 """One lookup by exact type (the reply hot path: no chain of isinstance checks)."""
 
-REPLY_TYPES: Final = frozenset(_ENCODERS)
-"""Every reply type a peer can send (its byte vectors are pinned in the tests)."""
 
-
-def encode_reply_body(msg: ServerReply) -> list[bytes]:
+def encode_reply_body(msg: CoreReply) -> list[bytes]:
     """The frames after the id of any answer a peer sends (the sender puts the routing id
     and the echoed id in front without copying this list)."""
-    encoder = _ENCODERS.get(type(msg))
+    encoder = REPLY_ENCODERS.get(type(msg))
     if encoder is None:
         raise LocalProtocolError(f"not a response: {type(msg).__name__}")
     return encoder(msg)
 
 
-def encode_reply(msg_id: bytes, msg: ServerReply) -> list[bytes]:
+def encode_reply(msg_id: bytes, msg: CoreReply) -> list[bytes]:
     """``[id, frames...]`` of any answer a peer sends; ``msg_id`` is the request's id frame,
     echoed byte for byte."""
     return [msg_id, *encode_reply_body(msg)]
 
 
-def encode_response(msg: ServerReply, *, id: bytes | None = None) -> list[bytes]:
+def encode_response(msg: CoreReply, *, id: bytes | None = None) -> list[bytes]:
     """``[id, frames...]``. ``id`` is the request's frame 1, echoed; it may be omitted only
     for RequestUpdate/ConfigUpdate responses, whose id is their ``request_id``."""
     if isinstance(msg, RequestUpdateResponse | ConfigUpdateResponse):

@@ -30,16 +30,19 @@ from typing import Final
 import structlog
 
 from raftlog.metrics import Counter
-from raftlog.records import RecordBatch, TopicCommand, TopicError
-from raftlog.records_tx import KIND_TX, KIND_TX_STORE, Actor, TxStore, decode_any_entry, with_actor
-from raftlog.rpc.messages import (
-    PEER_RPC_TYPES,
-    TYPE_REQUEST_BROADCAST_STATE_URL,
-    TYPE_REQUEST_ENTRIES,
-    TYPE_REQUEST_UPDATE,
+from raftlog.registry import BY_TYPE, ROWS, AclScope
+from raftlog.rpc.messages import PEER_RPC_TYPES, TYPE_REQUEST_UPDATE
+from raftlog.security.policy import PolicyHolder, Principal, Role
+from raftlog.topics.records import RecordBatch, TopicCommand, TopicError
+from raftlog.topics.records_tx import (
+    KIND_TX,
+    KIND_TX_STORE,
+    Actor,
+    TxStore,
+    decode_any_entry,
+    with_actor,
 )
-from raftlog.rpc.topics import (
-    TYPE_DESCRIBE,
+from raftlog.topics.wire import (
     TYPE_LIST,
     TYPE_PUBLISH,
     TYPE_READ,
@@ -47,11 +50,12 @@ from raftlog.rpc.topics import (
     decode_read_request,
     encode_list_request,
 )
-from raftlog.rpc.transactions import TYPE_TX_STATUS, encode_status_request
-from raftlog.security.policy import PolicyHolder, Principal, Role
+from raftlog.topics.wire_counts import decode_counts_request
+from raftlog.topics.wire_tx import TYPE_TX_STATUS, encode_status_request
 
-RAW_LOG_TYPES: Final = frozenset({TYPE_REQUEST_ENTRIES, TYPE_REQUEST_BROADCAST_STATE_URL})
-"""Reads of the whole log: every topic's records, so not for a key limited to some topics."""
+RAW_LOG_TYPES: Final = frozenset(row.code for row in ROWS if row.acl is AclScope.RAW_LOG)
+"""Reads of the whole log: every topic's records, so not for a key limited to some topics
+(the registry's ``RAW_LOG`` rows)."""
 
 log = structlog.get_logger("raftlog.security")
 
@@ -122,21 +126,30 @@ def topic_refusal(principal: Principal, msg_type: bytes, args: list[bytes]) -> s
     which carry every topic). A transactional store is checked like a publish of its records
     (issue #18); begin, commit and rollback carry no records and need only the writer role.
     Requests this cannot decode pass: their handler answers them with the precise error."""
-    if msg_type in RAW_LOG_TYPES:
-        if principal.read.unrestricted:
-            return None
-        return f"{principal.name} may read only some topics: use topic reads, not the raw log"
-    if msg_type in (TYPE_REQUEST_UPDATE, TYPE_PUBLISH):
+    row = BY_TYPE.get(msg_type)
+    acl = AclScope.NONE if row is None else row.acl
+    if acl is AclScope.PUBLISH:
         return _publish_refusal(principal, args[0] if args else b"")
-    if msg_type in (TYPE_READ, TYPE_DESCRIBE) and not principal.read.unrestricted:
-        try:
-            topic = (
-                decode_read_request(args).topic
+    if principal.read.unrestricted:
+        return None
+    if acl is AclScope.RAW_LOG:
+        return f"{principal.name} may read only some topics: use topic reads, not the raw log"
+    try:
+        if acl is AclScope.READ_TOPIC:
+            topics: tuple[str, ...] | None = (
+                (decode_read_request(args).topic,)
                 if msg_type == TYPE_READ
-                else decode_describe_request(args)
+                else (decode_describe_request(args),)
             )
-        except TopicError:
+        elif acl is AclScope.READ_TOPICS:
+            topics = decode_counts_request(args).topics
+        else:
             return None
+    except TopicError:
+        return None
+    if topics is None:  # every topic: only for a key that may read every topic
+        return f"{principal.name} may read only some topics: name them"
+    for topic in topics:
         if not principal.may_read(topic):
             return f"{principal.name} may not read topic {topic!r}"
     return None

@@ -33,21 +33,7 @@ from pathlib import Path
 from typing import Final
 
 from raftlog.errors import ConfigError
-from raftlog.rpc.clock import TYPE_CLOCK
-from raftlog.rpc.messages import (
-    TYPE_APPEND_ENTRIES,
-    TYPE_CONFIG_UPDATE,
-    TYPE_INSTALL_SNAPSHOT,
-    TYPE_REQUEST_BROADCAST_STATE_URL,
-    TYPE_REQUEST_CONFIG,
-    TYPE_REQUEST_ENTRIES,
-    TYPE_REQUEST_LOG_INFO,
-    TYPE_REQUEST_UPDATE,
-    TYPE_REQUEST_VOTE,
-    TYPE_REQUEST_WEBMONITOR_URL,
-)
-from raftlog.rpc.topics import TYPE_DESCRIBE, TYPE_LIST, TYPE_PUBLISH, TYPE_READ
-from raftlog.rpc.transactions import TYPE_TX_STATUS
+from raftlog.registry import ROWS, Permission
 from raftlog.security import keys
 from raftlog.security.quotas import Quota, parse_role_quotas
 
@@ -67,38 +53,13 @@ class Role(enum.IntEnum):
         raise ConfigError(f"{what}: role must be one of reader, writer, admin; got {text!r}")
 
 
-class Permission(enum.Enum):
-    """What a message type needs."""
-
-    PEER = "peer"
-    READ = "read"
-    WRITE = "write"
-    ADMIN = "admin"
-
-
-_NEEDED: Final[Mapping[bytes, Permission]] = {
-    TYPE_REQUEST_VOTE: Permission.PEER,
-    TYPE_APPEND_ENTRIES: Permission.PEER,
-    TYPE_INSTALL_SNAPSHOT: Permission.PEER,
-    TYPE_REQUEST_CONFIG: Permission.READ,
-    TYPE_REQUEST_LOG_INFO: Permission.READ,
-    TYPE_REQUEST_ENTRIES: Permission.READ,
-    TYPE_REQUEST_BROADCAST_STATE_URL: Permission.READ,
-    TYPE_REQUEST_WEBMONITOR_URL: Permission.READ,
-    TYPE_READ: Permission.READ,
-    TYPE_DESCRIBE: Permission.READ,
-    TYPE_LIST: Permission.READ,
-    TYPE_TX_STATUS: Permission.READ,
-    TYPE_CLOCK: Permission.READ,
-    TYPE_REQUEST_UPDATE: Permission.WRITE,
-    TYPE_PUBLISH: Permission.WRITE,
-    TYPE_CONFIG_UPDATE: Permission.ADMIN,
-}
+_NEEDED: Final[Mapping[bytes, Permission]] = {row.code: row.permission for row in ROWS}
+"""Derived from the message registry (``raftlog.registry``): one row per type."""
 
 
 def needed_permission(msg_type: bytes) -> Permission:
-    """The permission a request type needs; types this table does not know (extensions,
-    compaction, anything a state machine might accept) need ``admin``: refusing an unknown
+    """The permission a request type needs (its registry row); types the registry does not
+    know (anything a state machine might accept) need ``admin``: refusing an unknown
     type to a writer is safe, letting an unknown type through to a reader is not."""
     return _NEEDED.get(msg_type, Permission.ADMIN)
 

@@ -4,7 +4,7 @@ the bookkeeping of answers still pending.
 One path for every update: ``=`` RequestUpdate and ``TP`` both end in :meth:`_update`, which
 proposes with the topic gate as the core's ``prepare`` -- so the request id is looked up
 once (by the core), a retry is never re-validated, and a topic entry is stamped only when it
-is really appended (``raftlog.server.topics_hook``).
+is really appended (``raftlog.topics.gate``).
 
 RequestUpdate (docs/protocol.md §10.3) is answered ``[true]`` at once and ``[true, index]``
 only once the state machine has applied ``index``; ConfigUpdate (§10.4) ``[1]`` at once and
@@ -42,7 +42,6 @@ from raftlog.consensus import (
     Refused,
 )
 from raftlog.metrics import PeerMetrics
-from raftlog.records import TopicError
 from raftlog.rpc.messages import (
     ClientDispatch,
     ConfigUpdate,
@@ -52,9 +51,10 @@ from raftlog.rpc.messages import (
     RequestUpdateResponse,
     UpdateStatus,
 )
-from raftlog.rpc.responses import ServerReply
-from raftlog.rpc.topics import PublishReply, PublishStatus
 from raftlog.server.interfaces import AppliedView, EventLog, Proposer, Replies
+from raftlog.server.replies import ServerReply
+from raftlog.topics.records import TopicError
+from raftlog.topics.wire import PublishReply, PublishStatus
 
 ACCEPTED_DELAY: Final = 0.1
 """Seconds an update waits before its interim ``[true]`` is sent (see the module doc)."""

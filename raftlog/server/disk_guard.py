@@ -22,10 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from raftlog.errors import TopicError
-from raftlog.record_scan import summarize_batch
-from raftlog.records import RecordBatch, is_topic_data
-from raftlog.records_tx import TxStore, decode_any_entry
 from raftlog.server.interfaces import EventLog
+from raftlog.topics.record_scan import summarize_batch
+from raftlog.topics.records import RecordBatch, is_topic_data
+from raftlog.topics.records_tx import TxStore, decode_any_entry
 
 
 def disk_full_error(free: int, threshold: int) -> TopicError:

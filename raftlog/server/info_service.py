@@ -24,7 +24,6 @@ from raftlog.rpc.messages import (
     RequestLogInfo,
     RequestLogInfoResponse,
 )
-from raftlog.rpc.topics import TYPE_READ
 from raftlog.server.interfaces import (
     AppliedView,
     ClusterView,
@@ -36,6 +35,7 @@ from raftlog.server.interfaces import (
     SnapshotView,
 )
 from raftlog.server.parked_reads import ParkedReads, TotalsOf, is_empty_read, waiting_read
+from raftlog.topics.wire import TYPE_READ
 
 LOG_SAMPLE: Final = 100
 """Log one in this many unhandled message types (the counter keeps them all)."""

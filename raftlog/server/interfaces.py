@@ -13,7 +13,7 @@ from typing import Protocol
 
 from raftlog.consensus import ConfigProposeResult, ProposeResult
 from raftlog.rpc.messages import ConfigPayload, PeerRequest
-from raftlog.rpc.responses import ServerReply
+from raftlog.server.replies import ServerReply
 from raftlog.storage.base import SnapshotMeta
 
 

@@ -8,8 +8,7 @@ propose, append, replicate, reply -- is all socket work). Each pass of the loop:
    steps what arrived into the core -- so everything that queued up while the previous fsync
    ran is proposed together and written by the next single fsync (group commit);
 2. ticks the core for the wall time that passed (``tick_ms`` per tick);
-3. runs the timers (broadcast heartbeat, RequestEntries expiry, request-id pruning,
-   compaction);
+3. runs the timers (broadcast heartbeat, RequestEntries expiry, id pruning, compaction);
 4. carries out the core's Readies with ``ReadyExecutor`` -- the one place where the order
    send -> write -> reply once durable -> apply lives (the simulator and the catch-up use it
    too); with ``storage_thread`` the write runs on ``StorageThread`` (its pipe wakes the poller);
@@ -28,6 +27,7 @@ crash-stop is the failure Raft tolerates; the store itself stays consistent.
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Callable
@@ -53,6 +53,7 @@ from raftlog.ids import RequestIdGenerator
 from raftlog.log import get_logger
 from raftlog.metrics import PeerMetrics
 from raftlog.observability.peer_hook import PeerObserver
+from raftlog.rest import app as rest
 from raftlog.rpc.messages import ConfigPayload
 from raftlog.rpc.ranges import OutOfRangeError
 from raftlog.security.peer import SecurePeer
@@ -66,13 +67,13 @@ from raftlog.server.services import build_services, core_config
 from raftlog.server.storage_thread import StorageThread, start_storage_thread
 from raftlog.statemachine.broadcast import BroadcastStateMachine
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.statemachine.topic_open import open_topic_machine
-from raftlog.statemachine.topics import TOPICS_DIR
 from raftlog.storage.base import HardState
 from raftlog.storage.bounds_check import check_durable_bounds
 from raftlog.storage.durable_dirs import make_dirs
 from raftlog.storage.ready_store import RocksReadyStore
 from raftlog.storage.rocks import check_snapshot_covers_log, open_storage
+from raftlog.topics.machine import TOPICS_DIR
+from raftlog.topics.opening import open_topic_machine
 from raftlog.transport import recv_frames
 
 DRAIN_LIMIT: Final = 4096
@@ -213,19 +214,18 @@ class PeerNode:
         self.limits.install_quotas(settings, self.secure, self.entries, self.info.parked)
         self._was_leader = False
         self._next_housekeeping = 0.0
-        self.stall = LoopStallMeter(
-            opts.election_timeout_min / 4, self.metrics, self.log, time.monotonic
-        )
+        stall_ms = opts.election_timeout_min / 4
+        self.stall = LoopStallMeter(stall_ms, self.metrics, self.log, time.monotonic)
         """``stall.max_ms``: the longest single pass of the loop so far (issue #12)."""
-        self.observer.start(self.core, self.clients, self.entries, self.topics, self.disk)
+        rest_api = functools.partial(rest.mount, settings=settings, applied=self.observer.applied,
+                                     quota_refusals=self.metrics.quota_refusals)
+        observed = (self.core, self.clients, self.entries, self.topics, self.disk)
+        self.observer.start(*observed, mount=rest_api)  # the peer's routes: REST (#26)
         self.log.info(
-            "peer_started",
-            url=settings.url, bind=settings.bind_url, pub_url=settings.pub_url,
-            data_dir=str(settings.data_dir),
-            term=self.core.term,
+            "peer_started", url=settings.url, bind=settings.bind_url, pub_url=settings.pub_url,
+            data_dir=str(settings.data_dir), term=self.core.term, member=settings.is_member,
             first_index=self.store.first_index, last_index=self.store.last_index,
             last_applied=self.machine.last_applied,
-            member=settings.is_member,
         )
 
     def _catch_up(self, settings: PeerSettings) -> HardState:

@@ -1,7 +1,7 @@
 """``ParkedReads``: ``TR`` reads with a ``wait`` that found nothing, held until a record
-comes or the wait ends (``raftlog.rpc.topics``, "TR read").
+comes or the wait ends (``raftlog.topics.wire``, "TR read").
 
-Why: a caught-up topic follower (``raftlog.client.topic_stream``) used to re-read every
+Why: a caught-up topic follower (``raftlog.topics.client_stream``) used to re-read every
 0.1 s; a thousand idle followers were ten thousand reads a second. Now its read parks here
 and costs nothing until this peer applies a batch: :meth:`on_applied` (called by the
 consensus thread through the peer's ``ApplySignal``) re-runs the parked reads *of the
@@ -23,10 +23,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from raftlog.rpc import topics as rpc
 from raftlog.rpc.frames import TRUE_FRAME
 from raftlog.rpc.messages import ClientDispatch, ClientDispatchResponse
 from raftlog.server.interfaces import Replies, RequestHandler
+from raftlog.topics import wire as rpc
 
 MAX_PARKED: Final = 10_000
 """Reads held at once; more are answered at once."""

@@ -27,14 +27,14 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Final
 
-from raftlog.records import HEADER_SIZE, KIND_RECORDS, MAGIC, TopicError
-from raftlog.records_tx import KIND_TX_STORE, TxStore, decode_any_entry
 from raftlog.rpc.denied import QuotaRefusal
 from raftlog.rpc.messages import TYPE_REQUEST_ENTRIES, TYPE_REQUEST_UPDATE
-from raftlog.rpc.topics import TYPE_PUBLISH, TYPE_READ, decode_read_request
 from raftlog.security.policy import PolicyHolder
 from raftlog.security.quotas import Quota, QuotaBook
 from raftlog.server.backlog import ConnectionBacklog
+from raftlog.topics.records import HEADER_SIZE, KIND_RECORDS, MAGIC, TopicError
+from raftlog.topics.records_tx import KIND_TX_STORE, TxStore, decode_any_entry
+from raftlog.topics.wire import TYPE_PUBLISH, TYPE_READ, decode_read_request
 
 METERED: Final = frozenset({TYPE_REQUEST_UPDATE, TYPE_PUBLISH, TYPE_REQUEST_ENTRIES, TYPE_READ})
 EXTENSIONS: Final = frozenset({TYPE_PUBLISH, TYPE_READ})

@@ -1,18 +1,53 @@
 """``ReplySender``: the one place answers to ROUTER requests leave a peer.
 
-Every service hands it a typed message (``raftlog.rpc``); it encodes it with
-``rpc.responses.encode_reply_body`` and sends it behind the routing id and the echoed id
-(``transport.send_routed``). A client that is gone (the ROUTER cannot route, or its queue is
-full) loses the answer, which is counted: a peer never blocks on one slow client.
+Every service hands it a typed message (``raftlog.rpc``, or a topic answer from
+``raftlog.topics.wire``); it encodes it with :func:`encode_reply_body` -- one lookup by exact
+type in the core table of ``rpc.responses`` plus the topic answer -- and sends it behind
+the routing id and the echoed id (``transport.send_routed``). A client that is gone (the
+ROUTER cannot route, or its queue is full) loses the answer, which is counted: a peer
+never blocks on one slow client.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Final, TypeAlias
+
 import zmq
 
+from raftlog.errors import LocalProtocolError
 from raftlog.metrics import PeerMetrics
-from raftlog.rpc.responses import ServerReply, encode_reply_body
+from raftlog.rpc.responses import REPLY_ENCODERS, CoreReply
+from raftlog.topics.wire import PublishReply, encode_publish_reply
 from raftlog.transport import send_routed
+
+ServerReply: TypeAlias = CoreReply | PublishReply
+"""Everything a peer answers: the core responses, raftlog's extensions and the topic
+publish answer."""
+
+_ENCODERS: Final[dict[type, Callable[[Any], list[bytes]]]] = {
+    **REPLY_ENCODERS,
+    PublishReply: encode_publish_reply,
+}
+"""One lookup by exact type (the reply hot path: no chain of isinstance checks)."""
+
+REPLY_TYPES: Final = frozenset(_ENCODERS)
+"""Every reply type a peer can send (its byte vectors are pinned in the tests)."""
+
+
+def encode_reply_body(msg: ServerReply) -> list[bytes]:
+    """The frames after the id of any answer a peer sends (the sender puts the routing id
+    and the echoed id in front without copying this list)."""
+    encoder = _ENCODERS.get(type(msg))
+    if encoder is None:
+        raise LocalProtocolError(f"not a response: {type(msg).__name__}")
+    return encoder(msg)
+
+
+def encode_reply(msg_id: bytes, msg: ServerReply) -> list[bytes]:
+    """``[id, frames...]`` of any answer a peer sends; ``msg_id`` is the request's frame 1,
+    echoed byte for byte."""
+    return [msg_id, *encode_reply_body(msg)]
 
 
 class ReplySender:

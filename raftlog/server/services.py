@@ -9,8 +9,9 @@ below is the whole of the server's RPC surface.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import zmq
 
@@ -19,48 +20,30 @@ from raftlog.config import PeerSettings
 from raftlog.consensus import CoreConfig, RaftCore
 from raftlog.metrics import PeerMetrics
 from raftlog.options import RaftOptions
-from raftlog.rpc.admin import TYPE_COMPACT, TYPE_DRAIN, TYPE_TAKE_LEADERSHIP
-from raftlog.rpc.clock import TYPE_CLOCK, ClockReading, encode_clock_reading
+from raftlog.registry import ROWS
+from raftlog.rpc.clock import ClockReading, encode_clock_reading
 from raftlog.rpc.messages import (
-    TYPE_APPEND_ENTRIES,
-    TYPE_CONFIG_UPDATE,
-    TYPE_INSTALL_SNAPSHOT,
-    TYPE_REQUEST_BROADCAST_STATE_URL,
-    TYPE_REQUEST_CONFIG,
-    TYPE_REQUEST_ENTRIES,
-    TYPE_REQUEST_LOG_INFO,
-    TYPE_REQUEST_UPDATE,
-    TYPE_REQUEST_VOTE,
-    AppendEntries,
     ClientDispatch,
     ClientDispatchResponse,
-    ConfigUpdate,
-    InstallSnapshot,
-    RequestBroadcastStateUrl,
-    RequestConfig,
     RequestEntries,
-    RequestLogInfo,
-    RequestUpdate,
-    RequestVote,
 )
-from raftlog.rpc.topics import TYPE_PUBLISH
 from raftlog.server.client_service import ClientService
 from raftlog.server.clock_watch import ClockWatch
 from raftlog.server.compaction import CompactionPolicy
 from raftlog.server.disk_guard import DiskGuard
-from raftlog.server.dispatch import Dispatcher, HandlerTable, route
+from raftlog.server.dispatch import Dispatcher, Handler, HandlerTable, route
 from raftlog.server.entries_service import EntriesLimits, EntriesService
 from raftlog.server.info_service import InfoService
 from raftlog.server.interfaces import EventLog, LeaderView
 from raftlog.server.leadership_service import LeadershipService
 from raftlog.server.peer_service import PeerService
 from raftlog.server.replies import ReplySender
-from raftlog.server.topic_clock import TopicClock
-from raftlog.server.topics_hook import TopicGate
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.statemachine.topics import TopicStateMachine
 from raftlog.storage.rocks import RocksLogStore
 from raftlog.storage.snapshot import FileSnapshotStore
+from raftlog.topics.clock import TopicClock
+from raftlog.topics.gate import TopicGate
+from raftlog.topics.machine import TopicStateMachine
 
 
 def core_config(settings: PeerSettings) -> CoreConfig:
@@ -128,6 +111,17 @@ def clock_handler(
         replies.reply(routing, msg_id, ClientDispatchResponse(tuple(encode_clock_reading(reading))))
 
     return handle
+
+
+def handler_table(targets: Mapping[str, object]) -> HandlerTable:
+    """The server's RPC surface, derived from the registry (``raftlog.registry``): each
+    row's ``"<service>.<method>"`` looked up among the wired ``targets``, behind a check that
+    the message is of the row's class."""
+    table: dict[bytes, Handler] = {}
+    for row in ROWS:
+        service, _, method = row.handler.partition(".")
+        table[row.code] = route(row.message, getattr(targets[service], method))
+    return table
 
 
 def build_services(
@@ -205,22 +199,15 @@ def build_services(
         topic_totals=topics.counters.get,  # which topics got records: parked TR reads
     )
     leadership = LeadershipService(core, replies, log)
-    handlers: HandlerTable = {
-        TYPE_REQUEST_VOTE: route(RequestVote, peers.request_vote),
-        TYPE_APPEND_ENTRIES: route(AppendEntries, peers.from_leader),
-        TYPE_INSTALL_SNAPSHOT: route(InstallSnapshot, peers.from_leader),
-        TYPE_REQUEST_UPDATE: route(RequestUpdate, clients.request_update),
-        TYPE_CONFIG_UPDATE: route(ConfigUpdate, clients.config_update),
-        TYPE_REQUEST_ENTRIES: route(RequestEntries, entries_handler(entries, core, machine)),
-        TYPE_REQUEST_CONFIG: route(RequestConfig, info.request_config),
-        TYPE_REQUEST_LOG_INFO: route(RequestLogInfo, info.request_log_info),
-        TYPE_REQUEST_BROADCAST_STATE_URL: route(RequestBroadcastStateUrl, info.broadcast_url),
-        TYPE_PUBLISH: route(ClientDispatch, clients.publish),
-        TYPE_COMPACT: route(ClientDispatch, info.compact),
-        TYPE_CLOCK: route(ClientDispatch, clock_handler(replies, clock)),
-        TYPE_TAKE_LEADERSHIP: route(ClientDispatch, leadership.take_leadership),
-        TYPE_DRAIN: route(ClientDispatch, leadership.drain),
+    targets = {
+        "peers": peers,
+        "clients": clients,
+        "info": info,
+        "leadership": leadership,
+        "entries": SimpleNamespace(request_entries=entries_handler(entries, core, machine)),
+        "clock": SimpleNamespace(reading=clock_handler(replies, clock)),
     }
+    handlers = handler_table(targets)
     fallback = route(ClientDispatch, info.state_machine_request)
     dispatcher = Dispatcher(ident, handlers, fallback, metrics, log)
     topic_clock = TopicClock(core, topics, clock)

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from faults.cluster import IDENT, FaultCluster
 from faults.harness import Chaos
 from faults.wallclock import HOUR, WallClocks, require_offset
-from raftlog.client.sync_topics import SyncTopicClient
 from raftlog.cluster_clock import SLEW
 from raftlog.errors import TransactionError
+from raftlog.topics.sync_client import SyncTopicClient
 
 STEPS = (HOUR, -HOUR, 9 * HOUR, -9 * HOUR)
 RETENTION_MS = 10 * 60_000

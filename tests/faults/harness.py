@@ -45,8 +45,8 @@ from faults.history import (
 from faults.transactions import TX_TOPIC, check_transactions
 from faults.workload import TOPIC, Workload, WorkloadSpec, max_unavailability
 from raftlog.client import RaftClient
-from raftlog.client.topics import TopicClient
 from raftlog.entry import EntryType
+from raftlog.topics.client import TopicClient
 
 
 @dataclass

@@ -40,9 +40,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from raftlog.entry import EntryType, LogEntry
-from raftlog.records import RecordBatch, decode_entry
-from raftlog.records_tx import decode_any_entry
 from raftlog.storage.rocks import open_storage
+from raftlog.topics.records import RecordBatch, decode_entry
+from raftlog.topics.records_tx import decode_any_entry
 
 EXAMPLES = 20
 """Examples kept per violation class in a report."""

@@ -43,7 +43,7 @@ from faults.harness import collect_logs, read_topic
 from faults.history import Op, Report, check
 from faults.workload import TOPIC, Workload, WorkloadSpec, max_unavailability
 from raftlog.client import RaftClient, Subscriber
-from raftlog.client.topics import TopicClient
+from raftlog.topics.client import TopicClient
 
 ANCHOR = "1"
 RAFT: dict[str, object] = {"log_compaction_threshold": 20_000}

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from faults.history import Op, PeerLog, TopicRead, TopicRow, check, read_peer_log
-from raftlog.client.topics import make_record, publish_data
 from raftlog.entry import EntryType, LogEntry
-from raftlog.records import stamp_append_time
 from raftlog.storage.rocks import open_storage
+from raftlog.topics.client import make_record, publish_data
+from raftlog.topics.stamp import stamp_append_time
 
 
 def rid(client: int, seq: int) -> bytes:

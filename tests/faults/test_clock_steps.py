@@ -30,8 +30,8 @@ from integration.cluster import PeerCluster, wait_for
 from integration.peer.updates import new_request_id, update
 
 from faults.wallclock import HOUR, WallClocks, require_offset
-from raftlog.client.sync_topics import SyncTopicClient
 from raftlog.entry import LogEntry
+from raftlog.topics.sync_client import SyncTopicClient
 
 ADMIN = Path(sys.executable).with_name("raftlog-admin")
 NEAR_MS = 5_000

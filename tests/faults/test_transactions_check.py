@@ -6,7 +6,7 @@ from __future__ import annotations
 from faults.history import Report, TopicRead, TopicRow
 from faults.transactions import TX_TOPIC, Tx, check_transactions
 from raftlog.entry import EntryType, LogEntry
-from raftlog.records_tx import TxControl, encode_tx_control
+from raftlog.topics.records_tx import TxControl, encode_tx_control
 
 
 def commit_entry(txid: str) -> LogEntry:

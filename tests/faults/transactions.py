@@ -27,11 +27,11 @@ from typing import TypeVar
 
 from faults.history import Report, TopicRead
 from raftlog.client import RaftClient
-from raftlog.client.topics import TopicClient
-from raftlog.client.transactions import new_txid
 from raftlog.entry import LogEntry
 from raftlog.errors import ClientClosedError, RaftlogError, RequestExpiredError, TransactionError
-from raftlog.records_tx import TxControl, decode_any_entry
+from raftlog.topics.client import TopicClient
+from raftlog.topics.client_tx import new_txid
+from raftlog.topics.records_tx import TxControl, decode_any_entry
 
 TX_TOPIC = "chaos-tx"
 RECORDS_PER_TX = 3

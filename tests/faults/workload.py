@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from faults.history import Op
 from faults.transactions import Tx, transactor
 from raftlog.client import RaftClient
-from raftlog.client.topics import TopicClient
 from raftlog.errors import ClientClosedError, RaftlogError, RequestExpiredError
-from raftlog.records import TopicError
+from raftlog.topics.client import TopicClient
+from raftlog.topics.records import TopicError
 
 TOPIC = "chaos"
 

@@ -1,7 +1,7 @@
 """Shared pieces of the Spark source tests: clusters, data, and rows computed without Spark.
 
 ``log_rows`` is the reference: it reads the log with the plain client and turns entries into
-rows with ``raftlog.records.decode_entry`` -- independently of ``raftlog_spark`` -- so that
+rows with ``raftlog.topics.records.decode_entry`` -- independently of ``raftlog_spark`` -- so that
 "the DataFrame equals the log" is checked against code the source does not share.
 """
 
@@ -19,9 +19,9 @@ from pyspark.sql import functions as F  # noqa: N812
 from raftlog_spark.anchors import ANCHOR_TOPIC
 
 from raftlog.client import IndexedEntry, RaftClient, SyncRaftClient
-from raftlog.client.topics import admin_data
 from raftlog.entry import EntryType
-from raftlog.records import Record, RecordBatch, decode_entry, encode_records
+from raftlog.topics.client import admin_data
+from raftlog.topics.records import Record, RecordBatch, decode_entry, encode_records
 
 Row = tuple[Any, ...]
 """(index, position, term, topic, key, value, headers, append ms, producer ms)."""

@@ -18,7 +18,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from raftlog_spark.logclient import LogClient
 
 from raftlog.client import RaftClient, SyncRaftClient
-from raftlog.client.topics import TopicClient
+from raftlog.topics.client import TopicClient
 
 from .conftest import source_options
 from .helpers import Row, last_index, log_rows, spark_rows, where

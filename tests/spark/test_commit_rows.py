@@ -16,12 +16,13 @@ from raftlog_spark.rows import to_batches
 from raftlog_spark.schema import arrow_schema
 
 from raftlog.client import IndexedEntry
-from raftlog.client.topic_view import TopicBounds, TopicView
 from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import RecordsExpiredError, TopicError
-from raftlog.records import LoggedRecord, Record, RecordId, encode_records, stamp_append_time
-from raftlog.records_tx import TxControl, encode_tx_control, encode_tx_store
-from raftlog.rpc.topics import ReadResult
+from raftlog.topics.client_view import TopicBounds, TopicView
+from raftlog.topics.records import LoggedRecord, Record, RecordId, encode_records
+from raftlog.topics.records_tx import TxControl, encode_tx_control, encode_tx_store
+from raftlog.topics.stamp import stamp_append_time
+from raftlog.topics.wire import ReadResult
 
 COMMIT_MS = 1_800_000_000_000
 

@@ -22,7 +22,7 @@ import pytest
 from pyspark.sql import SparkSession
 from raftlog_spark.logclient import LogClient
 
-from raftlog.records import Record, encode_records
+from raftlog.topics.records import Record, encode_records
 
 from .conftest import source_options
 from .helpers import log_rows, publish, spark_rows, start_cluster, stop_cluster

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from integration.cluster import PeerCluster, wait_for
 
-from raftlog.records import Record, encode_records
+from raftlog.topics.records import Record, encode_records
 
 from .helpers import log_rows, publish, start_cluster, stop_cluster
 

@@ -21,8 +21,8 @@ from integration.cluster import PeerCluster
 from pyspark.sql import DataFrame, SparkSession
 from raftlog_spark.logclient import LogClient
 
-from raftlog.client import SyncTopicClient
-from raftlog.records import Record
+from raftlog.topics import SyncTopicClient
+from raftlog.topics.records import Record
 
 from .conftest import source_options
 from .helpers import Row, last_index, spark_rows, start_cluster, stop_cluster

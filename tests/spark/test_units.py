@@ -53,9 +53,9 @@ from raftlog_spark.setup import check_driver_python
 from raftlog_spark.sink import _chunks, parse_sink_options, request_id
 
 from raftlog.client import IndexedEntry
-from raftlog.client.topic_view import TopicBounds, TopicView
 from raftlog.entry import EntryType, LogEntry
-from raftlog.records import (
+from raftlog.topics.client_view import TopicBounds, TopicView
+from raftlog.topics.records import (
     HEADER_SIZE,
     LoggedRecord,
     Record,
@@ -65,9 +65,9 @@ from raftlog.records import (
     decode_entry,
     encode_command,
     encode_records,
-    stamp_append_time,
 )
-from raftlog.rpc.topic_counts import CountsResult
+from raftlog.topics.stamp import stamp_append_time
+from raftlog.topics.wire_counts import CountsResult
 
 BASE = {"peers": "tcp://127.0.0.1:8047,tcp://127.0.0.1:8147", "ident": "c"}
 RID = bytes(12)

@@ -5,7 +5,11 @@
 * no module of ``raftlog/server`` imports ``PeerNode`` (services get narrow interfaces),
   except ``main.py``, the process entry point that builds and runs it;
 * no hand-built frame list is sent outside ``raftlog/rpc`` and ``raftlog/transport.py``:
-  every message is encoded by the wire package.
+  every message is encoded by the wire package;
+* ``raftlog/rpc`` is a leaf: it imports only itself and the few shared primitives below it,
+  never the topic model (issue #26) -- topic codecs live in ``raftlog/topics``;
+* the topic model has one home: no module named ``topic*`` lives outside ``raftlog/topics``,
+  except the thin CLI and REST adapters that translate to it.
 """
 
 from __future__ import annotations
@@ -154,3 +158,51 @@ def test_modules_stay_small() -> None:
         for path in PACKAGE.rglob("*.py")
     }
     assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
+RPC_MAY_IMPORT = frozenset({"raftlog.entry", "raftlog.errors", "raftlog.bounds"})
+"""What the wire package may use besides itself: log entries, the exception tree, the term
+and index ceilings -- none of them knows a topic."""
+
+
+def rpc_escapes(graph: dict[str, set[str]]) -> set[str]:
+    """``module -> target`` for every import of the wire package that leaves it."""
+    return {
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        if name == "raftlog.rpc" or name.startswith("raftlog.rpc.")
+        for target in targets
+        if target != "raftlog.rpc"
+        and not target.startswith("raftlog.rpc.")
+        and target not in RPC_MAY_IMPORT
+    }
+
+
+def test_the_rpc_checker_sees_a_topic_import() -> None:
+    fake = {"raftlog.rpc.codec": {"raftlog.topics.records", "raftlog.rpc.frames", "raftlog.entry"}}
+    assert rpc_escapes(fake) == {"raftlog.rpc.codec -> raftlog.topics.records"}
+
+
+def test_rpc_is_a_leaf_that_knows_no_topic() -> None:
+    assert rpc_escapes(import_graph()) == set()
+    words = {
+        str(path.relative_to(ROOT))
+        for path in (PACKAGE / "rpc").rglob("*.py")
+        if path.stem.startswith(("topic", "transaction"))
+    }
+    assert words == set()
+
+
+TOPIC_ADAPTERS = frozenset({"raftlog/cli/admin_topics.py", "raftlog/rest/topic_routes.py"})
+"""Thin adapters that translate a CLI command or an HTTP route to ``raftlog.topics``."""
+
+
+def test_no_topic_module_outside_the_topics_package() -> None:
+    stray = {
+        str(path.relative_to(ROOT))
+        for path in PACKAGE.rglob("topic*.py")
+        if PACKAGE / "topics" not in path.parents
+    }
+    assert stray - TOPIC_ADAPTERS == set()
+    assert {str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")} >= TOPIC_ADAPTERS
+

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from typing import Final
 
 from raftlog.errors import TopicError
-from raftlog.records import LoggedRecord, Record
+from raftlog.topics.records import LoggedRecord, Record
 from raftlog_spark.errors import RaftlogSourceError
 from raftlog_spark.logclient import LogClient
 
@@ -122,12 +122,17 @@ class AnchorStore:
             start: tuple[int, int] | None = None
             try:
                 while True:
-                    after = (
-                        {}
+                    read = (
+                        topics.read(ANCHOR_TOPIC)
                         if start is None
-                        else {"from_index": start[0], "from_position": start[1], "inclusive": False}
+                        else topics.read(
+                            ANCHOR_TOPIC,
+                            from_index=start[0],
+                            from_position=start[1],
+                            inclusive=False,
+                        )
                     )
-                    result = self._client.call(topics.read(ANCHOR_TOPIC, **after))
+                    result = self._client.call(read)
                     out.extend(result.records)
                     if not result.more or not result.records:
                         break

@@ -3,7 +3,7 @@
 A ``publish_batch`` entry may hold 500 records and a plain entry one, so equal entry counts
 can mean a 100x difference in rows (issue #17: 97% of the rows in one of four partitions).
 The peers know every entry's record count from their topic index; one ``TC`` request
-(``raftlog.rpc.topic_counts``) returns them per bucket of ``step`` entries, without reading
+(``raftlog.topics.wire_counts``) returns them per bucket of ``step`` entries, without reading
 any entry. A segment's weight is the rows it gives (records of the wanted topics, plus
 one per other entry when raw entries are rows) plus a small per-entry cost for streaming
 and decoding entries (``ENTRY_COST``). Inside a bucket entries are taken as equally heavy,
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from raftlog.rpc.topic_counts import CountsResult
+from raftlog.topics.wire_counts import CountsResult
 from raftlog_spark.filters import IndexRanges
 
 MAX_BUCKETS: Final = 8192

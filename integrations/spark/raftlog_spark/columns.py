@@ -1,7 +1,7 @@
 """A record batch's records as columns, without building a ``Record`` per record.
 
 Why: for the Spark source every record becomes one row of column arrays, so building a
-``Record`` object per record (``raftlog.records.decode_entry``) and then reading its fields
+``Record`` object per record (``raftlog.topics.records.decode_entry``) and then reading its fields
 back is most of a task's CPU time. :func:`record_columns` unpacks the MessagePack body once
 and transposes it. It accepts exactly the plain batches that ``decode_entry`` accepts on its
 fast path -- every field of the exact expected type, each distinct topic name checked with
@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import msgpack
 
-from raftlog.records import (
+from raftlog.topics.records import (
     FLAG_AUTO_CREATE,
     FLAGS_OFFSET,
     HEADER_SIZE,

@@ -21,10 +21,10 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from raftlog.client.topic_view import TopicView
 from raftlog.errors import RecordsExpiredError, TopicError
-from raftlog.records import LoggedRecord
-from raftlog.rpc.topics import MAX_READ_LIMIT
+from raftlog.topics.client_view import TopicView
+from raftlog.topics.records import LoggedRecord
+from raftlog.topics.wire import MAX_READ_LIMIT
 from raftlog_spark.errors import RaftlogSourceError
 from raftlog_spark.logclient import RETRY_PAUSE, LogClient
 

@@ -24,12 +24,12 @@ from types import TracebackType
 from typing import Any, Final, TypeVar
 
 from raftlog.client import IndexedEntry, RaftClient, RequestLogInfoResponse, SnapshotChunk
-from raftlog.client.topic_view import TopicView
-from raftlog.client.topics import TopicClient
 from raftlog.errors import ClusterUnavailableError, RaftlogError, TopicError
-from raftlog.records import Record
-from raftlog.rpc.topic_counts import CountsResult
 from raftlog.security.settings import CurveClient
+from raftlog.topics.client import TopicClient
+from raftlog.topics.client_view import TopicView
+from raftlog.topics.records import Record
+from raftlog.topics.wire_counts import CountsResult
 from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError, diagnose
 
 T = TypeVar("T")
@@ -168,7 +168,7 @@ class LogClient:
 
     def topic_view(self, topics: frozenset[str] | None) -> TopicView:
         """The topic read rules of ``topics`` (None: all) at the leader's applied index
-        (:class:`raftlog.client.topic_view.TopicView`); topics that do not exist are absent."""
+        (:class:`raftlog.topics.client_view.TopicView`); topics that do not exist are absent."""
         view: TopicView = self._call(self._topic_view(topics))
         return view
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from raftlog.errors import ConfigError
-from raftlog.records import check_topic_name
 from raftlog.security import keys
 from raftlog.security.settings import CurveClient
+from raftlog.topics.records import check_topic_name
 from raftlog_spark.errors import RaftlogSourceError
 
 Mode = Literal["any", "batch", "stream"]

@@ -24,9 +24,10 @@ from typing import Any, Final
 from pyspark.sql.datasource import InputPartition
 
 from raftlog.client import IndexedEntry
-from raftlog.client.topic_view import TopicView
 from raftlog.entry import EntryType
-from raftlog.records import HEADER_SIZE, append_time_of, is_topic_data
+from raftlog.topics.client_view import TopicView
+from raftlog.topics.records import HEADER_SIZE, is_topic_data
+from raftlog.topics.stamp import append_time_of
 from raftlog_spark.balance import Segment, balanced_cuts
 from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
 from raftlog_spark.filters import MAX_INDEX, IndexRanges, ScanSpec, intersect, size

@@ -1,7 +1,7 @@
 """Entries to Arrow record batches, column by column (no per-row tuples).
 
 For each STATE entry: raw data gives one row; a topic record batch (decoded with
-``raftlog.records.decode_entry``) gives one row per admitted record; a transaction commit
+``raftlog.topics.records.decode_entry``) gives one row per admitted record; a transaction commit
 (kind 04 ``commit``) gives one row per admitted record it made visible, at ``(commit index,
 k)``, as the ``commits`` resolver (``raftlog_spark.commits``) fetches them -- transactional
 stores (kind 05) and the other control entries give none (read committed). Cheap checks come
@@ -21,20 +21,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from raftlog.client import IndexedEntry
-from raftlog.client.topic_view import TopicView
 from raftlog.entry import EntryType, LogEntry
-from raftlog.records import (
+from raftlog.topics.client_view import TopicView
+from raftlog.topics.records import (
     HEADER_SIZE,
     KIND_RECORDS,
     LoggedRecord,
     Record,
     RecordBatch,
     RecordFormatError,
-    append_time_of,
     decode_entry,
     is_topic_data,
 )
-from raftlog.records_tx import KIND_TX, TxControl, decode_any_entry
+from raftlog.topics.records_tx import KIND_TX, TxControl, decode_any_entry
+from raftlog.topics.stamp import append_time_of
 from raftlog_spark.columns import record_columns
 from raftlog_spark.filters import ScanSpec
 from raftlog_spark.schema import arrow_schema
@@ -67,7 +67,7 @@ class RowBuilder:
         self.rows_per_batch = rows_per_batch
         self._commits = commits  # None: no topic records wanted, commits give no rows
         self.include_headers = include_headers
-        self._view = view  # the topic read rules (raftlog.client.topic_view), issue #11
+        self._view = view  # the topic read rules (raftlog.topics.client_view), issue #11
         self._topic_ok = spec.topic_checker()
         self._raw_ok = spec.admits_raw
         self._time = spec.time if spec.time.constrained else None

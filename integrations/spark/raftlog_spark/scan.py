@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from raftlog.client.topic_view import TopicView
+from raftlog.topics.client_view import TopicView
 from raftlog_spark.anchors import ANCHOR_TOPIC
 from raftlog_spark.balance import bucket_step, weigh
 from raftlog_spark.commits import CommitReader

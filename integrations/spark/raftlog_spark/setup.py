@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from raftlog.records import TopicError
+from raftlog.topics.records import TopicError
 from raftlog_spark.errors import RaftlogSourceError
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -36,8 +36,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from raftlog.records import Record, check_topic_name
 from raftlog.security.settings import CurveClient
+from raftlog.topics.records import Record, check_topic_name
 from raftlog_spark.anchors import AnchorStore
 from raftlog_spark.errors import RaftlogSourceError
 from raftlog_spark.logclient import LogClient

@@ -11,9 +11,9 @@ import pytest
 from integration.cluster import PeerCluster, free_ports
 from raftlog.client import RaftClient
 from raftlog.client.report import ALL_REFUSED, NO_ANSWER
-from raftlog.client.topics import TopicClient
 from raftlog.errors import ClusterUnavailableError, EntryTooLargeError
 from raftlog.rpc.messages import TYPE_REQUEST_LOG_INFO
+from raftlog.topics.client import TopicClient
 
 pytestmark = pytest.mark.timeout(120)
 

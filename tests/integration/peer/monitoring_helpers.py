@@ -11,8 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from integration.cluster import PeerCluster
 from raftlog.client import RaftClient
-from raftlog.client.topics import TopicClient
-from raftlog.records import Record
+from raftlog.topics.client import TopicClient
+from raftlog.topics.records import Record
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 """``(sample name, sorted labels) -> value``."""

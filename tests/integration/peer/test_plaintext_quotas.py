@@ -20,12 +20,12 @@ import zmq
 from integration.cluster import PeerCluster
 from integration.peer.updates import new_request_id
 from raftlog.client import RaftClient
-from raftlog.client.topics import TopicClient
-from raftlog.records import Record, encode_records
 from raftlog.rpc.codec import encode_request
 from raftlog.rpc.denied import quota_refusal_of
 from raftlog.rpc.messages import ClientDispatch, Request, RequestUpdate
-from raftlog.rpc.topics import TYPE_PUBLISH
+from raftlog.topics.client import TopicClient
+from raftlog.topics.records import Record, encode_records
+from raftlog.topics.wire import TYPE_PUBLISH
 
 pytestmark = pytest.mark.timeout(120)
 _CTX = zmq.Context.instance()

@@ -72,6 +72,22 @@ def test_topic_lifecycle_and_status_codes(base: str) -> None:
     assert name not in call(base, "GET", T).body
 
 
+def test_a_topic_description_round_trips_through_rest(base: str) -> None:
+    """Issue #26's worked example on a real cluster: REST -> gateway client -> TP admin
+    command -> every peer's state machine -> TD -> REST."""
+    name = f"described-{base.rsplit(':', 1)[1]}"
+    text = "orders of the shop — ü"
+    assert call(base, "PUT", f"{T}/{name}", {"description": text, "ttl": 60}).status == 200
+    props = call(base, "GET", f"{T}/{name}").body["properties"]
+    assert props["description"] == text and props["retention_ms"] == 60_000
+    assert call(base, "PUT", f"{T}/{name}/properties", {"description": None}).status == 200
+    props = call(base, "GET", f"{T}/{name}").body["properties"]
+    assert props["description"] is None and props["retention_ms"] == 60_000
+    bad = call(base, "PUT", f"{T}/{name}/properties", {"description": 5})
+    assert bad.status == 400 and bad.body["error"] == "InvalidProperty"
+    assert call(base, "DELETE", f"{T}/{name}").status == 200
+
+
 @pytest.mark.parametrize(
     ("body", "fragment"),
     [

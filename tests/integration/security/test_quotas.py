@@ -24,12 +24,12 @@ from integration.secure_setup import ClientSpec, SecureSetup
 from integration.security.test_secure_cluster import raw_exchange
 from raftlog import sockets
 from raftlog.client import RaftClient
-from raftlog.client.topics import TopicClient
 from raftlog.errors import QuotaExceededError
 from raftlog.rpc.codec import encode_request
 from raftlog.rpc.denied import quota_refusal_of
 from raftlog.rpc.messages import RequestEntries, RequestLogInfo
 from raftlog.security.policy import token_digest
+from raftlog.topics.client import TopicClient
 
 pytestmark = pytest.mark.timeout(120)
 _CTX = zmq.Context.instance()

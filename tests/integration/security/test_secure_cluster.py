@@ -22,7 +22,6 @@ from integration.secure_setup import ClientSpec, SecureSetup
 from raftlog import sockets
 from raftlog.client import RaftClient, Subscriber
 from raftlog.client.dealer import AUTH_REQUIRED
-from raftlog.client.topics import TopicClient
 from raftlog.errors import AccessDeniedError, AuthenticationError
 from raftlog.rpc.codec import encode_request
 from raftlog.rpc.denied import access_denied_reason
@@ -36,6 +35,7 @@ from raftlog.rpc.messages import (
     RequestVote,
 )
 from raftlog.security.settings import CurveClient
+from raftlog.topics.client import TopicClient
 
 CLIENTS = [
     ClientSpec("admin", "admin"),
@@ -290,6 +290,21 @@ async def test_a_reader_key_gets_access_denied_not_a_timeout(
         await client.request_config()  # reading is fine
         with pytest.raises(AccessDeniedError, match="needs role writer"):
             await client.request_update(b"no")
+
+
+async def test_a_reader_key_may_plan_a_parallel_read_with_topic_counts(
+    cluster: PeerCluster, secure: SecureSetup
+) -> None:
+    """Regression (#26): ``TC`` was missing from the permission table and needed admin, so
+    a reader-role Spark job could not plan on a secure cluster."""
+    admin = RaftClient(cluster.urls, cluster.ident, curve=secure.admin)
+    async with admin as client, TopicClient(client) as topics:
+        await topics.create_topic("planned", exist_ok=True)
+        rid = await topics.publish("planned", b"p-1")
+    reader = RaftClient(cluster.urls, cluster.ident, curve=secure.client("reader"))
+    async with reader as client, TopicClient(client) as topics:
+        counts = await topics.record_counts(1, rid.index, step=rid.index, topics=["planned"])
+        assert sum(counts.records) >= 1
 
 
 def test_admin_cli_uses_the_cluster_files_key_and_refuses_an_outsider(

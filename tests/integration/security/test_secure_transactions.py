@@ -11,9 +11,10 @@ import pytest
 
 from integration.cluster import PeerCluster
 from integration.secure_setup import ClientSpec, SecureSetup
-from raftlog.client import RaftClient, make_record
-from raftlog.client.topics import TopicClient
+from raftlog.client import RaftClient
 from raftlog.errors import AccessDeniedError, TransactionNotOwnedError
+from raftlog.topics import make_record
+from raftlog.topics.client import TopicClient
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -19,7 +19,6 @@ from integration.secure_setup import ClientSpec, SecureSetup
 from integration.security.test_secure_cluster import raw_exchange
 from raftlog import sockets
 from raftlog.client import RaftClient
-from raftlog.client.topics import TopicClient
 from raftlog.errors import (
     AccessDeniedError,
     AuthenticationError,
@@ -36,7 +35,8 @@ from raftlog.rpc.messages import (
     RequestLogInfo,
     RequestVote,
 )
-from raftlog.rpc.topics import TYPE_READ, ReadRequest, encode_read_request
+from raftlog.topics.client import TopicClient
+from raftlog.topics.wire import TYPE_READ, ReadRequest, encode_read_request
 
 pytestmark = pytest.mark.timeout(180)
 

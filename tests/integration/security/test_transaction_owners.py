@@ -13,8 +13,8 @@ import pytest
 from integration.cluster import PeerCluster
 from integration.secure_setup import ClientSpec, SecureSetup
 from raftlog.client import RaftClient
-from raftlog.client.topics import TopicClient
 from raftlog.errors import TransactionNotOwnedError
+from raftlog.topics.client import TopicClient
 
 pytestmark = pytest.mark.timeout(120)
 

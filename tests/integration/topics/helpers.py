@@ -10,8 +10,8 @@ from typing import Any
 
 from integration.cluster import PeerCluster
 from raftlog.client import RaftClient
-from raftlog.client.topics import TopicClient
-from raftlog.rpc.topics import ReadResult
+from raftlog.topics.client import TopicClient
+from raftlog.topics.wire import ReadResult
 
 Row = tuple[int, int, int, str, bytes | None, bytes]
 """(index, position, append time, topic, key, value): what must match across peers."""

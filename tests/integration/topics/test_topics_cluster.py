@@ -12,10 +12,10 @@ import pytest
 
 from integration.cluster import PeerCluster, probe
 from raftlog.client import RaftClient
-from raftlog.client.topics import make_record, publish_data
 from raftlog.errors import RecordsExpiredError
-from raftlog.records import Record, RecordId, TopicError
 from raftlog.rpc.messages import RequestUpdate
+from raftlog.topics.client import make_record, publish_data
+from raftlog.topics.records import Record, RecordId, TopicError
 
 from .helpers import read_all, start_cluster, topic_client, wait_applied
 

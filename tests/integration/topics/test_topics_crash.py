@@ -10,9 +10,9 @@ import pytest
 
 from integration.cluster import PeerCluster, wait_for
 from raftlog.client import RaftClient
-from raftlog.client.topics import TopicClient, publish_data
-from raftlog.records import Record, TopicProperties
-from raftlog.statemachine.topics import TOPICS_DIR
+from raftlog.topics.client import TopicClient, publish_data
+from raftlog.topics.machine import TOPICS_DIR
+from raftlog.topics.records import Record, TopicProperties
 
 from .helpers import Row, read_all, start_cluster, topic_client, wait_applied
 

@@ -16,16 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from integration.cluster import PEER_BIN, PeerCluster, wait_for
-from raftlog.client import (
-    Peer,
-    RaftClient,
-    RecordsExpiredError,
-    SyncRaftClient,
-    SyncTopicClient,
-    TopicClient,
-    make_record,
-)
-from raftlog.rpc.topics import TopicInfo
+from raftlog.client import Peer, RaftClient, SyncRaftClient
+from raftlog.topics import RecordsExpiredError, SyncTopicClient, TopicClient, make_record
+from raftlog.topics.wire import TopicInfo
 
 from .helpers import Row, read_all, start_cluster, topic_client, wait_applied
 

@@ -12,15 +12,16 @@ from pathlib import Path
 import pytest
 
 from integration.cluster import PEER_BIN, PeerCluster, wait_for
-from raftlog.client import SyncRaftClient, SyncTopicClient
-from raftlog.client.topics import TopicClient
+from raftlog.client import SyncRaftClient
 from raftlog.errors import (
     TransactionAbortedError,
     TransactionExpiredError,
     UnknownTransactionError,
 )
-from raftlog.records import LoggedRecord, Record
 from raftlog.rpc.messages import Peer
+from raftlog.topics import SyncTopicClient
+from raftlog.topics.client import TopicClient
+from raftlog.topics.records import LoggedRecord, Record
 
 from .helpers import Row, read_all, start_cluster, topic_client, wait_applied
 

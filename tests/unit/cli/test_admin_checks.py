@@ -17,8 +17,8 @@ from raftlog.cli.admin_cluster import (
 from raftlog.cli.admin_io import UsageError, plain_table
 from raftlog.cli.admin_topics import property_lines
 from raftlog.errors import ConfigUpdateError
-from raftlog.records import TopicProperties
 from raftlog.rpc.messages import Peer, RequestLogInfoResponse
+from raftlog.topics.records import TopicProperties
 
 CURRENT = [
     Peer("1", "tcp://10.0.0.1:8047"),
@@ -78,6 +78,7 @@ def test_unset_topic_limits_read_unlimited() -> None:
         "retention_ms": "1000",
         "max_bytes": "unlimited",
         "max_record_bytes": "unlimited",
+        "description": "-",  # an unset text is not a limit (#26)
     }
 
 

@@ -18,10 +18,10 @@ from raftlog.cli.admin_io import PeerRow, render_table
 from raftlog.cli.admin_topics import topic_info_json
 from raftlog.client import Peer
 from raftlog.errors import RemoteProtocolError
-from raftlog.records import RecordId, TopicProperties
 from raftlog.rpc.clock import ClockReading, decode_clock_reading, encode_clock_reading
 from raftlog.rpc.messages import RequestLogInfoResponse
-from raftlog.rpc.topics import TopicInfo
+from raftlog.topics.records import RecordId, TopicProperties
+from raftlog.topics.wire import TopicInfo
 
 
 def _row(pid: str, *, up: bool = True, leader: str | None = "1", term: int = 4) -> PeerRow:
@@ -111,6 +111,7 @@ def test_topic_describe_json_names_every_field() -> None:
         "retention_ms": 1000,
         "max_bytes": None,
         "max_record_bytes": None,
+        "description": None,
     }
     assert doc["first"] == {"index": 5, "position": 0} and doc["low_water"] is None
     assert json.loads(json.dumps(doc)) == doc

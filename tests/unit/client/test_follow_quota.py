@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from raftlog.client.topic_stream import _Cursor, _Idle
 from raftlog.errors import QuotaExceededError
+from raftlog.topics.client_stream import _Cursor, _Idle
 
 
 class _Refusing:

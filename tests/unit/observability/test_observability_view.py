@@ -17,7 +17,7 @@ from raftlog.observability.health import (
 )
 from raftlog.observability.view import PeerView, ViewBox, ViewPublisher, members_of
 from raftlog.rpc.messages import ConfigPayload, Peer
-from raftlog.statemachine.topic_counters import TopicStat
+from raftlog.topics.counters import TopicStat
 
 
 class FakeCore:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from raftlog.errors import ConfigError, TopicError
-from raftlog.records import RecordId
 from raftlog.rest.app import build_rest_app
 from raftlog.rest.auth import Authenticator
 from raftlog.rest.bodies import decode_messages, encode_payload, format_id, parse_id
@@ -17,6 +16,7 @@ from raftlog.rest.names import Namespaces
 from raftlog.rest.openapi import openapi_document
 from raftlog.rest.settings import RestSettings, rest_settings
 from raftlog.rest.topic_routes import parse_properties
+from raftlog.topics.records import RecordId
 
 NS = Namespaces(RestSettings(namespaces=("default", "billing")))
 

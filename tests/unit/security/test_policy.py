@@ -8,7 +8,7 @@ import pytest
 
 from raftlog.errors import ConfigError
 from raftlog.metrics import PeerMetrics
-from raftlog.records import Record, TopicCommand, encode_command, encode_records
+from raftlog.registry import Permission
 from raftlog.rpc.messages import (
     TYPE_APPEND_ENTRIES,
     TYPE_CONFIG_UPDATE,
@@ -16,19 +16,10 @@ from raftlog.rpc.messages import (
     TYPE_REQUEST_UPDATE,
     TYPE_REQUEST_VOTE,
 )
-from raftlog.rpc.topics import (
-    TYPE_DESCRIBE,
-    TYPE_LIST,
-    TYPE_PUBLISH,
-    TYPE_READ,
-    ReadRequest,
-    encode_read_request,
-)
 from raftlog.security import keys
 from raftlog.security.guard import RequestGuard
 from raftlog.security.policy import (
     AccessPolicy,
-    Permission,
     PolicyHolder,
     Principal,
     Role,
@@ -36,6 +27,15 @@ from raftlog.security.policy import (
     load_clients,
     needed_permission,
     token_digest,
+)
+from raftlog.topics.records import Record, TopicCommand, encode_command, encode_records
+from raftlog.topics.wire import (
+    TYPE_DESCRIBE,
+    TYPE_LIST,
+    TYPE_PUBLISH,
+    TYPE_READ,
+    ReadRequest,
+    encode_read_request,
 )
 
 A, B, C, D = (bytes([65 + n]) * 40 for n in range(4))
@@ -60,7 +60,7 @@ def principal(role: str, **acl: list[str]) -> Principal:
         ("writer", TYPE_REQUEST_UPDATE, True),
         ("writer", TYPE_PUBLISH, True),
         ("writer", TYPE_CONFIG_UPDATE, False),
-        ("writer", b"AC", False),  # compaction: unknown to the table -> admin
+        ("writer", b"AC", False),  # compaction needs admin (its registry row)
         ("admin", TYPE_CONFIG_UPDATE, True),
         ("admin", b"AC", True),
         ("admin", TYPE_REQUEST_VOTE, False),  # clients never send peer RPCs

@@ -13,11 +13,8 @@ import pytest
 from raftlog.config import load_peer_config
 from raftlog.errors import ConfigError
 from raftlog.metrics import PeerMetrics
-from raftlog.records import Record, encode_records
-from raftlog.records_tx import encode_tx_store
 from raftlog.rpc.denied import QuotaRefusal, quota_refusal_of
 from raftlog.rpc.messages import TYPE_REQUEST_ENTRIES, TYPE_REQUEST_LOG_INFO, TYPE_REQUEST_UPDATE
-from raftlog.rpc.topics import TYPE_PUBLISH, TYPE_READ, ReadRequest, encode_read_request
 from raftlog.security import keys
 from raftlog.security.policy import AccessPolicy, PolicyHolder, Principal, Role, load_clients
 from raftlog.security.quotas import PublishBucket, Quota, QuotaBook
@@ -28,6 +25,9 @@ from raftlog.server.quota_gate import (
     member_addresses,
     record_count,
 )
+from raftlog.topics.records import Record, encode_records
+from raftlog.topics.records_tx import encode_tx_store
+from raftlog.topics.wire import TYPE_PUBLISH, TYPE_READ, ReadRequest, encode_read_request
 
 
 def test_bucket_admits_a_burst_then_refuses_with_the_exact_wait() -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from raftlog.consensus import Appended, ConfigProposeResult, NotLeader, ProposeResult, Refused
 from raftlog.metrics import PeerMetrics
 from raftlog.rpc.messages import ConfigPayload, Peer, PeerRequest
-from raftlog.rpc.responses import ServerReply, encode_reply
+from raftlog.server.replies import ServerReply, encode_reply
 from raftlog.storage.base import SnapshotMeta
 
 

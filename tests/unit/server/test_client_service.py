@@ -18,7 +18,6 @@ from raftlog.consensus import (
     NotLeader,
     ProposeResult,
 )
-from raftlog.records import TopicError
 from raftlog.rpc.frames import pack_json
 from raftlog.rpc.messages import (
     ClientDispatch,
@@ -26,8 +25,9 @@ from raftlog.rpc.messages import (
     ConfigUpdateErrorInfo,
     RequestUpdate,
 )
-from raftlog.rpc.topics import TYPE_PUBLISH, PublishStatus, decode_publish_reply
 from raftlog.server.client_service import ClientService
+from raftlog.topics.records import TopicError
+from raftlog.topics.wire import TYPE_PUBLISH, PublishStatus, decode_publish_reply
 
 RID = b"r" * 12
 

@@ -13,8 +13,8 @@ from raftlog.consensus import CoreConfig, RaftCore, Role, SendReply
 from raftlog.ids import RequestIdGenerator
 from raftlog.metrics import PeerMetrics
 from raftlog.rpc.messages import AppendEntries, ConfigPayload, Peer
-from raftlog.rpc.responses import ServerReply
 from raftlog.server.peer_service import PeerService
+from raftlog.server.replies import ServerReply
 from raftlog.storage.base import HardState
 from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore, MemorySnapshotStore
 

@@ -9,12 +9,12 @@ from collections.abc import Sequence
 import pytest
 
 from raftlog.errors import TopicError
-from raftlog.rpc import topics as rpc
 from raftlog.rpc.frames import TRUE_FRAME
 from raftlog.rpc.messages import ClientDispatch, ClientDispatchResponse
 from raftlog.server import parked_reads
 from raftlog.server.apply_signal import ApplySignal
 from raftlog.server.parked_reads import ParkedReads, waiting_read
+from raftlog.topics import wire as rpc
 
 
 class Machine:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from raftlog.entry import EntryType, LogEntry
-from raftlog.records import TopicError
 from raftlog.rpc.admin import CompactResponse, CompactStatus
 from raftlog.rpc.denied import AccessDenied, QuotaRefusal
 from raftlog.rpc.messages import (
@@ -28,8 +27,9 @@ from raftlog.rpc.messages import (
     SnapshotChunk,
     UpdateStatus,
 )
-from raftlog.rpc.responses import REPLY_TYPES, ServerReply, encode_reply
-from raftlog.rpc.topics import PublishReply, PublishStatus
+from raftlog.server.replies import REPLY_TYPES, ServerReply, encode_reply
+from raftlog.topics.records import TopicError
+from raftlog.topics.wire import PublishReply, PublishStatus
 
 ID = b"\x00\x00\x2a"  # a peer msgid (uints are little-endian on the wire: 300 = 2c 01)
 RID = bytes(range(12))  # a request id (RequestUpdate, ConfigUpdate, TP)
@@ -67,7 +67,7 @@ VECTORS: list[tuple[str, bytes, ServerReply, list[bytes]]] = [
         [RID, b"", b"\xc0"],
     ),
     ("update expired", RID, RequestUpdateResponse(RID, UpdateStatus.EXPIRED), [RID, b""]),
-    # TP publish (raftlog.rpc.topics)
+    # TP publish (raftlog.topics.wire)
     ("publish accepted", RID, PublishReply(PublishStatus.ACCEPTED), [RID, b"\x01"]),
     ("publish done", RID, PublishReply(PublishStatus.DONE, 7), [RID, b"\x01", b"\x07"]),
     (

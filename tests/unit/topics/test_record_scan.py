@@ -1,4 +1,4 @@
-"""The publish fast path (raftlog.record_scan) never decides differently from the full decoder.
+"""The publish fast path (raftlog.topics.record_scan) never decides unlike the full decoder.
 
 ``summarize_batch`` may decline (None) whatever it likes, but when it answers, the full
 decoder must accept the same bytes and its records must give the same per-topic positions,
@@ -11,8 +11,9 @@ import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raftlog.record_scan import BatchSummary, TopicShare, batch_fits, summarize_batch
-from raftlog.records import (
+from raftlog.topics.machine import check_entry
+from raftlog.topics.record_scan import BatchSummary, TopicShare, batch_fits, summarize_batch
+from raftlog.topics.records import (
     FLAG_AUTO_CREATE,
     MAGIC,
     Record,
@@ -23,10 +24,9 @@ from raftlog.records import (
     decode_entry,
     encode_command,
     encode_records,
-    stamp_append_time,
 )
-from raftlog.statemachine.topic_index import TopicState
-from raftlog.statemachine.topics import check_entry
+from raftlog.topics.stamp import stamp_append_time
+from raftlog.topics.state import TopicState
 
 
 def _expected(batch: RecordBatch) -> BatchSummary:

@@ -1,4 +1,4 @@
-"""The topic entry format (raftlog.records): vectors, round trips, errors, the leader stamp."""
+"""The topic entry format (topics/records.py): vectors, round trips, errors, the leader stamp."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from raftlog.records import (
+from raftlog.topics.records import (
     FLAG_AUTO_CREATE,
     HEADER_SIZE,
     MAGIC,
-    AppendClock,
     Record,
     RecordBatch,
     RecordFormatError,
@@ -21,13 +20,12 @@ from raftlog.records import (
     TopicCommand,
     TopicError,
     TopicProperties,
-    append_time_of,
     check_topic_name,
     decode_entry,
     encode_command,
     encode_records,
-    stamp_append_time,
 )
+from raftlog.topics.stamp import AppendClock, append_time_of, stamp_append_time
 
 ONE_RECORD = bytes.fromhex(
     "c1524c54"

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from test_topic_machine import Log, read
 
-from raftlog.records import Record, RecordId, TopicCommand, encode_command
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.statemachine.topic_counters import TopicTotals
-from raftlog.statemachine.topic_open import open_topic_machine
-from raftlog.statemachine.topics import TopicStateMachine
 from raftlog.storage.memory import MemorySnapshotStore
+from raftlog.topics.counters import TopicTotals
+from raftlog.topics.machine import TopicStateMachine
+from raftlog.topics.opening import open_topic_machine
+from raftlog.topics.records import Record, RecordId, TopicCommand, encode_command
 
 
 @pytest.fixture

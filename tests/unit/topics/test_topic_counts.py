@@ -10,9 +10,9 @@ import pytest
 from test_topic_machine import Log
 
 from raftlog.errors import RemoteProtocolError
-from raftlog.records import Record, TopicError
-from raftlog.rpc import topic_counts as tc
-from raftlog.statemachine.topics import TopicStateMachine
+from raftlog.topics import wire_counts as tc
+from raftlog.topics.machine import TopicStateMachine
+from raftlog.topics.records import Record, TopicError
 
 
 @pytest.fixture

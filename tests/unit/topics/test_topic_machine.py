@@ -11,7 +11,11 @@ import pytest
 
 from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import RecordsExpiredError
-from raftlog.records import (
+from raftlog.statemachine.composite import CompositeStateMachine
+from raftlog.storage.memory import MemoryLogStore, MemorySnapshotStore
+from raftlog.topics import wire as rpc
+from raftlog.topics.machine import TopicStateMachine, check_entry, snapshot_part
+from raftlog.topics.records import (
     Record,
     RecordBatch,
     RecordId,
@@ -21,12 +25,8 @@ from raftlog.records import (
     encode_clock_tick,
     encode_command,
     encode_records,
-    stamp_append_time,
 )
-from raftlog.rpc import topics as rpc
-from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.statemachine.topics import TopicStateMachine, check_entry, snapshot_part
-from raftlog.storage.memory import MemoryLogStore, MemorySnapshotStore
+from raftlog.topics.stamp import stamp_append_time
 
 
 class Log:
@@ -298,6 +298,16 @@ def test_catch_up_rebuilds_a_lost_or_stale_index_from_the_log(log: Log, tmp_path
             m.close()
 
 
+def state_map(retention_ms: int, created: int, low_water: list[int]) -> dict[str, object]:
+    """A topic's state in the snapshot (``raftlog.topics.state``, layout 3)."""
+    return {
+        "v": 3,
+        "retention_ms": retention_ms,
+        "created_index": created,
+        "low_water": low_water,
+    }
+
+
 def test_snapshots_are_exact_as_of_their_index(log: Log, machine: TopicStateMachine) -> None:
     created = log.create("t", retention_ms=50)
     log.publish(Record("t", b"1"), at=700)
@@ -306,16 +316,16 @@ def test_snapshots_are_exact_as_of_their_index(log: Log, machine: TopicStateMach
     log.add(encode_command(TopicCommand("delete", "t")))
     log.apply(machine)
     at = {i: msgpack.unpackb(machine.snapshot(i)) for i in range(0, log.store.last_index + 1)}
-    assert at[0] == {"v": 2, "time": 0, "topics": {}}
+    assert at[0] == {"v": 3, "time": 0, "topics": {}}
     # the low-water moves past the records the snapshot's log no longer holds
     # (the topic was deleted meanwhile, its records with it: no low-water to raise; a peer
     # restoring this snapshot deletes the topic again when it replays the delete)
     assert at[created + 1] == {
-        "v": 2,
+        "v": 3,
         "time": 700,
-        "topics": {"t": [50, None, created, None, 0, 0]},
+        "topics": {"t": state_map(50, created, [0, 0])},
     }
-    assert at[mid]["topics"] == {"t": [60, None, created, None, created, 0]}
+    assert at[mid]["topics"] == {"t": state_map(60, created, [created, 0])}
     assert at[mid + 1]["time"] == 800
     assert at[log.store.last_index]["topics"] == {}
 

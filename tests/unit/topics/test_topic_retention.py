@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 from test_topic_machine import Log, read, values
 
-from raftlog.client.topic_view import TopicBounds, TopicView
 from raftlog.entry import ENTRY_HEADER_SIZE
 from raftlog.errors import RecordsExpiredError
-from raftlog.records import (
+from raftlog.topics.client_view import TopicBounds, TopicView
+from raftlog.topics.machine import TopicStateMachine
+from raftlog.topics.records import (
     ClockTick,
     Record,
     RecordId,
@@ -21,7 +22,6 @@ from raftlog.records import (
     encode_clock_tick,
     encode_command,
 )
-from raftlog.statemachine.topics import TopicStateMachine
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Topic RPC frames (raftlog.rpc.topics): vectors, round trips, malformed input."""
+"""Topic RPC frames (raftlog.topics.wire): vectors, round trips, malformed input."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from raftlog.errors import RemoteProtocolError
-from raftlog.records import LoggedRecord, Record, RecordId, TopicError, TopicProperties
-from raftlog.rpc import topics as rpc
-from raftlog.rpc.topic_errors import encode_error
+from raftlog.topics import wire as rpc
+from raftlog.topics.records import LoggedRecord, Record, RecordId, TopicError, TopicProperties
+from raftlog.topics.wire_errors import encode_error
 
 REC = LoggedRecord(RecordId(7, 1), 1_700_000_000_123, Record("t", b"v", b"k", {"h": b"x"}, 5))
 
@@ -152,6 +152,7 @@ def test_describe_and_list_round_trip() -> None:
         "last": [9, 2],
         "last_append_time": 77,
         "max_record_bytes": None,
+        "description": None,
         "low_water": None,
         "published_bytes": 0,
         "log_clock": 0,

@@ -11,14 +11,15 @@ import pytest
 from test_topic_machine import Log, ids, read, values
 
 from raftlog.errors import TopicError, TransactionError
-from raftlog.records import Record, RecordId, TopicCommand, encode_command, stamp_append_time
-from raftlog.records_tx import TxControl, encode_tx_control, encode_tx_store
-from raftlog.rpc import topic_counts
-from raftlog.rpc import transactions as tx_rpc
-from raftlog.statemachine import topic_tx
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.statemachine.topics import TopicStateMachine
 from raftlog.storage.memory import MemorySnapshotStore
+from raftlog.topics import tx as topic_tx
+from raftlog.topics import wire_counts as topic_counts
+from raftlog.topics import wire_tx as tx_rpc
+from raftlog.topics.machine import TopicStateMachine
+from raftlog.topics.records import Record, RecordId, TopicCommand, encode_command
+from raftlog.topics.records_tx import TxControl, encode_tx_control, encode_tx_store
+from raftlog.topics.stamp import stamp_append_time
 
 
 class TxLog(Log):

@@ -1,4 +1,4 @@
-"""The leader's topic gate (raftlog.server.topics_hook) over a real topic state machine:
+"""The leader's topic gate (raftlog.topics.gate) over a real topic state machine:
 what gets stamped, what gets refused and why."""
 
 from __future__ import annotations
@@ -11,7 +11,11 @@ import pytest
 
 from raftlog.cluster_clock import encode_time_checkpoint
 from raftlog.entry import EntryType, LogEntry
-from raftlog.records import (
+from raftlog.storage.memory import MemoryLogStore
+from raftlog.topics.clock import TopicClock
+from raftlog.topics.gate import TopicGate
+from raftlog.topics.machine import TopicStateMachine
+from raftlog.topics.records import (
     Record,
     RecordBatch,
     TopicCommand,
@@ -20,12 +24,8 @@ from raftlog.records import (
     encode_clock_tick,
     encode_command,
     encode_records,
-    stamp_append_time,
 )
-from raftlog.server.topic_clock import TopicClock
-from raftlog.server.topics_hook import TopicGate
-from raftlog.statemachine.topics import TopicStateMachine
-from raftlog.storage.memory import MemoryLogStore
+from raftlog.topics.stamp import stamp_append_time
 
 RID = b"\x07" * 12
 

@@ -1,4 +1,4 @@
-"""Transaction entries (raftlog.records_tx), the leader's gate for them, their topic ACLs,
+"""Transaction entries (raftlog.topics.records_tx), the leader's gate for them, their topic ACLs,
 and their error answers: format round trips, refusals with clear codes."""
 
 from __future__ import annotations
@@ -15,7 +15,12 @@ from raftlog.errors import (
     TransactionLimitError,
     UnknownTransactionError,
 )
-from raftlog.records import (
+from raftlog.security.guard import topic_refusal
+from raftlog.security.policy import Principal, Role, TopicFilter
+from raftlog.storage.memory import MemoryLogStore
+from raftlog.topics.gate import TopicGate
+from raftlog.topics.machine import TopicStateMachine
+from raftlog.topics.records import (
     FLAG_AUTO_CREATE,
     HEADER_SIZE,
     Record,
@@ -23,9 +28,8 @@ from raftlog.records import (
     TopicCommand,
     decode_entry,
     encode_command,
-    stamp_append_time,
 )
-from raftlog.records_tx import (
+from raftlog.topics.records_tx import (
     MAX_TX_TIMEOUT_MS,
     TxControl,
     TxStore,
@@ -33,13 +37,9 @@ from raftlog.records_tx import (
     encode_tx_control,
     encode_tx_store,
 )
-from raftlog.rpc.topic_errors import encode_error, error_from
-from raftlog.rpc.topics import TYPE_PUBLISH
-from raftlog.security.guard import topic_refusal
-from raftlog.security.policy import Principal, Role, TopicFilter
-from raftlog.server.topics_hook import TopicGate
-from raftlog.statemachine.topics import TopicStateMachine
-from raftlog.storage.memory import MemoryLogStore
+from raftlog.topics.stamp import stamp_append_time
+from raftlog.topics.wire import TYPE_PUBLISH
+from raftlog.topics.wire_errors import encode_error, error_from
 
 
 def test_control_and_store_entries_round_trip() -> None:
@@ -126,7 +126,7 @@ def test_the_gate_checks_transactions_with_the_stamp_it_would_give(
     now[0] = 6_000  # the deadline (begin at 5000 + 1000 ms): refused before proposing
     assert isinstance(gate.prepare(encode_tx_control(TxControl("commit", "open"))),
                       TransactionExpiredError)
-    monkeypatch.setattr("raftlog.statemachine.topic_tx.MAX_OPEN_TRANSACTIONS", 1)
+    monkeypatch.setattr("raftlog.topics.tx.MAX_OPEN_TRANSACTIONS", 1)
     assert isinstance(gate.prepare(encode_tx_control(TxControl("begin", "other", 10))),
                       TransactionLimitError)
 

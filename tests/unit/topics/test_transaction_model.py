@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from test_topic_machine import read
 from test_topic_transactions import TxLog
 
-from raftlog.records import Record
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.statemachine.topics import TopicStateMachine
 from raftlog.storage.memory import MemorySnapshotStore
+from raftlog.topics.machine import TopicStateMachine
+from raftlog.topics.records import Record
 
 TXIDS = ("a", "b", "c")
 TOPICS = ("x", "y")

@@ -15,8 +15,15 @@ from test_topic_transactions import TxLog
 
 from raftlog.errors import TopicError, TransactionError
 from raftlog.metrics import PeerMetrics
-from raftlog.records import Record, stamp_append_time
-from raftlog.records_tx import (
+from raftlog.security.guard import RequestGuard
+from raftlog.security.policy import AccessPolicy, PolicyHolder, Principal, Role, TopicFilter
+from raftlog.statemachine.composite import CompositeStateMachine
+from raftlog.storage.memory import MemorySnapshotStore
+from raftlog.topics import wire as topic_rpc
+from raftlog.topics import wire_tx as tx_rpc
+from raftlog.topics.machine import TopicStateMachine
+from raftlog.topics.records import Record
+from raftlog.topics.records_tx import (
     Actor,
     TxControl,
     TxStore,
@@ -25,13 +32,7 @@ from raftlog.records_tx import (
     encode_tx_store,
     with_actor,
 )
-from raftlog.rpc import topics as topic_rpc
-from raftlog.rpc import transactions as tx_rpc
-from raftlog.security.guard import RequestGuard
-from raftlog.security.policy import AccessPolicy, PolicyHolder, Principal, Role, TopicFilter
-from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.statemachine.topics import TopicStateMachine
-from raftlog.storage.memory import MemorySnapshotStore
+from raftlog.topics.stamp import stamp_append_time
 
 ALICE = Actor("alice")
 BOB = Actor("bob")

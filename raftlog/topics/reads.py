@@ -35,18 +35,19 @@ from typing import Final, Protocol
 
 from raftlog.entry import ENTRY_HEADER_SIZE
 from raftlog.errors import RecordsExpiredError
-from raftlog.records import (
+from raftlog.topics import wire as rpc
+from raftlog.topics import wire_counts as topic_counts
+from raftlog.topics.commit import CommitRecords
+from raftlog.topics.index import TopicIndex, u64
+from raftlog.topics.records import (
     LoggedRecord,
     Record,
     RecordBatch,
     RecordFormatError,
     RecordId,
 )
-from raftlog.records_tx import TxControl, TxStore, decode_any_entry
-from raftlog.rpc import topic_counts
-from raftlog.rpc import topics as rpc
-from raftlog.statemachine.topic_commit import CommitRecords
-from raftlog.statemachine.topic_index import TopicIndex, TopicState, u64
+from raftlog.topics.records_tx import TxControl, TxStore, decode_any_entry
+from raftlog.topics.state import TopicState
 
 READ_BUDGET: Final = 4 * 1024 * 1024
 """Record bytes per read answer (at least one record is always sent)."""

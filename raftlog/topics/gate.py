@@ -5,7 +5,7 @@ only the proposer can keep it out; the state machine sees entries after they com
 Why a publish is an update: the core's RequestUpdate path already gives idempotency (a
 request id is appended at most once, across leader changes), the "accepted"/"done"
 answers and the "not leader" answers on step-down. So both ways in -- ``TP`` (the publish
-RPC, ``raftlog.rpc.topics``) and ``=`` RequestUpdate whose data is a topic entry (what a
+RPC, ``raftlog.topics.wire``) and ``=`` RequestUpdate whose data is a topic entry (what a
 plain or reference client sends) -- are one path in ``ClientService``, and this gate is
 what that path asks:
 
@@ -30,19 +30,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from raftlog.entry import REQUEST_ID_SIZE
-from raftlog.record_scan import batch_fits, summarize_batch
-from raftlog.records import (
-    AppendClock,
-    ClockTick,
-    RecordFormatError,
-    TopicError,
-    is_topic_data,
-)
-from raftlog.records_tx import TxControl, TxStore, decode_any_entry
-from raftlog.rpc.topics import bad_request
 from raftlog.server.disk_guard import DiskGuard
-from raftlog.statemachine.topic_index import TopicState
-from raftlog.statemachine.topic_rules import check_entry
+from raftlog.topics.record_scan import batch_fits, summarize_batch
+from raftlog.topics.records import ClockTick, RecordFormatError, TopicError, is_topic_data
+from raftlog.topics.records_tx import TxControl, TxStore, decode_any_entry
+from raftlog.topics.rules import check_entry
+from raftlog.topics.stamp import AppendClock
+from raftlog.topics.state import TopicState
+from raftlog.topics.wire import bad_request
 
 
 class TopicView(Protocol):
@@ -100,7 +95,7 @@ class TopicGate:
             return exc
         if entry is None:  # unreachable: the magic was checked
             return data
-        if isinstance(entry, ClockTick):  # issue #11: the leader's own (raftlog.server.topic_clock)
+        if isinstance(entry, ClockTick):  # issue #11: the leader's own (raftlog.topics.clock)
             return RecordFormatError("clock ticks are appended by the leader only")
         now = self._now_ms()
         if isinstance(entry, TxControl | TxStore):  # the stamp it would get decides expiry
@@ -117,7 +112,7 @@ class TopicGate:
         if len(msg_id) != REQUEST_ID_SIZE:
             return bad_request(f"the id frame of TP must be a {REQUEST_ID_SIZE}-byte request id")
         if len(args) != 1 or not is_topic_data(args[0]):
-            return bad_request("TP takes exactly one frame: a topic entry (raftlog.records)")
+            return bad_request("TP takes exactly one frame: a topic entry (raftlog.topics.records)")
         if len(args[0]) > self._max_data:
             return TopicError(
                 "EntryTooLarge",

@@ -1,15 +1,15 @@
 """``check_entry``: whether a topic entry is acceptable given the topics, one function for
-the leader's gate (before proposing, ``raftlog.server.topics_hook``) and for every peer's
-apply (``raftlog.statemachine.topics``), so the two cannot disagree."""
+the leader's gate (before proposing, ``raftlog.topics.gate``) and for every peer's
+apply (``raftlog.topics.machine``), so the two cannot disagree."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from raftlog.errors import TopicError
-from raftlog.records import ClockTick, TopicCommand, TopicEntry
-from raftlog.records_tx import TxControl, TxEntry
-from raftlog.statemachine.topic_index import TopicState
+from raftlog.topics.records import ClockTick, TopicCommand, TopicEntry
+from raftlog.topics.records_tx import TxControl, TxEntry
+from raftlog.topics.state import TopicState
 
 
 def check_entry(

@@ -31,10 +31,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from raftlog.client.sync_topics import SyncTopicClient
 from raftlog.errors import TopicError
-from raftlog.records import Record, RecordId
-from raftlog.rpc.topics import TopicInfo
+from raftlog.topics.records import Record, RecordId
+from raftlog.topics.sync_client import SyncTopicClient
+from raftlog.topics.wire import TopicInfo
 
 
 @dataclass(frozen=True, slots=True)

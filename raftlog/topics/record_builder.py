@@ -1,12 +1,12 @@
 """``make_record``: a ``Record`` with the client's defaults, shared by plain publishes
-(``raftlog.client.topics``) and transactional stores (``raftlog.client.transactions``)."""
+(``raftlog.topics.client``) and transactional stores (``raftlog.topics.client_tx``)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
 
-from raftlog.records import Record
+from raftlog.topics.records import Record
 
 
 def make_record(

@@ -1,6 +1,6 @@
 """Transactions in the topic machine (issue #18): the deterministic rules and their state.
 
-Every peer applies the same transaction entries (``raftlog.records_tx``) in the same order
+Every peer applies the same transaction entries (``raftlog.topics.records_tx``) in the same order
 with the same log clock, so every peer opens, stores into, commits, rolls back and times out
 exactly the same transactions at the same indexes. The rules (each refusal is deterministic,
 counted, and reported to a ``TP`` publisher through ``refusal_at``):
@@ -11,7 +11,7 @@ counted, and reported to a ``TP`` publisher through ``refusal_at``):
 * the log clock moves with every stamped topic entry; *before* an entry is applied, every
   open transaction whose deadline is at or below the new clock times out (at that entry's
   index). Timeouts therefore never read a peer's wall clock: the leader's clock ticks
-  (``raftlog.server.topic_clock``, fed by ``next_deadline``) make them happen on an idle
+  (``raftlog.topics.clock``, fed by ``next_deadline``) make them happen on an idle
   cluster, like retention.
 * ownership (issue #25): the begin's actor (``records_tx.Actor``, written by the request
   guard from the authenticated key) owns the transaction; a store, commit or rollback whose
@@ -56,9 +56,9 @@ from typing import Any, Final
 import msgpack
 
 from raftlog.errors import TopicError, TransactionError, transaction_error
-from raftlog.records_tx import TxControl, TxStore
-from raftlog.rpc.transactions import TransactionInfo, TxState
-from raftlog.statemachine.topic_index import TopicIndex, u64
+from raftlog.topics.index import TopicIndex, u64
+from raftlog.topics.records_tx import TxControl, TxStore
+from raftlog.topics.wire_tx import TransactionInfo, TxState
 
 MAX_OPEN_TRANSACTIONS: Final = 1000
 """Open transactions at once (each pins log compaction at its begin until it ends)."""

@@ -7,7 +7,7 @@ plus the records' TTLs. Building a frozen ``Record`` for each record to get ther
 about three quarters of a microsecond per record, three or four times per publish
 (measured with py-spy on a 3-peer cluster: decoding was the leader's largest CPU item).
 
-:func:`summarize_batch` accepts exactly what ``raftlog.records.decode_entry`` accepts as a
+:func:`summarize_batch` accepts exactly what ``raftlog.topics.records.decode_entry`` accepts as a
 record batch, and nothing it would refuse; where it is unsure (anything it does not
 recognise as a plain, valid batch) it returns None and the caller takes the full decoder,
 which then produces the precise error. So the fast path can never change a decision, only
@@ -22,7 +22,7 @@ from typing import Final, Protocol
 
 import msgpack
 
-from raftlog.records import (
+from raftlog.topics.records import (
     _HEADER,
     FLAG_AUTO_CREATE,
     HEADER_SIZE,
@@ -163,7 +163,7 @@ class _WithProperties(Protocol):
 def batch_fits(
     summary: BatchSummary, topics: Mapping[str, _WithProperties], auto_create: bool
 ) -> bool:
-    """Would ``raftlog.statemachine.topics.check_entry`` accept the record batch ``summary``
+    """Would ``raftlog.topics.machine.check_entry`` accept the record batch ``summary``
     describes (missing topics allowed with ``auto_create``)? False: decode the batch in full
     for the precise refusal."""
     for name, share in summary.topics.items():

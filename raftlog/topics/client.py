@@ -9,7 +9,7 @@ Usage::
         result = await topics.read("orders", from_index=rid.index)
 
 A publish is one STATE entry built by :func:`publish_data` (a batch is atomic: one entry,
-all records or none). It is sent with the ``TP`` RPC (``raftlog.rpc.topics``), which is
+all records or none). It is sent with the ``TP`` RPC (``raftlog.topics.wire``), which is
 RequestUpdate plus a "refused" answer, so a publish to an unknown topic fails at once with
 a ``TopicError`` instead of timing out. ``client.request_update(publish_data(...))`` also
 works -- the data is the same -- but a refused update gets no answer there (§10.3).
@@ -28,15 +28,19 @@ from types import TracebackType
 from typing import Literal
 
 from raftlog.client.client import RaftClient
-from raftlog.client.record_builder import make_record
 from raftlog.client.routing import WAIT, Done, Outcome, Redirect
-from raftlog.client.topic_stream import POLL_INTERVAL, subscribe
-from raftlog.client.transactions import Transaction, begin_data, new_txid
 from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.errors import RequestExpiredError, TopicError, TransactionExistsError
-from raftlog.records import (
+from raftlog.topics import wire as rpc
+from raftlog.topics import wire_counts as topic_counts
+from raftlog.topics import wire_tx as tx_rpc
+from raftlog.topics.client_stream import POLL_INTERVAL, subscribe
+from raftlog.topics.client_tx import Transaction, begin_data, new_txid
+from raftlog.topics.record_builder import make_record
+from raftlog.topics.records import (
     AdminOp,
     LoggedRecord,
+    PropertyValue,
     Record,
     RecordId,
     TopicCommand,
@@ -44,10 +48,7 @@ from raftlog.records import (
     encode_command,
     encode_records,
 )
-from raftlog.records_tx import Actor
-from raftlog.rpc import topic_counts
-from raftlog.rpc import topics as rpc
-from raftlog.rpc import transactions as tx_rpc
+from raftlog.topics.records_tx import Actor
 
 __all__ = ["TopicClient", "admin_data", "make_record", "publish_data"]
 
@@ -58,7 +59,7 @@ def publish_data(records: Sequence[Record]) -> bytes:
 
 
 def admin_data(
-    op: AdminOp, topic: str, properties: Mapping[str, int | None] | None = None
+    op: AdminOp, topic: str, properties: Mapping[str, PropertyValue] | None = None
 ) -> bytes:
     """Entry data of a topic admin command (``create`` / ``update`` / ``delete``)."""
     return encode_command(TopicCommand(op, topic, dict(properties or {})))
@@ -185,12 +186,16 @@ class TopicClient:
         retention_ms: int | None = None,
         max_bytes: int | None = None,
         max_record_bytes: int | None = None,
+        properties: Mapping[str, PropertyValue] | None = None,
         exist_ok: bool = False,
         timeout: float | None = None,
     ) -> int | None:
         """Create a topic; the index of the create command. With ``exist_ok`` an existing
-        topic is not an error (None is returned; its properties are left as they are)."""
-        props = TopicProperties(retention_ms, max_bytes, max_record_bytes).as_dict()
+        topic is not an error (None is returned; its properties are left as they are).
+        ``properties`` sets any topic property by name (``TopicProperties``), the keywords
+        the common limits."""
+        limits = TopicProperties(retention_ms, max_bytes, max_record_bytes)
+        props = limits.updated(properties or {}).as_dict()
         try:
             return await self.propose(admin_data("create", name, props), timeout=timeout)
         except TopicError as exc:
@@ -199,7 +204,7 @@ class TopicClient:
             raise
 
     async def update_topic(
-        self, name: str, changes: Mapping[str, int | None], *, timeout: float | None = None
+        self, name: str, changes: Mapping[str, PropertyValue], *, timeout: float | None = None
     ) -> int:
         """Change the given properties only (None removes a limit)."""
         return await self.propose(admin_data("update", name, changes), timeout=timeout)
@@ -207,7 +212,7 @@ class TopicClient:
     async def delete_topic(self, name: str, *, timeout: float | None = None) -> int:
         return await self.propose(admin_data("delete", name), timeout=timeout)
 
-    # -- transactions (issue #18; raftlog.client.transactions) ------------------------------
+    # -- transactions (issue #18; raftlog.topics.client_tx) ------------------------------
     async def begin_transaction(
         self,
         *,
@@ -287,7 +292,7 @@ class TopicClient:
         timeout: float | None = None,
         wait_ms: int = 0,
     ) -> rpc.ReadResult:
-        """Records of ``topic`` from a record id or an append time (see ``raftlog.rpc.topics``
+        """Records of ``topic`` from a record id or an append time (see ``raftlog.topics.wire``
         ``TR``), from peer ``url`` or, by default, the leader. ``from_index`` (with
         ``from_position``) is inclusive unless ``inclusive=False``; neither start: the
         oldest retained record. A start below what retention removed raises
@@ -319,7 +324,7 @@ class TopicClient:
     ) -> AsyncIterator[LoggedRecord]:
         """Records of ``topics`` from an index (inclusive), a time or the end; catch up,
         then live -- the same records ``read`` gives (see
-        :func:`raftlog.client.topic_stream.subscribe`)."""
+        :func:`raftlog.topics.client_stream.subscribe`)."""
         return subscribe(
             self,
             topics,
@@ -360,7 +365,7 @@ class TopicClient:
     ) -> topic_counts.CountsResult:
         """Records per index bucket of ``step`` entries in ``[from_index, to_index]``, from
         the topic index of peer ``url`` (default: the leader) without reading entries
-        (``TC``, :mod:`raftlog.rpc.topic_counts`): what a parallel reader balances its
+        (``TC``, :mod:`raftlog.topics.wire_counts`): what a parallel reader balances its
         tasks by. Raises ``TopicError`` (``UnknownTopic``) for a topic that does not exist,
         ``ClusterUnavailableError`` when the peer does not answer (peers without ``TC``)."""
         req = topic_counts.CountsRequest(

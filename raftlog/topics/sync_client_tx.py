@@ -1,4 +1,4 @@
-"""``SyncTransaction``: the blocking twin of :class:`raftlog.client.transactions.Transaction`.
+"""``SyncTransaction``: the blocking twin of :class:`raftlog.topics.client_tx.Transaction`.
 
 Usage::
 
@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
-from raftlog.client.transactions import Transaction
-from raftlog.records import Record
-from raftlog.rpc.transactions import TransactionInfo
+from raftlog.topics.client_tx import Transaction
+from raftlog.topics.records import Record
+from raftlog.topics.wire_tx import TransactionInfo
 
 Runner = Callable[[Coroutine[Any, Any, Any]], Any]
 """Runs a coroutine on the client's loop and returns its result (``SyncTopicClient._run``)."""

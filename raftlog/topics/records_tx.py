@@ -1,6 +1,6 @@
 """Transaction entries: records stored under a transaction, then committed or rolled back (#18).
 
-Two more kinds of topic entry (``raftlog.records``; same 15-byte header, so the wire
+Two more kinds of topic entry (``raftlog.topics.records``; same 15-byte header, so the wire
 protocol is untouched and a reference peer replicates them as opaque STATE data):
 
 * kind 04, transaction control: body ``[op: str, txid: str, timeout_ms: uint | nil(,
@@ -19,7 +19,7 @@ an actor (a plaintext cluster, or older entries) a transaction has no owner.
 
 A transaction id is 1-128 characters of ``A-Z a-z 0-9 . _ : -``, chosen by the client (the
 clients default to a random UUID). Meanings, visibility and message ids: docs/topics.md
-"Transactions"; the rules are applied by ``raftlog.statemachine.topic_tx``.
+"Transactions"; the rules are applied by ``raftlog.topics.tx``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Final, Literal, TypeAlias
 
 import msgpack
 
-from raftlog.records import (
+from raftlog.topics.records import (
     _HEADER,
     _KNOWN_FLAGS,
     FLAG_AUTO_CREATE,
@@ -49,7 +49,7 @@ from raftlog.records import (
 )
 
 KIND_TX: Final = 4
-KIND_TX_STORE: Final = 5  # ``raftlog.records.stamp_append_time`` may flag it AUTO_CREATE
+KIND_TX_STORE: Final = 5  # ``raftlog.topics.stamp.stamp_append_time`` may flag it AUTO_CREATE
 
 TX_OPS: Final = ("begin", "commit", "rollback")
 TxOp: TypeAlias = Literal["begin", "commit", "rollback"]
@@ -225,7 +225,7 @@ def decode_tx_body(kind: int, flags: int, append_time: int, body: object) -> TxE
 
 
 def decode_any_entry(data: bytes) -> TopicEntry | TxEntry | None:
-    """Any topic entry, transaction kinds included (``raftlog.records.decode_entry``'s
+    """Any topic entry, transaction kinds included (``raftlog.topics.records.decode_entry``'s
     rules otherwise): None without the magic, ``RecordFormatError`` when malformed."""
     if len(data) <= HEADER_SIZE or data[:4] != MAGIC or data[5] not in (KIND_TX, KIND_TX_STORE):
         return decode_entry(data)

@@ -2,12 +2,12 @@
 
 Every peer applies the same committed entries in the same order, so every peer builds the
 same index and serves records in the same order. Rules applied to each STATE entry carrying
-a topic entry (``raftlog.records``), deterministic because they depend on the log alone:
+a topic entry (``raftlog.topics.records``), deterministic because they depend on the log alone:
 
 * record batch: refused as a whole (not indexed) if a record names a topic that does not
   exist -- unless the leader set AUTO_CREATE, which creates it with default properties --
   or exceeds its topic's ``max_record_bytes``. The leader checks the same rules before
-  proposing (``raftlog.server.topics_hook``), so a refusal here only happens when an admin
+  proposing (``raftlog.topics.gate``), so a refusal here only happens when an admin
   command committed in between, or when the entry came through a leader that does not check.
 * the log clock = max(leader's stamp, previous log clock) over every stamped topic entry
   (records, admin commands, clock ticks): non-decreasing in log order even across leaders
@@ -43,8 +43,16 @@ from typing import Any, Final
 
 from raftlog.entry import ENTRY_HEADER_SIZE, EntryType, decode_time_checkpoint
 from raftlog.errors import TopicError, TransactionError
-from raftlog.record_scan import BatchSummary, batch_fits, summarize_batch
-from raftlog.records import (
+from raftlog.storage.base import SnapshotStore
+from raftlog.topics import wire as rpc
+from raftlog.topics import wire_counts as topic_counts
+from raftlog.topics import wire_tx as tx_rpc
+from raftlog.topics.commit import plan_commit
+from raftlog.topics.counters import TopicCounters
+from raftlog.topics.index import TopicIndex, group_by_topic
+from raftlog.topics.reads import EntrySource, TopicReader
+from raftlog.topics.record_scan import BatchSummary, batch_fits, summarize_batch
+from raftlog.topics.records import (
     MAGIC,
     ClockTick,
     RecordBatch,
@@ -52,19 +60,12 @@ from raftlog.records import (
     TopicCommand,
     TopicProperties,
 )
-from raftlog.records_tx import TxControl, TxStore, decode_any_entry
-from raftlog.rpc import topic_counts
-from raftlog.rpc import topics as rpc
-from raftlog.rpc import transactions as tx_rpc
-from raftlog.statemachine.topic_commit import plan_commit
-from raftlog.statemachine.topic_counters import TopicCounters
-from raftlog.statemachine.topic_index import TopicIndex, TopicState, group_by_topic
-from raftlog.statemachine.topic_reads import EntrySource, TopicReader
-from raftlog.statemachine.topic_requests import answer_request
-from raftlog.statemachine.topic_rules import check_entry
-from raftlog.statemachine.topic_snapshot import build_snapshot, parse_snapshot, snapshot_part
-from raftlog.statemachine.topic_tx import Finished, TransactionTable
-from raftlog.storage.base import SnapshotStore
+from raftlog.topics.records_tx import TxControl, TxStore, decode_any_entry
+from raftlog.topics.requests import answer_request
+from raftlog.topics.rules import check_entry
+from raftlog.topics.snapshot import build_snapshot, parse_snapshot, snapshot_part
+from raftlog.topics.state import TopicState
+from raftlog.topics.tx import Finished, TransactionTable
 
 NAME: Final = "topics"
 TOPICS_DIR: Final = "topics"

@@ -12,14 +12,18 @@ It also carries the transactions open at the snapshot index with their stores' d
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Final
 
 import msgpack
 
-from raftlog.records import RecordId, TopicProperties
-from raftlog.statemachine.topic_index import TopicIndex, TopicState
+from raftlog.topics.index import TopicIndex
+from raftlog.topics.records import RecordId
+from raftlog.topics.state import TopicState, decode_state, encode_state
 
-SNAPSHOT_VERSION: Final = 2
+SNAPSHOT_VERSION: Final = 3
+"""3: each topic's state is the named map of ``state.encode_state`` (1 and 2, positional
+lists, are still read)."""
 
 
 def build_snapshot(
@@ -39,15 +43,7 @@ def build_snapshot(
         last = next(index_db.entries_before(name, index + 1), None)
         if last is not None and last.index >= state.created_index:
             low = max(low, RecordId(last.index, last.positions[-1] + 1))
-        props = state.properties
-        body["topics"][name] = [
-            props.retention_ms,
-            props.max_bytes,
-            state.created_index,
-            props.max_record_bytes,
-            low.index,
-            low.position,
-        ]
+        body["topics"][name] = encode_state(replace(state, low_water=low))
     packed: bytes = msgpack.packb(body)
     return packed
 
@@ -59,20 +55,9 @@ def parse_snapshot(data: bytes) -> tuple[dict[str, TopicState], int, list[list[A
     if not data:
         return {}, 0, []
     body = msgpack.unpackb(data, raw=False)
-    if not isinstance(body, dict) or body.get("v") not in (1, SNAPSHOT_VERSION):
+    if not isinstance(body, dict) or body.get("v") not in (1, 2, SNAPSHOT_VERSION):
         raise ValueError("unsupported topic snapshot format")
-    topics: dict[str, TopicState] = {}
-    for name, fields in body["topics"].items():
-        if body["v"] == 1:  # max_bytes was the per-record limit then
-            retention, max_record, created = fields
-            topics[name] = TopicState(TopicProperties(retention, None, max_record), created)
-            continue
-        retention, max_bytes, created, max_record, low_index, low_position = fields
-        topics[name] = TopicState(
-            TopicProperties(retention, max_bytes, max_record),
-            created,
-            RecordId(low_index, low_position),
-        )
+    topics = {name: decode_state(fields) for name, fields in body["topics"].items()}
     open_transactions = body.get("tx", [])
     if not isinstance(open_transactions, list):
         raise ValueError("unsupported topic snapshot format (transactions)")

@@ -35,8 +35,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from raftlog.records import Record, RecordId
-from raftlog.statemachine.topic_index import EntryRecords, TopicState
+from raftlog.topics.index import EntryRecords
+from raftlog.topics.records import Record, RecordId
+from raftlog.topics.state import TopicState
 
 MAX_SEED_ENTRIES: Final = 10_000_000
 """Entries walked at most to seed one topic (a safety bound: a bigger topic's count starts

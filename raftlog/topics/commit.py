@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from raftlog.errors import TopicError
-from raftlog.records import Record
-from raftlog.records_tx import TxStore
-from raftlog.statemachine.topic_index import TopicState, group_by_topic
+from raftlog.topics.index import group_by_topic
+from raftlog.topics.records import Record
+from raftlog.topics.records_tx import TxStore
+from raftlog.topics.state import TopicState
 
 
 def gather_records(

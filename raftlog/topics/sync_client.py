@@ -24,14 +24,14 @@ from typing import Any, Literal
 
 from raftlog.client.models import DEFAULT_TIMEOUT
 from raftlog.client.sync import SyncRaftClient
-from raftlog.client.sync_transactions import SyncTransaction
-from raftlog.client.topic_stream import POLL_INTERVAL
-from raftlog.client.topics import TopicClient
 from raftlog.errors import ClientClosedError
-from raftlog.records import LoggedRecord, Record, RecordId
-from raftlog.rpc import topics as rpc
-from raftlog.rpc.transactions import TransactionInfo
 from raftlog.security.settings import CurveClient
+from raftlog.topics import wire as rpc
+from raftlog.topics.client import TopicClient
+from raftlog.topics.client_stream import POLL_INTERVAL
+from raftlog.topics.records import LoggedRecord, PropertyValue, Record, RecordId
+from raftlog.topics.sync_client_tx import SyncTransaction
+from raftlog.topics.wire_tx import TransactionInfo
 
 
 async def _next(stream: AsyncIterator[LoggedRecord]) -> LoggedRecord | None:
@@ -211,6 +211,7 @@ class SyncTopicClient:
         retention_ms: int | None = None,
         max_bytes: int | None = None,
         max_record_bytes: int | None = None,
+        properties: Mapping[str, PropertyValue] | None = None,
         exist_ok: bool = False,
         timeout: float | None = None,
     ) -> int | None:
@@ -221,6 +222,7 @@ class SyncTopicClient:
                 retention_ms=retention_ms,
                 max_bytes=max_bytes,
                 max_record_bytes=max_record_bytes,
+                properties=properties,
                 exist_ok=exist_ok,
                 timeout=timeout,
             )
@@ -228,7 +230,7 @@ class SyncTopicClient:
         return result
 
     def update_topic(
-        self, name: str, changes: Mapping[str, int | None], *, timeout: float | None = None
+        self, name: str, changes: Mapping[str, PropertyValue], *, timeout: float | None = None
     ) -> int:
         """See :meth:`TopicClient.update_topic`."""
         result: int = self._run(self._topics.update_topic(name, changes, timeout=timeout))

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from raftlog.statemachine.topic_reads import EntrySource
-from raftlog.statemachine.topics import TopicStateMachine
 from raftlog.storage.base import SnapshotStore
+from raftlog.topics.machine import TopicStateMachine
+from raftlog.topics.reads import EntrySource
 
 __all__ = ["open_topic_machine"]
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
 
 from raftlog.errors import QuotaExceededError, TopicError
-from raftlog.records import MAX_POSITION, MAX_UINT, LoggedRecord, RecordId
-from raftlog.rpc.topics import DEFAULT_READ_LIMIT, ReadResult, TopicInfo
+from raftlog.topics.records import MAX_POSITION, MAX_UINT, LoggedRecord, RecordId
+from raftlog.topics.wire import DEFAULT_READ_LIMIT, ReadResult, TopicInfo
 
 ORIGIN: Final = RecordId(0, 0)
 POLL_INTERVAL: Final = 0.1
@@ -38,7 +38,7 @@ WAIT_MS: Final = 5000
 
 
 class TopicClient(Protocol):
-    """What ``subscribe`` needs of ``raftlog.client.topics.TopicClient`` (a Protocol, so this
+    """What ``subscribe`` needs of ``raftlog.topics.client.TopicClient`` (a Protocol, so this
     module and that one do not import each other): the very reads the read API makes."""
 
     async def read(

@@ -7,7 +7,7 @@ travel as float64 (decoders accept integral doubles); record frames use plain in
 
 ``TP`` publish -- leader only; exactly RequestUpdate (§10.3) plus one answer:
 
-    request   [reqid(12), "TP", ident, data]          data: a topic entry (raftlog.records)
+    request   [reqid(12), "TP", ident, data]          data: a topic entry (raftlog.topics.records)
     response  [reqid, 01]                             accepted, not yet applied (interim)
               [reqid, 01, json index]                 done: the entry's log index
               [reqid, "", json leader-id | nil]       not the leader
@@ -41,7 +41,7 @@ the last record retention removed), ``published_bytes``, ``log_clock`` and ``app
 
 ``TL`` list -- any peer: ``[id, "TL", ident]`` -> ``[id, 01, json [name, ...]]`` (sorted).
 
-Errors are ``{name, message}`` maps; names are ``raftlog.records.TopicError`` codes, plus
+Errors are ``{name, message}`` maps; names are ``raftlog.topics.records.TopicError`` codes, plus
 ``BadRequest`` for a malformed request. Consistency: a peer answers from its own applied
 state (sequentially consistent on followers; at the leader every update it has answered
 "done" is visible -- read-your-writes -- though without a quorum round a deposed leader
@@ -59,18 +59,6 @@ from typing import Any, Final
 import msgpack
 
 from raftlog.errors import LocalProtocolError, RemoteProtocolError
-from raftlog.records import (
-    MAX_POSITION,
-    MAX_UINT,
-    LoggedRecord,
-    Record,
-    RecordFormatError,
-    RecordId,
-    TopicError,
-    TopicProperties,
-    check_record,
-    check_topic_name,
-)
 from raftlog.rpc.frames import (
     FALSE_FRAME,
     JSON_NULL,
@@ -80,7 +68,21 @@ from raftlog.rpc.frames import (
     json_to_uint,
     pack_json,
 )
-from raftlog.rpc.topic_errors import check_status, error_from, error_map, record_id
+from raftlog.topics.records import (
+    MAX_POSITION,
+    MAX_UINT,
+    PROPERTY_NAMES,
+    LoggedRecord,
+    Record,
+    RecordFormatError,
+    RecordId,
+    TopicError,
+    TopicProperties,
+    check_properties,
+    check_record,
+    check_topic_name,
+)
+from raftlog.topics.wire_errors import check_status, error_from, error_map, record_id
 
 TYPE_PUBLISH: Final = b"TP"
 TYPE_READ: Final = b"TR"
@@ -385,16 +387,16 @@ def decode_describe_response(frames: Sequence[bytes]) -> TopicInfo:
     body = decode_json(frames[1], 1)
     if not isinstance(body, dict) or not isinstance(body.get("name"), str):
         raise RemoteProtocolError("topic info must be a map with a name", 1)
-
     def optional(key: str) -> int | None:
         value = body.get(key)
         return None if value is None else json_to_uint(value, 1, key)
-
+    try:  # every property by its kind: a new property needs no change here
+        props = check_properties({n: body.get(n) for n in PROPERTY_NAMES}, "update")
+    except TopicError as exc:
+        raise RemoteProtocolError(str(exc), 1) from None
     return TopicInfo(
         name=body["name"],
-        properties=TopicProperties(
-            optional("retention_ms"), optional("max_bytes"), optional("max_record_bytes")
-        ),
+        properties=TopicProperties().updated(props),
         created_index=json_to_uint(body.get("created_index"), 1, "created_index"),
         first=record_id(body.get("first"), 1),
         last=record_id(body.get("last"), 1),

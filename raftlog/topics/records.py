@@ -7,7 +7,7 @@ data. Layout of the entry *data*::
     offset 0   4 bytes  magic  c1 52 4c 54  ("\\xc1RLT")
     offset 4   1 byte   version: 01
     offset 5   1 byte   kind: 01 record batch, 02 topic admin command, 03 clock tick, 04/05
-                        transaction control / store (``raftlog.records_tx``)
+                        transaction control / store (``raftlog.topics.records_tx``)
     offset 6   1 byte   flags: bit 0 AUTO_CREATE (set by the leader only); bits 1-7 zero
     offset 7   8 bytes  append time: ms since the Unix epoch, unsigned big-endian,
                         0 when not stamped (clients send 0; the leader stamps it)
@@ -26,7 +26,7 @@ Bodies (MessagePack, strings as str, bytes as bin):
   ``create`` / ``update`` (only the keys it carries) / ``delete`` (empty map); properties
   ``retention_ms``, ``max_bytes`` (size retention), ``max_record_bytes`` (largest record),
   each a uint >= 1 or nil (no limit). Meanings: docs/topics.md.
-* clock tick (kind 03): body nil; the leader's only (``raftlog.server.topic_clock``), so
+* clock tick (kind 03): body nil; the leader's only (``raftlog.topics.clock``), so
   retention, which runs on the append times in the log, advances on an idle cluster.
 
 A record's id is ``(log index, position in the entry)``: ``RecordId`` sorts in log order,
@@ -38,8 +38,8 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Final, Literal, TypeAlias
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Final, Literal, TypeAlias
 
 import msgpack
 
@@ -62,7 +62,12 @@ MAX_UINT: Final = (1 << 53) - 1
 JavaScript's included."""
 MAX_POSITION: Final = (1 << 32) - 1
 TOPIC_NAME_RE: Final = re.compile(r"[A-Za-z0-9._-]{1,249}")
-PROPERTY_NAMES: Final = ("retention_ms", "max_bytes", "max_record_bytes")
+PropertyValue: TypeAlias = int | str | None
+"""A topic property's value: a limit (uint) or a text; None: unset."""
+MAX_PROPERTY_TEXT: Final = 1024
+"""Largest text property, in UTF-8 bytes (it is stored in every version row and snapshot)."""
+_UINT: Final = {"kind": "uint"}
+_TEXT: Final = {"kind": "text"}
 AdminOp: TypeAlias = Literal["create", "update", "delete"]
 ADMIN_OPS: Final = ("create", "update", "delete")
 
@@ -123,27 +128,34 @@ class LoggedRecord:
 class TopicProperties:
     """A topic's retention and limits; every limit is optional (None: none)."""
 
-    retention_ms: int | None = None
+    retention_ms: int | None = field(default=None, metadata=_UINT)
     """Records expire this long after their append time (None: never)."""
-    max_bytes: int | None = None
+    max_bytes: int | None = field(default=None, metadata=_UINT)
     """Size retention (Kafka's ``retention.bytes``): the newest records whose sizes add up
     to at most this are kept, the older ones expire (None: no size limit)."""
-    max_record_bytes: int | None = None
+    max_record_bytes: int | None = field(default=None, metadata=_UINT)
     """Largest ``Record.size`` accepted (None: only the log's entry size limit)."""
+    description: str | None = field(default=None, metadata=_TEXT)
+    """What the topic is for, for people (at most ``MAX_PROPERTY_TEXT`` bytes of UTF-8); no
+    rule reads it."""
 
-    def updated(self, changes: Mapping[str, int | None]) -> TopicProperties:
-        return TopicProperties(
-            changes.get("retention_ms", self.retention_ms),
-            changes.get("max_bytes", self.max_bytes),
-            changes.get("max_record_bytes", self.max_record_bytes),
-        )
+    def updated(self, changes: Mapping[str, PropertyValue]) -> TopicProperties:
+        """These properties with ``changes`` applied (a name absent from it keeps its value)."""
+        known: dict[str, Any] = {n: v for n, v in changes.items() if n in PROPERTY_NAMES}
+        return replace(self, **known)  # values were checked by ``check_properties``
 
-    def as_dict(self) -> dict[str, int | None]:
-        return {
-            "retention_ms": self.retention_ms,
-            "max_bytes": self.max_bytes,
-            "max_record_bytes": self.max_record_bytes,
-        }
+    def as_dict(self) -> dict[str, PropertyValue]:
+        """Every property by name (unset ones as None), in declaration order."""
+        return {name: getattr(self, name) for name in PROPERTY_NAMES}
+
+
+PROPERTY_KINDS: Final[Mapping[str, str]] = {
+    f.name: f.metadata["kind"] for f in fields(TopicProperties)
+}
+"""Every topic property and its kind (``uint``: a limit in 1 .. 2^53-1; ``text``): what the
+admin command codec, the wire, the REST API and the stored state all follow, so a new
+property is one field above."""
+PROPERTY_NAMES: Final = tuple(PROPERTY_KINDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +173,7 @@ class RecordBatch:
 class TopicCommand:
     op: AdminOp
     topic: str
-    properties: Mapping[str, int | None] = field(default_factory=dict)
+    properties: Mapping[str, PropertyValue] = field(default_factory=dict)
     append_time_ms: int = 0
 
 
@@ -190,29 +202,43 @@ def check_topic_name(name: object) -> str:
     return name
 
 
-def check_properties(props: object, op: AdminOp) -> dict[str, int | None]:
-    """Known property names only, each a uint in 1 .. 2^53-1 or None; ``delete`` takes none."""
+def check_property(name: object, value: object) -> PropertyValue:
+    """One property: a known name, and a value of its kind or None."""
+    kind = PROPERTY_KINDS.get(name) if isinstance(name, str) else None
+    if kind is None:
+        raise RecordFormatError(
+            f"unknown topic property {name!r} (known: {', '.join(PROPERTY_NAMES)})",
+            "InvalidProperty",
+        )
+    if value is None:
+        return None
+    if kind == "text":
+        if not isinstance(value, str) or len(value.encode()) > MAX_PROPERTY_TEXT:
+            raise RecordFormatError(
+                f"topic property {name} must be null or a text of at most "
+                f"{MAX_PROPERTY_TEXT} bytes, got {value!r:.80}",
+                "InvalidProperty",
+            )
+        return value
+    if type(value) is not int or not 1 <= value <= MAX_UINT:
+        raise RecordFormatError(
+            f"topic property {name} must be null or an integer in 1 .. 2^53-1, got {value!r}",
+            "InvalidProperty",
+        )
+    return value
+
+
+def check_properties(props: object, op: AdminOp) -> dict[str, PropertyValue]:
+    """Known property names only, each of its kind or None; ``delete`` takes none."""
     if not isinstance(props, Mapping):
         raise RecordFormatError("topic properties must be a map", "InvalidProperty")
-    out: dict[str, int | None] = {}
-    for name, value in props.items():
-        if name not in PROPERTY_NAMES:
-            raise RecordFormatError(
-                f"unknown topic property {name!r} (known: {', '.join(PROPERTY_NAMES)})",
-                "InvalidProperty",
-            )
-        if value is not None and (type(value) is not int or not 1 <= value <= MAX_UINT):
-            raise RecordFormatError(
-                f"topic property {name} must be null or an integer in 1 .. 2^53-1, got {value!r}",
-                "InvalidProperty",
-            )
-        out[name] = value
+    out = {name: check_property(name, value) for name, value in props.items()}
     if op == "delete" and out:
         raise RecordFormatError("delete takes no properties", "InvalidProperty")
     return out
 
 
-def _check_uint(value: object, what: str, limit: int = MAX_UINT) -> int:
+def check_uint(value: object, what: str, limit: int = MAX_UINT) -> int:
     if type(value) is not int or not 0 <= value <= limit:
         raise RecordFormatError(f"{what} must be an integer in 0 .. {limit}, got {value!r}")
     return value
@@ -230,7 +256,7 @@ def check_record(record: Record) -> None:
     for name, value in record.headers.items():
         if not isinstance(name, str) or not isinstance(value, bytes):
             raise RecordFormatError(f"record header {name!r} must map str to bytes")
-    _check_uint(record.timestamp_ms, "record timestamp")
+    check_uint(record.timestamp_ms, "record timestamp")
     if record.ttl_ms is not None and (
         type(record.ttl_ms) is not int or not 1 <= record.ttl_ms <= MAX_UINT
     ):
@@ -243,7 +269,7 @@ def check_record(record: Record) -> None:
 def _header(kind: int, flags: int, append_time_ms: int) -> bytes:
     if flags & ~_KNOWN_FLAGS:
         raise RecordFormatError(f"unknown flags {flags:#x}")
-    _check_uint(append_time_ms, "append time")
+    check_uint(append_time_ms, "append time")
     return _HEADER.pack(MAGIC, VERSION, kind, flags, append_time_ms)
 
 
@@ -413,38 +439,3 @@ def _command(body: object, append_time: int) -> TopicCommand:
     if op not in ADMIN_OPS:
         raise RecordFormatError(f"unknown admin operation {op!r}")
     return TopicCommand(op, check_topic_name(topic), check_properties(props, op), append_time)
-
-
-# --- the leader's stamp --------------------------------------------------------------------
-
-
-def stamp_append_time(data: bytes, now_ms: int, *, auto_create: bool = False) -> bytes:
-    """``data`` with the append time set to ``now_ms`` and the flags set by the leader
-    (AUTO_CREATE on record batches when ``auto_create``; whatever a client sent is replaced,
-    so only the leader's configuration decides). The body is not re-encoded."""
-    if not is_topic_data(data) or len(data) <= HEADER_SIZE:
-        raise RecordFormatError("not a topic entry")
-    _check_uint(now_ms, "append time")
-    flags = FLAG_AUTO_CREATE if auto_create and data[5] in (KIND_RECORDS, 5) else 0  # 5: store
-    return b"".join(
-        (data[:FLAGS_OFFSET], bytes((flags,)), now_ms.to_bytes(8, "big"), data[HEADER_SIZE:])
-    )
-
-
-def append_time_of(data: bytes) -> int:
-    """The append time field of topic entry ``data`` (0 if it is not one)."""
-    if not is_topic_data(data) or len(data) < HEADER_SIZE:
-        return 0
-    return int.from_bytes(data[TIME_OFFSET:HEADER_SIZE], "big")
-
-
-class AppendClock:
-    """The leader's stamps never go back, even if the wall clock does (across leaders the
-    state machine keeps the log clock monotonic: ``raftlog.statemachine.topics``)."""
-
-    def __init__(self, last_ms: int = 0) -> None:
-        self.last_ms = last_ms
-
-    def stamp(self, data: bytes, now_ms: int, *, auto_create: bool = False) -> bytes:
-        self.last_ms = max(self.last_ms, now_ms)
-        return stamp_append_time(data, self.last_ms, auto_create=auto_create)

@@ -6,9 +6,9 @@ Keys (raw bytes; integers unsigned big-endian so byte order is numeric order)::
     m time               -> u64  the log clock: effective append time of the last stamped
                             topic entry (records, admin commands, the leader's clock ticks)
     m base_time          -> u64  the log clock as of the last restored snapshot
-    v <topic> 00 <idx:8> -> topic version after the admin change at idx (msgpack
-                            [retention_ms, max_bytes, created_index, max_record_bytes,
-                            low-water index, low-water position]; empty = deleted)
+    v <topic> 00 <idx:8> -> topic version after the admin change at idx: the topic's
+                            ``TopicState`` in its versioned codec (``state``); empty =
+                            deleted
     r <topic> 00 <idx:8> -> u64 append time, u64 bytes published to the topic before this
                             entry, then runs of (u32 first position, u32 count): the
                             per-topic record index, one key per entry and topic (a batch of
@@ -25,7 +25,7 @@ Keys (raw bytes; integers unsigned big-endian so byte order is numeric order)::
     x <txid>             -> u64  begin index of the latest transaction with this id
     y <begin:8> <store:8> -> msgpack [records, bytes]: one store of a transaction
 
-Topic names never contain 00 (``raftlog.records.check_topic_name``), so each topic's keys are
+Topic names never contain 00 (``raftlog.topics.records.check_topic_name``), so each topic's keys are
 one contiguous range and reads never touch another topic's keys. Append times are
 non-decreasing in log order (the machine clamps them), so the ``a`` keys sort by index too:
 "the first entry appended at or after T" is one seek. Versions instead of a single current
@@ -47,8 +47,9 @@ from typing import Final
 import msgpack
 from rocksdict import WriteBatch
 
-from raftlog.records import Record, RecordId, TopicProperties
 from raftlog.storage._rocksdb import RocksDatabase
+from raftlog.topics.records import Record
+from raftlog.topics.state import TopicState, decode_state, encode_state
 
 APPLIED_KEY: Final = b"mapplied"
 TIME_KEY: Final = b"mtime"
@@ -58,17 +59,6 @@ _ENTRY_HEAD: Final = struct.Struct(">QQ")
 _RUN: Final = struct.Struct(">II")
 _SEP: Final = b"\x00"
 _END: Final = b"\x01"
-NO_LOW_WATER: Final = RecordId(0, 0)
-
-
-@dataclass(frozen=True, slots=True)
-class TopicState:
-    """One incarnation of a topic: its properties, where it was created, and its low-water
-    mark (records before it never come back, whatever later property changes say)."""
-
-    properties: TopicProperties
-    created_index: int
-    low_water: RecordId = NO_LOW_WATER
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,35 +134,18 @@ def _unpack_entry(index: int, value: bytes) -> EntryRecords:
 
 
 def _pack_state(state: TopicState | None) -> bytes:
+    """A version row's value: the state's one codec (``state``), or empty once deleted."""
     if state is None:
         return b""
-    p, low = state.properties, state.low_water
-    packed: bytes = msgpack.packb(
-        [
-            p.retention_ms,
-            p.max_bytes,
-            state.created_index,
-            p.max_record_bytes,
-            low.index,
-            low.position,
-        ]
-    )
+    packed: bytes = msgpack.packb(encode_state(state))
     return packed
 
 
 def _unpack_state(value: bytes) -> TopicState | None:
+    """Any version row ever written (layouts 1-3, ``state``); None: deleted."""
     if not value:
         return None
-    fields = msgpack.unpackb(value)
-    retention, max_bytes, created = fields[:3]
-    if len(fields) == 3:  # written before size retention: max_bytes was the record limit
-        return TopicState(TopicProperties(retention, None, max_bytes), created)
-    max_record, low_index, low_position = fields[3:6]
-    return TopicState(
-        TopicProperties(retention, max_bytes, max_record),
-        created,
-        RecordId(low_index, low_position),
-    )
+    return decode_state(msgpack.unpackb(value, raw=False))
 
 
 class TopicIndex:

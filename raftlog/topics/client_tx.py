@@ -12,7 +12,7 @@ Usage::
     later = topics.resume_transaction(tx.id)               # another client, another call
     index = await later.commit()                           # ids: (index, 0 .. n-1)
 
-Every call is one topic entry sent with ``TP`` (``raftlog.rpc.transactions``) under its
+Every call is one topic entry sent with ``TP`` (``raftlog.topics.wire_tx``) under its
 own request id, retried with the same id across leader changes until a final answer: a
 store is appended at most once (exactly-once with the commit). Give ``request_id=`` to make
 a call idempotent across *your* retries too (e.g. an HTTP request retried by its sender).
@@ -28,10 +28,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from raftlog.client.record_builder import make_record
 from raftlog.errors import TransactionAbortedError, TransactionExpiredError
-from raftlog.records import Record
-from raftlog.records_tx import (
+from raftlog.topics import wire_tx as tx_rpc
+from raftlog.topics.record_builder import make_record
+from raftlog.topics.records import Record
+from raftlog.topics.records_tx import (
     DEFAULT_TX_TIMEOUT_MS,
     Actor,
     TxControl,
@@ -40,11 +41,10 @@ from raftlog.records_tx import (
     encode_tx_control,
     encode_tx_store,
 )
-from raftlog.rpc import transactions as tx_rpc
 
 
 class TopicClient(Protocol):
-    """What a handle needs of ``raftlog.client.topics.TopicClient`` (a Protocol, so the two
+    """What a handle needs of ``raftlog.topics.client.TopicClient`` (a Protocol, so the two
     modules do not import each other)."""
 
     async def propose(

@@ -4,7 +4,7 @@ index bucket, taken from the topic index, without reading a single entry.
 Why: a reader that splits a log range into parallel tasks (the Spark source) must balance
 them by records, not entries -- one ``publish_batch`` entry may hold 500 records, a plain
 entry one. The peers already know every entry's record count per topic (the topic index,
-``raftlog.statemachine.topic_index``), so they can answer that at planning time in one
+``raftlog.topics.index``), so they can answer that at planning time in one
 index scan instead of the planner reading the data.
 
     request   [id, "TC", ident, json {from_index, to_index, step, topics?}]
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from raftlog.errors import RemoteProtocolError
-from raftlog.records import MAX_UINT, check_topic_name
 from raftlog.rpc.frames import TRUE_FRAME, decode_json, json_to_uint, pack_json
-from raftlog.rpc.topic_errors import check_status
-from raftlog.rpc.topics import _integral, bad_request
+from raftlog.topics.records import MAX_UINT, check_topic_name
+from raftlog.topics.wire import _integral, bad_request
+from raftlog.topics.wire_errors import check_status
 
 TYPE_COUNTS: Final = b"TC"
 MAX_BUCKETS: Final = 16_384

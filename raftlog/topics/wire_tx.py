@@ -1,7 +1,7 @@
 """Transaction RPCs (issue #18): pure frame codecs.
 
 Every transactional *write* -- begin, store, commit, rollback -- is a topic entry
-(``raftlog.records_tx``) sent with ``TP`` (``raftlog.rpc.topics``): RequestUpdate plus a
+(``raftlog.topics.records_tx``) sent with ``TP`` (``raftlog.topics.wire``): RequestUpdate plus a
 "refused" answer, so each call has a request id the leader appends at most once, across
 leader changes, and a refusal (unknown, expired, aborted transaction; a limit) comes back
 typed (``raftlog.errors.TransactionError``). Only the status needs a message of its own:
@@ -37,11 +37,11 @@ from typing import Final, Literal
 import msgpack
 
 from raftlog.errors import RemoteProtocolError
-from raftlog.records import RecordFormatError, RecordId
-from raftlog.records_tx import Actor, check_txid, decode_actor
 from raftlog.rpc.frames import TRUE_FRAME, decode_json, json_to_uint, pack_json
-from raftlog.rpc.topic_errors import check_status
-from raftlog.rpc.topics import bad_request
+from raftlog.topics.records import RecordFormatError, RecordId
+from raftlog.topics.records_tx import Actor, check_txid, decode_actor
+from raftlog.topics.wire import bad_request
+from raftlog.topics.wire_errors import check_status
 
 TYPE_TX_STATUS: Final = b"TS"
 TxState = Literal["open", "committed", "aborted", "expired"]

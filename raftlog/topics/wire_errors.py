@@ -1,4 +1,4 @@
-"""Error answers of the topic RPCs (``raftlog.rpc.topics``, ``raftlog.rpc.transactions``):
+"""Error answers of the topic RPCs (``raftlog.topics.wire``, ``raftlog.topics.wire_tx``):
 ``{name, message}`` maps, plus ``first_available`` for ``RecordsExpired`` and ``txid`` for
 the transaction errors, decoded back into the typed exceptions of ``raftlog.errors``."""
 
@@ -14,8 +14,8 @@ from raftlog.errors import (
     TransactionError,
     transaction_error,
 )
-from raftlog.records import RecordId
 from raftlog.rpc.frames import FALSE_FRAME, decode_bool, decode_json, json_to_uint, pack_json
+from raftlog.topics.records import RecordId
 
 
 def error_map(error: TopicError) -> dict[str, object]:
