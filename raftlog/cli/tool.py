@@ -32,6 +32,7 @@ from raftlog.cli.common import add_version_argument
 from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import StorageCorruptionError, StorageError
 from raftlog.storage._rocksdb import RocksDatabase
+from raftlog.storage.offline import stopped_peer_stores
 from raftlog.storage.private import loose_modes
 from raftlog.storage.rocks import LOG_DIR, SNAPSHOT_DIR, RocksHardStateStore, RocksLogStore
 from raftlog.storage.snapshot import FileSnapshotStore
@@ -232,18 +233,7 @@ def cmd_reset_term(args: argparse.Namespace) -> int:
     term: int = args.term
     if not 1 <= term <= MAX_TERM:
         raise UsageError(f"--term must be within 1..{MAX_TERM}")
-    try:
-        database = RocksDatabase(path / LOG_DIR, create=False)
-    except StorageError as exc:
-        raise UsageError(
-            f"cannot open {path} for writing (is the peer still running?): {exc}"
-        ) from None
-    try:
-        log, hard_state = RocksLogStore(database), RocksHardStateStore(database)
-    except BaseException:
-        database.release()
-        raise
-    try:
+    with stopped_peer_stores(path, UsageError) as (log, hard_state):
         state = hard_state.load()
         last_term = log.term_at(log.last_index) or 0
         if last_term > MAX_TERM:
@@ -259,10 +249,6 @@ def cmd_reset_term(args: argparse.Namespace) -> int:
                 "and could let this peer vote twice in one term"
             )
         hard_state.save(replace(state, current_term=term, voted_for=None))  # synced
-    finally:
-        log.close()
-        hard_state.close()
-        database.release()
     print(
         f"{path}: current term {state.current_term} -> {term}, vote "
         f"{state.voted_for!r} -> None (synced)"

@@ -31,12 +31,10 @@ from typing import Final
 
 from raftlog.bounds import MAX_TERM
 from raftlog.entry import EntryType, LogEntry
-from raftlog.errors import StorageError
 from raftlog.ids import RequestIdGenerator
 from raftlog.rpc.config import encode_config_payload
 from raftlog.rpc.messages import ConfigPayload, Peer
-from raftlog.storage._rocksdb import RocksDatabase
-from raftlog.storage.rocks import LOG_DIR, RocksHardStateStore, RocksLogStore
+from raftlog.storage.offline import stopped_peer_stores
 
 WARNING: Final = (
     "force-new-cluster rewrites this peer's membership by hand: entries the lost peers had "
@@ -66,18 +64,7 @@ def parse_members(text: str) -> tuple[Peer, ...]:
 def force_new_cluster(data_dir: Path, members: tuple[Peer, ...]) -> tuple[int, int, int]:
     """Rewrite a stopped peer's membership (module docstring); returns ``(index of the new
     CONFIG entry, its term, last_applied kept)``."""
-    try:
-        database = RocksDatabase(data_dir / LOG_DIR, create=False)
-    except StorageError as exc:
-        raise RecoveryRefusedError(
-            f"cannot open {data_dir} for writing (is the peer still running?): {exc}"
-        ) from None
-    try:
-        log, hard_state = RocksLogStore(database), RocksHardStateStore(database)
-    except BaseException:
-        database.release()
-        raise
-    try:
+    with stopped_peer_stores(data_dir, RecoveryRefusedError) as (log, hard_state):
         state = hard_state.load()
         last = log.last_index
         term = max(state.current_term, log.term_at(last) or 0) + 1
@@ -88,10 +75,6 @@ def force_new_cluster(data_dir: Path, members: tuple[Peer, ...]) -> tuple[int, i
         log.append(last + 1, [entry])  # synced
         hard_state.save(replace(state, current_term=term, voted_for=None))  # synced
         return last + 1, term, state.last_applied
-    finally:
-        log.close()
-        hard_state.close()
-        database.release()
 
 
 def cmd_force_new_cluster(args: argparse.Namespace) -> int:
