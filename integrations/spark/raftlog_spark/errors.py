@@ -6,6 +6,8 @@ from __future__ import annotations
 import socket
 from urllib.parse import urlsplit
 
+from raftlog.errors import AuthenticationError
+
 
 class RaftlogSourceError(ValueError):
     """A bad option, an unreachable cluster or a range that cannot be read. The message says
@@ -31,7 +33,13 @@ def _tcp_reachable(url: str, timeout: float = 0.5) -> bool | None:
 
 
 def diagnose(peers: tuple[str, ...], ident: str, timeout: float, cause: BaseException) -> str:
-    """Why no peer answered: unreachable peers, or reachable ones that ignore this ident."""
+    """Why no peer answered: a CURVE cluster that refused this client's keys (or its lack of
+    them), unreachable peers, or reachable ones that ignore this ident."""
+    if isinstance(cause, AuthenticationError):  # the peers answered: no ident or URL hint
+        return (
+            f"raftlog source: {cause}; a secure cluster needs the keyFile and serverKeyFile "
+            "options, with a key the peers' allowlist names"
+        )
     reachable = [url for url in peers if _tcp_reachable(url)]
     unreachable = [url for url in peers if url not in reachable]
     if reachable:
