@@ -47,6 +47,10 @@ Inputs
   may widen only the future edge of that check.
 * ``stamp_time(time_ms)``: the leader appends a time checkpoint (a CHECKPOINT entry carrying
   cluster time) so that the log clock moves where no topic entry moves it.
+* ``read_index(context) -> bool``: a linearizable read on a leader (ReadIndex, thesis §6.4);
+  answered by a ``ReadIndexReady(context, index)`` event once leadership is confirmed by a
+  quorum after the read arrived (serve it when ``index`` is applied), or ``ReadIndexFailed``
+  when this peer stops leading first. False (not queued) on a non-leader.
 * ``applied(index)``: the state machine has durably applied up to ``index``.
 * ``campaign()``: start an election now, as if the election timer had fired.
 * ``heard_from_leader(leader_id, term)``: the driver received a *retransmission* of a request
@@ -127,6 +131,8 @@ from raftlog.consensus.ready import (
     LogAppend,
     MessageDropped,
     Outbound,
+    ReadIndexFailed,
+    ReadIndexReady,
     Ready,
     RemovedFromCluster,
     Role,
@@ -182,6 +188,8 @@ __all__ = [
     "ProposeResult",
     "Refused",
     "RaftCore",
+    "ReadIndexFailed",
+    "ReadIndexReady",
     "Ready",
     "RemovedFromCluster",
     "Role",

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from random import Random
 
 from raftlog.bounds import TERM_ABOVE_CEILING, term_adoptable
-from raftlog.consensus import election, follower, proposals, replication
+from raftlog.consensus import election, follower, proposals, read_index, replication
 from raftlog.consensus.leader import maybe_commit
 from raftlog.consensus.ready import (
     CommittedEntries,
@@ -228,6 +228,13 @@ class RaftCore:
         reads its ``ClusterClock``; the core never reads a clock). Returns its index."""
         return proposals.stamp_time(self._s, time_ms)
 
+    def read_index(self, context: object) -> bool:
+        """A linearizable read (ReadIndex, ``raftlog.consensus.read_index``): on a leader,
+        queue it and return True; its answer comes out as a ``ReadIndexReady(context,
+        index)`` event (serve it once ``index`` is applied) or ``ReadIndexFailed`` when this
+        peer stops leading first. False on any other peer: redirect to ``leader_id``."""
+        return read_index.request(self._s, context)
+
     def applied(self, index: int) -> None:
         """The state machine has durably applied everything up to ``index`` (also after
         restoring a snapshot). Carried as ``last_applied`` by later hard states."""
@@ -237,9 +244,11 @@ class RaftCore:
     def has_ready(self) -> bool:
         """Is there work for the driver? False while a Ready is out and not yet advanced.
         Cheap (no allocation): drivers call it after every input."""
+        s = self._s
+        if s.pending_reads:
+            read_index.settle(s)
         if self._outstanding is not None:
             return False
-        s = self._s
         if s.replication_dirty and s.role is Role.LEADER:
             replication.flush(s)
         reported = s.reported_soft
@@ -265,6 +274,8 @@ class RaftCore:
         s = self._s
         if s.replication_dirty and s.role is Role.LEADER:
             replication.flush(s)
+        if s.pending_reads:
+            read_index.settle(s)
         soft: SoftState | None = s.soft_state()
         if soft == s.reported_soft:
             soft = None

@@ -46,6 +46,8 @@ class Inflight:
     """Entry bytes carried (counted against ``max_inflight_bytes``)."""
     sent_at: int
     timeout: int
+    read_seq: int = 0
+    """The newest linearizable read when this request was first sent (``read_index``)."""
 
 
 class Progress:

@@ -228,6 +228,26 @@ class FollowerLostEntries:
     last_index: int
 
 
+@dataclass(frozen=True, slots=True)
+class ReadIndexReady:
+    """The linearizable read ``context`` (given to ``RaftCore.read_index``) may be answered
+    once this peer's state machine has applied ``index``: this leader confirmed, after the
+    read arrived, that it still leads, and ``index`` covers every write acknowledged before."""
+
+    context: object
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadIndexFailed:
+    """The linearizable read ``context`` cannot be confirmed: this peer stopped leading (or
+    its term moved) before a quorum confirmed it. Answer "not leader", naming
+    ``leader_id`` when known; never serve it from this peer's possibly stale state."""
+
+    context: object
+    leader_id: str | None
+
+
 Event: TypeAlias = (
     ConfigChanged
     | ConfigChangeCompleted
@@ -238,6 +258,8 @@ Event: TypeAlias = (
     | CampaignRefused
     | RemovedFromCluster
     | FollowerLostEntries
+    | ReadIndexReady
+    | ReadIndexFailed
 )
 
 

@@ -30,7 +30,7 @@ matching suffix nor exit). Rules that keep such followers consistent:
 
 from __future__ import annotations
 
-from raftlog.consensus import leader
+from raftlog.consensus import leader, read_index
 from raftlog.consensus.progress import MAX_BACKOFF, Inflight, Progress, ProgressState
 from raftlog.consensus.ready import FollowerLostEntries, Role
 from raftlog.consensus.state import CoreState
@@ -70,6 +70,10 @@ def pump(s: CoreState, pr: Progress) -> None:
         sent = True
     if not sent and not pr.inflight and pr.sent_commit < s.commit:
         send_append(s, pr, empty=True)  # an idle follower learns the new commit index now
+    elif read_index.wants_heartbeat(s, pr) and not pr.pipeline_full(
+        cfg.max_inflight_messages, cfg.max_inflight_bytes
+    ):
+        send_append(s, pr, empty=True)  # confirms leadership for the waiting reads
 
 
 def send_append(
@@ -96,7 +100,8 @@ def send_append(
         size = entries_size(entries)
     request = AppendEntries(s.id, s.term, prev, prev_term, s.commit, entries)
     timeout = cfg.append_entries_timeout_ticks if entries else cfg.append_timeout_ticks
-    pr.record(Inflight(request, prev + len(entries), size, s.now, timeout * pr.backoff))
+    seq = read_index.note_sent(s, pr.peer_id)
+    pr.record(Inflight(request, prev + len(entries), size, s.now, timeout * pr.backoff, seq))
     if pr.state is ProgressState.REPLICATE:
         pr.next = prev + len(entries) + 1  # optimistic: the pipeline continues from there
     pr.sent_commit = s.commit
@@ -135,7 +140,8 @@ def send_snapshot_chunk(s: CoreState, pr: Progress) -> None:
     data = s.snapshots.read(offset, min(s.cfg.max_append_bytes, meta.size - offset))
     request = InstallSnapshot(s.id, s.term, meta.index, meta.term, offset, meta.size, data)
     timeout = s.cfg.append_entries_timeout_ticks * pr.backoff
-    pr.record(Inflight(request, meta.index, len(data), s.now, timeout))
+    seq = read_index.note_sent(s, pr.peer_id)
+    pr.record(Inflight(request, meta.index, len(data), s.now, timeout, seq))
     s.send(pr.peer_id, request)
 
 
@@ -217,6 +223,7 @@ def handle_append_response(
         if s.progress.get(peer) is not pr:
             return  # it knows it was removed: nothing more to send it
     sent = pr.find(request)
+    read_index.note_answer(s, peer, sent)
     if sent is None:
         # Abandoned generation: a success is still true (and may be the only answer that
         # ever arrives on a link slower than the timeout); a rejection may be stale.
@@ -261,6 +268,7 @@ def handle_snapshot_response(
     pr.recent_active = True
     pr.heard_at = s.now
     sent = pr.find(request)
+    read_index.note_answer(s, peer, sent)
     if sent is None or pr.state is not ProgressState.SNAPSHOT:
         return
     pr.settle_through(sent)

@@ -37,6 +37,10 @@ class Bug(Enum):
     """A follower commits ``min(leaderCommit, lastIndex)`` instead of stopping at the last
     entry the AppendEntries verified (copycat #265)."""
 
+    READ_INDEX_WITHOUT_QUORUM = "read_index_without_quorum"
+    """A leader answers linearizable reads from its own commit index without confirming it
+    still leads (a stale leader in a minority partition serves old state)."""
+
 
 def _ticks(ms: int, tick_ms: int) -> int:
     return max(1, math.ceil(ms / tick_ms))

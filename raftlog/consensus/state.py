@@ -12,6 +12,7 @@ goes to ``msgs_after`` (sent only after the driver persisted it).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from random import Random
 
 from raftlog.bounds import MAX_TERM
@@ -34,6 +35,20 @@ from raftlog.consensus.ready import (
 from raftlog.consensus.settings import Bug, CoreConfig
 from raftlog.rpc.messages import ConfigPayload, Peer, PeerRequest, PeerResponse
 from raftlog.storage.base import HardState, LogStore, SnapshotStore
+
+
+@dataclass(slots=True)
+class PendingRead:
+    """A linearizable read (``read_index``) waiting for its index and its confirmation."""
+
+    context: object
+    """The driver's handle (answered back in the event)."""
+    seq: int
+    """Requests sent after this read carry a ``read_seq`` of at least this value."""
+    term: int
+    """The leader's term when the read arrived; a change fails the read."""
+    index: int | None
+    """The read index: None until this leader has committed an entry of its term."""
 
 
 class CoreState:
@@ -100,6 +115,13 @@ class CoreState:
         self.pending_change: tuple[bytes, int] | None = None
         """Leader: (request id, joint index) of the ConfigUpdate this leader started."""
         self.quorum_elapsed = 0
+        self.read_seq = 0
+        """Linearizable reads queued so far (``read_index``); never reset."""
+        self.pending_reads: list[PendingRead] = []
+        self.read_sent: dict[str, int] = {}
+        """Per follower: ``read_seq`` when a request was last sent to it."""
+        self.read_acks: dict[str, int] = {}
+        """Per follower: highest ``read_seq`` of a request it answered in this term."""
         self.receiving: tuple[int, int, int] | None = None
         """Follower: the (index, term, size) of the snapshot being received."""
         self.received = 0
