@@ -51,6 +51,7 @@ from raftlog.rpc.messages import (
     RequestUpdate,
     RequestVote,
 )
+from raftlog.rpc.reads import TYPE_READ_INDEX
 from raftlog.topics.wire import TYPE_DESCRIBE, TYPE_LIST, TYPE_PUBLISH, TYPE_READ
 from raftlog.topics.wire_counts import TYPE_COUNTS
 from raftlog.topics.wire_tx import TYPE_TX_STATUS
@@ -155,6 +156,8 @@ ROWS: Final[tuple[MessageRow, ...]] = (
         _R, AclScope.OWNER, _TOPIC, "a transaction's state (its owner or an admin)"),
     MessageRow(TYPE_CLOCK, "Clock", ClientDispatch, "clock.reading",
         _R, AclScope.NONE, _EXT, "the peer's cluster clock reading"),
+    MessageRow(TYPE_READ_INDEX, "ReadIndex", ClientDispatch, "reads.request_read_index",
+        _R, AclScope.NONE, _EXT, "the leader's confirmed read index (linearizable reads)"),
     MessageRow(TYPE_COMPACT, "Compact", ClientDispatch, "info.compact",
         _A, AclScope.NONE, _EXT, "compact the receiving peer's log now"),
     MessageRow(TYPE_TAKE_LEADERSHIP, "TakeLeadership", ClientDispatch, "leadership.take_leadership",

@@ -218,7 +218,11 @@ def _decode_request_entries(msg_id: bytes, args: Sequence[bytes]) -> RequestEntr
     # An empty offset frame is read as "no offset" (leniency; the reference never sends one).
     offset = decode_nuint(args[2], 5) if len(args) > 2 else None
     any_peer = len(args) > 3 and bool(decode_nuint(args[3], 6))
-    return RequestEntries(decode_uint(args[0], 3), count, offset, any_peer)
+    min_index = (decode_nuint(args[4], 7) or 0) if len(args) > 4 else 0
+    linearizable = len(args) > 5 and bool(decode_nuint(args[5], 8))
+    return RequestEntries(
+        decode_uint(args[0], 3), count, offset, any_peer, min_index, linearizable
+    )
 
 
 _ArgDecoder = Callable[[bytes, Sequence[bytes]], Request]
@@ -298,7 +302,11 @@ def _request_type_and_args(msg: Request) -> tuple[bytes, list[bytes]]:
         return TYPE_CONFIG_UPDATE, [pack_json(peers_to_json(msg.peers))]
     if isinstance(msg, RequestEntries):
         args = [encode_uint(msg.prev_index)]
-        if msg.any_peer:  # frame 6 must then be a valid uint: a reference peer reads it
+        if msg.min_index or msg.linearizable:  # frames 8-9 (issue #29), after frame 7
+            offset = encode_uint(msg.snapshot_offset or 0)
+            args += (encode_nuint(msg.count), offset, encode_uint(int(msg.any_peer)))
+            args += (encode_uint(msg.min_index), encode_uint(int(msg.linearizable)))
+        elif msg.any_peer:  # frame 6 must then be a valid uint: a reference peer reads it
             offset = encode_uint(msg.snapshot_offset or 0)
             args += (encode_nuint(msg.count), offset, encode_uint(1))
         elif msg.snapshot_offset is not None:

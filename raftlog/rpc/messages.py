@@ -222,6 +222,13 @@ class RequestEntries:
     """raftlog extension (frame 7, docs/protocol.md §10.5): committed entries from whichever
     peer is asked, a follower included, up to that peer's own applied index. The reference
     ignores frames beyond 6, so its followers still answer "not leader"."""
+    min_index: int = 0
+    """raftlog extension (frame 8, issue #29): the serving peer starts the stream only once
+    it has applied this index (read-your-writes; a follower that cannot within its read wait
+    answers "not leader"). 0: no minimum."""
+    linearizable: bool = False
+    """raftlog extension (frame 9): the leader confirms its leadership (ReadIndex) before it
+    starts the stream; any other peer answers "not leader"."""
 
 
 class EntriesStatus(IntEnum):

@@ -24,6 +24,7 @@ from raftlog.rpc.messages import (
     RequestLogInfo,
     RequestLogInfoResponse,
 )
+from raftlog.server.consistent_reads import ConsistentReads
 from raftlog.server.interfaces import (
     AppliedView,
     ClusterView,
@@ -36,6 +37,7 @@ from raftlog.server.interfaces import (
 )
 from raftlog.server.parked_reads import ParkedReads, TotalsOf, is_empty_read, waiting_read
 from raftlog.topics.wire import TYPE_READ
+from raftlog.topics.wire_reads import encode_not_served, read_level
 
 LOG_SAMPLE: Final = 100
 """Log one in this many unhandled message types (the counter keeps them all)."""
@@ -58,6 +60,7 @@ class InfoService:
         log: EventLog,
         pub_url: str,
         topic_totals: TotalsOf | None = None,
+        reads: ConsistentReads,
     ) -> None:
         self._cluster = cluster
         self._log_bounds = log_bounds
@@ -71,13 +74,17 @@ class InfoService:
         self._unhandled = metrics.messages_dropped.labels(reason="unhandled_type")
         self.parked = ParkedReads(handler, replies, topic_totals)
         """``TR`` reads waiting for a record (answered by ``on_applied`` or ``sweep``)."""
+        self.reads = reads
+        """Reads waiting for a consistency level (issue #29): ``RI``, gated ``TR`` reads."""
 
     def on_applied(self, index: int) -> None:
         """A batch was applied (the consensus thread): answer parked reads that find data."""
+        self.reads.on_applied(index)
         self.parked.on_applied(index)
 
     def sweep(self, now: float) -> None:
         """Each timer pass: answer parked reads whose wait ended."""
+        self.reads.sweep(now)
         self.parked.sweep(now)
 
     def request_config(self, routing: bytes, msg_id: bytes, message: RequestConfig) -> None:
@@ -117,7 +124,22 @@ class InfoService:
         self._replies.reply(routing, msg_id, CompactResponse.of(self._compactor.compact()))
 
     def state_machine_request(self, routing: bytes, msg_id: bytes, message: ClientDispatch) -> None:
-        """§10.6: any other type goes to the state machine; no answer from it -> dropped."""
+        """§10.6: any other type goes to the state machine; no answer from it -> dropped. A
+        ``TR`` read that asks for a consistency level is served once it is met."""
+        level = read_level(message) if message.type == TYPE_READ else None
+        if level is None:
+            self._answer(routing, msg_id, message)
+            return
+        min_index, linearizable, plain = level
+
+        def refuse(leader_id: str | None) -> None:
+            frames = tuple(encode_not_served(leader_id))
+            self._replies.reply(routing, msg_id, ClientDispatchResponse(frames))
+
+        self.reads.gate(min_index=min_index, linearizable=linearizable,
+                        serve=lambda: self._answer(routing, msg_id, plain), refuse=refuse)
+
+    def _answer(self, routing: bytes, msg_id: bytes, message: ClientDispatch) -> None:
         answer = self._handler.handle_request(message.type, message.args)
         if answer is None:
             count = self._unhandled.inc()

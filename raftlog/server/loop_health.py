@@ -13,6 +13,7 @@ from typing import Final
 
 from raftlog.consensus import (
     CampaignRefused,
+    Event,
     FollowerLostEntries,
     MessageDropped,
     RemovedFromCluster,
@@ -136,7 +137,7 @@ class LoopStallMeter:
 
 
 def react_to_guard_event(
-    event: MessageDropped | CampaignRefused | RemovedFromCluster | FollowerLostEntries,
+    event: Event,
     *,
     metrics: PeerMetrics,
     log: EventLog,
@@ -168,7 +169,7 @@ def react_to_guard_event(
             last_index=event.last_index,
             action="resending from its last index (a snapshot when compacted)",
         )
-    else:
+    elif isinstance(event, RemovedFromCluster):
         log.warning("removed_from_cluster", config_index=event.index, exiting=exit_when_removed)
         if exit_when_removed:
             stop()

@@ -401,7 +401,7 @@ class PeerNode:
                 self.log.error("truncation_refused", **_fields(event))
             elif isinstance(event, BadConfigEntry):
                 self.log.error("bad_config_entry", index=event.index, reason=event.reason)
-            else:
+            elif not self.info.reads.on_event(event):  # ReadIndex answers (issue #29)
                 react_to_guard_event(
                     event,
                     metrics=self.metrics,

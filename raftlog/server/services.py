@@ -25,11 +25,14 @@ from raftlog.rpc.clock import ClockReading, encode_clock_reading
 from raftlog.rpc.messages import (
     ClientDispatch,
     ClientDispatchResponse,
+    EntriesStatus,
     RequestEntries,
+    RequestEntriesResponse,
 )
 from raftlog.server.client_service import ClientService
 from raftlog.server.clock_watch import ClockWatch
 from raftlog.server.compaction import CompactionPolicy
+from raftlog.server.consistent_reads import ConsistentReads
 from raftlog.server.disk_guard import DiskGuard
 from raftlog.server.dispatch import Dispatcher, Handler, HandlerTable, route
 from raftlog.server.entries_service import EntriesLimits, EntriesService
@@ -83,20 +86,39 @@ class Services:
 
 
 def entries_handler(
-    entries: EntriesService, leader: LeaderView, machine: CompositeStateMachine
+    entries: EntriesService,
+    leader: LeaderView,
+    machine: CompositeStateMachine,
+    reads: ConsistentReads,
+    replies: ReplySender,
 ) -> Callable[[bytes, bytes, RequestEntries], None]:
-    """RequestEntries with what the stream service needs to know at that moment."""
+    """RequestEntries with what the stream service needs to know at that moment; a new
+    stream that asks for a consistency level (issue #29) starts once it is met."""
 
     def handle(routing: bytes, msg_id: bytes, message: RequestEntries) -> None:
-        entries.handle(
-            routing,
-            msg_id,
-            message,
-            leader=leader.is_leader,
-            leader_id=leader.leader_id,
-            applied=machine.last_applied,
-            now=time.monotonic(),
-        )
+        def serve() -> None:
+            entries.handle(
+                routing,
+                msg_id,
+                message,
+                leader=leader.is_leader,
+                leader_id=leader.leader_id,
+                applied=machine.last_applied,
+                now=time.monotonic(),
+            )
+
+        def refuse(leader_id: str | None) -> None:
+            answer = RequestEntriesResponse(EntriesStatus.NOT_LEADER, leader_id=leader_id)
+            replies.reply(routing, msg_id, answer)
+
+        gated = message.min_index or message.linearizable
+        if not gated or message.count == 0 or entries.is_open((routing, msg_id)):
+            serve()
+        elif not leader.is_leader and (message.linearizable or not message.any_peer):
+            refuse(leader.leader_id)  # a follower takes a read index, it does not make one
+        else:
+            reads.gate(min_index=message.min_index, linearizable=message.linearizable,
+                       serve=serve, refuse=refuse)
 
     return handle
 
@@ -197,6 +219,7 @@ def build_services(
         log=log,
         pub_url=pub_url,
         topic_totals=topics.counters.get,  # which topics got records: parked TR reads
+        reads=ConsistentReads(core, machine, replies),
     )
     leadership = LeadershipService(core, replies, log)
     targets = {
@@ -204,7 +227,10 @@ def build_services(
         "clients": clients,
         "info": info,
         "leadership": leadership,
-        "entries": SimpleNamespace(request_entries=entries_handler(entries, core, machine)),
+        "entries": SimpleNamespace(
+            request_entries=entries_handler(entries, core, machine, info.reads, replies)
+        ),
+        "reads": info.reads,
         "clock": SimpleNamespace(reading=clock_handler(replies, clock)),
     }
     handlers = handler_table(targets)

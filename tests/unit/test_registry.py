@@ -21,6 +21,7 @@ from raftlog.rpc.messages import ClientDispatch
 from raftlog.security.guard import topic_refusal
 from raftlog.security.policy import Principal, Role, TopicFilter, needed_permission
 from raftlog.server.client_service import ClientService
+from raftlog.server.consistent_reads import ConsistentReads
 from raftlog.server.info_service import InfoService
 from raftlog.server.leadership_service import LeadershipService
 from raftlog.server.peer_service import PeerService
@@ -39,6 +40,7 @@ SERVICES = {
     "leadership": LeadershipService,
     "entries": SimpleNamespace(request_entries=None),
     "clock": SimpleNamespace(reading=None),
+    "reads": ConsistentReads,
 }
 """The targets ``build_services`` wires, by the name the rows use."""
 

@@ -24,6 +24,7 @@ from raftlog.rpc.messages import (
     RequestLogInfoResponse,
 )
 from raftlog.rpc.responses import decode_response
+from raftlog.server.consistent_reads import ConsistentReads
 from raftlog.server.info_service import InfoService
 from raftlog.storage.base import SnapshotMeta
 
@@ -36,6 +37,15 @@ class FakeCompactor:
     def compact(self) -> int | None:
         self.calls += 1
         return self.result
+
+
+class NoReadIndex:
+    """A peer that never leads: every ReadIndex is refused."""
+
+    leader_id: str | None = None
+
+    def read_index(self, context: object) -> bool:
+        return False
 
 
 class Setup:
@@ -59,6 +69,7 @@ class Setup:
             metrics=self.metrics,
             log=self.events,
             pub_url="tcp://127.0.0.1:9000",
+            reads=ConsistentReads(NoReadIndex(), self.machine, self.replies),
         )
 
     def last_frames(self) -> list[bytes]:
