@@ -25,12 +25,12 @@ import contextlib
 import functools
 import weakref
 from collections.abc import Callable, Sequence
-from types import TracebackType
 from typing import TypeVar
 
 import zmq.asyncio
 
 from raftlog.client.answers import config_update_outcome, unexpected, update_outcome
+from raftlog.client.consistency import read_level
 from raftlog.client.entries import EntryStream
 from raftlog.client.models import (
     DEFAULT_TIMEOUT,
@@ -43,10 +43,7 @@ from raftlog.client.models import (
 )
 from raftlog.client.routing import ClusterLink, Done, Interpreter, Outcome, Redirect
 from raftlog.entry import REQUEST_ID_SIZE
-from raftlog.errors import (
-    EntryTooLargeError,
-    RemoteProtocolError,
-)
+from raftlog.errors import EntryTooLargeError, RemoteProtocolError
 from raftlog.ids import RequestIdGenerator
 from raftlog.rpc import decode_response, encode_request
 from raftlog.rpc.messages import (
@@ -132,17 +129,13 @@ class RaftClient:
         )
         self._ids = RequestIdGenerator()
         self._streams: weakref.WeakSet[EntryStream] = weakref.WeakSet()
+        self.last_written = 0  # highest index this client wrote (read_your_writes default)
 
     # -- lifecycle -------------------------------------------------------------------------
     async def __aenter__(self) -> RaftClient:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
@@ -286,13 +279,16 @@ class RaftClient:
         started, deadline = self._window(timeout)
 
         frames = encode_request(RequestUpdate(rid, data), ident=self.ident)
-        return await self._link.leader_call(
-            frames,
-            _typed(TYPE_REQUEST_UPDATE, functools.partial(update_outcome, rid)),
-            deadline=deadline,
-            started=started,
-            final_from_any=True,
+        interpret = _typed(TYPE_REQUEST_UPDATE, functools.partial(update_outcome, rid))
+        index = await self._link.leader_call(
+            frames, interpret, deadline=deadline, started=started, final_from_any=True
         )
+        return self.note_written(index)
+
+    def note_written(self, index: int) -> int:
+        """Remember ``index`` as written (``read_your_writes`` waits for it); returns it."""
+        self.last_written = max(self.last_written, index)
+        return index
 
     async def config_update(
         self,
@@ -421,6 +417,8 @@ class RaftClient:
         *,
         timeout: float | None = None,
         from_peer: str | None = None,
+        consistency: str = "any",
+        min_index: int | None = None,
     ) -> EntryStream:
         """Stream the log after ``prev_index`` (§10.5): ``IndexedEntry`` items, preceded by
         ``SnapshotChunk`` items when that part of the log was compacted.
@@ -434,6 +432,7 @@ class RaftClient:
         (``any_peer``, docs/protocol.md §10.5), to spread readers over the peers; it serves up
         to its own applied index (the stream may end earlier), and the leader takes over
         when that peer refuses (a reference peer), is silent or breaks off.
+        ``consistency`` / ``min_index``: ``raftlog.client.consistency`` (docs/client.md).
         """
         if prev_index < 0 or (count is not None and count < 0):
             raise ValueError("prev_index and count must not be negative")
@@ -445,6 +444,7 @@ class RaftClient:
             self.timeout if timeout is None else timeout,
             on_close=self._streams.discard,
             from_peer=from_peer,
+            level=read_level(self, consistency, min_index),
         )
         self._streams.add(stream)
         return stream

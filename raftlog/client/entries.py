@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Final
 
+from raftlog.client.consistency import ReadLevel
 from raftlog.client.dealer import CLOSED, next_delivery, raise_if_denied
 from raftlog.client.models import IndexedEntry, StreamItem
 from raftlog.client.routing import ClusterLink
@@ -46,6 +47,10 @@ from raftlog.rpc.messages import (
 MAX_TIMEOUT_FACTOR: Final = 5
 STOP_LINGER_MS: Final = 100
 """How long a closed stream socket may still try to deliver its stop request."""
+
+
+ANY = ReadLevel()
+"""The level of a plain read (``any``)."""
 
 
 @dataclass(slots=True)
@@ -73,11 +78,12 @@ class EntryStream:
         *,
         on_close: Callable[[EntryStream], None] | None = None,
         from_peer: str | None = None,
+        level: ReadLevel = ANY,
     ) -> None:
         # The generator holds the state, not this object, so that dropping the stream drops
         # the generator at once (no reference cycle) and asyncio finalizes it.
         self._state = _State(prev_index, count)
-        self._agen = _stream(link, self._state, timeout, from_peer)
+        self._agen = _stream(link, self._state, timeout, from_peer, level)
         self._on_close = on_close
 
     @property
@@ -116,7 +122,11 @@ def _frames(link: ClusterLink, req_id: bytes, msg: RequestEntries) -> list[bytes
 
 
 async def _stream(
-    link: ClusterLink, state: _State, timeout: float, from_peer: str | None = None
+    link: ClusterLink,
+    state: _State,
+    timeout: float,
+    from_peer: str | None = None,
+    level: ReadLevel = ANY,
 ) -> AsyncGenerator[StreamItem, None]:
     base_timeout = link.response_timeout
     peer_timeout = base_timeout
@@ -128,8 +138,16 @@ async def _stream(
     if state.remaining == 0:
         return
     preferred = from_peer  # asked first, for committed entries (any_peer); then the leader
+    if preferred is not None and level.linearizable:
+        level = await level.for_follower()  # the leader's read index (RI) as the minimum
     while True:
         any_peer = preferred is not None
+
+        def ask(
+            prev: int, count: int | None, offset: int | None, peer: bool = any_peer
+        ) -> RequestEntries:
+            return RequestEntries(prev, count, offset, peer, level.min_index, level.linearizable)
+
         url = (
             preferred
             if preferred is not None
@@ -144,7 +162,7 @@ async def _stream(
             with waiters.register(req_id) as inbox:
                 prev = state.last if snap_prev is None else snap_prev
                 offset = snap_next if snap_prev is not None and snap_next else None
-                first = RequestEntries(prev, state.remaining, offset, any_peer)
+                first = ask(prev, state.remaining, offset)
                 wait = min(base_timeout, progress_deadline - link.now())
                 if not await channel.send(_frames(link, req_id, first), wait):
                     link.note(url, "unreachable")
@@ -202,7 +220,7 @@ async def _stream(
                         snap_next = chunk.offset + len(chunk.data)
                         if snap_next < chunk.total_size:
                             yield chunk
-                            ack = RequestEntries(snap_prev, None, snap_next, any_peer)
+                            ack = ask(snap_prev, None, snap_next)
                         else:  # final chunk: continue with the entries after the snapshot
                             state.last, snap_prev, snap_next, snap_id = chunk.index, None, 0, None
                             if state.remaining is not None:
@@ -212,7 +230,7 @@ async def _stream(
                                 yield chunk
                                 return
                             yield chunk
-                            ack = RequestEntries(state.last, state.remaining, None, any_peer)
+                            ack = ask(state.last, state.remaining, None)
                     else:
                         if resp.last_index is None or snap_prev is not None:
                             link.note(url, "entries while a snapshot was expected")
@@ -239,7 +257,7 @@ async def _stream(
                             return
                         # §10.5: ack every status-2 batch; the count makes a restart (if the
                         # server dropped the pipeline meanwhile) keep the original bound.
-                        ack = RequestEntries(resp.last_index, state.remaining, None, any_peer)
+                        ack = ask(resp.last_index, state.remaining, None)
                     wait = min(base_timeout, progress_deadline - link.now())
                     if not await channel.send(_frames(link, req_id, ack), wait):
                         link.note(url, "unreachable")
@@ -248,7 +266,7 @@ async def _stream(
         finally:
             linger = 0
             if pipeline_open:
-                stop = RequestEntries(state.last, 0, None, any_peer)
+                stop = ask(state.last, 0, None)
                 if channel.send_nowait(_frames(link, req_id, stop)):
                     linger = STOP_LINGER_MS
             with contextlib.suppress(Exception):

@@ -28,12 +28,14 @@ from types import TracebackType
 from typing import Literal
 
 from raftlog.client.client import RaftClient
+from raftlog.client.consistency import read_level
 from raftlog.client.routing import WAIT, Done, Outcome, Redirect
 from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.errors import RequestExpiredError, TopicError, TransactionExistsError
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics import wire_tx as tx_rpc
+from raftlog.topics.client_reads import read_frames
 from raftlog.topics.client_stream import POLL_INTERVAL, subscribe
 from raftlog.topics.client_tx import Transaction, begin_data, new_txid
 from raftlog.topics.record_builder import make_record
@@ -140,14 +142,11 @@ class TopicClient:
                 raise reply.error
             raise RequestExpiredError(f"request id {rid.hex()} expired")
 
-        return await self._client.leader_request(
-            rpc.TYPE_PUBLISH,
-            [data],
-            interpret,
-            request_id=rid,
-            final_from_any=True,
+        index = await self._client.leader_request(
+            rpc.TYPE_PUBLISH, [data], interpret, request_id=rid, final_from_any=True,
             timeout=timeout,
         )
+        return self._client.note_written(index)  # read_your_writes reads wait for it
 
     async def publish(
         self,
@@ -291,6 +290,8 @@ class TopicClient:
         url: str | None = None,
         timeout: float | None = None,
         wait_ms: int = 0,
+        consistency: str = "any",
+        min_index: int | None = None,
     ) -> rpc.ReadResult:
         """Records of ``topic`` from a record id or an append time (see ``raftlog.topics.wire``
         ``TR``), from peer ``url`` or, by default, the leader. ``from_index`` (with
@@ -298,7 +299,9 @@ class TopicClient:
         oldest retained record. A start below what retention removed raises
         ``RecordsExpiredError`` naming the first available position. ``wait_ms`` (with a
         ``url``): when nothing matches, the peer answers once a record does or after that
-        long (a raftlog peer older than this option answers ``BadRequest``)."""
+        long (a raftlog peer older than this option answers ``BadRequest``).
+        ``consistency`` (``any``, ``read_your_writes``, ``linearizable``) and ``min_index``:
+        docs/client.md, "Read consistency" (``raftlog.topics.client_reads``)."""
         req = rpc.ReadRequest(
             topic, from_index, from_position, from_time_ms, inclusive, limit, wait_ms
         )
@@ -306,9 +309,9 @@ class TopicClient:
             raise ValueError("a waiting read names its peer (url)")
         if wait_ms and timeout is None:  # the peer may hold it that long, then answer
             timeout = self._client.timeout + wait_ms / 1000
-        frames = await self.request(
-            url, rpc.TYPE_READ, rpc.encode_read_request(req), timeout=timeout,
-            patience=wait_ms / 1000,
+        level = read_level(self._client, consistency, min_index)
+        frames = await read_frames(
+            self._client, req, level, url, timeout=timeout, patience=wait_ms / 1000
         )
         return rpc.decode_read_response(frames)
 
