@@ -43,6 +43,7 @@ from raftlog.cli.admin_io import (
     subcommand,
 )
 from raftlog.cli.admin_publish import PublishReport, check_inputs, publish_stream
+from raftlog.cli.admin_reads import add_consistency_args, read_options
 from raftlog.cli.common import add_version_argument
 from raftlog.cli.formats import check_format
 from raftlog.client import RaftClient, SnapshotChunk, Subscriber
@@ -182,7 +183,7 @@ async def cmd_read(args: argparse.Namespace, client: RaftClient) -> int:
                     raise EntriesCompactedError(start, item.index + 1)
                 print(entry_line(item, args.json, args.format), flush=True)
         return EXIT_OK
-    async for item in client.request_entries(start - 1, args.count):
+    async for item in client.request_entries(start - 1, args.count, **read_options(args, raw=True)):
         if isinstance(item, SnapshotChunk):
             raise EntriesCompactedError(start, item.index + 1)
         if isinstance(item, IndexedEntry):
@@ -371,6 +372,7 @@ def _add_read_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "%%T time, %%S size, e.g. '%%k=%%v'",
         )
         parser.add_argument("--all", action="store_true", help="include CONFIG/CHECKPOINT entries")
+        add_consistency_args(parser)
 
 
 # -- main --------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 
 from raftlog.cli.admin_io import EXIT_OK, UsageError, say
 from raftlog.cli.admin_publish import PublishReport, publish_stream
+from raftlog.cli.admin_reads import read_options
 from raftlog.cli.formats import render
 from raftlog.client import RaftClient
 from raftlog.topics.client import TopicClient, make_record
@@ -231,7 +232,9 @@ async def read_topic(args: argparse.Namespace, client: RaftClient) -> int:
         while limit is None or shown < limit:
             page = READ_PAGE if limit is None else min(READ_PAGE, limit - shown)
             if from_time is not None:
-                result = await tc.read(args.topic, from_time_ms=from_time, limit=page)
+                result = await tc.read(
+                    args.topic, from_time_ms=from_time, limit=page, **read_options(args, raw=False)
+                )
                 from_time = None
             else:
                 result = await tc.read(
@@ -240,6 +243,7 @@ async def read_topic(args: argparse.Namespace, client: RaftClient) -> int:
                     from_position=position,
                     inclusive=inclusive,
                     limit=page,
+                    **read_options(args, raw=False),
                 )
             for item in result.records:
                 print(record_line(item, args.json, args.format))

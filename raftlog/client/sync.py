@@ -237,18 +237,40 @@ class SyncRaftClient:
         return self._call(self._client.request_broadcast_url(timeout=timeout))
 
     def request_entries(
-        self, prev_index: int = 0, count: int | None = None, *, timeout: float | None = None
+        self,
+        prev_index: int = 0,
+        count: int | None = None,
+        *,
+        timeout: float | None = None,
+        from_peer: str | None = None,
+        consistency: str = "any",
+        min_index: int | None = None,
     ) -> Iterator[StreamItem]:
         """See :meth:`RaftClient.request_entries`; returns a blocking iterator. Items cross
         from the client's loop thread ``ITEMS_PER_HANDOFF`` at a time (or fewer, at the end
         of the stream), so the first one is handed out once that many have arrived."""
-        stream = self._call(self._open_stream(prev_index, count, timeout))
+        stream = self._call(
+            self._open_stream(
+                prev_index, count, timeout,
+                from_peer=from_peer, consistency=consistency, min_index=min_index,
+            )
+        )
         return self._iterate(stream)
 
     async def _open_stream(
-        self, prev_index: int, count: int | None, timeout: float | None
+        self,
+        prev_index: int,
+        count: int | None,
+        timeout: float | None,
+        *,
+        from_peer: str | None = None,
+        consistency: str = "any",
+        min_index: int | None = None,
     ) -> EntryStream:
-        return self._client.request_entries(prev_index, count, timeout=timeout)
+        return self._client.request_entries(
+            prev_index, count, timeout=timeout, from_peer=from_peer,
+            consistency=consistency, min_index=min_index,
+        )
 
     def _iterate(self, stream: EntryStream) -> Generator[StreamItem, None, None]:
         try:

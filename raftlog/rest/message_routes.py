@@ -38,13 +38,35 @@ from raftlog.rest.bodies import (
 )
 from raftlog.rest.context import RestContext
 from raftlog.rest.errors import RestError, from_cluster
+from raftlog.rpc.reads import Consistency
 from raftlog.security.policy import Role
 from raftlog.topics.client import make_record
 from raftlog.topics.records import MAX_UINT
 from raftlog.topics.wire import DEFAULT_READ_LIMIT, MAX_READ_LIMIT, MAX_READ_WAIT_MS, ReadResult
 
 PUBLISH_FIELDS: Final = frozenset({"messages", "encoding", "transaction", "ttlMs"})
-POLL_FIELDS: Final = frozenset({"startFrom", "inclusive", "limit", "waitMs", "encoding"})
+POLL_FIELDS: Final = frozenset(
+    {"startFrom", "inclusive", "limit", "waitMs", "encoding", "consistency", "minIndex"}
+)
+
+
+def _consistency(body: dict[str, Any]) -> tuple[str, int | None]:
+    """The poll's read consistency (docs/rest.md; issue #29): ``consistency`` (``any`` by
+    default) and ``minIndex``, which ``read_your_writes`` needs -- the gateway serves many
+    clients, so it has no session of its own to take the last write from."""
+    level = body.get("consistency", "any")
+    min_index = optional_int(body, "minIndex", 0, MAX_UINT)
+    try:
+        parsed = Consistency.parse(level) if isinstance(level, str) else None
+    except ValueError as exc:
+        raise RestError(400, "BadRequest", str(exc)) from None
+    if parsed is None:
+        raise RestError(400, "BadRequest", "consistency must be a string")
+    if parsed is Consistency.READ_YOUR_WRITES and min_index is None:
+        raise RestError(
+            400, "BadRequest", "read_your_writes needs minIndex (the index of your write's id)"
+        )
+    return parsed.value, min_index
 
 TransactionalPublish = Callable[
     [web.Request, RestContext, str, dict[str, Any]], Awaitable[web.Response]
@@ -90,9 +112,12 @@ async def _read(
         raise RestError(
             400, "BadRequest", "startFrom must be a message id (string) or a time in ms (number)"
         )
+    consistency, min_index = _consistency(body)
     try:
         return await ctx.gateway.topics.read(
             name,
+            consistency=consistency,
+            min_index=min_index,
             from_index=from_index,
             from_position=from_position,
             from_time_ms=from_time,

@@ -267,6 +267,8 @@ class SyncTopicClient:
         limit: int = rpc.DEFAULT_READ_LIMIT,
         url: str | None = None,
         timeout: float | None = None,
+        consistency: str = "any",
+        min_index: int | None = None,
     ) -> rpc.ReadResult:
         """See :meth:`TopicClient.read`."""
         result: rpc.ReadResult = self._run(
@@ -279,6 +281,8 @@ class SyncTopicClient:
                 limit=limit,
                 url=url,
                 timeout=timeout,
+                consistency=consistency,
+                min_index=min_index,
             )
         )
         return result

@@ -593,3 +593,13 @@ def test_record_columns_equal_decode_entry_or_defer_to_it() -> None:
     builder = RowBuilder(ScanSpec(), 100)
     builder.add(1, _entry(header + msgpack.packb(odd[1], use_bin_type=True)))
     assert builder.rows == 0 and builder.malformed == 1
+
+
+def test_the_consistency_option_takes_any_or_linearizable() -> None:
+    """Issue #29: ``consistency`` plans up to the leader's read index when linearizable; a
+    source has no writes of its own, so read_your_writes is refused by name."""
+    base = {"peers": "tcp://127.0.0.1:1", "ident": "x"}
+    assert parse_options(base).consistency == "any"
+    assert parse_options({**base, "consistency": "linearizable"}).consistency == "linearizable"
+    with pytest.raises(RaftlogSourceError, match="consistency"):
+        parse_options({**base, "consistency": "read_your_writes"})

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
@@ -24,6 +25,7 @@ from types import TracebackType
 from typing import Any, Final, TypeVar
 
 from raftlog.client import IndexedEntry, RaftClient, RequestLogInfoResponse, SnapshotChunk
+from raftlog.client.consistency import read_index
 from raftlog.errors import ClusterUnavailableError, RaftlogError, TopicError
 from raftlog.security.settings import CurveClient
 from raftlog.topics.client import TopicClient
@@ -139,11 +141,13 @@ class LogClient:
         self.close()
 
     # -- calls -----------------------------------------------------------------------------
-    def log_info(self) -> RequestLogInfoResponse:
+    def log_info(self, consistency: str = "any") -> RequestLogInfoResponse:
         """The leader's RequestLogInfo; a diagnosed :class:`RaftlogSourceError` if none
-        answers within the timeout."""
+        answers within the timeout. ``linearizable``: its commit and applied indexes raised
+        to the leader's read index (``RI``), so a range planned up to them covers every
+        write acknowledged before this call (``stream_range`` waits for the leader)."""
         try:
-            info: RequestLogInfoResponse = self._run(self._client.request_log_info())
+            info: RequestLogInfoResponse = self._run(self._log_info(consistency))
         except ClusterUnavailableError as exc:
             raise RaftlogSourceError(diagnose(self.peers, self.ident, self.timeout, exc)) from exc
         return info
@@ -397,6 +401,17 @@ class LogClient:
                     f"{last_error or 'the leader serves no further entries'}"
                 ) from last_error
             time.sleep(RETRY_PAUSE)  # the stream stopped short: a new leader catching up
+
+    async def _log_info(self, consistency: str) -> RequestLogInfoResponse:
+        info = await self._client.request_log_info()
+        if consistency != "linearizable":
+            return info
+        index = await read_index(self._client)
+        return dataclasses.replace(
+            info,
+            commit_index=max(info.commit_index, index),
+            last_applied=max(info.last_applied, index),
+        )
 
     def _lost(self, next_index: int, first_index: int, hi: int, fail: bool) -> int:
         last_lost = min(first_index - 1, hi)

@@ -42,6 +42,7 @@ COMMON: Final = (
     "startingTimestamp",
     "keyFile",
     "serverKeyFile",
+    "consistency",
 )
 BATCH_ONLY: Final = (
     "startingIndex",
@@ -110,6 +111,9 @@ class SourceOptions:
     key_file: str | None = None
     """CURVE: this client's ``.key_secret`` file (the same path on every executor)."""
     server_key_file: str | None = None
+    consistency: str = "any"
+    """``linearizable``: the planned end covers every write acknowledged before planning
+    (the leader's read index, ``RI``); ``any``: the leader's applied index (issue #29)."""
     """CURVE: the cluster's server ``.key`` (public) file."""
 
     def curve(self) -> CurveClient | None:
@@ -171,6 +175,14 @@ def _duration(name: str, value: str) -> float:
     if match is None:
         raise _fail(name, value, "must be a duration like 30s, 15m or 1h")
     return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+
+def _consistency(value: str) -> str:
+    """``any`` or ``linearizable``; a source has written nothing in its own session, so
+    ``read_your_writes`` would mean nothing more than ``any`` and is refused."""
+    if value in ("any", "linearizable"):
+        return value
+    raise _fail("consistency", value, "any or linearizable")
 
 
 def parse_timestamp_ms(name: str, value: str) -> int:
@@ -333,6 +345,7 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
         given=frozenset(values),
         key_file=values.get("keyFile"),
         server_key_file=values.get("serverKeyFile"),
+        consistency=_consistency(values.get("consistency", "any")),
     )
     if (parsed.key_file is None) != (parsed.server_key_file is None):
         raise RaftlogSourceError(

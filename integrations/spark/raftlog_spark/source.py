@@ -99,7 +99,7 @@ class RaftlogDataSource(DataSource):
         check_worker_python()
         opts = parse_options(self.options)
         with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
-            self._pinned = LogPosition.of(client.log_info())
+            self._pinned = LogPosition.of(client.log_info(opts.consistency))
             if opts.topics is not None:
                 client.check_topics(opts.topics)  # raftlog's UnknownTopic, at load()
         settle_worker_heap()  # a planning worker: see raftlog_spark.worker_gc
@@ -108,7 +108,7 @@ class RaftlogDataSource(DataSource):
     @staticmethod
     def _fetch_position(opts: SourceOptions) -> LogPosition:
         with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
-            return LogPosition.of(client.log_info())
+            return LogPosition.of(client.log_info(opts.consistency))
 
     @one_line_errors
     def reader(self, schema: StructType) -> DataSourceReader:

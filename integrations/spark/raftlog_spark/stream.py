@@ -62,7 +62,7 @@ class RaftlogStreamReader(DataSourceStreamReader, _SupportsTriggerAvailableNow):
         return self._client
 
     def _position(self) -> LogPosition:
-        position = LogPosition.of(self.client.log_info())
+        position = LogPosition.of(self.client.log_info(self.opts.consistency))
         self._latest = position.last_index
         return position
 

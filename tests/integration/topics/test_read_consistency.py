@@ -12,17 +12,21 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
 import zmq
+from raftlog_spark.logclient import LogClient
 
-from integration.cluster import PeerCluster, wait_for
-from integration.topics.helpers import start_cluster, topic_client
+from integration.cluster import PEER_BIN, PeerCluster, wait_for
+from integration.rest.helpers import RestCluster, call, started
+from integration.topics.helpers import topic_client
 from raftlog import sockets
 from raftlog.client import IndexedEntry, RaftClient
 from raftlog.client.consistency import read_index
+from raftlog.ids import RequestIdGenerator
 from raftlog.rpc.reads import TYPE_READ_INDEX, decode_read_index_answer
 from raftlog.topics import wire as rpc
 from raftlog.topics.client import TopicClient
@@ -32,8 +36,8 @@ TOPIC = "ledger"
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
-    c = start_cluster(tmp_path_factory.mktemp("reads"))
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestCluster]:
+    c = started(tmp_path_factory.mktemp("reads"))  # REST listeners too: one cluster for all
     try:
         yield c
     finally:
@@ -98,6 +102,54 @@ async def test_raw_entries_streams_at_a_level_reach_the_last_write(cluster: Peer
                     assert isinstance(item, IndexedEntry)
                     last = item.index
             assert last >= written, (consistency, peer)
+
+
+def test_rest_poll_at_each_level_from_a_follower(cluster: RestCluster) -> None:
+    base = cluster.http_url(cluster.follower())
+    path = f"/v1/namespaces/default/topics/{TOPIC}"
+    assert call(base, "PUT", path).status in (200, 409)
+    published = call(base, "POST", path + "/publish", {"messages": ["rest"], "encoding": "text"})
+    assert published.status == 200, published.body
+    written = published.body["ids"][0]
+    index = int(written.split("-")[0])
+    for level in [{"consistency": "linearizable"},
+                  {"consistency": "read_your_writes", "minIndex": index}]:
+        answer = call(base, "POST", path + "/poll", {"startFrom": written, **level})
+        assert answer.status == 200, answer.body
+        assert [m["id"] for m in answer.body] == [written], level
+    for bad in [{"consistency": "read_your_writes"}, {"consistency": "strong"},
+                {"consistency": "any", "minIndex": -1}]:
+        answer = call(base, "POST", path + "/poll", bad)
+        assert answer.status == 400 and answer.body["error"] == "BadRequest", bad
+
+
+def test_cli_read_takes_a_consistency(cluster: RestCluster) -> None:
+    leader = cluster.wait_stable_leader()
+    follower = cluster.peers[_followers(cluster, leader)[0]].url
+    admin = [str(PEER_BIN.with_name("raftlog-admin")), "--peers", ",".join(cluster.urls),
+             "--ident", cluster.ident]
+    written = asyncio.run(_publish_at(cluster, b"cli"))
+    for extra in (["--consistency", "linearizable"],
+                  ["--consistency", "read_your_writes", "--min-index", str(written)]):
+        for topic in ([], ["--topic", TOPIC]):
+            out = subprocess.run(
+                [*admin, "read", "--from", str(written), "--json", "--from-peer", follower,
+                 *topic, *extra], capture_output=True, text=True, timeout=60, check=False,
+            )
+            assert out.returncode == 0, out.stderr
+            assert out.stdout.strip(), (topic, extra)
+    refused = subprocess.run([*admin, "read", "--consistency", "strong"],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode != 0 and "consistency" in refused.stderr
+
+
+def test_the_spark_source_plans_up_to_the_read_index(cluster: PeerCluster) -> None:
+    """``consistency=linearizable`` (the Spark source's option): the planned end covers a
+    write acknowledged just before planning."""
+    with LogClient(tuple(cluster.urls), cluster.ident, 15.0) as client:
+        written = client.request_update(b"before planning", RequestIdGenerator().next())
+        info = client.log_info("linearizable")
+        assert min(info.commit_index, info.last_applied) >= written
 
 
 async def test_read_your_writes_waits_for_a_lagging_follower(cluster: PeerCluster) -> None:
