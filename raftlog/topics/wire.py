@@ -43,9 +43,8 @@ the last record retention removed), ``published_bytes``, ``log_clock`` and ``app
 
 Errors are ``{name, message}`` maps; names are ``raftlog.topics.records.TopicError`` codes, plus
 ``BadRequest`` for a malformed request. Consistency: a peer answers from its own applied
-state (sequentially consistent on followers; at the leader every update it has answered
-"done" is visible -- read-your-writes -- though without a quorum round a deposed leader
-that does not know it yet may answer stale data for up to an election timeout).
+state by default; ``min_index`` / ``linearizable`` ask for more (``raftlog.topics.wire_reads``:
+the peer takes them off and holds the read until the level is met; docs/client.md).
 """
 
 from __future__ import annotations

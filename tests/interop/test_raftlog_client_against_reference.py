@@ -7,6 +7,7 @@ import asyncio
 from reference import ReferenceCluster
 
 from raftlog.client import IndexedEntry, RaftClient, Subscriber, SyncRaftClient
+from raftlog.client.entries import EntryStream
 from raftlog.entry import EntryType
 
 
@@ -84,4 +85,39 @@ def test_any_peer_streams_fall_back_to_the_reference_leader(
 
     got = asyncio.run(asyncio.wait_for(scenario(), 90))
     assert got[-5:] == [b"any %d" % n for n in range(5)]
+    assert sorted(reference_cluster.running_ids) == sorted(reference_cluster.urls)
+
+
+def test_consistency_frames_are_invisible_to_a_reference_cluster(
+    reference_cluster: ReferenceCluster,
+) -> None:
+    """raftlog's read consistency frames 8-9 (issue #29) are ignored by reference peers: a
+    read_your_writes stream from a reference follower is refused there ("not leader", the
+    follower keeps running) and continues at the leader; a linearizable stream to the
+    reference leader is served as an ordinary one (the reference confirms nothing: the level
+    needs raftlog peers, docs/client.md)."""
+    leader = reference_cluster.wait_for_leader()
+    follower = next(url for pid, url in reference_cluster.urls.items() if pid != leader)
+    urls, ident = _urls(reference_cluster), reference_cluster.ident
+
+    async def scenario() -> tuple[list[bytes], list[bytes]]:
+        async with RaftClient(urls, ident, timeout=30) as client:
+            for n in range(3):
+                await client.request_update(b"level %d" % n)
+
+            async def states(stream: EntryStream) -> list[bytes]:
+                return [
+                    item.entry.data
+                    async for item in stream
+                    if isinstance(item, IndexedEntry) and item.entry.entry_type == EntryType.STATE
+                ]
+
+            mine = await states(
+                client.request_entries(0, from_peer=follower, consistency="read_your_writes")
+            )
+            linear = await states(client.request_entries(0, consistency="linearizable"))
+            return mine, linear
+
+    mine, linear = asyncio.run(asyncio.wait_for(scenario(), 90))
+    assert mine[-3:] == linear[-3:] == [b"level %d" % n for n in range(3)]
     assert sorted(reference_cluster.running_ids) == sorted(reference_cluster.urls)
