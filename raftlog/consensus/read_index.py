@@ -33,11 +33,15 @@ from raftlog.consensus.settings import Bug
 from raftlog.consensus.state import CoreState, PendingRead
 from raftlog.entry import LogEntry
 
+MAX_PENDING_READS = 10_000
+"""Reads queued at once. A leader cut off from its followers keeps its reads until it hears
+of a higher term (its driver answers the clients earlier); beyond this it takes no more."""
+
 
 def request(s: CoreState, context: object) -> bool:
     """Queue a linearizable read on this leader. False when this peer does not lead (the
-    caller redirects to ``leader_id``)."""
-    if s.role is not Role.LEADER:
+    caller redirects to ``leader_id``) or already holds ``MAX_PENDING_READS``."""
+    if s.role is not Role.LEADER or len(s.pending_reads) >= MAX_PENDING_READS:
         return False
     s.read_seq += 1
     index = s.commit if s.log.term_at(s.commit) == s.term else None
@@ -87,7 +91,7 @@ def settle(s: CoreState) -> None:
         read = pending[0]
         if read.term != s.term:
             s.events.append(ReadIndexFailed(read.context, s.leader_id))
-            pending.pop(0)
+            pending.popleft()
             continue
         if read.index is None:
             if not own_term_committed:
@@ -98,7 +102,7 @@ def settle(s: CoreState) -> None:
         elif not _confirmed(s, read.seq):
             return  # later reads carry higher sequence numbers: none is confirmed either
         s.events.append(ReadIndexReady(read.context, read.index))
-        pending.pop(0)
+        pending.popleft()
 
 
 def _confirmed(s: CoreState, seq: int) -> bool:

@@ -11,6 +11,7 @@ goes to ``msgs_after`` (sent only after the driver persisted it).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from random import Random
@@ -117,7 +118,7 @@ class CoreState:
         self.quorum_elapsed = 0
         self.read_seq = 0
         """Linearizable reads queued so far (``read_index``); never reset."""
-        self.pending_reads: list[PendingRead] = []
+        self.pending_reads: deque[PendingRead] = deque()
         self.read_sent: dict[str, int] = {}
         """Per follower: ``read_seq`` when a request was last sent to it."""
         self.read_acks: dict[str, int] = {}

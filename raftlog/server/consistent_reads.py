@@ -68,6 +68,13 @@ class Applied(Protocol):
 
 
 @dataclass(slots=True)
+class _Confirming:
+    confirmed: Callable[[int], None]
+    refuse: Callable[[str | None], None]
+    deadline: float
+
+
+@dataclass(slots=True)
 class _Wait:
     index: int
     deadline: float
@@ -92,8 +99,7 @@ class ConsistentReads:
         self._clock = clock
         self._wait_s = wait_s
         self._waits: list[_Wait] = []
-        self._confirming: dict[int, tuple[Callable[[int], None], Callable[[str | None], None]]]
-        self._confirming = {}
+        self._confirming: dict[int, _Confirming] = {}
         self._ids = itertools.count(1)
 
     @property
@@ -125,7 +131,9 @@ class ConsistentReads:
         if not self._core.read_index(ticket):
             refuse(self._core.leader_id)
             return
-        self._confirming[ticket] = (confirmed, refuse)
+        # A leader cut off from every follower keeps believing it leads (and its core keeps
+        # the read) until it hears of a higher term: the client is answered after wait_s.
+        self._confirming[ticket] = _Confirming(confirmed, refuse, self._clock() + self._wait_s)
 
     def linearizable(
         self, serve: Callable[[], None], refuse: Callable[[str | None], None]
@@ -168,13 +176,13 @@ class ConsistentReads:
         """A core event; True when it was a ReadIndex answer (handled here)."""
         if isinstance(event, ReadIndexReady):
             pending = self._confirming.pop(event.context, None)  # type: ignore[call-overload]
-            if pending is not None:
-                pending[0](event.index)
+            if pending is not None:  # None: refused already (its wait ended)
+                pending.confirmed(event.index)
             return True
         if isinstance(event, ReadIndexFailed):
             pending = self._confirming.pop(event.context, None)  # type: ignore[call-overload]
             if pending is not None:
-                pending[1](event.leader_id)
+                pending.refuse(event.leader_id)
             return True
         return False
 
@@ -189,12 +197,16 @@ class ConsistentReads:
                 wait.serve()
 
     def sweep(self, now: float) -> None:
-        """Refuse the reads whose wait ended (each timer pass)."""
+        """Refuse the reads whose wait ended (each timer pass): those waiting for an index
+        and those whose leadership confirmation did not come in time."""
+        leader = self._core.leader_id
+        late = [t for t, c in self._confirming.items() if c.deadline <= now]
+        for ticket in late:
+            self._confirming.pop(ticket).refuse(leader)
         if not self._waits:
             return
         expired = [w for w in self._waits if w.deadline <= now]
         if expired:
             self._waits = [w for w in self._waits if w.deadline > now]
-            leader = self._core.leader_id
             for wait in expired:
                 wait.refuse(leader)

@@ -133,3 +133,20 @@ def test_ri_on_a_follower_is_refused_with_the_leader() -> None:
     (_, _, answer), = replies.sent
     assert isinstance(answer, ClientDispatchResponse)
     assert decode_read_index_answer(list(answer.frames)) == "n1"
+
+
+def test_a_confirmation_that_never_comes_is_refused_after_the_wait() -> None:
+    """A leader cut off from its followers (no check-quorum) keeps believing it leads: the
+    client is refused after the wait, and the core's late answer is ignored."""
+    reads, core, _machine, _replies, now = _reads(True)
+    log: list[object] = []
+    reads.gate(min_index=0, linearizable=True, serve=lambda: log.append("served"),
+               refuse=log.append)
+    now[0] = 1.0
+    reads.sweep(now[0])
+    assert log == [] and reads.waiting == 1
+    now[0] = 5.0
+    reads.sweep(now[0])
+    assert log == ["n1"] and reads.waiting == 0
+    assert reads.on_event(ReadIndexReady(core.queued[0], 3))
+    assert log == ["n1"]
