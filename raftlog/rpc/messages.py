@@ -227,8 +227,8 @@ class RequestEntries:
     it has applied this index (read-your-writes; a follower that cannot within its read wait
     answers "not leader"). 0: no minimum."""
     linearizable: bool = False
-    """raftlog extension (frame 9): the leader confirms its leadership (ReadIndex) before it
-    starts the stream; any other peer answers "not leader"."""
+    """raftlog extension (frame 9): the stream starts only after ReadIndex -- the leader's
+    own, or on a follower (``any_peer``) the leader's read index asked with ``RI``."""
 
 
 class EntriesStatus(IntEnum):

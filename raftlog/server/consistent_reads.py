@@ -11,8 +11,9 @@ over ``TR``) may ask for one of three levels:
   client goes to the leader, which has applied everything it acknowledged;
 * ``linearizable`` -- ReadIndex: on the leader, the consensus core confirms leadership with a
   heartbeat round after the read arrived (``RaftCore.read_index``), and the read is served
-  once the recorded index is applied. A follower does not guess: the client obtains the read
-  index from the leader with ``RI`` and sends it to the follower as the minimum index.
+  once the recorded index is applied. A follower asks the leader for its read index with
+  ``RI`` over its peer channel (``PeerChannels.ask``), then waits until it has applied it.
+  (raftlog's clients fetch the read index themselves and send it as the minimum index.)
 
 ``RI`` (read index): ``[id, "RI", ident]`` -> ``[id, 01, uint index]`` once the leader has
 confirmed it, ``[id, "", leader-id]`` from a peer that does not lead (or stopped leading
@@ -27,14 +28,15 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
 from raftlog.consensus.ready import Event, ReadIndexFailed, ReadIndexReady
+from raftlog.errors import RemoteProtocolError
 from raftlog.rpc.frames import FALSE_FRAME, TRUE_FRAME
 from raftlog.rpc.messages import ClientDispatch, ClientDispatchResponse
-from raftlog.rpc.reads import encode_read_index_answer
+from raftlog.rpc.reads import TYPE_READ_INDEX, decode_read_index_answer, encode_read_index_answer
 from raftlog.server.interfaces import Replies
 
 READ_WAIT_S: Final = 2.0
@@ -43,6 +45,10 @@ refused: long enough for a follower a few batches behind, short enough that a cl
 follower is cut off goes to the leader well within its own timeout."""
 MAX_WAITING: Final = 10_000
 """Reads held at once; more are refused at once (the client retries at the leader)."""
+
+
+Ask = Callable[[str, bytes, Sequence[bytes], Callable[[list[bytes]], None]], bool]
+"""Send an extension request to a peer by id (``PeerChannels.ask``); False: no channel."""
 
 
 class ReadIndexCore(Protocol):
@@ -90,14 +96,17 @@ class ConsistentReads:
         core: ReadIndexCore,
         machine: Applied,
         replies: Replies,
+        *,
         clock: Callable[[], float] = time.monotonic,
         wait_s: float = READ_WAIT_S,
+        ask: Ask | None = None,
     ) -> None:
         self._core = core
         self._machine = machine
         self._replies = replies
         self._clock = clock
         self._wait_s = wait_s
+        self._ask = ask
         self._waits: list[_Wait] = []
         self._confirming: dict[int, _Confirming] = {}
         self._ids = itertools.count(1)
@@ -120,19 +129,31 @@ class ConsistentReads:
             self._waits.append(_Wait(index, self._clock() + self._wait_s, serve, refuse))
 
     def read_index(
-        self, confirmed: Callable[[int], None], refuse: Callable[[str | None], None]
+        self,
+        confirmed: Callable[[int], None],
+        refuse: Callable[[str | None], None],
+        *,
+        forward: bool = True,
     ) -> None:
-        """ReadIndex on this peer: ``confirmed(index)`` once the core confirmed leadership
-        after this call; ``refuse(leader_id)`` when this peer does not (or no longer) lead."""
+        """ReadIndex: ``confirmed(index)`` once leadership was confirmed after this call --
+        by this peer's core when it leads, else (``forward``) by the leader it knows, asked
+        with ``RI``; ``refuse(leader_id)`` when neither can (in time)."""
         if self.waiting >= MAX_WAITING:
             refuse(self._core.leader_id)
             return
         ticket = next(self._ids)
-        if not self._core.read_index(ticket):
-            refuse(self._core.leader_id)
+        leader = self._core.leader_id
+        if not self._core.read_index(ticket) and (
+            not forward
+            or self._ask is None
+            or leader is None
+            or not self._ask(leader, TYPE_READ_INDEX, [], lambda f: self._forwarded(ticket, f))
+        ):
+            refuse(leader)
             return
-        # A leader cut off from every follower keeps believing it leads (and its core keeps
-        # the read) until it hears of a higher term: the client is answered after wait_s.
+        # Confirmed by the core or by the leader (``RI`` over the peer channel). A leader cut
+        # off from every follower keeps believing it leads (and its core keeps the read)
+        # until it hears of a higher term: the client is answered after wait_s.
         self._confirming[ticket] = _Confirming(confirmed, refuse, self._clock() + self._wait_s)
 
     def linearizable(
@@ -157,6 +178,20 @@ class ConsistentReads:
         else:
             serve()
 
+    def _forwarded(self, ticket: int, frames: list[bytes]) -> None:
+        """The leader's answer to the ``RI`` this follower sent for ``ticket``."""
+        pending = self._confirming.pop(ticket, None)
+        if pending is None:
+            return  # refused already: its wait ended
+        try:
+            answer = decode_read_index_answer(frames)
+        except RemoteProtocolError:
+            answer = self._core.leader_id
+        if isinstance(answer, int):
+            pending.confirmed(answer)
+        else:
+            pending.refuse(answer)
+
     # -- the RI request -------------------------------------------------------------------
     def request_read_index(self, routing: bytes, msg_id: bytes, message: ClientDispatch) -> None:
         """``RI``: the leader's confirmed read index (a follower's or a client's)."""
@@ -169,7 +204,7 @@ class ConsistentReads:
             frames = (FALSE_FRAME, (leader_id or "").encode())
             self._replies.reply(routing, msg_id, ClientDispatchResponse(frames))
 
-        self.read_index(confirmed, refuse)
+        self.read_index(confirmed, refuse, forward=False)  # never a chain of followers
 
     # -- driven by the peer's loop ------------------------------------------------------------
     def on_event(self, event: Event) -> bool:

@@ -185,7 +185,7 @@ class PeerNode:
             topics=self.topics,
             metrics=self.metrics,
             log=self.log,
-            disk=self.disk,
+            disk=self.disk, channels=self.channels,  # a follower's RI to the leader (#29)
         )
         self.clients = services.clients
         self.info = services.info

@@ -67,6 +67,8 @@ class PeerChannel:
         self._ident = ident
         self._msg_id = 0
         self._outstanding: OrderedDict[int, PeerRequest] = OrderedDict()
+        self._asked: OrderedDict[int, Callable[[list[bytes]], None]] = OrderedDict()
+        """Extension requests (``ask``) awaiting their answer, by msgid."""
         self._last: tuple[PeerRequest, int, list[bytes]] | None = None
         self.dropped_sends = 0
         self.socket = sockets.peer_dealer(
@@ -92,11 +94,31 @@ class PeerChannel:
         except zmq.Again:
             self.dropped_sends += 1
 
+    def ask(
+        self, msg_type: bytes, args: Sequence[bytes], answer: Callable[[list[bytes]], None]
+    ) -> None:
+        """Send a raftlog extension request (e.g. ``RI``, issue #29) to this peer; its
+        answer's frames after the id go to ``answer`` (never called if none comes: the
+        caller times out). Sent once, never retransmitted by this channel."""
+        self._msg_id = msg_id = next_msg_id(self._msg_id)
+        self._asked[msg_id] = answer
+        if len(self._asked) > MAX_OUTSTANDING:
+            self._asked.popitem(last=False)
+        try:
+            send_frames(self.socket, [encode_msg_id(msg_id), msg_type, self._ident, *args])
+        except zmq.Again:
+            self.dropped_sends += 1
+
     def receive(self, frames: list[bytes]) -> tuple[PeerRequest, PeerResponse] | None:
-        """Match one response; None if it answers nothing we remember."""
+        """Match one response; None if it answers nothing we remember (or answered an
+        ``ask``, handed to its callback)."""
         if not frames:
             raise RemoteProtocolError("empty response from peer")
         msg_id = decode_msg_id(frames[0], 0)
+        asked = self._asked.pop(msg_id, None)
+        if asked is not None:
+            asked(frames[1:])
+            return None
         request = self._outstanding.pop(msg_id, None)
         if request is None:
             return None
@@ -167,6 +189,20 @@ class PeerChannels:
         if channel is None:
             return False
         channel.send(request)
+        return True
+
+    def ask(
+        self,
+        peer_id: str,
+        msg_type: bytes,
+        args: Sequence[bytes],
+        answer: Callable[[list[bytes]], None],
+    ) -> bool:
+        """``PeerChannel.ask`` on ``peer_id``'s channel; False when there is none."""
+        channel = self.by_id.get(peer_id)
+        if channel is None:
+            return False
+        channel.ask(msg_type, args, answer)
         return True
 
     def cancel_all(self) -> None:

@@ -40,6 +40,7 @@ from raftlog.server.info_service import InfoService
 from raftlog.server.interfaces import EventLog, LeaderView
 from raftlog.server.leadership_service import LeadershipService
 from raftlog.server.peer_service import PeerService
+from raftlog.server.peers import PeerChannels
 from raftlog.server.replies import ReplySender
 from raftlog.statemachine.composite import CompositeStateMachine
 from raftlog.storage.rocks import RocksLogStore
@@ -114,8 +115,8 @@ def entries_handler(
         gated = message.min_index or message.linearizable
         if not gated or message.count == 0 or entries.is_open((routing, msg_id)):
             serve()
-        elif not leader.is_leader and (message.linearizable or not message.any_peer):
-            refuse(leader.leader_id)  # a follower takes a read index, it does not make one
+        elif not leader.is_leader and not message.any_peer:
+            refuse(leader.leader_id)  # a follower serves any_peer streams only
         else:
             reads.gate(min_index=message.min_index, linearizable=message.linearizable,
                        serve=serve, refuse=refuse)
@@ -160,6 +161,7 @@ def build_services(
     metrics: PeerMetrics,
     log: EventLog,
     disk: DiskGuard | None = None,
+    channels: PeerChannels | None = None,
 ) -> Services:
     """Build the services over the peer's core, stores and ROUTER."""
     replies = ReplySender(router, metrics)
@@ -219,7 +221,9 @@ def build_services(
         log=log,
         pub_url=pub_url,
         topic_totals=topics.counters.get,  # which topics got records: parked TR reads
-        reads=ConsistentReads(core, machine, replies),
+        reads=ConsistentReads(
+            core, machine, replies, ask=None if channels is None else channels.ask
+        ),
     )
     leadership = LeadershipService(core, replies, log)
     targets = {

@@ -3,8 +3,8 @@
 A ``TR`` request body (``raftlog.topics.wire``) may carry two more keys:
 
 * ``min_index`` (uint): serve once the peer has applied this index (read-your-writes);
-* ``linearizable`` (true): the leader confirms its leadership first (ReadIndex); a peer that
-  does not lead refuses.
+* ``linearizable`` (true): ReadIndex first -- the leader's own, or a follower asks the
+  leader for its read index (``RI``) and serves once it has applied it.
 
 The peer takes them off before the topic machine reads the request (so the machine's codec
 and its checks stay as they are) and holds the read until the level is met. A peer that

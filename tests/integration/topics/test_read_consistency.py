@@ -20,13 +20,14 @@ import pytest
 import zmq
 from raftlog_spark.logclient import LogClient
 
-from integration.cluster import PEER_BIN, PeerCluster, wait_for
+from integration.cluster import PEER_BIN, PeerCluster, probe, wait_for
 from integration.rest.helpers import RestCluster, call, started
 from integration.topics.helpers import topic_client
 from raftlog import sockets
 from raftlog.client import IndexedEntry, RaftClient
 from raftlog.client.consistency import read_index
 from raftlog.ids import RequestIdGenerator
+from raftlog.rpc.messages import RequestEntries, RequestEntriesResponse
 from raftlog.rpc.reads import TYPE_READ_INDEX, decode_read_index_answer
 from raftlog.topics import wire as rpc
 from raftlog.topics.client import TopicClient
@@ -102,6 +103,30 @@ async def test_raw_entries_streams_at_a_level_reach_the_last_write(cluster: Peer
                     assert isinstance(item, IndexedEntry)
                     last = item.index
             assert last >= written, (consistency, peer)
+
+
+def test_a_follower_takes_the_read_index_from_the_leader_for_a_raw_read(
+    cluster: RestCluster,
+) -> None:
+    """A client that only sets the flags (any language, no RI of its own): the follower asks
+    the leader over its peer channel and serves once it has applied the index."""
+    leader = cluster.wait_stable_leader()
+    follower = cluster.peers[_followers(cluster, leader)[0]].url
+    written = asyncio.run(_publish_at(cluster, b"raw linearizable"))
+    body = with_level(rpc.encode_read_request(rpc.ReadRequest(TOPIC, from_index=written)),
+                      min_index=0, linearizable=True)
+    ctx = zmq.Context()
+    try:
+        sock = _send_raw(ctx, follower, cluster.ident.encode(), rpc.TYPE_READ, body, b"\x01")
+        answer = _answer(sock, 10)
+        sock.close(linger=0)
+    finally:
+        ctx.destroy(linger=0)
+    assert answer is not None and not not_served_leader(answer)[0]
+    assert [r.id.index for r in rpc.decode_read_response(answer).records] == [written]
+    [got] = probe(follower, cluster.ident, RequestEntries(written - 1, 1, 0, True, 0, True),
+                  timeout=10)
+    assert isinstance(got, RequestEntriesResponse) and got.last_index == written
 
 
 def test_rest_poll_at_each_level_from_a_follower(cluster: RestCluster) -> None:

@@ -150,3 +150,32 @@ def test_a_confirmation_that_never_comes_is_refused_after_the_wait() -> None:
     assert log == ["n1"] and reads.waiting == 0
     assert reads.on_event(ReadIndexReady(core.queued[0], 3))
     assert log == ["n1"]
+
+
+def test_a_follower_asks_the_leader_and_never_forwards_an_ri() -> None:
+    """A read served on a follower gets its read index from the leader (``RI`` over the peer
+    channel); an ``RI`` a follower receives is refused, never passed on (no chains)."""
+    core, machine, replies, now = FakeCore(False), FakeMachine(), Replies(), [0.0]
+    asked: list[tuple[str, bytes, object]] = []
+
+    def ask(peer: str, msg_type: bytes, args: object, answer: object) -> bool:
+        asked.append((peer, msg_type, answer))
+        return True
+
+    reads = ConsistentReads(core, machine, replies, clock=lambda: now[0], ask=ask)
+    log: list[object] = []
+    reads.gate(min_index=0, linearizable=True, serve=lambda: log.append("served"),
+               refuse=log.append)
+    reads.gate(min_index=0, linearizable=True, serve=lambda: log.append("again"),
+               refuse=log.append)
+    (peer, msg_type, first), (_, _, second) = asked
+    assert (peer, msg_type) == ("n1", b"RI") and callable(first) and callable(second)
+    first([b"\x01", *encode_read_index_answer(9)])  # confirmed at 9: applied is 5
+    assert log == []
+    machine.last_applied = 9
+    reads.on_applied(9)
+    assert log == ["served"]
+    second([b"", b"n3"])  # the peer it asked does not lead either
+    assert log == ["served", "n3"]
+    reads.request_read_index(b"r", b"\x02", ClientDispatch(b"RI"))
+    assert len(asked) == 2 and decode_read_index_answer(list(replies.sent[-1][2].frames)) == "n1"  # type: ignore[attr-defined]
