@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from raftlog.client.routing import Done, Outcome, Redirect
-from raftlog.errors import RemoteProtocolError
 from raftlog.rpc.reads import TYPE_READ_INDEX, Consistency, decode_read_index_answer
 
 if TYPE_CHECKING:
@@ -72,10 +71,7 @@ async def read_index(client: RaftClient, *, timeout: float | None = None) -> int
     began. Every write acknowledged before the call is at or below it."""
 
     def interpret(frames: list[bytes], url: str) -> Outcome[int]:
-        try:
-            answer = decode_read_index_answer(frames)
-        except RemoteProtocolError:
-            raise
+        answer = decode_read_index_answer(frames)  # RemoteProtocolError: malformed, waits on
         if isinstance(answer, int):
             return Done(answer)
         return Redirect(answer)
