@@ -14,15 +14,30 @@ what goes on the wire:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from raftlog.client.routing import Done, Outcome, Redirect
 from raftlog.rpc.reads import TYPE_READ_INDEX, Consistency, decode_read_index_answer
 
-if TYPE_CHECKING:
-    from raftlog.client.client import RaftClient
+
+class Session(Protocol):
+    """What a read level needs of its client (``RaftClient``): the last index it wrote,
+    and a request to the leader."""
+
+    last_written: int
+
+    async def leader_request(
+        self,
+        msg_type: bytes,
+        args: Sequence[bytes],
+        interpret: Callable[[list[bytes], str], Outcome[int]],
+        *,
+        timeout: float | None = None,
+    ) -> int:
+        """Send to the leader until ``interpret`` gives a final answer."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +66,7 @@ class ReadLevel:
 
 
 def read_level(
-    client: RaftClient, consistency: str | Consistency, min_index: int | None = None
+    client: Session, consistency: str | Consistency, min_index: int | None = None
 ) -> ReadLevel:
     """The wire level of a read at ``consistency`` (``ValueError`` for an unknown level or a
     negative ``min_index``). ``min_index`` defaults to the client's last written index for
@@ -66,7 +81,7 @@ def read_level(
     return ReadLevel(min_index or 0, True, lambda: read_index(client))
 
 
-async def read_index(client: RaftClient, *, timeout: float | None = None) -> int:
+async def read_index(client: Session, *, timeout: float | None = None) -> int:
     """``RI``: the leader's read index, confirmed by a heartbeat round after this call
     began. Every write acknowledged before the call is at or below it."""
 

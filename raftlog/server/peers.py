@@ -33,6 +33,7 @@ from raftlog.rpc.messages import (
     TYPE_INSTALL_SNAPSHOT,
     TYPE_REQUEST_VOTE,
     AppendEntries,
+    ClientDispatch,
     InstallSnapshot,
     Peer,
     PeerRequest,
@@ -105,7 +106,10 @@ class PeerChannel:
         if len(self._asked) > MAX_OUTSTANDING:
             self._asked.popitem(last=False)
         try:
-            send_frames(self.socket, [encode_msg_id(msg_id), msg_type, self._ident, *args])
+            request = ClientDispatch(msg_type, tuple(args))
+            send_frames(
+                self.socket, encode_request(request, ident=self._ident, id=encode_msg_id(msg_id))
+            )
         except zmq.Again:
             self.dropped_sends += 1
 

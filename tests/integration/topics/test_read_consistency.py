@@ -154,15 +154,15 @@ def test_cli_read_takes_a_consistency(cluster: RestCluster) -> None:
     admin = [str(PEER_BIN.with_name("raftlog-admin")), "--peers", ",".join(cluster.urls),
              "--ident", cluster.ident]
     written = asyncio.run(_publish_at(cluster, b"cli"))
-    for extra in (["--consistency", "linearizable"],
-                  ["--consistency", "read_your_writes", "--min-index", str(written)]):
-        for topic in ([], ["--topic", TOPIC]):
-            out = subprocess.run(
-                [*admin, "read", "--from", str(written), "--json", "--from-peer", follower,
-                 *topic, *extra], capture_output=True, text=True, timeout=60, check=False,
-            )
-            assert out.returncode == 0, out.stderr
-            assert out.stdout.strip(), (topic, extra)
+    for topic, extra in (([], ["--consistency", "linearizable"]),
+                         (["--topic", TOPIC],
+                          ["--consistency", "read_your_writes", "--min-index", str(written)])):
+        out = subprocess.run(
+            [*admin, "read", "--from", str(written), "--json", "--from-peer", follower,
+             *topic, *extra], capture_output=True, text=True, timeout=60, check=False,
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip(), (topic, extra)
     refused = subprocess.run([*admin, "read", "--consistency", "strong"],
                              capture_output=True, text=True, timeout=60, check=False)
     assert refused.returncode != 0 and "consistency" in refused.stderr
