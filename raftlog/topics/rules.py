@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from raftlog.errors import TopicError
 from raftlog.topics.records import ClockTick, TopicCommand, TopicEntry
-from raftlog.topics.records_tx import TxControl, TxEntry
+from raftlog.topics.records_tx import TxControl, TxEntry, TxStore
 from raftlog.topics.state import TopicState
 
 
@@ -27,6 +27,11 @@ def check_entry(
             return TopicError("TopicExists", f"topic {entry.topic!r} already exists")
         if entry.op != "create" and not exists:
             return TopicError("UnknownTopic", f"topic {entry.topic!r} does not exist")
+        policy = entry.properties.get("cleanup_policy", "")
+        if entry.op == "update" and policy != "" and (
+            policy != topics[entry.topic].properties.cleanup_policy
+        ):  # compaction keeps its keys from the topic's creation on (raftlog.topics.compacted)
+            return TopicError("ImmutableProperty", "cleanup_policy is set when a topic is created")
         return None
     for position, record in enumerate(entry.records):
         state = topics.get(record.topic)
@@ -38,6 +43,18 @@ def check_entry(
                     "(create it first, or enable topic_auto_create)",
                 )
             continue
+        if state.properties.compacted and record.key is None:
+            return TopicError(
+                "KeyRequired",
+                f"record {position}: topic {record.topic!r} is compacted "
+                "(cleanup_policy=compact): every record needs a key",
+            )
+        if state.properties.compacted and isinstance(entry, TxStore):
+            return TopicError(
+                "CompactedTransaction",
+                f"record {position}: transactions cannot write to compacted topic "
+                f"{record.topic!r} yet",
+            )
         limit = state.properties.max_record_bytes
         if limit is not None and record.size > limit:
             return TopicError(

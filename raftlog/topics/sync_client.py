@@ -29,6 +29,7 @@ from raftlog.security.settings import CurveClient
 from raftlog.topics import wire as rpc
 from raftlog.topics.client import TopicClient
 from raftlog.topics.client_stream import POLL_INTERVAL
+from raftlog.topics.kv import SyncKeyValue
 from raftlog.topics.records import LoggedRecord, PropertyValue, Record, RecordId
 from raftlog.topics.sync_client_tx import SyncTransaction
 from raftlog.topics.wire_tx import TransactionInfo
@@ -103,6 +104,20 @@ class SyncTopicClient:
     @property
     def raft_client(self) -> SyncRaftClient:
         return self._sync
+
+    @property
+    def async_topics(self) -> TopicClient:
+        """The async client this one runs (for faces built on it, like ``SyncKeyValue``)."""
+        return self._topics
+
+    @property
+    def kv(self) -> SyncKeyValue:
+        """The key-value view of compacted topics (``raftlog.topics.kv``)."""
+        return SyncKeyValue(self)
+
+    def run_coroutine(self, coro: Any) -> Any:
+        """Run a coroutine of ``async_topics`` on this client's loop; its result."""
+        return self._run(coro)
 
     def _run(self, coro: Any) -> Any:
         if self._closed:
