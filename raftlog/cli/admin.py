@@ -263,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_parsers(sub)
     _add_publish_parser(sub)
     _add_read_parsers(sub)
-    admin_topics.add_parsers(sub)
+    admin_topics.add_parsers(sub)  # and kv (admin_kv)
     compact = subcommand(
         sub,
         "compact",
@@ -401,7 +401,7 @@ async def run(args: argparse.Namespace) -> int:
             return await admin_bench.cmd_bench(args, client)
         if args.command == "publish":
             return await cmd_publish(args, client, names)
-        if args.command == "topics":
+        if args.command in ("topics", "kv"):
             return await admin_topics.cmd_topics(args, client)
         if args.topic is not None:
             return await admin_topics.read_topic(args, client)
