@@ -11,6 +11,7 @@ dropped; the ``KG``/``KK`` answers read it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 from rocksdict import WriteBatch
 
@@ -20,6 +21,9 @@ from raftlog.topics.index import TopicIndex
 from raftlog.topics.records import LoggedRecord, Record, RecordBatch, RecordId
 from raftlog.topics.records_kv import Expectation
 from raftlog.topics.state import TopicState
+
+STATS_INTERVAL: Final = 10.0
+"""Seconds between recounts of the compacted topics' live keys and bytes."""
 
 
 class KeyValueState:
@@ -31,6 +35,10 @@ class KeyValueState:
         self._last: dict[str, RecordId | None] = {}
         self.is_leader = False
         """The machine's role (``KG``/``KK`` answers say whether the leader answered)."""
+        self.stats: tuple[tuple[str, int, int], ...] = ()
+        """``(topic, live keys, live bytes)`` of every compacted topic as of the last
+        ``refresh_stats`` (the ``raftlog_kv_*`` metrics)."""
+        self._next_stats = 0.0
 
     def begin(self) -> None:
         """A new apply call (a new write batch)."""
@@ -98,6 +106,18 @@ class KeyValueState:
                     self.store.put(
                         batch, name, RecordId(index, position), clock_ms, records[position]
                     )
+
+    def refresh_stats(self, topics: Mapping[str, TopicState], clock_ms: int, now: float) -> None:
+        """Recount the compacted topics' live keys and bytes, at most every
+        ``STATS_INTERVAL`` seconds (a scan of their keys: too dear for every scrape)."""
+        if now < self._next_stats:
+            return
+        self._next_stats = now + STATS_INTERVAL
+        self.stats = tuple(
+            (name, *self.store.stats(name, state.properties, clock_ms))
+            for name, state in sorted(topics.items())
+            if state.properties.compacted
+        )
 
     def dropped(self, batch: WriteBatch, topic: str) -> None:
         """``topic`` was deleted or (re-)created: no last id, no keys."""

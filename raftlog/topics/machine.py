@@ -365,6 +365,7 @@ class TopicStateMachine:
             self._next_gc = now + GC_INTERVAL
             # retention counted before the clean-up drops the keys it walks
             self.counters.advance_all(self)
+            self.kv.refresh_stats(self._topics, self._last_time, now)
             self._collect()
         return self._next_gc
 

@@ -194,6 +194,8 @@ def test_a_compacted_topic_keeps_the_latest_record_per_key(
     assert kv_get(machine, "c", b"a") == b"2" and kv_get(machine, "c", b"b") is None
     assert kv_keys(machine, "c") == [b"a", b"ab"] and kv_keys(machine, "c", b"ab") == [b"ab"]
     assert kv_keys(machine, "c", limit=1) == [b"a"]
+    machine.kv.refresh_stats(machine.topics, machine.last_time, 0.0)
+    assert machine.kv.stats == (("c", 2, len(b"a2") + len(b"ab3")),)  # the metrics' source
     log.tick(log.now + 1000)  # the tombstone's time is up
     log.apply(machine)
     assert live(machine, "c") == [(b"a", b"2", False), (b"ab", b"3", False)]
