@@ -48,11 +48,16 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ksub = kv.add_subparsers(dest="action", required=True, metavar="ACTION")
-    put = ksub.add_parser("put", help="set a key ('-' as VALUE: read it from stdin)")
+    put = _command(
+        ksub,
+        "put",
+        "set a key ('-' as VALUE: read it from stdin)",
+        "kv put accounts alice 10 --expect-revision none",
+    )
     put.add_argument("topic")
     put.add_argument("key")
     put.add_argument("value")
-    delete = ksub.add_parser("del", help="delete a key (a tombstone)")
+    delete = _command(ksub, "del", "delete a key (a tombstone)", "kv del accounts alice")
     delete.add_argument("topic")
     delete.add_argument("key")
     for parser in (put, delete):
@@ -61,13 +66,20 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             metavar="ID",
             help="only if the key's revision is this ('none': only if absent); exit 1 if not",
         )
-    get = ksub.add_parser("get", help="print a key's value (exit 1 when it has none)")
+    get = _command(
+        ksub, "get", "print a key's value (exit 1 when it has none)", "kv get accounts alice"
+    )
     get.add_argument("topic")
     get.add_argument("key")
-    keys = ksub.add_parser("keys", help="list the live keys with a prefix")
+    keys = _command(ksub, "keys", "list the live keys with a prefix", "kv keys accounts al")
     keys.add_argument("topic")
     keys.add_argument("prefix", nargs="?", default="")
-    watch = ksub.add_parser("watch", help="print changes of keys with a prefix, live")
+    watch = _command(
+        ksub,
+        "watch",
+        "print changes of keys with a prefix, live",
+        "kv watch accounts --from-revision 1",
+    )
     watch.add_argument("topic")
     watch.add_argument("prefix", nargs="?", default="")
     watch.add_argument(
@@ -75,6 +87,18 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         type=int,
         metavar="INDEX",
         help="start at this log index (the live keys changed since; default: from now on)",
+    )
+
+
+def _command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, example: str
+) -> argparse.ArgumentParser:
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=summary[0].upper() + summary[1:] + ".",
+        epilog=f"example:\n  raftlog-admin {example}\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
 
 

@@ -32,7 +32,8 @@ class KeyValueState:
     def __init__(self, index: TopicIndex) -> None:
         self._index = index
         self.store = CompactedStore(index)
-        self._last: dict[str, RecordId | None] = {}
+        self._last: dict[str, tuple[int, int] | None] = {}
+        """Per topic its last record's ``(index, position)`` (a tuple: set on every apply)."""
         self.is_leader = False
         """The machine's role (``KG``/``KK`` answers say whether the leader answered)."""
         self.stats: tuple[tuple[str, int, int], ...] = ()
@@ -53,7 +54,8 @@ class KeyValueState:
         """The id of the last record published to this incarnation of ``topic`` (whatever
         retention or compaction removed since; None: none yet)."""
         if topic in self._last:
-            return self._last[topic]
+            cached = self._last[topic]
+            return None if cached is None else RecordId(*cached)
         entry = next(self._index.entries_before(topic, 1 << 63), None)
         last = None
         if entry is not None and entry.index >= state.created_index:
@@ -61,7 +63,7 @@ class KeyValueState:
         elif state.low_water.position > 0 and state.low_water.index >= state.created_index:
             # restored from a snapshot: its low-water is just past the last record before it
             last = RecordId(state.low_water.index, state.low_water.position - 1)
-        self._last[topic] = last
+        self._last[topic] = None if last is None else (last.index, last.position)
         return last
 
     def refusal(
@@ -98,10 +100,13 @@ class KeyValueState:
         """Entry ``index`` was indexed: its topics' last ids move, and its records of
         compacted topics become their keys' latest (``records`` None: a plain batch of
         topics that are not compacted, the machine's fast path)."""
+        last = self._last
         for name, (positions, _) in by_topic.items():
-            self._last[name] = RecordId(index, positions[-1])
+            last[name] = (index, positions[-1])
+            if records is None:
+                continue
             state = topics.get(name)
-            if records is not None and state is not None and state.properties.compacted:
+            if state is not None and state.properties.compacted:
                 for position in positions:
                     self.store.put(
                         batch, name, RecordId(index, position), clock_ms, records[position]

@@ -85,6 +85,7 @@ def encode_conditional(records: Sequence[Record], expect: Sequence[Expectation])
     if len(expect) > MAX_EXPECTATIONS:
         raise RecordFormatError(f"at most {MAX_EXPECTATIONS} expectations per batch")
     conditions = [_encode_expectation(e) for e in expect]
+    _check_topics(records, expect)
     packed: bytes = msgpack.packb([conditions, records_body(records)], use_bin_type=True)
     return _header(KIND_CONDITIONAL, 0, 0) + packed
 
@@ -108,7 +109,20 @@ def decode_conditional(body: object, append_time: int, flags: int) -> RecordBatc
     if not conditions or len(conditions) > MAX_EXPECTATIONS:
         raise RecordFormatError(f"a conditional batch has 1 .. {MAX_EXPECTATIONS} expectations")
     expect = tuple(_decode_expectation(item) for item in conditions)
-    return RecordBatch(_records(records), append_time, flags, expect)
+    batch = RecordBatch(_records(records), append_time, flags, expect)
+    _check_topics(batch.records, expect)
+    return batch
+
+
+def _check_topics(records: Sequence[Record], expect: Sequence[Expectation]) -> None:
+    """An expectation names a topic the batch writes to: its writer's publish right on the
+    topic covers what the refusal tells (the topic's last id)."""
+    written = {r.topic for r in records}
+    for e in expect:
+        if e.topic not in written:
+            raise RecordFormatError(
+                f"an expectation names topic {e.topic!r}, which the batch does not write to"
+            )
 
 
 def _decode_expectation(item: object) -> Expectation:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import ExpectationFailedError, TopicError
+from raftlog.server.quota_gate import record_count
 from raftlog.statemachine.composite import CompositeStateMachine
 from raftlog.storage.memory import MemoryLogStore, MemorySnapshotStore
 from raftlog.topics import wire as rpc
@@ -114,6 +115,13 @@ def test_conditional_batches_and_tombstones_round_trip() -> None:
     assert check_property("cleanup_policy", "compact,delete") == "compact,delete"
     with pytest.raises(RecordFormatError, match="one of delete, compact"):
         check_property("cleanup_policy", "compacted")
+
+
+def test_expectations_stay_on_the_batchs_topics_and_quotas_count_records() -> None:
+    with pytest.raises(RecordFormatError, match="does not write to"):
+        encode_conditional([Record("t", b"v")], [Expectation("secret", None)])
+    data = encode_conditional([Record("t", b"1"), Record("t", b"2")], [Expectation("t", None)])
+    assert record_count(data) == 2  # the per-principal record quota sees both
 
 
 def test_the_refusal_names_the_current_last_id_on_the_wire() -> None:
