@@ -30,7 +30,8 @@ from raftlog.topics import wire as rpc
 from raftlog.topics.client import TopicClient
 from raftlog.topics.client_stream import POLL_INTERVAL
 from raftlog.topics.kv import SyncKeyValue
-from raftlog.topics.records import LoggedRecord, PropertyValue, Record, RecordId
+from raftlog.topics.records import Expectation, LoggedRecord, PropertyValue, Record, RecordId
+from raftlog.topics.records_kv import Expected
 from raftlog.topics.sync_client_tx import SyncTransaction
 from raftlog.topics.wire_tx import TransactionInfo
 
@@ -137,8 +138,10 @@ class SyncTopicClient:
         ttl_ms: int | None = None,
         request_id: bytes | None = None,
         timeout: float | None = None,
+        expect_last_id: Expected = None,
+        expect_key_last_id: Expected = None,
     ) -> RecordId:
-        """See :meth:`TopicClient.publish`."""
+        """See :meth:`TopicClient.publish` (``expect_*``: a conditional publish)."""
         result: RecordId = self._run(
             self._topics.publish(
                 topic,
@@ -149,6 +152,8 @@ class SyncTopicClient:
                 ttl_ms=ttl_ms,
                 request_id=request_id,
                 timeout=timeout,
+                expect_last_id=expect_last_id,
+                expect_key_last_id=expect_key_last_id,
             )
         )
         return result
@@ -159,10 +164,13 @@ class SyncTopicClient:
         *,
         request_id: bytes | None = None,
         timeout: float | None = None,
+        expect: Sequence[Expectation] = (),
     ) -> list[RecordId]:
-        """See :meth:`TopicClient.publish_batch`."""
+        """See :meth:`TopicClient.publish_batch` (``expect``: a conditional publish)."""
         result: list[RecordId] = self._run(
-            self._topics.publish_batch(records, request_id=request_id, timeout=timeout)
+            self._topics.publish_batch(
+                records, request_id=request_id, timeout=timeout, expect=expect
+            )
         )
         return result
 

@@ -15,7 +15,7 @@ import pytest
 
 from integration.cluster import PEER_BIN, PeerCluster, wait_for
 from raftlog.errors import ExpectationFailedError
-from raftlog.topics import NO_RECORD, TopicClient
+from raftlog.topics import NO_RECORD, Expectation, SyncTopicClient, TopicClient, make_record
 
 from .helpers import start_cluster, topic_client, wait_applied
 
@@ -124,6 +124,32 @@ async def test_racing_key_writers_in_one_client(cluster: PeerCluster) -> None:
         assert len(won) == 1
         held = await topics.kv.get("locks", b"leader")
         assert held is not None and held.record.value == b"%d" % won[0]
+
+
+def test_the_blocking_faces(cluster: PeerCluster) -> None:
+    with SyncTopicClient(cluster.urls, cluster.ident, timeout=20) as topics:
+        topics.create_topic("sync-log")
+        first = topics.publish("sync-log", b"a", expect_last_id=NO_RECORD)
+        with pytest.raises(ExpectationFailedError) as refused:
+            topics.publish("sync-log", b"b", expect_last_id=NO_RECORD)
+        assert refused.value.current_last == (first.index, first.position)
+        topics.publish_batch(
+            [make_record("sync-log", b"c")], expect=[Expectation("sync-log", first)]
+        )
+        topics.create_topic("sync-kv", properties={"cleanup_policy": "compact"})
+        kv = topics.kv
+        rev = kv.put("sync-kv", b"a", b"1")
+        kv.put("sync-kv", b"b", b"2", expect_revision=NO_RECORD)
+        kv.put("sync-kv", b"a", b"3", expect_revision=rev)
+        gone = kv.delete("sync-kv", b"b")
+        item = kv.get("sync-kv", b"a")
+        assert item is not None and item.record.value == b"3"
+        assert kv.get("sync-kv", b"b") is None and [k for k, _ in kv.keys("sync-kv")] == [b"a"]
+        watched = kv.watch("sync-kv", b"", 1)
+        events = [next(watched), next(watched)]
+        watched.close()
+        assert [(e.kind, e.key) for e in events] == [("put", b"a"), ("delete", b"b")]
+        assert events[1].revision == gone
 
 
 async def _views(
