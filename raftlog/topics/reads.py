@@ -30,6 +30,7 @@ record (``first_retained``), so a retained record's entry is always there.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Final, Protocol
 
@@ -364,10 +365,21 @@ class TopicReader:
         return topic_counts.CountsResult(applied, first, tuple(entries), tuple(records))
 
     def describe(self, name: str, state: TopicState, clock_ms: int, applied: int) -> rpc.TopicInfo:
-        """``TD``: properties, first/last retained record, low-water, bytes, log clock."""
+        """``TD``: properties, first/last retained record, low-water, bytes, log clock (a
+        compacted topic: its first and last live records)."""
         start = self.start(name, state, clock_ms, applied)
-        first = self.first_retained(name, state, clock_ms, applied)
-        last = None if first is None else self._last_retained(name, start, clock_ms, applied)
+        if state.properties.compacted:
+            live = self._compacted.records(
+                name, RecordId(state.created_index, 0), state.properties, clock_ms
+            )
+            head = next(live, None)
+            rest = deque(live, maxlen=1)  # a walk of the live records: TD is not hot
+            tail = rest[0] if rest else head
+            first = None if head is None else head.id
+            last = None if tail is None else (tail.id, tail.append_time_ms)
+        else:
+            first = self.first_retained(name, state, clock_ms, applied)
+            last = None if first is None else self._last_retained(name, start, clock_ms, applied)
         return rpc.TopicInfo(
             name,
             state.properties,

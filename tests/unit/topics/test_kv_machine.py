@@ -101,6 +101,10 @@ def live(m: TopicStateMachine, topic: str, **kw: object) -> list[tuple[bytes | N
     return [(r.record.key, r.record.value, r.record.tombstone) for r in result.records]
 
 
+def live_ids(m: TopicStateMachine, topic: str) -> list[RecordId]:
+    return [r.id for r in m.read(rpc.ReadRequest(topic)).records]
+
+
 # -- the format -------------------------------------------------------------------------------
 def test_conditional_batches_and_tombstones_round_trip() -> None:
     expect = (Expectation("t", None), Expectation("t", RecordId(7, 2), b"k"))
@@ -202,6 +206,9 @@ def test_a_compacted_topic_keeps_the_latest_record_per_key(
     assert kv_get(machine, "c", b"a") == b"2" and kv_get(machine, "c", b"b") is None
     assert kv_keys(machine, "c") == [b"a", b"ab"] and kv_keys(machine, "c", b"ab") == [b"ab"]
     assert kv_keys(machine, "c", limit=1) == [b"a"]
+    info = machine.describe("c")  # the first and last live records
+    assert (info.first, info.last) == (live_ids(machine, "c")[0], live_ids(machine, "c")[-1])
+    assert info.first is not None and info.first.index > machine.topics["c"].created_index + 1
     machine.kv.refresh_stats(machine.topics, machine.last_time, 0.0)
     assert machine.kv.stats == (("c", 2, len(b"a2") + len(b"ab3")),)  # the metrics' source
     log.tick(log.now + 1000)  # the tombstone's time is up
