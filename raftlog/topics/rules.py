@@ -29,7 +29,7 @@ def check_entry(
             return TopicError("UnknownTopic", f"topic {entry.topic!r} does not exist")
         policy = entry.properties.get("cleanup_policy", "")
         if entry.op == "update" and policy != "" and (
-            policy != topics[entry.topic].properties.cleanup_policy
+            (policy or "delete") != (topics[entry.topic].properties.cleanup_policy or "delete")
         ):  # compaction keeps its keys from the topic's creation on (raftlog.topics.compacted)
             return TopicError("ImmutableProperty", "cleanup_policy is set when a topic is created")
         return None

@@ -235,7 +235,9 @@ def test_compact_delete_expires_by_retention_too(log: Log, machine: TopicStateMa
 
 def test_non_compacted_topics_answer_no_kv(log: Log, machine: TopicStateMachine) -> None:
     log.create("plain")
-    log.apply(machine)
+    log.add(encode_command(TopicCommand("update", "plain", {"cleanup_policy": "delete"})))
+    log.apply(machine)  # "delete" is what the unset policy means: not a change
+    assert machine.topics["plain"].properties.cleanup_policy == "delete"
     with pytest.raises(TopicError, match="not compacted"):
         kv_get(machine, "plain", b"k")
     with pytest.raises(TopicError, match="does not exist"):
