@@ -221,6 +221,12 @@ def test_a_compacted_topic_keeps_the_latest_record_per_key(
     refused = machine.refusal_at(bad)
     assert refused is not None and refused.name == "KeyRequired"
     assert machine.topics["c"].properties.cleanup_policy == "compact" and change
+    # lifetimes may shrink, never grow (a purged tombstone cannot come back on one peer only)
+    for ms in (2000, 500):
+        log.add(encode_command(TopicCommand("update", "c", {"tombstone_retention_ms": ms})))
+    log.add(encode_command(TopicCommand("update", "c", {"tombstone_retention_ms": None})))
+    log.apply(machine)
+    assert machine.topics["c"].properties.tombstone_retention_ms == 500
 
 
 def test_compact_delete_expires_by_retention_too(log: Log, machine: TopicStateMachine) -> None:
