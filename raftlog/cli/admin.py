@@ -382,6 +382,8 @@ async def run(args: argparse.Namespace) -> int:
     names = check_inputs(args.files) if args.command == "publish" else []
     if args.command == "read" and args.topic is None and args.from_time is not None:
         raise UsageError("--from-time needs --topic")
+    if args.command == "publish" and args.topic is None and admin_topics.conditional(args):
+        raise UsageError("--expect-last-id and --expect-key-last-id need --topic")
     async with make_client(args, target) as client:
         if args.command == "status":
             return await admin_cluster.cmd_status(args, client, target.names)

@@ -102,6 +102,11 @@ def _command(
     )
 
 
+def conditional(args: argparse.Namespace) -> bool:
+    """Does this ``publish`` carry an ``--expect-*`` option?"""
+    return args.expect_last_id is not None or args.expect_key_last_id is not None
+
+
 def _expected(text: str | None) -> Expected:
     if text is None:
         return None

@@ -245,6 +245,9 @@ async def publish_to_topic(
     return EXIT_OK
 
 
+conditional = admin_kv.conditional  # for admin.py, which reaches admin_kv through here
+
+
 def _expected(text: str | None, option: str) -> Expected:
     """An ``--expect-*`` option's id (``none``: no record), or None when not given."""
     if text is None:
