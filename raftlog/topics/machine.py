@@ -41,7 +41,7 @@ from raftlog.storage.base import SnapshotStore
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics import wire_tx as tx_rpc
-from raftlog.topics.commit import plan_commit
+from raftlog.topics.commit import CommitRecords, plan_commit
 from raftlog.topics.counters import TopicCounters
 from raftlog.topics.index import TopicIndex, group_by_topic
 from raftlog.topics.kv_state import KeyValueState
@@ -240,8 +240,7 @@ class TopicStateMachine:
             self._commit(batch, index, entry.txid)
 
     def _commit(self, batch: Any, index: int, txid: str) -> None:
-        """Index the transaction's records as one entry at ``index`` -- or abort it whole
-        (``topic_tx.plan_commit``)."""
+        """Index the transaction's records as one entry at ``index``, or abort it whole."""
         tx = self._tx.open[txid]
         plan = plan_commit(tx.stores, self._reader.store_at, self._topics)
         if isinstance(plan, str):
@@ -254,7 +253,8 @@ class TopicStateMachine:
                 self._note_topic(batch, name, index)
             for ttl in plan.ttls:
                 heapq.heappush(self._ttl_deadlines, self._last_time + ttl)
-            self._index_entry(batch, index, plan.by_topic)
+            records = CommitRecords(tx.stores, self._reader.store_at)  # read lazily
+            self._index_entry(batch, index, plan.by_topic, records)
             self._index.put_commit_stores(batch, index, tx.stores)
         self._tx.end(batch, txid, Finished("committed", index, index))
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from raftlog.errors import TopicError
 from raftlog.topics.properties import DEFAULT_TOMBSTONE_RETENTION_MS
 from raftlog.topics.records import ClockTick, TopicCommand, TopicEntry, TopicProperties
-from raftlog.topics.records_tx import TxControl, TxEntry, TxStore
+from raftlog.topics.records_tx import TxControl, TxEntry
 from raftlog.topics.state import TopicState
 
 
@@ -46,12 +46,6 @@ def check_entry(
                 "KeyRequired",
                 f"record {position}: topic {record.topic!r} is compacted "
                 "(cleanup_policy=compact): every record needs a key",
-            )
-        if state.properties.compacted and isinstance(entry, TxStore):
-            return TopicError(
-                "CompactedTransaction",
-                f"record {position}: transactions cannot write to compacted topic "
-                f"{record.topic!r} yet",
             )
         limit = state.properties.max_record_bytes
         if limit is not None and record.size > limit:

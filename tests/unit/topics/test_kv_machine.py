@@ -32,7 +32,12 @@ from raftlog.topics.records import (
     encode_command,
 )
 from raftlog.topics.records_kv import NO_RECORD, encode_conditional, parse_record_id
-from raftlog.topics.records_tx import decode_any_entry
+from raftlog.topics.records_tx import (
+    TxControl,
+    decode_any_entry,
+    encode_tx_control,
+    encode_tx_store,
+)
 from raftlog.topics.stamp import stamp_append_time
 from raftlog.topics.wire_errors import encode_error, error_from
 
@@ -349,3 +354,25 @@ def test_the_kv_view_equals_a_replay_and_survives_a_snapshot(
     finally:
         whole.close()
         half.close()
+
+
+def test_a_transaction_commits_into_a_compacted_topic(log: Log, machine: TopicStateMachine) -> None:
+    log.create("c", cleanup_policy="compact")
+    log.put("c", b"a", b"before")
+    log.add(stamp_append_time(encode_tx_control(TxControl("begin", "t1", 60_000)), log.now))
+    log.add(
+        stamp_append_time(
+            encode_tx_store("t1", [Record("c", b"in-tx", b"a"), Record("c", b"new", b"b")]),
+            log.now,
+        )
+    )
+    log.apply(machine)
+    assert kv_get(machine, "c", b"a") == b"before"  # invisible until the commit
+    commit = log.add(stamp_append_time(encode_tx_control(TxControl("commit", "t1")), log.now))
+    log.apply(machine)
+    assert (kv_get(machine, "c", b"a"), kv_get(machine, "c", b"b")) == (b"in-tx", b"new")
+    assert [r.index for r in live_ids(machine, "c")] == [commit, commit]
+    keyless = log.add(stamp_append_time(encode_tx_store("t2", [Record("c", b"x")]), log.now))
+    log.apply(machine)
+    refused = machine.refusal_at(keyless)
+    assert refused is not None and refused.name in ("KeyRequired", "UnknownTransaction")
