@@ -131,6 +131,36 @@ class TopicError(RaftlogError):
         super().__init__(f"{name}: {message}")
 
 
+class RecordFormatError(TopicError, ValueError):
+    """Bytes or values that do not form a valid topic entry (code ``BadRecord`` unless a more
+    precise one applies: ``InvalidTopicName``, ``InvalidProperty``). Re-exported by
+    ``raftlog.topics.records``, the format it guards."""
+
+    def __init__(self, message: str, name: str = "BadRecord") -> None:
+        super().__init__(name, message)
+
+
+class ExpectationFailedError(TopicError):
+    """A conditional publish was refused at apply: the topic's (or the key's) last record
+    was not the one the publisher expected, so nothing of the batch was appended. It says
+    what the last record id is now (``current_last`` as ``(index, position)``, None: the
+    topic has no record / the key none alive), so an optimistic writer can re-read from
+    there and retry (JetStream's expected-last-sequence, docs/topics.md "Conditional
+    publish")."""
+
+    def __init__(
+        self,
+        message: str,
+        topic: str,
+        current_last: tuple[int, int] | None,
+        key: bytes | None = None,
+    ) -> None:
+        super().__init__("ExpectationFailed", message)
+        self.topic = topic
+        self.key = key
+        self.current_last = current_last
+
+
 class RecordsExpiredError(TopicError):
     """A topic read asked to start below what the topic still keeps: records there were
     removed by the topic's retention (time or size). ``first_available`` is the first

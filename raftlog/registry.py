@@ -54,6 +54,7 @@ from raftlog.rpc.messages import (
 from raftlog.rpc.reads import TYPE_READ_INDEX
 from raftlog.topics.wire import TYPE_DESCRIBE, TYPE_LIST, TYPE_PUBLISH, TYPE_READ
 from raftlog.topics.wire_counts import TYPE_COUNTS
+from raftlog.topics.wire_kv import TYPE_KV_GET, TYPE_KV_KEYS
 from raftlog.topics.wire_tx import TYPE_TX_STATUS
 
 
@@ -154,6 +155,10 @@ ROWS: Final[tuple[MessageRow, ...]] = (
         _R, AclScope.READ_TOPICS, _TOPIC, "record counts per index bucket (Spark planning)"),
     MessageRow(TYPE_TX_STATUS, "TransactionStatus", ClientDispatch, _MACHINE,
         _R, AclScope.OWNER, _TOPIC, "a transaction's state (its owner or an admin)"),
+    MessageRow(TYPE_KV_GET, "KeyValueGet", ClientDispatch, _MACHINE,
+        _R, AclScope.READ_TOPIC, _TOPIC, "a compacted topic's live value of one key"),
+    MessageRow(TYPE_KV_KEYS, "KeyValueKeys", ClientDispatch, _MACHINE,
+        _R, AclScope.READ_TOPIC, _TOPIC, "a compacted topic's live keys with a prefix"),
     MessageRow(TYPE_CLOCK, "Clock", ClientDispatch, "clock.reading",
         _R, AclScope.NONE, _EXT, "the peer's cluster clock reading"),
     MessageRow(TYPE_READ_INDEX, "ReadIndex", ClientDispatch, "reads.request_read_index",

@@ -264,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_parsers(sub)
     _add_publish_parser(sub)
     _add_read_parsers(sub)
-    admin_topics.add_parsers(sub)
+    admin_topics.add_parsers(sub)  # and kv (admin_kv)
     compact = subcommand(
         sub,
         "compact",
@@ -384,6 +384,8 @@ async def run(args: argparse.Namespace) -> int:
     names = check_inputs(args.files) if args.command == "publish" else []
     if args.command == "read" and args.topic is None and args.from_time is not None:
         raise UsageError("--from-time needs --topic")
+    if args.command == "publish" and args.topic is None and admin_topics.conditional(args):
+        raise UsageError("--expect-last-id and --expect-key-last-id need --topic")
     async with make_client(args, target) as client:
         if args.command == "status":
             return await admin_cluster.cmd_status(args, client, target.names)
@@ -403,7 +405,7 @@ async def run(args: argparse.Namespace) -> int:
             return await admin_bench.cmd_bench(args, client)
         if args.command == "publish":
             return await cmd_publish(args, client, names)
-        if args.command == "topics":
+        if args.command in ("topics", "kv"):
             return await admin_topics.cmd_topics(args, client)
         if args.topic is not None:
             return await admin_topics.read_topic(args, client)

@@ -9,13 +9,15 @@ import json
 import sys
 from typing import Any
 
+from raftlog.cli import admin_kv
 from raftlog.cli.admin_io import EXIT_OK, UsageError, say
 from raftlog.cli.admin_publish import PublishReport, publish_stream
 from raftlog.cli.admin_reads import read_options
 from raftlog.cli.formats import render
 from raftlog.client import RaftClient
 from raftlog.topics.client import TopicClient, make_record
-from raftlog.topics.records import LoggedRecord, RecordId
+from raftlog.topics.records import CLEANUP_POLICIES, LoggedRecord, RecordId
+from raftlog.topics.records_kv import Expected, expectations, parse_record_id
 from raftlog.topics.wire import TopicInfo
 
 PUBLISH_IN_FLIGHT = 64
@@ -35,7 +37,9 @@ def _command(
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The ``topics`` command and its actions, each with its own help and example."""
+    """The ``topics`` command and its actions, each with its own help and example; then
+    ``kv`` and publish's conditional options (``admin_kv``)."""
+    admin_kv.add_parsers(sub)
     topics = _command(sub, "topics", "create, list, describe or delete topics", "topics list")
     tsub = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = _command(
@@ -48,6 +52,13 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     create.add_argument("--max-record-bytes", type=int, help="largest record accepted")
     create.add_argument("--description", help="what the topic is for (shown by describe)")
+    create.add_argument(
+        "--cleanup", choices=CLEANUP_POLICIES, help="cleanup_policy: delete (default), "
+        "compact (the latest record per key: a key-value topic) or compact,delete",
+    )
+    create.add_argument(
+        "--tombstone-retention-ms", type=int, help="compacted: keep deletions this long (1 day)"
+    )
     create.add_argument(
         "--if-not-exists", action="store_true", help="an existing topic is not an error"
     )
@@ -136,7 +147,9 @@ def record_line(item: LoggedRecord, as_json: bool, fmt: str | None = None) -> st
 
 
 async def cmd_topics(args: argparse.Namespace, client: RaftClient) -> int:
-    """``topics create|list|describe|delete``."""
+    """``topics create|list|describe|delete`` (and ``kv ...``: ``admin_kv``)."""
+    if args.command == "kv":
+        return await admin_kv.cmd_kv(args, client)
     async with TopicClient(client) as tc:
         if args.action == "create":
             index = await tc.create_topic(
@@ -144,7 +157,15 @@ async def cmd_topics(args: argparse.Namespace, client: RaftClient) -> int:
                 retention_ms=args.retention_ms,
                 max_bytes=args.max_bytes,
                 max_record_bytes=args.max_record_bytes,
-                properties=None if args.description is None else {"description": args.description},
+                properties={
+                    name: value
+                    for name, value in (
+                        ("description", args.description),
+                        ("cleanup_policy", args.cleanup),
+                        ("tombstone_retention_ms", args.tombstone_retention_ms),
+                    )
+                    if value is not None
+                },
                 exist_ok=args.if_not_exists,
             )
             if index is None:
@@ -186,10 +207,24 @@ async def publish_to_topic(
     """``publish --topic``: each input record becomes one topic record, streamed."""
     key = None if args.key is None else args.key.encode()
     report: PublishReport[RecordId] = PublishReport()
+    expected = _expected(args.expect_last_id, "--expect-last-id")
+    key_expected = _expected(args.expect_key_last_id, "--expect-key-last-id")
+    if key_expected is not None and key is None:
+        raise UsageError("--expect-key-last-id needs --key")
+    conditional = expected is not None or key_expected is not None
     async with TopicClient(client) as tc:
 
         async def publish(value: bytes) -> RecordId:
-            return (await tc.publish_batch([make_record(args.topic, value, key=key)]))[0]
+            nonlocal expected, key_expected
+            record = make_record(args.topic, value, key=key)
+            if not conditional:
+                return (await tc.publish_batch([record]))[0]
+            # each record expects its predecessor: the input lands as one unbroken run
+            expect = expectations(args.topic, key, expected, key_expected)
+            rid = (await tc.publish_batch([record], expect=expect))[0]
+            expected = rid if expected is not None else None
+            key_expected = rid if key_expected is not None else None
+            return rid
 
         try:
             await publish_stream(
@@ -197,7 +232,7 @@ async def publish_to_topic(
                 publish,
                 report,
                 whole=args.whole,
-                in_flight=PUBLISH_IN_FLIGHT,
+                in_flight=1 if conditional else PUBLISH_IN_FLIGHT,
                 show_progress=not args.no_progress,
             )
         except BaseException as error:
@@ -209,6 +244,19 @@ async def publish_to_topic(
         published=len(report.confirmed), topic=args.topic,
         last_id=None if last is None else str(last))
     return EXIT_OK
+
+
+conditional = admin_kv.conditional  # for admin.py, which reaches admin_kv through here
+
+
+def _expected(text: str | None, option: str) -> Expected:
+    """An ``--expect-*`` option's id (``none``: no record), or None when not given."""
+    if text is None:
+        return None
+    try:
+        return parse_record_id(text)
+    except ValueError:
+        raise UsageError(f"{option} takes INDEX:POSITION, INDEX or none, got {text!r}") from None
 
 
 async def read_topic(args: argparse.Namespace, client: RaftClient) -> int:

@@ -73,6 +73,15 @@ class TopicCatalog(Protocol):
     def topics(self) -> Mapping[str, object]: ...
     @property
     def counters(self) -> TopicTotalsSource: ...
+    @property
+    def kv(self) -> KeyValueStats: ...
+
+
+class KeyValueStats(Protocol):
+    """The compacted topics' live keys and bytes (``raftlog.topics.kv_state``)."""
+
+    @property
+    def stats(self) -> tuple[tuple[str, int, int], ...]: ...
 
 
 class DiskReadings(Protocol):
@@ -126,6 +135,7 @@ def build_peer_view(
         topics=len(topics.topics),
         topic_names=tuple(sorted(topics.topics)[:MAX_TOPIC_NAMES]),
         topic_stats=topics.counters.stats(MAX_TOPIC_NAMES),
+        kv_stats=topics.kv.stats[:MAX_TOPIC_NAMES],
         elections=elections.recent(),
         disk_free_bytes=None if disk is None or disk.free < 0 else disk.free,
         min_free_disk_bytes=0 if disk is None else disk.threshold,

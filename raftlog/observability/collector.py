@@ -193,3 +193,16 @@ def topic_metrics(view: PeerView) -> Iterator[Metric]:
         for stat in view.topic_stats:
             family.add_metric([stat[0]], float(stat[field]))
         yield family
+    keys = GaugeMetricFamily(
+        "raftlog_kv_live_keys", "Live keys of a compacted topic (its key-value view).",
+        labels=["topic"],
+    )
+    size = GaugeMetricFamily(
+        "raftlog_kv_live_bytes", "Bytes (keys, values, headers) of a compacted topic's live "
+        "records.", labels=["topic"],
+    )
+    for name, live_keys, live_bytes in view.kv_stats:
+        keys.add_metric([name], float(live_keys))
+        size.add_metric([name], float(live_bytes))
+    yield keys
+    yield size

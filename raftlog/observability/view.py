@@ -61,6 +61,9 @@ class PeerView:
     topic_stats: tuple[TopicStat, ...] = ()
     """Per-topic totals ``(topic, records, bytes, published_records, published_bytes,
     expired_records, expired_bytes)``, sorted by name (at most ``MAX_TOPIC_NAMES``)."""
+    kv_stats: tuple[tuple[str, int, int], ...] = ()
+    """Compacted topics' ``(topic, live keys, live bytes)`` (issue #29; recounted every
+    ``raftlog.topics.kv_state.STATS_INTERVAL`` seconds)."""
     elections: tuple[LeaderChange, ...] = ()
     """The last leader changes this peer lived through, newest first."""
     disk_free_bytes: int | None = None

@@ -23,6 +23,7 @@ from aiohttp import web
 from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.rest.errors import RestError
 from raftlog.topics.records import MAX_POSITION, MAX_UINT, RecordId
+from raftlog.topics.records_kv import NO_RECORD, Expected
 
 ENCODINGS: Final = ("base64", "text", "json")
 """How message payloads are written in JSON: base64 strings (any bytes, the default), UTF-8
@@ -203,6 +204,19 @@ def parse_id(text: str, what: str) -> RecordId:
         if rid.index <= MAX_UINT and rid.position <= MAX_POSITION:
             return rid
     raise RestError(400, "BadRequest", f"{what} {text[:40]!r} is not a message id (INDEX-POSITION)")
+
+
+def expected_id(body: Mapping[str, Any], name: str) -> Expected:
+    """An optional expected last id (issue #29): a message id, or ``"none"`` (``NO_RECORD``:
+    "no message"); absent or null: None, no condition."""
+    value = body.get(name)
+    if value is None:
+        return None
+    if value == "none":
+        return NO_RECORD
+    if not isinstance(value, str):
+        raise RestError(400, "BadRequest", f"{name} must be a message id or \"none\"")
+    return parse_id(value, name)
 
 
 def optional_int(body: Mapping[str, Any], name: str, low: int, high: int) -> int | None:

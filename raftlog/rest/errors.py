@@ -16,6 +16,7 @@ from raftlog.errors import (
     AccessDeniedError,
     ClusterUnavailableError,
     EntryTooLargeError,
+    ExpectationFailedError,
     RecordsExpiredError,
     RequestExpiredError,
     TopicError,
@@ -51,6 +52,8 @@ TOPIC_STATUS: Final[Mapping[str, int]] = {
     "TransactionCommitted": 409,
     "TransactionExists": 409,
     "TransactionNotOwned": 403,
+    "ExpectationFailed": 409,
+    "KeyNotFound": 404,
 }
 """TopicError names with a status of their own; every other TopicError (BadRequest,
 InvalidProperty, InvalidTopicName, BadRecord, RecordTooLarge, ...) is the caller's
@@ -62,6 +65,10 @@ def from_cluster(exc: Exception) -> RestError:
     if isinstance(exc, RecordsExpiredError):
         index, position = exc.first_available
         return RestError(410, exc.name, exc.message, {"firstAvailable": f"{index}-{position}"})
+    if isinstance(exc, ExpectationFailedError):  # where the topic (or key) is now
+        last = exc.current_last
+        extra = {"lastId": None if last is None else f"{last[0]}-{last[1]}"}
+        return RestError(409, exc.name, exc.message, extra)
     if isinstance(exc, TopicError):
         return RestError(TOPIC_STATUS.get(exc.name, 400), exc.name, exc.message)
     if isinstance(exc, EntryTooLargeError):

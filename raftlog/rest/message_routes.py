@@ -2,7 +2,9 @@
 
 ``POST …/{topic}/publish`` ``{"messages": [...], "encoding": "base64"|"text"|"json"}``
 publishes the messages atomically (one log entry) through the leader and answers 200 with
-their ids; with ``"transaction"`` it commits a transaction instead (``raftlog.rest.tx_routes``).
+their ids; with ``"expectLastId": "12-0"`` (``"none"``: the topic must be empty) only if
+the topic's last message is that one, else 409 ``ExpectationFailed`` with ``lastId``; with
+``"transaction"`` it commits a transaction instead (``raftlog.rest.tx_routes``).
 
 ``POST …/{topic}/poll`` ``{"startFrom": "12-0" | 1700000000000, "inclusive": true,
 "limit": 100, "waitMs": 0, "encoding": "base64"}`` answers a JSON array of
@@ -28,6 +30,7 @@ from raftlog.rest.bodies import (
     decode_messages,
     encode_payload,
     encoding_of,
+    expected_id,
     format_id,
     json_reply,
     optional_bool,
@@ -42,9 +45,12 @@ from raftlog.rpc.reads import Consistency
 from raftlog.security.policy import Role
 from raftlog.topics.client import make_record
 from raftlog.topics.records import MAX_UINT
+from raftlog.topics.records_kv import expectations
 from raftlog.topics.wire import DEFAULT_READ_LIMIT, MAX_READ_LIMIT, MAX_READ_WAIT_MS, ReadResult
 
-PUBLISH_FIELDS: Final = frozenset({"messages", "encoding", "transaction", "ttlMs"})
+PUBLISH_FIELDS: Final = frozenset(
+    {"messages", "encoding", "transaction", "ttlMs", "expectLastId"}
+)
 POLL_FIELDS: Final = frozenset(
     {"startFrom", "inclusive", "limit", "waitMs", "encoding", "consistency", "minIndex"}
 )
@@ -84,9 +90,11 @@ async def plain_publish(
         charge(payloads)
     ttl = optional_int(body, "ttlMs", 1, MAX_UINT)
     records = [make_record(name, payload, ttl_ms=ttl) for payload in payloads]
+    expect = expected_id(body, "expectLastId")  # issue #29: conditional publish
+    conditions = expectations(name, None, expect, None)
     try:
         ids = await ctx.gateway.topics.publish_batch(
-            records, request_id=request_id, timeout=ctx.gateway.timeout
+            records, request_id=request_id, timeout=ctx.gateway.timeout, expect=conditions
         )
     except Exception as exc:
         raise from_cluster(exc) from exc
@@ -143,6 +151,8 @@ def add_message_routes(
         body = await read_json_object(request, ctx.max_body)
         check_fields(body, PUBLISH_FIELDS)
         if body.get("transaction") is not None:
+            if body.get("expectLastId") is not None:
+                raise RestError(400, "BadRequest", "expectLastId does not apply to a commit")
             if transactional is None:
                 raise RestError(501, "NotImplemented", "transactions are not available")
             return await transactional(request, ctx, name, body)

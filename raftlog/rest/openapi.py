@@ -10,13 +10,20 @@ from __future__ import annotations
 from typing import Any
 
 from raftlog import __version__
-from raftlog.topics.records import MAX_PROPERTY_TEXT, PROPERTY_KINDS, PROPERTY_NAMES
+from raftlog.topics.records import (
+    MAX_PROPERTY_TEXT,
+    PROPERTY_CHOICES,
+    PROPERTY_KINDS,
+    PROPERTY_NAMES,
+)
 
 _JSON = "application/json"
 
 
-def _property_schema(kind: str) -> dict[str, Any]:
+def _property_schema(kind: str, name: str = "") -> dict[str, Any]:
     """A topic property's schema by its kind (``raftlog.topics.records.PROPERTY_KINDS``)."""
+    if name in PROPERTY_CHOICES:
+        return {"type": "string", "enum": list(PROPERTY_CHOICES[name]), "nullable": True}
     if kind == "text":
         return {"type": "string", "maxLength": MAX_PROPERTY_TEXT, "nullable": True}
     return {
@@ -40,7 +47,8 @@ def _answers(ok: str, ok_schema: dict[str, Any], *errors: int) -> dict[str, Any]
         401: "no or unknown bearer token (secure clusters)",
         403: "the token's role or topic ACL does not allow this",
         404: "unknown namespace, topic or transaction",
-        409: "conflict (topic exists; transaction committed, aborted or expired)",
+        409: "conflict (topic exists; transaction committed, aborted or expired; an "
+        "expectation failed: lastId says where the topic or key is now)",
         410: "the start is below what retention removed (firstAvailable says where to start)",
         413: "the body exceeds [rest] max_body_bytes",
         429: "over the caller's quota (publish rate, long polls); header Retry-After (s), "
@@ -77,6 +85,7 @@ def openapi_document() -> dict[str, Any]:
                   "description": "the client's own request id (24 hex digits, seconds first): "
                   "a retry with the same id is applied at most once",
                   "schema": {"type": "string", "pattern": "^[0-9a-fA-F]{24}$"}}
+    paths = _kv_paths(one, ns, topic)
     return {
         "openapi": "3.0.3",
         "info": {
@@ -92,13 +101,14 @@ def openapi_document() -> dict[str, Any]:
                 "Error": {"type": "object", "required": ["error", "message"],
                           "properties": {"error": {"type": "string"},
                                          "message": {"type": "string"},
-                                         "firstAvailable": {"type": "string"}}},
+                                         "firstAvailable": {"type": "string"},
+                                         "lastId": {"type": "string", "nullable": True}}},
                 "Encoding": {"type": "string", "enum": ["base64", "text", "json"],
                              "default": "base64"},
                 "Properties": {
                     "type": "object", "additionalProperties": False,
                     "properties": {
-                        name: _property_schema(PROPERTY_KINDS.get(name, "uint"))
+                        name: _property_schema(PROPERTY_KINDS.get(name, "uint"), name)
                         for name in (*PROPERTY_NAMES, "ttl")
                     },
                 },
@@ -144,7 +154,9 @@ def openapi_document() -> dict[str, Any]:
                 "requestBody": _body(_messages_body(
                     {"transaction": txid,
                      "ttlMs": {"type": "integer", "minimum": 1,
-                               "description": "a shorter life than the topic's retention"}},
+                               "description": "a shorter life than the topic's retention"},
+                     "expectLastId": _expect("only if the topic's last message is this "
+                                             "one ('none': only if it has none)")},
                     [])),
                 "responses": _answers(
                     "the ids of the published (committed) messages",
@@ -184,5 +196,66 @@ def openapi_document() -> dict[str, Any]:
                 "responses": _answers("messages (header X-Raftlog-More: true if more)",
                                       {"type": "array", "items": _ref("Message")},
                                       400, 404, 410, 413, 429)}},
+            **paths,
         },
+    }
+
+
+def _expect(what: str) -> dict[str, Any]:
+    return {"type": "string", "pattern": "^([0-9]+-[0-9]+|none)$", "nullable": True,
+            "description": what}
+
+
+def _kv_paths(one: str, ns: dict[str, Any], topic: dict[str, Any]) -> dict[str, Any]:
+    """The key-value view of compacted topics (``raftlog.rest.kv_routes``, issue #29)."""
+    key = {"name": "key", "in": "path", "required": True,
+           "schema": {"type": "string", "minLength": 1}}
+    revision = {"type": "object", "properties": {"revision": _ref("MessageId")}}
+    entry = {"type": "object", "properties": {
+        "key": {"type": "string"}, "revision": _ref("MessageId"), "value": {},
+        "payload": {}, "payloadBase64": {"type": "string"}}}
+    expect = _expect("only if the key's revision is this ('none': only if it has no value)")
+    query = {"in": "query", "required": False}
+    return {
+        one + "/keys": {"parameters": [ns, topic], "get": {
+            "summary": "a compacted topic's live keys with a prefix, in byte order",
+            "parameters": [
+                {"name": "prefix", **query, "schema": {"type": "string"}},
+                {"name": "limit", **query,
+                 "schema": {"type": "integer", "minimum": 1, "maximum": 10000}}],
+            "responses": _answers("keys", {"type": "object", "properties": {
+                "keys": {"type": "array", "items": {"type": "object"}},
+                "more": {"type": "boolean"}}}, 400, 404)}},
+        one + "/keys/{key}": {
+            "parameters": [ns, topic, key],
+            "get": {"summary": "a key's live value",
+                    "parameters": [{"name": "encoding", **query,
+                                    "schema": _ref("Encoding")}],
+                    "responses": _answers("the value", entry, 400, 404)},
+            "put": {"summary": "set a key (a keyed record), optionally only at a revision",
+                    "requestBody": _body({
+                        "type": "object", "required": ["value"], "additionalProperties": False,
+                        "properties": {"value": {}, "encoding": _ref("Encoding"),
+                                       "expectRevision": expect}}),
+                    "responses": _answers("the new revision", revision, 400, 404, 409, 413,
+                                          429)},
+            "delete": {"summary": "delete a key (a tombstone)",
+                       "parameters": [{"name": "expectRevision", **query, "schema": expect}],
+                       "responses": _answers("the deletion's revision", revision, 400, 404,
+                                             409, 429)},
+        },
+        one + "/watch": {"parameters": [ns, topic], "post": {
+            "summary": "changes of keys with a prefix from a revision (long-polled)",
+            "requestBody": _body({"type": "object", "additionalProperties": False,
+                                  "properties": {
+                "prefix": {"type": "string"},
+                "fromRevision": {"oneOf": [_ref("MessageId"),
+                                           {"type": "integer", "minimum": 0}]},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 1000},
+                "waitMs": {"type": "integer", "minimum": 0},
+                "encoding": _ref("Encoding")}}, required=False),
+            "responses": _answers("events, and next: where to continue", {
+                "type": "object", "properties": {
+                    "events": {"type": "array", "items": {"type": "object"}},
+                    "next": _ref("MessageId")}}, 400, 404, 410, 429)}},
     }

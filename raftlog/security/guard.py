@@ -139,7 +139,7 @@ def topic_refusal(principal: Principal, msg_type: bytes, args: list[bytes]) -> s
             topics: tuple[str, ...] | None = (
                 (decode_read_request(args).topic,)
                 if msg_type == TYPE_READ
-                else (decode_describe_request(args),)
+                else (decode_describe_request(args[:1]),)  # TD, KG, KK: the topic first
             )
         elif acl is AclScope.READ_TOPICS:
             topics = decode_counts_request(args).topics

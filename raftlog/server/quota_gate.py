@@ -32,7 +32,8 @@ from raftlog.rpc.messages import TYPE_REQUEST_ENTRIES, TYPE_REQUEST_UPDATE
 from raftlog.security.policy import PolicyHolder
 from raftlog.security.quotas import Quota, QuotaBook
 from raftlog.server.backlog import ConnectionBacklog
-from raftlog.topics.records import HEADER_SIZE, KIND_RECORDS, MAGIC, TopicError
+from raftlog.topics.records import HEADER_SIZE, KIND_RECORDS, MAGIC, RecordBatch, TopicError
+from raftlog.topics.records_kv import KIND_CONDITIONAL
 from raftlog.topics.records_tx import KIND_TX_STORE, TxStore, decode_any_entry
 from raftlog.topics.wire import TYPE_PUBLISH, TYPE_READ, decode_read_request
 
@@ -62,12 +63,12 @@ def record_count(data: bytes) -> int:
         if head == 0xDD:
             return int.from_bytes(data[HEADER_SIZE + 1:HEADER_SIZE + 5], "big")
         return 1
-    if kind == KIND_TX_STORE:
+    if kind in (KIND_TX_STORE, KIND_CONDITIONAL):  # a conditional batch: issue #29
         try:
             entry = decode_any_entry(data)
         except TopicError:
             return 1
-        return len(entry.records) if isinstance(entry, TxStore) else 1
+        return len(entry.records) if isinstance(entry, TxStore | RecordBatch) else 1
     return 1
 
 

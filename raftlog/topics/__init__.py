@@ -6,7 +6,8 @@ state machine every peer applies (``machine`` with ``index``, ``reads``, ``count
 ``rules``, ``tx``, ``commit``, ``snapshot``, ``opening``, ``requests``), the topic RPCs'
 frame codecs (``wire``, ``wire_counts``, ``wire_errors``, ``wire_tx``; ``raftlog.rpc``
 stays a leaf that knows no topic), and the client API over the transport (``client``,
-``client_stream``, ``client_view``, ``client_tx`` and their blocking faces
+``client_stream``, ``client_view``, ``client_tx``, the key-value view ``kv`` (#29, with
+``records_kv``, ``compacted``, ``kv_state``, ``wire_kv``) and their blocking faces
 ``sync_client``, ``sync_client_tx``).
 
 The public client API is importable from here: ``TopicClient`` and its blocking twin
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from raftlog.errors import (
+        ExpectationFailedError,
         RecordsExpiredError,
         TopicError,
         TransactionAbortedError,
@@ -36,14 +38,28 @@ if TYPE_CHECKING:
     )
     from raftlog.topics.client import TopicClient
     from raftlog.topics.client_tx import Transaction
+    from raftlog.topics.kv import KeyValue, KeyValueEvent, SyncKeyValue
     from raftlog.topics.record_builder import make_record
-    from raftlog.topics.records import LoggedRecord, Record, RecordId, TopicProperties
+    from raftlog.topics.records import (
+        Expectation,
+        LoggedRecord,
+        Record,
+        RecordId,
+        TopicProperties,
+    )
+    from raftlog.topics.records_kv import NO_RECORD
     from raftlog.topics.sync_client import SyncTopicClient
     from raftlog.topics.sync_client_tx import SyncTransaction
     from raftlog.topics.wire import ReadResult, TopicInfo
     from raftlog.topics.wire_tx import TransactionInfo
 
 _EXPORTS: Final[dict[str, str]] = {
+    "ExpectationFailedError": "raftlog.errors",
+    "Expectation": "raftlog.topics.records",
+    "KeyValue": "raftlog.topics.kv",
+    "KeyValueEvent": "raftlog.topics.kv",
+    "SyncKeyValue": "raftlog.topics.kv",
+    "NO_RECORD": "raftlog.topics.records_kv",
     "RecordsExpiredError": "raftlog.errors",
     "TopicError": "raftlog.errors",
     "TransactionAbortedError": "raftlog.errors",
@@ -69,6 +85,12 @@ _EXPORTS: Final[dict[str, str]] = {
 """Public name -> the module that defines it."""
 
 __all__ = [
+    "NO_RECORD",
+    "Expectation",
+    "ExpectationFailedError",
+    "KeyValue",
+    "KeyValueEvent",
+    "SyncKeyValue",
     "LoggedRecord",
     "ReadResult",
     "Record",

@@ -38,6 +38,7 @@ from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.client_reads import read_frames
 from raftlog.topics.client_stream import POLL_INTERVAL, subscribe
 from raftlog.topics.client_tx import Transaction, begin_data, new_txid
+from raftlog.topics.kv import KeyValue
 from raftlog.topics.record_builder import make_record
 from raftlog.topics.records import (
     AdminOp,
@@ -50,6 +51,7 @@ from raftlog.topics.records import (
     encode_command,
     encode_records,
 )
+from raftlog.topics.records_kv import Expectation, Expected, encode_conditional, expectations
 from raftlog.topics.records_tx import Actor
 
 __all__ = ["TopicClient", "admin_data", "make_record", "publish_data"]
@@ -159,12 +161,21 @@ class TopicClient:
         ttl_ms: int | None = None,
         request_id: bytes | None = None,
         timeout: float | None = None,
+        expect_last_id: Expected = None,
+        expect_key_last_id: Expected = None,
     ) -> RecordId:
-        """Publish one record; its id once applied (see ``make_record`` for the fields)."""
+        """Publish one record; its id once applied (see ``make_record`` for the fields).
+        Conditional publish (issue #29): ``expect_last_id`` -- the topic's last record must
+        be this id (``NO_RECORD``: the topic must be empty); ``expect_key_last_id`` -- the
+        latest record of ``key`` must be this id (``NO_RECORD``: the key has none alive;
+        compacted topics). Otherwise nothing is appended and ``ExpectationFailedError``
+        names the current last id."""
         record = make_record(
             topic, value, key=key, headers=headers, timestamp_ms=timestamp_ms, ttl_ms=ttl_ms
         )
-        index = await self.propose(publish_data([record]), request_id=request_id, timeout=timeout)
+        expect = expectations(topic, key, expect_last_id, expect_key_last_id)
+        data = encode_conditional([record], expect)
+        index = await self.propose(data, request_id=request_id, timeout=timeout)
         return RecordId(index, 0)
 
     async def publish_batch(
@@ -173,9 +184,13 @@ class TopicClient:
         *,
         request_id: bytes | None = None,
         timeout: float | None = None,
+        expect: Sequence[Expectation] = (),
     ) -> list[RecordId]:
-        """Publish ``records`` atomically (one entry); their ids in order."""
-        index = await self.propose(publish_data(records), request_id=request_id, timeout=timeout)
+        """Publish ``records`` atomically (one entry); their ids in order. ``expect``: the
+        batch applies only if every expectation holds (``raftlog.topics.records_kv``),
+        else ``ExpectationFailedError`` and nothing is appended."""
+        data = encode_conditional(records, expect)
+        index = await self.propose(data, request_id=request_id, timeout=timeout)
         return [RecordId(index, position) for position in range(len(records))]
 
     async def create_topic(
@@ -337,6 +352,11 @@ class TopicClient:
             url=url,
             poll_interval=poll_interval,
         )
+
+    @property
+    def kv(self) -> KeyValue:
+        """The key-value view of compacted topics (``raftlog.topics.kv``)."""
+        return KeyValue(self)
 
     @property
     def raft_client(self) -> RaftClient:

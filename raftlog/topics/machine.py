@@ -4,33 +4,27 @@ Every peer applies the same committed entries in the same order, so every peer b
 same index and serves records in the same order. Rules applied to each STATE entry carrying
 a topic entry (``raftlog.topics.records``), deterministic because they depend on the log alone:
 
-* record batch: refused as a whole (not indexed) if a record names a topic that does not
-  exist -- unless the leader set AUTO_CREATE, which creates it with default properties --
-  or exceeds its topic's ``max_record_bytes``. The leader checks the same rules before
-  proposing (``raftlog.topics.gate``), so a refusal here only happens when an admin
-  command committed in between, or when the entry came through a leader that does not check.
-* the log clock = max(leader's stamp, previous log clock) over every stamped topic entry
-  (records, admin commands, clock ticks): non-decreasing in log order even across leaders
-  with skewed clocks, which makes "records appended at or after T" a single seek and exact,
-  and drives retention identically on every peer (``topic_reads``).
+* record batch: refused whole (not indexed) if a record names a missing topic (unless the
+  leader set AUTO_CREATE) or exceeds its ``max_record_bytes``, as the leader's gate checked
+  (``raftlog.topics.gate``), or if its expectations fail (conditional publish, below).
+* the log clock = max(leader's stamp, previous log clock) over every stamped topic entry:
+  non-decreasing in log order across leaders with skewed clocks, so "records appended at
+  or after T" is one seek, and retention runs identically on every peer (``topic_reads``).
 * admin: create of an existing topic, update/delete of a missing one: no-ops. Delete
   drops the topic's records; a re-created topic starts empty. An update moves the topic's
   low-water mark up to what retention removed so far, so a raised limit resurrects nothing.
 * malformed topic entries are skipped (logged): a peer never stops on application data.
 
-Records and log compaction (issue #11): records are read from the log, and the log is never
-compacted past the first record any topic still retains (``compaction_limit``, honoured by
-the peer's ``compact``). A topic record therefore disappears only by its topic's retention
-or deletion; a snapshot only needs the topic metadata, and a peer that installs it receives
-every retained record as ordinary log entries after it (see docs/topics.md for why).
+Records and log compaction (#11): records are read from the log, which is never compacted
+past the first record a topic retains (``compaction_limit``), so a snapshot holds metadata
+only -- except for compacted topics (#29, ``compacted``), whose live records it carries and
+which pin nothing. Durability: the index and ``last_applied`` are written in one unsynced
+batch per ``apply``; after a crash ``catch_up`` re-applies what the index misses (restoring
+the snapshot first if the log was compacted past it).
 
-Durability: the index and ``last_applied`` are written in one unsynced batch per ``apply``;
-after a crash ``catch_up`` re-applies from the log what the index misses (restoring the
-snapshot first if the log was compacted past it). Snapshots hold topic metadata (low-water
-raised past every record at or below the snapshot index) and the log clock there.
-
-Transactions (issue #18): stores are invisible until their commit indexes them as one entry
-at the commit's index; the rules, timeouts and their compaction floor: ``topic_tx``.
+Conditional publishes (#29, ``records_kv``) are decided against the state just before the
+batch (``kv_state``). Transactions (#18): stores are invisible until their commit indexes
+them as one entry at the commit's index; the rules: ``topic_tx``.
 """
 
 from __future__ import annotations
@@ -47,9 +41,10 @@ from raftlog.storage.base import SnapshotStore
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics import wire_tx as tx_rpc
-from raftlog.topics.commit import plan_commit
+from raftlog.topics.commit import CommitRecords, plan_commit
 from raftlog.topics.counters import TopicCounters
 from raftlog.topics.index import TopicIndex, group_by_topic
+from raftlog.topics.kv_state import KeyValueState
 from raftlog.topics.reads import EntrySource, TopicReader
 from raftlog.topics.record_scan import BatchSummary, batch_fits, summarize_batch
 from raftlog.topics.records import (
@@ -86,9 +81,10 @@ class TopicStateMachine:
     def __init__(self, path: Path, entries: EntrySource, *, log: Any = None) -> None:
         self._index = TopicIndex(path)
         self._tx = TransactionTable(self._index)
+        self.kv = KeyValueState(self._index)  # last ids, compacted topics' keys (#29)
         self._entries = entries
         self._log = log
-        self._reader = TopicReader(self._index, entries)
+        self._reader = TopicReader(self._index, entries, self.kv.store)
         self.counters = TopicCounters(self._index, self._reader, entries)
         """Per-topic totals for monitoring (fed here; ``topic_counters``)."""
         self._is_leader = False
@@ -141,6 +137,7 @@ class TopicStateMachine:
         if not entries or last <= self._applied:
             return  # a replay of what this machine already applied
         self._batch = self._index.batch()
+        self.kv.begin()
         state, checkpoint = EntryType.STATE, EntryType.CHECKPOINT
         for offset in range(max(0, self._applied + 1 - first_index), len(entries)):
             raw = entries[offset]
@@ -187,6 +184,8 @@ class TopicStateMachine:
             if error is None:
                 self._apply_command(batch, index, entry)
             return
+        if error is None and entry.expect:
+            error = self.kv.refusal(entry, self._topics, self._last_time)
         if error is not None:
             self._refuse(index, error)
             return
@@ -197,7 +196,7 @@ class TopicStateMachine:
             due = self._last_time + ttl_ms
             heapq.heappush(self._ttl_deadlines, due)
             self.counters.ttl(name, index, position, due, size)
-        self._index_entry(batch, index, by_topic)
+        self._index_entry(batch, index, by_topic, entry.records)
 
     def _advance_clock(self, batch: Any, index: int, stamp_ms: int) -> None:
         """Entry ``index`` is stamped ``stamp_ms``: the log clock moves, and every open
@@ -206,9 +205,10 @@ class TopicStateMachine:
         if self._tx.open:
             self._tx.expire(batch, index, self._last_time)
 
-    def _index_entry(self, batch: Any, index: int, by_topic: dict[str, Any]) -> None:
-        """Index entry ``index``'s records (positions and bytes per topic) and count them."""
+    def _index_entry(self, batch: Any, index: int, by_topic: Any, records: Any = None) -> None:
+        """Index and count entry ``index``'s records (``records``: None on the fast path)."""
         self._index.put_entry(batch, index, self._last_time, by_topic, self._published)
+        self.kv.indexed(batch, index, by_topic, self._topics, self._last_time, records)
         self.counters.indexed(by_topic)
 
     def _refuse(self, index: int, error: TopicError) -> None:
@@ -240,8 +240,7 @@ class TopicStateMachine:
             self._commit(batch, index, entry.txid)
 
     def _commit(self, batch: Any, index: int, txid: str) -> None:
-        """Index the transaction's records as one entry at ``index`` -- or abort it whole
-        (``topic_tx.plan_commit``)."""
+        """Index the transaction's records as one entry at ``index``, or abort it whole."""
         tx = self._tx.open[txid]
         plan = plan_commit(tx.stores, self._reader.store_at, self._topics)
         if isinstance(plan, str):
@@ -254,7 +253,8 @@ class TopicStateMachine:
                 self._note_topic(batch, name, index)
             for ttl in plan.ttls:
                 heapq.heappush(self._ttl_deadlines, self._last_time + ttl)
-            self._index_entry(batch, index, plan.by_topic)
+            records = CommitRecords(tx.stores, self._reader.store_at)  # read lazily
+            self._index_entry(batch, index, plan.by_topic, records)
             self._index.put_commit_stores(batch, index, tx.stores)
         self._tx.end(batch, txid, Finished("committed", index, index))
 
@@ -321,23 +321,26 @@ class TopicStateMachine:
         else:
             self._topics[name] = state
         self._index.put_version(batch, name, index, state)
+        if state is None or state.created_index == index:  # a new incarnation: no keys
+            self.kv.dropped(batch, name)
 
     def set_leader(self, is_leader: bool, term: int) -> None:
         """Remember the role: reads tell clients whether they came from the leader."""
-        self._is_leader = is_leader
+        self._is_leader = self.kv.is_leader = is_leader
 
     def snapshot(self, index: int) -> bytes:
-        """Topic metadata, the log clock and the open transactions, all exactly as of
-        ``index`` (see ``topic_snapshot.build_snapshot``)."""
+        """Everything the topics decided, exactly as of ``index`` (``build_snapshot``)."""
         open_transactions = self._tx.snapshot(index, self._reader.store_data)
-        return build_snapshot(self._index, index, self._base_time, open_transactions)
+        return build_snapshot(self._index, index, self._base_time, open_transactions, self.kv)
 
     def restore(self, index: int, term: int, data: bytes) -> None:
         """Replace everything by the snapshot's metadata; the records below ``index`` are
         gone from the log (none of them retained), so the record indexes restart empty."""
-        topics, base_time, open_transactions = parse_snapshot(data)
+        topics, base_time, open_transactions, compacted = parse_snapshot(data)
         batch = self._index.batch()
         self._index.clear(batch)
+        self.kv.reset()
+        self.kv.store.restore(batch, compacted)
         for name, state in topics.items():
             self._index.put_version(batch, name, index, state)
         TransactionTable.restore(batch, open_transactions)
@@ -362,6 +365,7 @@ class TopicStateMachine:
             self._next_gc = now + GC_INTERVAL
             # retention counted before the clean-up drops the keys it walks
             self.counters.advance_all(self)
+            self.kv.refresh_stats(self._topics, self._last_time, now)
             self._collect()
         return self._next_gc
 
@@ -439,6 +443,8 @@ class TopicStateMachine:
             batch = self._index.batch()
             self._index.drop_below(batch, floor, list(self._topics))
             self._tx.collect(batch, floor - 1)
+            at = self._index.time_at(floor - 1)  # compacted topics: as of the snapshot index
+            self.kv.store.collect(batch, self._topics, floor, at[1] if at else self._base_time)
             self._gc_floor = floor
             self._index.write(batch, "topic index cleanup")
 

@@ -30,6 +30,7 @@ record (``first_retained``), so a retained record's entry is always there.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Final, Protocol
 
@@ -38,6 +39,7 @@ from raftlog.errors import RecordsExpiredError
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics.commit import CommitRecords
+from raftlog.topics.compacted import CompactedStore
 from raftlog.topics.index import TopicIndex, u64
 from raftlog.topics.records import (
     LoggedRecord,
@@ -89,9 +91,12 @@ class TopicReader:
     """Answers ``TR``/``TD`` and the compaction limit with one set of rules (module
     docstring): records are read from the log entries that hold them, so the index stays small."""
 
-    def __init__(self, index: TopicIndex, entries: EntrySource) -> None:
+    def __init__(
+        self, index: TopicIndex, entries: EntrySource, compacted: CompactedStore | None = None
+    ) -> None:
         self._index = index
         self._entries = entries
+        self._compacted = compacted if compacted is not None else CompactedStore(index)
 
     # -- what is retained ------------------------------------------------------------------
     def start(self, name: str, state: TopicState, clock_ms: int, applied: int) -> RecordId:
@@ -129,6 +134,8 @@ class TopicReader:
         """Just below the first record any of ``topics`` retains (``applied``: none)."""
         limit = applied
         for name, state in topics.items():
+            if state.properties.compacted:  # its records live in the index, not the log
+                continue
             first = self.first_retained(name, state, clock_ms, applied)
             if first is not None:
                 limit = min(limit, first.index - 1)
@@ -247,13 +254,19 @@ class TopicReader:
         """Retained records from the requested start. An explicit start (``from_index``)
         below what retention removed raises ``RecordsExpiredError``: the reader would
         otherwise silently skip records; a start in an earlier incarnation of the topic is
-        not an error (those records were deleted with it)."""
-        start = self.start(req.topic, state, clock_ms, applied)
+        not an error (those records were deleted with it). A compacted topic answers its
+        live records from the requested start (``raftlog.topics.compacted``): superseded
+        and expired ones are skipped, never an error."""
+        if state.properties.compacted:
+            start = RecordId(state.created_index, 0)
+        else:
+            start = self.start(req.topic, state, clock_ms, applied)
         requested = self._requested(req)
         if (
             req.from_index is not None
             and requested is not None
             and RecordId(state.created_index, 0) <= requested < start
+            and not state.properties.compacted
         ):
             low = self.low_water(req.topic, state, start)
             if requested < low:
@@ -267,7 +280,13 @@ class TopicReader:
         more = False
         if requested is not None:
             size = 0
-            for item in self.records(req.topic, max(requested, start), clock_ms):
+            props = state.properties
+            items = (
+                self._compacted.records(req.topic, max(requested, start), props, clock_ms)
+                if props.compacted
+                else self.records(req.topic, max(requested, start), clock_ms)
+            )
+            for item in items:
                 if len(out) >= req.limit or size >= READ_BUDGET:
                     more = True
                     break
@@ -346,10 +365,21 @@ class TopicReader:
         return topic_counts.CountsResult(applied, first, tuple(entries), tuple(records))
 
     def describe(self, name: str, state: TopicState, clock_ms: int, applied: int) -> rpc.TopicInfo:
-        """``TD``: properties, first/last retained record, low-water, bytes, log clock."""
+        """``TD``: properties, first/last retained record, low-water, bytes, log clock (a
+        compacted topic: its first and last live records)."""
         start = self.start(name, state, clock_ms, applied)
-        first = self.first_retained(name, state, clock_ms, applied)
-        last = None if first is None else self._last_retained(name, start, clock_ms, applied)
+        if state.properties.compacted:
+            live = self._compacted.records(
+                name, RecordId(state.created_index, 0), state.properties, clock_ms
+            )
+            head = next(live, None)
+            rest = deque(live, maxlen=1)  # a walk of the live records: TD is not hot
+            tail = rest[0] if rest else head
+            first = None if head is None else head.id
+            last = None if tail is None else (tail.id, tail.append_time_ms)
+        else:
+            first = self.first_retained(name, state, clock_ms, applied)
+            last = None if first is None else self._last_retained(name, start, clock_ms, applied)
         return rpc.TopicInfo(
             name,
             state.properties,

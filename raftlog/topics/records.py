@@ -7,7 +7,8 @@ data. Layout of the entry *data*::
     offset 0   4 bytes  magic  c1 52 4c 54  ("\\xc1RLT")
     offset 4   1 byte   version: 01
     offset 5   1 byte   kind: 01 record batch, 02 topic admin command, 03 clock tick, 04/05
-                        transaction control / store (``raftlog.topics.records_tx``)
+                        transaction control / store (``raftlog.topics.records_tx``), 08
+                        conditional record batch (``raftlog.topics.records_kv``)
     offset 6   1 byte   flags: bit 0 AUTO_CREATE (set by the leader only); bits 1-7 zero
     offset 7   8 bytes  append time: ms since the Unix epoch, unsigned big-endian,
                         0 when not stamped (clients send 0; the leader stamps it)
@@ -22,6 +23,7 @@ Bodies (MessagePack, strings as str, bytes as bin):
   headers: map str -> bin, timestamp: uint]`` plus an optional ``ttl_ms: uint >= 1`` (its
   own time to live from its append time; older peers refuse the 6-array as malformed).
   ``timestamp`` is the producer's, not interpreted. A batch is applied (or refused) whole.
+  ``value`` nil is a tombstone (a key's deletion, ``Record.tombstone``; needs a key).
 * admin command (kind 02): ``[op: str, topic: str, properties: map]``, ``op`` one of
   ``create`` / ``update`` (only the keys it carries) / ``delete`` (empty map); properties
   ``retention_ms``, ``max_bytes`` (size retention), ``max_record_bytes`` (largest record),
@@ -38,12 +40,24 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
-from typing import Any, Final, Literal, TypeAlias
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeAlias
 
 import msgpack
 
-from raftlog.errors import TopicError
+from raftlog.errors import RecordFormatError, TopicError
+from raftlog.topics.properties import (
+    CLEANUP_POLICIES,
+    MAX_PROPERTY_TEXT,
+    PROPERTY_CHOICES,
+    PROPERTY_KINDS,
+    PROPERTY_NAMES,
+    AdminOp,
+    PropertyValue,
+    TopicProperties,
+    check_properties,
+    check_property,
+)
 
 MAGIC: Final = b"\xc1RLT"
 VERSION: Final = 1
@@ -62,24 +76,22 @@ MAX_UINT: Final = (1 << 53) - 1
 JavaScript's included."""
 MAX_POSITION: Final = (1 << 32) - 1
 TOPIC_NAME_RE: Final = re.compile(r"[A-Za-z0-9._-]{1,249}")
-PropertyValue: TypeAlias = int | str | None
-"""A topic property's value: a limit (uint) or a text; None: unset."""
-MAX_PROPERTY_TEXT: Final = 1024
-"""Largest text property, in UTF-8 bytes (it is stored in every version row and snapshot)."""
-_UINT: Final = {"kind": "uint"}
-_TEXT: Final = {"kind": "text"}
-AdminOp: TypeAlias = Literal["create", "update", "delete"]
 ADMIN_OPS: Final = ("create", "update", "delete")
 
-__all__ = ["TopicError"]  # re-exported: it lives in raftlog.errors
-
-
-class RecordFormatError(TopicError, ValueError):
-    """Bytes or values that do not form a valid topic entry (code ``BadRecord`` unless a more
-    precise one applies: ``InvalidTopicName``, ``InvalidProperty``)."""
-
-    def __init__(self, message: str, name: str = "BadRecord") -> None:
-        super().__init__(name, message)
+__all__ = [  # re-exported: they live in raftlog.errors and raftlog.topics.properties
+    "CLEANUP_POLICIES",
+    "MAX_PROPERTY_TEXT",
+    "AdminOp",
+    "PROPERTY_CHOICES",
+    "PROPERTY_KINDS",
+    "PROPERTY_NAMES",
+    "PropertyValue",
+    "RecordFormatError",
+    "TopicError",
+    "TopicProperties",
+    "check_properties",
+    "check_property",
+]
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -104,6 +116,9 @@ class Record:
     ttl_ms: int | None = None
     """This record's own time to live from its append time (None: the topic's retention);
     it can only shorten the topic's ``retention_ms``, never extend it."""
+    tombstone: bool = False
+    """A deletion of ``key`` (nil value on the wire; ``value`` is then b""): a compacted
+    topic keeps it ``tombstone_retention_ms``, then forgets the key."""
 
     @property
     def size(self) -> int:
@@ -125,37 +140,21 @@ class LoggedRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class TopicProperties:
-    """A topic's retention and limits; every limit is optional (None: none)."""
+class Expectation:
+    """One condition of a conditional publish (``raftlog.topics.records_kv``)."""
 
-    retention_ms: int | None = field(default=None, metadata=_UINT)
-    """Records expire this long after their append time (None: never)."""
-    max_bytes: int | None = field(default=None, metadata=_UINT)
-    """Size retention (Kafka's ``retention.bytes``): the newest records whose sizes add up
-    to at most this are kept, the older ones expire (None: no size limit)."""
-    max_record_bytes: int | None = field(default=None, metadata=_UINT)
-    """Largest ``Record.size`` accepted (None: only the log's entry size limit)."""
-    description: str | None = field(default=None, metadata=_TEXT)
-    """What the topic is for, for people (at most ``MAX_PROPERTY_TEXT`` bytes of UTF-8); no
-    rule reads it."""
+    topic: str
+    last: RecordId | None
+    """The expected last record id; None: none (an empty topic, or an absent key)."""
+    key: bytes | None = None
+    """None: the topic's last record; else this key's latest record (compacted topics)."""
 
-    def updated(self, changes: Mapping[str, PropertyValue]) -> TopicProperties:
-        """These properties with ``changes`` applied (a name absent from it keeps its value)."""
-        known: dict[str, Any] = {n: v for n, v in changes.items() if n in PROPERTY_NAMES}
-        return replace(self, **known)  # values were checked by ``check_properties``
-
-    def as_dict(self) -> dict[str, PropertyValue]:
-        """Every property by name (unset ones as None), in declaration order."""
-        return {name: getattr(self, name) for name in PROPERTY_NAMES}
-
-
-PROPERTY_KINDS: Final[Mapping[str, str]] = {
-    f.name: f.metadata["kind"] for f in fields(TopicProperties)
-}
-"""Every topic property and its kind (``uint``: a limit in 1 .. 2^53-1; ``text``): what the
-admin command codec, the wire, the REST API and the stored state all follow, so a new
-property is one field above."""
-PROPERTY_NAMES: Final = tuple(PROPERTY_KINDS)
+    def describe(self) -> str:
+        """For error messages: what was expected, in words."""
+        what = (
+            f"topic {self.topic!r}" if self.key is None else f"key {self.key!r} of {self.topic!r}"
+        )
+        return f"{what} at {self.last}" if self.last is not None else f"{what} empty"
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +162,9 @@ class RecordBatch:
     records: tuple[Record, ...]
     append_time_ms: int = 0
     flags: int = 0
+    expect: tuple[Expectation, ...] = ()
+    """Conditions checked at apply (kind 08, ``raftlog.topics.records_kv``): all must hold,
+    or the whole batch is refused with ``ExpectationFailedError``."""
 
     @property
     def auto_create(self) -> bool:
@@ -202,41 +204,6 @@ def check_topic_name(name: object) -> str:
     return name
 
 
-def check_property(name: object, value: object) -> PropertyValue:
-    """One property: a known name, and a value of its kind or None."""
-    kind = PROPERTY_KINDS.get(name) if isinstance(name, str) else None
-    if kind is None:
-        raise RecordFormatError(
-            f"unknown topic property {name!r} (known: {', '.join(PROPERTY_NAMES)})",
-            "InvalidProperty",
-        )
-    if value is None:
-        return None
-    if kind == "text":
-        if not isinstance(value, str) or len(value.encode()) > MAX_PROPERTY_TEXT:
-            raise RecordFormatError(
-                f"topic property {name} must be null or a text of at most "
-                f"{MAX_PROPERTY_TEXT} bytes, got {value!r:.80}",
-                "InvalidProperty",
-            )
-        return value
-    if type(value) is not int or not 1 <= value <= MAX_UINT:
-        raise RecordFormatError(
-            f"topic property {name} must be null or an integer in 1 .. 2^53-1, got {value!r}",
-            "InvalidProperty",
-        )
-    return value
-
-
-def check_properties(props: object, op: AdminOp) -> dict[str, PropertyValue]:
-    """Known property names only, each of its kind or None; ``delete`` takes none."""
-    if not isinstance(props, Mapping):
-        raise RecordFormatError("topic properties must be a map", "InvalidProperty")
-    out = {name: check_property(name, value) for name, value in props.items()}
-    if op == "delete" and out:
-        raise RecordFormatError("delete takes no properties", "InvalidProperty")
-    return out
-
 
 def check_uint(value: object, what: str, limit: int = MAX_UINT) -> int:
     if type(value) is not int or not 0 <= value <= limit:
@@ -249,6 +216,8 @@ def check_record(record: Record) -> None:
     check_topic_name(record.topic)
     if not isinstance(record.value, bytes):
         raise RecordFormatError(f"record value must be bytes, got {type(record.value).__name__}")
+    if record.tombstone and (record.key is None or record.value):
+        raise RecordFormatError("a tombstone (nil value) needs a key and no value")
     if record.key is not None and not isinstance(record.key, bytes):
         raise RecordFormatError(f"record key must be bytes or None, got {type(record.key)}")
     if not isinstance(record.headers, Mapping):
@@ -290,19 +259,27 @@ def encode_records(records: Sequence[Record], *, append_time_ms: int = 0, flags:
             and (record.key is None or type(record.key) is bytes)
             and not record.headers
             and record.ttl_ms is None
+            and not record.tombstone
             and type(ts) is int
             and 0 <= ts <= MAX_UINT
         ):
             check_record(record)
             checked.add(record.topic)
-    body = [
-        [r.topic, r.key, r.value, dict(r.headers), r.timestamp_ms]
+    packed: bytes = msgpack.packb(records_body(records), use_bin_type=True)
+    return _header(KIND_RECORDS, flags, append_time_ms) + packed
+
+
+def records_body(records: Sequence[Record]) -> list[list[Any]]:
+    """The MessagePack body of checked ``records`` (a tombstone's value is nil)."""
+    return [
+        [r.topic, r.key, None if r.tombstone else r.value, dict(r.headers), r.timestamp_ms]
         if r.ttl_ms is None
-        else [r.topic, r.key, r.value, dict(r.headers), r.timestamp_ms, r.ttl_ms]
+        else [
+            r.topic, r.key, None if r.tombstone else r.value, dict(r.headers), r.timestamp_ms,
+            r.ttl_ms,
+        ]
         for r in records
     ]
-    packed: bytes = msgpack.packb(body, use_bin_type=True)
-    return _header(KIND_RECORDS, flags, append_time_ms) + packed
 
 
 def encode_command(command: TopicCommand) -> bytes:
@@ -375,6 +352,7 @@ def _new_record(
     timestamp: int,
     *,
     ttl: int | None = None,
+    tombstone: bool = False,
 ) -> Record:
     """``Record(...)`` without the frozen dataclass ``__init__`` (a third of the decode time);
     validated in ``_records``."""
@@ -385,6 +363,7 @@ def _new_record(
     _set(record, "headers", headers)
     _set(record, "timestamp_ms", timestamp)
     _set(record, "ttl_ms", ttl)
+    _set(record, "tombstone", tombstone)
     return record
 
 
@@ -408,8 +387,11 @@ def _records(body: object) -> tuple[Record, ...]:
             raise RecordFormatError(f"record {position} must be a 5- or 6-element array")
         if type(headers) is not dict:
             raise RecordFormatError(f"record {position}: headers must be a map")
-        record = _new_record(topic, value, key, headers, timestamp, ttl=ttl)
-        plain = ttl is None and (
+        tombstone = value is None
+        if tombstone:
+            value = b""
+        record = _new_record(topic, value, key, headers, timestamp, ttl=ttl, tombstone=tombstone)
+        plain = ttl is None and not tombstone and (
             type(topic) is str
             and topic in checked
             and type(value) is bytes

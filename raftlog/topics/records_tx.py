@@ -47,9 +47,12 @@ from raftlog.topics.records import (
     decode_entry,
     encode_records,
 )
+from raftlog.topics.records_kv import KIND_CONDITIONAL, decode_conditional
 
 KIND_TX: Final = 4
 KIND_TX_STORE: Final = 5  # ``raftlog.topics.stamp.stamp_append_time`` may flag it AUTO_CREATE
+_KINDS: Final = (KIND_TX, KIND_TX_STORE, KIND_CONDITIONAL)
+"""The kinds ``decode_any_entry`` decodes beyond ``decode_entry``'s."""
 
 TX_OPS: Final = ("begin", "commit", "rollback")
 TxOp: TypeAlias = Literal["begin", "commit", "rollback"]
@@ -227,7 +230,7 @@ def decode_tx_body(kind: int, flags: int, append_time: int, body: object) -> TxE
 def decode_any_entry(data: bytes) -> TopicEntry | TxEntry | None:
     """Any topic entry, transaction kinds included (``raftlog.topics.records.decode_entry``'s
     rules otherwise): None without the magic, ``RecordFormatError`` when malformed."""
-    if len(data) <= HEADER_SIZE or data[:4] != MAGIC or data[5] not in (KIND_TX, KIND_TX_STORE):
+    if len(data) <= HEADER_SIZE or data[:4] != MAGIC or data[5] not in _KINDS:
         return decode_entry(data)
     _, version, kind, flags, append_time = _HEADER.unpack_from(data)
     if version != VERSION:  # the header checks of decode_entry
@@ -236,6 +239,10 @@ def decode_any_entry(data: bytes) -> TopicEntry | TxEntry | None:
         raise RecordFormatError(f"unknown flags {flags:#x}")
     if append_time > MAX_UINT:
         raise RecordFormatError(f"append time {append_time} is out of range")
+    if kind == KIND_CONDITIONAL:  # issue #29 (raftlog.topics.records_kv); no leader flags
+        if flags:
+            raise RecordFormatError("a conditional batch takes no flags")
+        return decode_conditional(_unpack(data[HEADER_SIZE:]), append_time, flags)
     return decode_tx_body(kind, flags, append_time, _unpack(data[HEADER_SIZE:]))
 
 

@@ -12,7 +12,9 @@ from typing import Final, Protocol
 from raftlog.errors import TopicError, transaction_error
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
+from raftlog.topics import wire_kv as kv_rpc
 from raftlog.topics import wire_tx as tx_rpc
+from raftlog.topics.kv_state import KeyValueState
 from raftlog.topics.state import TopicState
 from raftlog.topics.wire_errors import encode_error
 
@@ -40,6 +42,47 @@ class TopicQueries(Protocol):
     def transaction(self, txid: str) -> tx_rpc.TransactionInfo:
         """``TS``."""
         ...
+
+    @property
+    def kv(self) -> KeyValueState:
+        """The compacted topics' keys (``KG``, ``KK``)."""
+        ...
+
+    @property
+    def last_applied(self) -> int:
+        """The applied index."""
+        ...
+
+    @property
+    def last_time(self) -> int:
+        """The log clock."""
+        ...
+
+
+def _state(machine: TopicQueries, topic: str) -> TopicState:
+    state = machine.topics.get(topic)
+    if state is None:
+        raise TopicError("UnknownTopic", f"topic {topic!r} does not exist")
+    return state
+
+
+def _kv_get(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
+    topic, key = kv_rpc.decode_get_request(args)
+    kv = machine.kv
+    record = kv.get(topic, _state(machine, topic), key, machine.last_time)
+    result = kv_rpc.GetResult(record, machine.last_applied, kv.is_leader)
+    return kv_rpc.encode_get_response(result)
+
+
+def _kv_keys(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
+    req = kv_rpc.decode_keys_request(args)
+    kv = machine.kv
+    state = _state(machine, req.topic)
+    keys, more = kv.keys(
+        req.topic, state, req.prefix, req.after, req.limit, clock_ms=machine.last_time
+    )
+    result = kv_rpc.KeysResult(tuple(keys), more, machine.last_applied, kv.is_leader)
+    return kv_rpc.encode_keys_response(result)
 
 
 def _read(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
@@ -80,6 +123,8 @@ ANSWERS: Final[Mapping[bytes, Callable[[TopicQueries, Sequence[bytes]], list[byt
     rpc.TYPE_LIST: _list,
     tx_rpc.TYPE_TX_STATUS: _status,
     topic_counts.TYPE_COUNTS: _counts,
+    kv_rpc.TYPE_KV_GET: _kv_get,
+    kv_rpc.TYPE_KV_KEYS: _kv_keys,
 }
 """The topic read requests the machine answers: one lookup, no chain of comparisons (the
 registry, ``raftlog.registry``, routes these types to the state machine)."""

@@ -6,8 +6,10 @@ retained record as an ordinary log entry after it. What the snapshot must carry 
 compacted prefix decided: which topics exist as of the snapshot index (their properties and
 creation index), each topic's low-water mark -- raised past every record at or below the
 snapshot index, since the restoring peer will never see those -- and the log clock there.
-It also carries the transactions open at the snapshot index with their stores' data (#18;
-``topic_tx``): normally none, as log compaction stops before any open transaction.
+Compacted topics (#29) are the exception that pins nothing: their live records are in
+section ``"compacted"`` (``raftlog.topics.compacted``). It also carries the transactions
+open at the snapshot index with their stores' data (#18; ``topic_tx``): normally none, as
+log compaction stops before any open transaction.
 """
 
 from __future__ import annotations
@@ -18,16 +20,23 @@ from typing import Any, Final
 import msgpack
 
 from raftlog.topics.index import TopicIndex
+from raftlog.topics.kv_state import KeyValueState
 from raftlog.topics.records import RecordId
 from raftlog.topics.state import TopicState, decode_state, encode_state
 
-SNAPSHOT_VERSION: Final = 3
-"""3: each topic's state is the named map of ``state.encode_state`` (1 and 2, positional
-lists, are still read)."""
+SNAPSHOT_VERSION: Final = 4
+"""4: version 3 plus optional sections (``"compacted"``: the live records of compacted
+topics, issue #29); 3: each topic's state is the named map of ``state.encode_state`` (1
+and 2, positional lists, are still read)."""
+READABLE: Final = (1, 2, 3, SNAPSHOT_VERSION)
 
 
 def build_snapshot(
-    index_db: TopicIndex, index: int, base_time: int, open_transactions: list[list[Any]]
+    index_db: TopicIndex,
+    index: int,
+    base_time: int,
+    open_transactions: list[list[Any]],
+    kv: KeyValueState | None = None,
 ) -> bytes:
     """The snapshot as of log index ``index`` (the machine may have applied further: the
     metadata is versioned, and the clock comes from the entry-time index);
@@ -44,24 +53,32 @@ def build_snapshot(
         if last is not None and last.index >= state.created_index:
             low = max(low, RecordId(last.index, last.positions[-1] + 1))
         body["topics"][name] = encode_state(replace(state, low_water=low))
+    compacted = {} if kv is None else kv.store.snapshot(topics, index, body["time"])
+    if compacted:  # compacted topics: their live records (the log no longer has them)
+        body["compacted"] = compacted
     packed: bytes = msgpack.packb(body)
     return packed
 
 
-def parse_snapshot(data: bytes) -> tuple[dict[str, TopicState], int, list[list[Any]]]:
-    """``(topics, log clock, open transactions)`` of a snapshot. Empty data (a snapshot from
-    before topics existed) is an empty state; anything else must be our format: restoring
-    garbage silently would lose topics."""
+def parse_snapshot(
+    data: bytes,
+) -> tuple[dict[str, TopicState], int, list[list[Any]], dict[str, Any]]:
+    """``(topics, log clock, open transactions, compacted topics' records)`` of a snapshot.
+    Empty data (a snapshot from before topics existed) is an empty state; anything else must
+    be our format: restoring garbage silently would lose topics."""
     if not data:
-        return {}, 0, []
+        return {}, 0, [], {}
     body = msgpack.unpackb(data, raw=False)
-    if not isinstance(body, dict) or body.get("v") not in (1, 2, SNAPSHOT_VERSION):
+    if not isinstance(body, dict) or body.get("v") not in READABLE:
         raise ValueError("unsupported topic snapshot format")
     topics = {name: decode_state(fields) for name, fields in body["topics"].items()}
     open_transactions = body.get("tx", [])
     if not isinstance(open_transactions, list):
         raise ValueError("unsupported topic snapshot format (transactions)")
-    return topics, int(body["time"]), open_transactions
+    compacted = body.get("compacted", {})
+    if not isinstance(compacted, dict):
+        raise ValueError("unsupported topic snapshot format (compacted)")
+    return topics, int(body["time"]), open_transactions, compacted
 
 
 def snapshot_part(data: bytes, name: str) -> bytes:

@@ -29,7 +29,9 @@ from raftlog.security.settings import CurveClient
 from raftlog.topics import wire as rpc
 from raftlog.topics.client import TopicClient
 from raftlog.topics.client_stream import POLL_INTERVAL
-from raftlog.topics.records import LoggedRecord, PropertyValue, Record, RecordId
+from raftlog.topics.kv import SyncKeyValue
+from raftlog.topics.records import Expectation, LoggedRecord, PropertyValue, Record, RecordId
+from raftlog.topics.records_kv import Expected
 from raftlog.topics.sync_client_tx import SyncTransaction
 from raftlog.topics.wire_tx import TransactionInfo
 
@@ -104,6 +106,20 @@ class SyncTopicClient:
     def raft_client(self) -> SyncRaftClient:
         return self._sync
 
+    @property
+    def async_topics(self) -> TopicClient:
+        """The async client this one runs (for faces built on it, like ``SyncKeyValue``)."""
+        return self._topics
+
+    @property
+    def kv(self) -> SyncKeyValue:
+        """The key-value view of compacted topics (``raftlog.topics.kv``)."""
+        return SyncKeyValue(self)
+
+    def run_coroutine(self, coro: Any) -> Any:
+        """Run a coroutine of ``async_topics`` on this client's loop; its result."""
+        return self._run(coro)
+
     def _run(self, coro: Any) -> Any:
         if self._closed:
             coro.close()
@@ -122,8 +138,10 @@ class SyncTopicClient:
         ttl_ms: int | None = None,
         request_id: bytes | None = None,
         timeout: float | None = None,
+        expect_last_id: Expected = None,
+        expect_key_last_id: Expected = None,
     ) -> RecordId:
-        """See :meth:`TopicClient.publish`."""
+        """See :meth:`TopicClient.publish` (``expect_*``: a conditional publish)."""
         result: RecordId = self._run(
             self._topics.publish(
                 topic,
@@ -134,6 +152,8 @@ class SyncTopicClient:
                 ttl_ms=ttl_ms,
                 request_id=request_id,
                 timeout=timeout,
+                expect_last_id=expect_last_id,
+                expect_key_last_id=expect_key_last_id,
             )
         )
         return result
@@ -144,10 +164,13 @@ class SyncTopicClient:
         *,
         request_id: bytes | None = None,
         timeout: float | None = None,
+        expect: Sequence[Expectation] = (),
     ) -> list[RecordId]:
-        """See :meth:`TopicClient.publish_batch`."""
+        """See :meth:`TopicClient.publish_batch` (``expect``: a conditional publish)."""
         result: list[RecordId] = self._run(
-            self._topics.publish_batch(records, request_id=request_id, timeout=timeout)
+            self._topics.publish_batch(
+                records, request_id=request_id, timeout=timeout, expect=expect
+            )
         )
         return result
 

@@ -302,7 +302,7 @@ def encode_record(item: LoggedRecord) -> bytes:
         item.append_time_ms,
         r.topic,
         r.key,
-        r.value,
+        None if r.tombstone else r.value,  # nil: a tombstone, as in the entry format
         dict(r.headers),
         r.timestamp_ms,
     ]
@@ -334,7 +334,7 @@ def _decode_record(frame: bytes, frame_no: int) -> LoggedRecord:
         raise RemoteProtocolError("a record is an 8- or 9-element array", frame_no)
     index, position, append_time, topic, key, data, headers, timestamp = value[:8]
     ttl = value[8] if len(value) == 9 else None
-    record = Record(topic, data, key, headers, timestamp, ttl)
+    record = Record(topic, data or b"", key, headers, timestamp, ttl, data is None)
     try:
         if not isinstance(headers, dict):
             raise RecordFormatError("headers must be a map")

@@ -1,6 +1,7 @@
 """Error answers of the topic RPCs (``raftlog.topics.wire``, ``raftlog.topics.wire_tx``):
-``{name, message}`` maps, plus ``first_available`` for ``RecordsExpired`` and ``txid`` for
-the transaction errors, decoded back into the typed exceptions of ``raftlog.errors``."""
+``{name, message}`` maps, plus ``first_available`` for ``RecordsExpired``, ``txid`` for
+the transaction errors and ``topic`` and ``last_id`` for ``ExpectationFailed``, decoded back
+into the typed exceptions of ``raftlog.errors``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Sequence
 
 from raftlog.errors import (
     TRANSACTION_ERRORS,
+    ExpectationFailedError,
     RecordsExpiredError,
     RemoteProtocolError,
     TopicError,
@@ -25,6 +27,9 @@ def error_map(error: TopicError) -> dict[str, object]:
         body["first_available"] = list(error.first_available)
     if isinstance(error, TransactionError) and error.txid is not None:
         body["txid"] = error.txid
+    if isinstance(error, ExpectationFailedError):  # issue #29: where the topic/key is now
+        last = error.current_last
+        body["topic"], body["last_id"] = error.topic, None if last is None else list(last)
     return body
 
 
@@ -44,6 +49,10 @@ def error_from(value: object, frame_no: int) -> TopicError:
         first = record_id(value.get("first_available"), frame_no)
         if first is not None:
             return RecordsExpiredError(message, (first.index, first.position))
+    if name == "ExpectationFailed" and isinstance(value.get("topic"), str):
+        last = record_id(value.get("last_id"), frame_no)
+        at = None if last is None else (last.index, last.position)
+        return ExpectationFailedError(message, value["topic"], at)
     if name in TRANSACTION_ERRORS:
         txid = value.get("txid")
         return transaction_error(name, message, txid if isinstance(txid, str) else None)

@@ -375,3 +375,46 @@ def test_a_retried_publish_with_its_request_id_is_applied_once(cluster: RestClus
     stale = call(base, "POST", f"{T}/once/publish", {"messages": ["YQ=="]},
                  headers={"Raftlog-Request-Id": "00000001" + "77" * 8})
     assert stale.status == 400 and stale.body["error"] == "RequestIdExpired", stale.body
+
+
+def test_conditional_publish_and_the_key_value_endpoints(base: str) -> None:
+    """Issue #29 over REST, from the leader and from a follower alike."""
+    port = base.rsplit(":", 1)[1]
+    log, kv = f"cas-{port}", f"kv-{port}"
+    assert call(base, "PUT", f"{T}/{log}").status == 200
+    first = call(base, "POST", f"{T}/{log}/publish",
+                 {"messages": ["a"], "encoding": "text", "expectLastId": "none"})
+    assert first.status == 200, first.body
+    again = call(base, "POST", f"{T}/{log}/publish",
+                 {"messages": ["b"], "encoding": "text", "expectLastId": "none"})
+    assert again.status == 409 and again.body["error"] == "ExpectationFailed"
+    assert again.body["lastId"] == first.body["ids"][0]
+    chained = call(base, "POST", f"{T}/{log}/publish",
+                   {"messages": ["c"], "encoding": "text", "expectLastId": first.body["ids"][0]})
+    assert chained.status == 200, chained.body
+
+    assert call(base, "PUT", f"{T}/{kv}", {"cleanup_policy": "compact"}).status == 200
+    put = call(base, "PUT", f"{T}/{kv}/keys/alice", {"value": "10", "encoding": "text"})
+    assert put.status == 200, put.body
+    stale = call(base, "PUT", f"{T}/{kv}/keys/alice",
+                 {"value": "11", "encoding": "text", "expectRevision": "none"})
+    assert stale.status == 409 and stale.body["lastId"] == put.body["revision"]
+    cas = call(base, "PUT", f"{T}/{kv}/keys/alice",
+               {"value": "25", "encoding": "text", "expectRevision": put.body["revision"]})
+    assert cas.status == 200, cas.body
+    assert call(base, "PUT", f"{T}/{kv}/keys/bob", {"value": "5", "encoding": "text"}).status == 200
+    got = call(base, "GET", f"{T}/{kv}/keys/alice?encoding=text")  # this peer has applied it
+    assert got.body == {"key": "alice", "revision": cas.body["revision"], "payload": "25"}
+    listed = call(base, "GET", f"{T}/{kv}/keys?prefix=a").body
+    assert listed == {"keys": [{"key": "alice", "revision": cas.body["revision"]}], "more": False}
+    deleted = call(base, "DELETE", f"{T}/{kv}/keys/bob")
+    assert deleted.status == 200
+    assert call(base, "GET", f"{T}/{kv}/keys/bob").body["error"] == "KeyNotFound"
+    watched = call(base, "POST", f"{T}/{kv}/watch", {"fromRevision": 1, "encoding": "text"})
+    assert [(e["type"], e["key"]) for e in watched.body["events"]] == [
+        ("put", "alice"), ("delete", "bob"),
+    ]
+    later = call(base, "POST", f"{T}/{kv}/watch", {"fromRevision": watched.body["next"]})
+    assert later.body["events"] == []
+    plain = call(base, "GET", f"{T}/{log}/keys/alice")
+    assert plain.status == 400 and plain.body["error"] == "NotCompacted"

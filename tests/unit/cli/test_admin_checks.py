@@ -79,6 +79,8 @@ def test_unset_topic_limits_read_unlimited() -> None:
         "max_bytes": "unlimited",
         "max_record_bytes": "unlimited",
         "description": "-",  # an unset text is not a limit (#26)
+        "cleanup_policy": "-",
+        "tombstone_retention_ms": "unlimited",
     }
 
 

@@ -112,6 +112,8 @@ def test_topic_describe_json_names_every_field() -> None:
         "max_bytes": None,
         "max_record_bytes": None,
         "description": None,
+        "cleanup_policy": None,
+        "tombstone_retention_ms": None,
     }
     assert doc["first"] == {"index": 5, "position": 0} and doc["low_water"] is None
     assert json.loads(json.dumps(doc)) == doc

@@ -41,6 +41,7 @@ def _leader_view() -> PeerView:
         open_entries_streams=1,
         topics=2,
         topic_stats=(("audit", 3, 30, 5, 50, 2, 20), ("orders", 1, 10, 1, 10, 0, 0)),
+        kv_stats=(("config", 4, 64),),
         published_at=time.monotonic(),
     )
 
@@ -98,6 +99,8 @@ async def test_metrics_are_prometheus_text_with_conventional_names(tmp_path: Pat
     assert samples[("raftlog_topic_records_expired_total", audit)] == 2
     assert samples[("raftlog_topic_bytes_expired_total", audit)] == 20
     assert samples[("raftlog_topic_records", (("topic", "orders"),))] == 1
+    assert samples[("raftlog_kv_live_keys", (("topic", "config"),))] == 4  # issue #29
+    assert samples[("raftlog_kv_live_bytes", (("topic", "config"),))] == 64
     assert samples[("raftlog_snapshot_transfers_total", (("direction", "sent"),))] == 1
     assert (
         samples[("raftlog_snapshot_transfer_duration_seconds_count", (("direction", "sent"),))] == 1

@@ -50,9 +50,14 @@ class FakeCounters:
         return (("audit", 3, 30, 5, 50, 2, 20), ("orders", 1, 10, 1, 10, 0, 0))[:limit]
 
 
+class FakeKeyValue:
+    stats = (("config", 3, 120),)
+
+
 class FakeTopics:
     topics: Mapping[str, object] = {"orders": object(), "audit": object()}
     counters = FakeCounters()
+    kv = FakeKeyValue()
 
 
 class FakeElections:

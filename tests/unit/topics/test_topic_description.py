@@ -69,7 +69,7 @@ def test_machine_describe_snapshot_and_restore_keep_it(tmp_path: Path) -> None:
     assert machine.describe("orders").properties.description == "renamed"
     assert machine.describe("orders").properties.retention_ms is None
 
-    topics, _, _ = parse_snapshot(machine.snapshot(created))  # as of the create
+    topics, _, _, _ = parse_snapshot(machine.snapshot(created))  # as of the create
     assert topics["orders"].properties.description == TEXT
     data = CompositeStateMachine([machine]).snapshot(changed)
     machine.close()

@@ -153,6 +153,8 @@ def test_describe_and_list_round_trip() -> None:
         "last_append_time": 77,
         "max_record_bytes": None,
         "description": None,
+        "cleanup_policy": None,
+        "tombstone_retention_ms": None,
         "low_water": None,
         "published_bytes": 0,
         "log_clock": 0,

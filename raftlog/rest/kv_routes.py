@@ -1,0 +1,222 @@
+"""The key-value view of compacted topics over REST (issue #29; ``raftlog.topics.kv``).
+
+Under ``/namespaces/{ns}/topics/{topic}``, for a topic created with ``"cleanup_policy":
+"compact"``; keys are the URL path segment as UTF-8 text, values in the body's
+``encoding`` (``text``, ``json`` or ``base64``, the default, as for messages), revisions are
+message ids (``INDEX-POSITION``):
+
+* ``GET …/keys?prefix=P&limit=N`` -> ``{"keys": [{"key", "revision"}], "more"}``: live keys
+  in byte order, from this peer's applied state;
+* ``GET …/keys/{key}?encoding=E`` -> ``{"key", "revision", "value"}`` (404 ``KeyNotFound``);
+* ``PUT …/keys/{key}`` ``{"value", "encoding", "expectRevision"}`` -> ``{"revision"}``;
+* ``DELETE …/keys/{key}?expectRevision=R`` -> ``{"revision"}`` (a tombstone);
+* ``POST …/watch`` ``{"prefix", "fromRevision", "limit", "waitMs", "encoding"}`` ->
+  ``{"events": [{"type": "put"|"delete", "key", "revision", "value"}], "next"}``: changes
+  from a revision (a log index, or a message id; inclusive), long-polled like ``poll``;
+  ``next`` (a message id) is where the following call starts.
+
+``expectRevision`` (a message id, or ``"none"``: the key must have no value) makes a write
+conditional: 409 ``ExpectationFailed`` with ``lastId`` when the key moved on.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Final
+
+from aiohttp import web
+
+from raftlog.rest.bodies import (
+    check_fields,
+    decode_messages,
+    encode_payload,
+    encoding_of,
+    expected_id,
+    format_id,
+    json_reply,
+    optional_int,
+    parse_id,
+    read_json_object,
+)
+from raftlog.rest.context import RestContext
+from raftlog.rest.errors import RestError, from_cluster
+from raftlog.security.policy import Role
+from raftlog.topics.kv import event_of
+from raftlog.topics.records import MAX_UINT, LoggedRecord, RecordId
+from raftlog.topics.wire import MAX_READ_WAIT_MS
+from raftlog.topics.wire_kv import MAX_KEY_BYTES, MAX_KEYS_LIMIT
+
+PUT_FIELDS: Final = frozenset({"value", "encoding", "expectRevision"})
+WATCH_FIELDS: Final = frozenset({"prefix", "fromRevision", "limit", "waitMs", "encoding"})
+WATCH_LIMIT: Final = 1000
+
+
+def _key(request: web.Request) -> bytes:
+    key = request.match_info["key"].encode()
+    if not key or len(key) > MAX_KEY_BYTES:
+        raise RestError(400, "BadRequest", f"a key is 1 .. {MAX_KEY_BYTES} bytes")
+    return key
+
+
+def _value(body: dict[str, Any]) -> bytes:
+    encoding = encoding_of(body)
+    if "value" not in body:
+        raise RestError(400, "BadRequest", "value is required")
+    return decode_messages({"messages": [body["value"]], "encoding": encoding})[0]
+
+
+def _entry(item: LoggedRecord, encoding: str) -> dict[str, Any]:
+    key = item.record.key or b""
+    return {
+        "key": key.decode("utf-8", "backslashreplace"),
+        "revision": format_id(item.id),
+        **encode_payload(item.record.value, encoding),
+    }
+
+
+async def watch_changes(ctx: RestContext, request: web.Request) -> web.Response:
+    """``POST …/watch`` (module docstring)."""
+    _ns, _topic, name = ctx.names(request)
+    who = ctx.auth.require(request, Role.READER, read=name)
+    body = await read_json_object(request, ctx.max_body, optional=True)
+    check_fields(body, WATCH_FIELDS)
+    encoding = encoding_of(body)
+    prefix = body.get("prefix", "")
+    if not isinstance(prefix, str):
+        raise RestError(400, "BadRequest", "prefix must be a string")
+    start = body.get("fromRevision", 0)
+    if isinstance(start, str):
+        next_id = parse_id(start, "fromRevision")
+    elif type(start) is int and 0 <= start <= MAX_UINT:
+        next_id = RecordId(start, 0)
+    else:
+        raise RestError(400, "BadRequest", "fromRevision is a log index or a message id")
+    limit = optional_int(body, "limit", 1, WATCH_LIMIT) or WATCH_LIMIT
+    wait_ms = min(optional_int(body, "waitMs", 0, MAX_UINT) or 0, ctx.settings.max_wait_ms)
+    deadline = time.monotonic() + wait_ms / 1000
+    events: list[dict[str, Any]] = []
+
+    async def scan(wait: int) -> bool:
+        nonlocal next_id
+        try:
+            result = await ctx.gateway.topics.read(
+                name,
+                from_index=next_id.index,
+                from_position=next_id.position,
+                limit=limit,
+                url=ctx.gateway.own_url,
+                timeout=ctx.gateway.timeout + wait / 1000,
+                wait_ms=wait,
+            )
+        except Exception as exc:
+            raise from_cluster(exc) from exc
+        for item in result.records:
+            next_id = RecordId(item.id.index, item.id.position + 1)
+            if (item.record.key or b"").startswith(prefix.encode()):
+                event = event_of(item)
+                events.append(
+                    {
+                        "type": event.kind,
+                        **_entry(item, encoding),
+                    }
+                    if event.kind == "put"
+                    else {
+                        "type": "delete",
+                        "key": event.key.decode("utf-8", "backslashreplace"),
+                        "revision": format_id(item.id),
+                    }
+                )
+        return bool(result.records)
+
+    found = await scan(0)
+    if not found and wait_ms:
+        with ctx.quotas.long_poll(request, who):
+            while not found and (left := int((deadline - time.monotonic()) * 1000)) > 0:
+                found = await scan(min(left, MAX_READ_WAIT_MS))
+    return json_reply({"events": events, "next": format_id(next_id)})
+
+
+def add_kv_routes(app: web.Application, ctx: RestContext) -> None:
+    """Register the key-value endpoints (module docstring)."""
+    base = "/namespaces/{ns}/topics/{topic}"
+
+    async def list_keys(request: web.Request) -> web.Response:
+        _ns, _topic, name = ctx.names(request)
+        ctx.auth.require(request, Role.READER, read=name)
+        query = dict(request.query)
+        raw = query.get("limit", "1000")
+        if not raw.isdigit() or not 1 <= int(raw) <= MAX_KEYS_LIMIT:
+            raise RestError(400, "BadRequest", f"limit must be an integer in 1 .. {MAX_KEYS_LIMIT}")
+        limit = int(raw)
+        try:
+            found = await ctx.gateway.topics.kv.keys(
+                name,
+                query.get("prefix", "").encode(),
+                url=ctx.gateway.own_url,
+                limit=limit + 1,
+                timeout=ctx.gateway.timeout,
+            )
+        except Exception as exc:
+            raise from_cluster(exc) from exc
+        keys = [
+            {"key": k.decode("utf-8", "backslashreplace"), "revision": format_id(r)}
+            for k, r in found[:limit]
+        ]
+        return json_reply({"keys": keys, "more": len(found) > limit})
+
+    async def get(request: web.Request) -> web.Response:
+        _ns, _topic, name = ctx.names(request)
+        ctx.auth.require(request, Role.READER, read=name)
+        key = _key(request)
+        encoding = encoding_of(dict(request.query))
+        try:
+            item = await ctx.gateway.topics.kv.get(
+                name, key, url=ctx.gateway.own_url, timeout=ctx.gateway.timeout
+            )
+        except Exception as exc:
+            raise from_cluster(exc) from exc
+        if item is None:
+            raise RestError(404, "KeyNotFound", f"key {request.match_info['key']!r} has no value")
+        return json_reply(_entry(item, encoding))
+
+    async def put(request: web.Request) -> web.Response:
+        _ns, _topic, name = ctx.names(request)
+        who = ctx.auth.require(request, Role.WRITER, publish=name)
+        key = _key(request)
+        body = await read_json_object(request, ctx.max_body)
+        check_fields(body, PUT_FIELDS)
+        value = _value(body)
+        ctx.quotas.payloads(request, who, [value])
+        expect = expected_id(body, "expectRevision")
+        try:
+            rid = await ctx.gateway.topics.kv.put(
+                name, key, value, expect_revision=expect, timeout=ctx.gateway.timeout
+            )
+        except Exception as exc:
+            raise from_cluster(exc) from exc
+        await ctx.gateway.caught_up(rid.index)
+        return json_reply({"revision": format_id(rid)})
+
+    async def delete(request: web.Request) -> web.Response:
+        _ns, _topic, name = ctx.names(request)
+        who = ctx.auth.require(request, Role.WRITER, publish=name)
+        key = _key(request)
+        ctx.quotas.payloads(request, who, [b""])
+        expect = expected_id(dict(request.query), "expectRevision")
+        try:
+            rid = await ctx.gateway.topics.kv.delete(
+                name, key, expect_revision=expect, timeout=ctx.gateway.timeout
+            )
+        except Exception as exc:
+            raise from_cluster(exc) from exc
+        await ctx.gateway.caught_up(rid.index)
+        return json_reply({"revision": format_id(rid)})
+
+    async def watch(request: web.Request) -> web.Response:
+        return await watch_changes(ctx, request)
+
+    app.router.add_get(base + "/keys", list_keys)
+    app.router.add_get(base + "/keys/{key}", get)
+    app.router.add_put(base + "/keys/{key}", put)
+    app.router.add_delete(base + "/keys/{key}", delete)
+    app.router.add_post(base + "/watch", watch)

@@ -1,0 +1,330 @@
+"""Key-compacted topics (issue #29): the latest record per key, kept in the topic index.
+
+A topic with ``cleanup_policy`` ``compact`` (or ``compact,delete``) keeps only the latest
+record of each key. Its records are copied into the topic machine's RocksDB when they apply,
+so the topic no longer needs the log: it does not pin log compaction
+(``TopicReader.retained_floor`` skips it), and its live state travels in the machine's
+snapshot (section ``"compacted"``) and so in InstallSnapshot. Keys (``raftlog.topics.index``
+owns the database; these two prefixes are this module's)::
+
+    k <topic> 00 <key>               -> u64 index, u32 position, u64 append time,
+                                        u64 ttl_ms (0: none), u8 tombstone: the key's
+                                        latest record (its "pointer")
+    c <topic> 00 <idx:8> <pos:4>     -> msgpack [key, value | nil, headers, timestamp,
+                                        append time, ttl_ms | nil]: a record by id
+
+Reads (``TR`` of a compacted topic, ``KG``, ``KK``) return a record only when it is its
+key's latest and still alive on the log clock: a tombstone lives ``tombstone_retention_ms``
+after its append time, a record with its own ``ttl_ms`` that long, and with ``compact,delete``
+every record ``retention_ms``. Superseded copies stay in ``c`` until the log is compacted
+past their successor (a snapshot at any index the log still has must find the latest record
+of every key at or below it); ``collect`` then drops them, and the expired latest ones
+(judged at the log clock of the snapshot index, which every later apply has passed, so the
+answer is the same on a peer that never saw them).
+
+Every decision of ``live`` depends on the log alone (the pointer and the log clock), so a
+conditional publish per key (``raftlog.topics.records_kv``) is decided identically by every
+peer, whether or not its ``collect`` already removed an expired key.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import msgpack
+from rocksdict import WriteBatch
+
+from raftlog.topics.index import TopicIndex, u64
+from raftlog.topics.properties import DEFAULT_TOMBSTONE_RETENTION_MS, TopicProperties
+from raftlog.topics.records import LoggedRecord, Record, RecordId
+from raftlog.topics.state import TopicState
+
+_POINTER: Final = struct.Struct(">QIQQB")
+_U32: Final = struct.Struct(">I")
+_SEP: Final = b"\x00"
+MAX_KEYS_ANSWER: Final = 10_000
+"""Most keys one ``KK`` answer lists (the client pages on with ``after``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pointer:
+    """A key's latest record: where it is and what decides whether it is still alive."""
+
+    id: RecordId
+    append_time_ms: int
+    ttl_ms: int | None
+    tombstone: bool
+
+    def expires_at(self, props: TopicProperties) -> int | None:
+        """The log-clock time at which this record stops being alive (None: never)."""
+        dues = []
+        if self.tombstone:
+            retention = props.tombstone_retention_ms or DEFAULT_TOMBSTONE_RETENTION_MS
+            dues.append(self.append_time_ms + retention)
+        if self.ttl_ms is not None:
+            dues.append(self.append_time_ms + self.ttl_ms)
+        if props.cleanup_policy == "compact,delete" and props.retention_ms is not None:
+            dues.append(self.append_time_ms + props.retention_ms)
+        return min(dues, default=None)
+
+    def live(self, props: TopicProperties, clock_ms: int) -> bool:
+        """Still alive at log clock ``clock_ms`` (a tombstone: still remembered)?"""
+        due = self.expires_at(props)
+        return due is None or clock_ms < due
+
+
+def _prefix(kind: bytes, topic: str) -> bytes:
+    return kind + topic.encode() + _SEP
+
+
+def _pointer_key(topic: str, key: bytes) -> bytes:
+    return _prefix(b"k", topic) + key
+
+
+def _record_key(topic: str, rid: RecordId) -> bytes:
+    return _prefix(b"c", topic) + u64(rid.index) + _U32.pack(rid.position)
+
+
+def _rid_of(record_key: bytes) -> RecordId:
+    return RecordId(
+        int.from_bytes(record_key[-12:-4], "big"), int.from_bytes(record_key[-4:], "big")
+    )
+
+
+def _successor(prefix: bytes) -> bytes | None:
+    """The first byte string after every string starting with ``prefix`` (None: none)."""
+    trimmed = prefix.rstrip(b"\xff")
+    return trimmed[:-1] + bytes((trimmed[-1] + 1,)) if trimmed else None
+
+
+def _pack_pointer(p: Pointer) -> bytes:
+    return _POINTER.pack(
+        p.id.index, p.id.position, p.append_time_ms, p.ttl_ms or 0, int(p.tombstone)
+    )
+
+
+def _unpack_pointer(value: bytes) -> Pointer:
+    index, position, append, ttl, tombstone = _POINTER.unpack(value)
+    return Pointer(RecordId(index, position), append, ttl or None, bool(tombstone))
+
+
+def _pack_record(record: Record, append_time_ms: int) -> bytes:
+    value = None if record.tombstone else record.value
+    body = [
+        record.key,
+        value,
+        dict(record.headers),
+        record.timestamp_ms,
+        append_time_ms,
+        record.ttl_ms,
+    ]
+    packed: bytes = msgpack.packb(body, use_bin_type=True)
+    return packed
+
+
+def _unpack_record(topic: str, rid: RecordId, value: bytes) -> LoggedRecord:
+    key, data, headers, timestamp, append, ttl = msgpack.unpackb(value, raw=False)
+    record = Record(
+        topic, b"" if data is None else data, key, headers, timestamp, ttl, data is None
+    )
+    return LoggedRecord(rid, append, record)
+
+
+class CompactedStore:
+    """The latest record per key of every compacted topic (see the module docstring).
+    Writes go into the apply call's batch; ``begin`` starts an overlay so that lookups
+    during one apply call see what it wrote before (the batch is not readable)."""
+
+    def __init__(self, index: TopicIndex) -> None:
+        self._index = index
+        self._pending: dict[tuple[str, bytes], Pointer] = {}
+        self._dropped: set[str] = set()
+
+    def begin(self) -> None:
+        """A new apply call: its batch starts empty, and so does the overlay."""
+        self._pending.clear()
+        self._dropped.clear()
+
+    # -- writes ----------------------------------------------------------------------------
+    def put(
+        self, batch: WriteBatch, topic: str, rid: RecordId, append_ms: int, record: Record
+    ) -> None:
+        """``record`` (keyed: ``raftlog.topics.rules`` refuses others) is its key's latest."""
+        key = record.key if record.key is not None else b""
+        pointer = Pointer(rid, append_ms, record.ttl_ms, record.tombstone)
+        batch.put(_record_key(topic, rid), _pack_record(record, append_ms))
+        batch.put(_pointer_key(topic, key), _pack_pointer(pointer))
+        self._pending[(topic, key)] = pointer
+
+    def drop_topic(self, batch: WriteBatch, topic: str) -> None:
+        """The topic was deleted or re-created: forget every key of it."""
+        for kind in (b"c", b"k"):
+            prefix = _prefix(kind, topic)
+            batch.delete_range(prefix, prefix[:-1] + b"\x01")
+        self._dropped.add(topic)
+        for pending in [k for k in self._pending if k[0] == topic]:
+            del self._pending[pending]
+
+    # -- lookups ---------------------------------------------------------------------------
+    def pointer(self, topic: str, key: bytes) -> Pointer | None:
+        """The key's latest record as of everything applied (this apply call included)."""
+        pending = self._pending.get((topic, key))
+        if pending is not None or topic in self._dropped:
+            return pending
+        value = self._index.get(_pointer_key(topic, key), "compacted key")
+        return None if value is None else _unpack_pointer(value)
+
+    def current(
+        self, topic: str, key: bytes, props: TopicProperties, clock_ms: int
+    ) -> RecordId | None:
+        """What a per-key expectation compares with: the key's latest record while it is
+        alive (a remembered tombstone included), else None."""
+        pointer = self.pointer(topic, key)
+        return pointer.id if pointer is not None and pointer.live(props, clock_ms) else None
+
+    def get(
+        self, topic: str, key: bytes, props: TopicProperties, clock_ms: int
+    ) -> LoggedRecord | None:
+        """``KG``: the key's live value (None: absent, deleted or expired)."""
+        pointer = self.pointer(topic, key)
+        if pointer is None or pointer.tombstone or not pointer.live(props, clock_ms):
+            return None
+        value = self._index.get(_record_key(topic, pointer.id), "compacted record")
+        return None if value is None else _unpack_record(topic, pointer.id, value)
+
+    def keys(
+        self,
+        topic: str,
+        prefix: bytes,
+        after: bytes | None,
+        limit: int,
+        *,
+        props: TopicProperties,
+        clock_ms: int,
+    ) -> tuple[list[tuple[bytes, RecordId]], bool]:
+        """``KK``: live keys starting with ``prefix`` (after ``after``), in byte order, with
+        their revisions; and whether more follow."""
+        base = _prefix(b"k", topic)
+        start = prefix if after is None or after + b"\x00" < prefix else after + b"\x00"
+        end = _successor(prefix)
+        lo, hi = base + start, base + end if end is not None else base[:-1] + b"\x01"
+        out: list[tuple[bytes, RecordId]] = []
+        for raw_key, value in self._index.items(lo, hi, "compacted keys"):
+            key = raw_key[len(base) :]
+            if not key.startswith(prefix):
+                break
+            pointer = _unpack_pointer(value)
+            if pointer.tombstone or not pointer.live(props, clock_ms):
+                continue
+            if len(out) >= limit:
+                return out, True
+            out.append((key, pointer.id))
+        return out, False
+
+    def records(
+        self, topic: str, start: RecordId, props: TopicProperties, clock_ms: int
+    ) -> Iterator[LoggedRecord]:
+        """``TR`` of a compacted topic: from ``start`` on, in log order, every record that
+        is still its key's latest and alive (tombstones included while remembered)."""
+        prefix = _prefix(b"c", topic)
+        lo = _record_key(topic, start)
+        for raw_key, value in self._index.items(lo, prefix[:-1] + b"\x01", "compacted records"):
+            item = _unpack_record(topic, _rid_of(raw_key), value)
+            key = item.record.key if item.record.key is not None else b""
+            pointer = self.pointer(topic, key)
+            if pointer is not None and pointer.id == item.id and pointer.live(props, clock_ms):
+                yield item
+
+    def stats(self, topic: str, props: TopicProperties, clock_ms: int) -> tuple[int, int]:
+        """``(live keys, their bytes)`` of a topic (a scan of its pointers and values: for
+        monitoring and ``TD``, not for a hot path)."""
+        keys = size = 0
+        base = _prefix(b"k", topic)
+        for _, value in self._index.items(base, base[:-1] + b"\x01", "compacted stats"):
+            pointer = _unpack_pointer(value)
+            if pointer.tombstone or not pointer.live(props, clock_ms):
+                continue
+            item = self._index.get(_record_key(topic, pointer.id), "compacted record")
+            if item is not None:
+                keys += 1
+                size += _unpack_record(topic, pointer.id, item).record.size
+        return keys, size
+
+    # -- snapshots and clean-up ------------------------------------------------------------
+    def _latest_upto(
+        self, topic: str, created: int, upto: RecordId
+    ) -> dict[bytes, tuple[RecordId, bytes]]:
+        """Per key, its latest stored record below ``upto`` (a scan of the topic's ``c``)."""
+        latest: dict[bytes, tuple[RecordId, bytes]] = {}
+        lo, hi = _record_key(topic, RecordId(created, 0)), _record_key(topic, upto)
+        for raw_key, value in self._index.items(lo, hi, "compacted snapshot"):
+            key = msgpack.unpackb(value, raw=False)[0]
+            latest[key if key is not None else b""] = (_rid_of(raw_key), value)
+        return latest
+
+    def snapshot(
+        self, topics: Mapping[str, TopicState], index: int, clock_ms: int
+    ) -> dict[str, list[list[Any]]]:
+        """The section ``"compacted"`` of a snapshot at ``index``: per compacted topic, its
+        live records as of ``index`` (log clock ``clock_ms``) as ``[index, position, record
+        body]``, in log order."""
+        out: dict[str, list[list[Any]]] = {}
+        for name, state in topics.items():
+            if not state.properties.compacted:
+                continue
+            rows = []
+            for rid, value in self._latest_upto(
+                name, state.created_index, RecordId(index + 1, 0)
+            ).values():
+                item = _unpack_record(name, rid, value)
+                pointer = Pointer(
+                    rid, item.append_time_ms, item.record.ttl_ms, item.record.tombstone
+                )
+                if pointer.live(state.properties, clock_ms):
+                    rows.append([rid.index, rid.position, value])
+            out[name] = sorted(rows, key=lambda row: (row[0], row[1]))
+        return out
+
+    def restore(self, batch: WriteBatch, section: object) -> None:
+        """Write a snapshot's ``"compacted"`` section (``snapshot``) into ``batch``."""
+        if not isinstance(section, dict):
+            raise ValueError("unsupported topic snapshot format (compacted)")
+        for name, rows in section.items():
+            for index, position, value in rows:
+                rid = RecordId(int(index), int(position))
+                item = _unpack_record(name, rid, value)
+                self.put(batch, name, rid, item.append_time_ms, item.record)
+
+    def collect(
+        self, batch: WriteBatch, topics: Mapping[str, TopicState], floor: int, clock_ms: int
+    ) -> int:
+        """The log now starts at ``floor``: drop superseded copies below it, and the latest
+        records below it that expired by ``clock_ms`` (the log clock at ``floor - 1``);
+        returns how many records were dropped."""
+        dropped = 0
+        for name, state in topics.items():
+            if not state.properties.compacted:
+                continue
+            lo, hi = _record_key(name, RecordId(0, 0)), _record_key(name, RecordId(floor, 0))
+            seen: dict[bytes, RecordId] = {}
+            for raw_key, value in self._index.items(lo, hi, "compacted clean-up"):
+                rid, key = _rid_of(raw_key), msgpack.unpackb(value, raw=False)[0] or b""
+                older = seen.get(key)
+                if older is not None:
+                    batch.delete(_record_key(name, older))
+                    dropped += 1
+                seen[key] = rid
+            for key, rid in seen.items():
+                pointer = self.pointer(name, key)
+                if (
+                    pointer is not None
+                    and pointer.id == rid
+                    and not pointer.live(state.properties, clock_ms)
+                ):
+                    batch.delete(_record_key(name, rid))
+                    batch.delete(_pointer_key(name, key))
+                    dropped += 1
+        return dropped
