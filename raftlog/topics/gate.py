@@ -106,7 +106,8 @@ class TopicGate:
             return RecordFormatError("clock ticks are appended by the leader only")
         now = self._now_ms()
         if isinstance(entry, GroupCommand):  # issue #27: checked against the applied groups
-            refusal = self._machine.groups.table.check(entry)
+            groups = self._machine.groups
+            refusal = groups.table.check(entry, max(self.clock.last_ms, now), groups.source)
             return refusal if refusal is not None else self.clock.stamp(data, now)
         if isinstance(entry, TxControl | TxStore):  # the stamp it would get decides expiry
             error = self._machine.check_transaction(entry, max(self.clock.last_ms, now))

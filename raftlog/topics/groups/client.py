@@ -150,9 +150,15 @@ class GroupCalls:
     ) -> list[wire.LeasedRecord]:
         """Lease up to ``max_records`` more records of queue group ``group`` to ``member``
         (within its in-flight limit); returns every record leased to it now, the new ones
-        included, with their delivery counts. Empty: nothing to deliver."""
+        included, with their delivery counts. Empty: nothing to deliver (the leader refuses
+        a lease that would hand out nothing, so polling writes nothing to the log)."""
         body = {"member": member, "max": max_records}
-        index = await self.propose(group_data("lease", group, body), timeout=timeout)
+        try:
+            index = await self.propose(group_data("lease", group, body), timeout=timeout)
+        except TopicError as exc:
+            if exc.name != "NoRecords":
+                raise
+            index = 0  # nothing new: what the member holds already, if anything
         req = wire.LeasedRequest(group, member, index)
         while True:
             try:

@@ -4,9 +4,10 @@ of a topic snapshot (version 4) both store ``encode_group``'s map (MessagePack-r
 Layout (``v`` 1): ``name``, ``mode``, ``topics``, ``pattern``, ``created``, ``options`` (the
 queue options map), ``positions`` ``{topic: [index, position, metadata, committed_at_ms,
 member]}``, ``cursors`` ``{topic: [index, position]}``, ``leases`` ``[[topic, index,
-position, member, deadline_ms, deliveries], ...]``, ``waiting`` and ``dead`` ``[[topic,
-index, position, deliveries, reason], ...]``, ``stats`` ``[delivered, acked, redelivered,
-dead_lettered]``. Lists keep their order, so a restored table iterates as the original did.
+position, member, deadline_ms, deliveries], ...]``, ``waiting`` ``[[topic, index, position,
+deliveries, reason], ...]``, ``dead`` the same plus ``died_at_ms``, ``stats`` ``[delivered,
+acked, redelivered, dead_lettered]``. Lists keep their order, so a restored table iterates
+as the original did.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ def encode_group(group: Group) -> dict[str, Any]:
             for (t, r), lease in group.leases.items()
         ],
         "waiting": [[t, r.index, r.position, n, why] for (t, r), (n, why) in group.waiting.items()],
-        "dead": [[t, r.index, r.position, n, why] for (t, r), (n, why) in group.dead.items()],
+        "dead": [
+            [t, r.index, r.position, n, why, at] for (t, r), (n, why, at) in group.dead.items()
+        ],
         "stats": [s.delivered, s.acked, s.redelivered, s.dead_lettered],
     }
 
@@ -68,8 +71,8 @@ def decode_group(body: object) -> Group:
             group.leases[(topic, RecordId(index, position))] = Lease(member, deadline, deliveries)
         for topic, index, position, deliveries, reason in body["waiting"]:
             group.waiting[(topic, RecordId(index, position))] = (deliveries, reason)
-        for topic, index, position, deliveries, reason in body["dead"]:
-            group.dead[(topic, RecordId(index, position))] = (deliveries, reason)
+        for topic, index, position, deliveries, reason, at in body["dead"]:
+            group.dead[(topic, RecordId(index, position))] = (deliveries, reason, at)
         group.stats = GroupStats(*(int(n) for n in body["stats"]))
         if group.mode not in ("stream", "queue"):
             raise GroupStateError(f"unknown group mode {group.mode!r}")

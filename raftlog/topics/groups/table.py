@@ -96,8 +96,9 @@ class Group:
     leases: dict[TopicRecord, Lease] = field(default_factory=dict)
     waiting: dict[TopicRecord, tuple[int, str]] = field(default_factory=dict)
     """Records waiting for redelivery: (deliveries so far, last reason)."""
-    dead: dict[TopicRecord, tuple[int, str]] = field(default_factory=dict)
-    """Dead records not yet in the dead-letter topic: (deliveries, last reason)."""
+    dead: dict[TopicRecord, tuple[int, str, int]] = field(default_factory=dict)
+    """Dead records not yet in the dead-letter topic: (deliveries, last reason, log clock
+    when it died)."""
     stats: GroupStats = field(default_factory=GroupStats)
 
     def matches(self, topic: str) -> bool:
@@ -136,9 +137,13 @@ class GroupTable:
         return min(deadlines, default=None)
 
     # -- leader checks ---------------------------------------------------------------------
-    def check(self, command: GroupCommand) -> TopicError | None:
-        """Why the leader should refuse ``command`` now (None: propose it). Apply never
-        fails: a command that became a no-op in between changes nothing."""
+    def check(
+        self, command: GroupCommand, now: int = 0, source: RecordSource | None = None
+    ) -> TopicError | None:
+        """Why the leader should refuse ``command`` at cluster time ``now`` (None: propose
+        it). Apply never fails: a command that became a no-op in between changes nothing. A
+        lease that would hand out nothing is refused (``NoRecords``) so that waiting
+        members do not fill the log with empty leases."""
         group = self.groups.get(command.group)
         if command.op == "create":
             if group is not None and not command.args.get("exist_ok"):
@@ -148,6 +153,8 @@ class GroupTable:
             return TopicError("UnknownGroup", f"group {command.group!r} does not exist")
         if command.op in ("lease", "ack", "nack") and group.mode != "queue":
             return TopicError("WrongGroupMode", f"{command.op} needs a queue group")
+        if command.op == "lease" and source is not None:
+            return self._lease_refusal(group, command.args["member"], now, source)
         if command.op == "commit":
             if group.mode != "stream":
                 return TopicError("WrongGroupMode", "commit needs a stream group")
@@ -156,6 +163,20 @@ class GroupTable:
                     "UnknownTopic", f"group {group.name!r} does not read {command.args['topic']!r}"
                 )
         return None
+
+    @staticmethod
+    def _lease_refusal(
+        group: Group, member: str, now: int, source: RecordSource
+    ) -> TopicError | None:
+        if group.in_flight(member) >= group.options.max_in_flight:
+            return TopicError("NoRecords", f"{member} holds max_in_flight leases already")
+        if group.waiting or any(lease.deadline_ms <= now for lease in group.leases.values()):
+            return None
+        for topic in group.resolved(source.topic_names()):
+            cursor = max(group.cursors.get(topic, RecordId(0, 0)), source.start(topic))
+            if source.record_ids(topic, cursor, 1):
+                return None
+        return TopicError("NoRecords", f"group {group.name!r} has nothing to deliver now")
 
     # -- apply -----------------------------------------------------------------------------
     def apply(self, index: int, command: GroupCommand, now: int, source: RecordSource) -> None:
@@ -202,7 +223,7 @@ class GroupTable:
                 lease = group.leases.get(key)
                 if lease is not None and lease.member == args["member"]:
                     del group.leases[key]
-                    self._retire(group, key, lease.deliveries, args["reason"] or "nack")
+                    self._retire(group, key, lease.deliveries, args["reason"] or "nack", now)
         elif command.op == "dead":
             for item in args["ids"]:
                 if group.dead.pop(topic_record(item), None) is not None:
@@ -259,14 +280,16 @@ class GroupTable:
             elif lease is None and group.waiting.pop(key, None) is not None:
                 group.count(acked=1)  # acked after its lease ran out, before redelivery
 
-    def _retire(self, group: Group, key: TopicRecord, deliveries: int, reason: str) -> None:
-        """A lease ended without an ack: wait for redelivery, or die."""
+    def _retire(
+        self, group: Group, key: TopicRecord, deliveries: int, reason: str, now: int
+    ) -> None:
+        """A lease ended without an ack (at log clock ``now``): wait for redelivery, or die."""
         if deliveries < group.options.max_deliveries:
             group.waiting[key] = (deliveries, reason)
         elif group.options.dead_letter is None:
             group.count(dead_lettered=1)
         else:
-            group.dead[key] = (deliveries, reason)
+            group.dead[key] = (deliveries, reason, now)
 
     def expire(self, now: int) -> None:
         """Reclaim every lease whose deadline the log clock ``now`` has reached."""
@@ -276,7 +299,7 @@ class GroupTable:
             due = [key for key, lease in group.leases.items() if lease.deadline_ms <= now]
             for key in sorted(due):
                 lease = group.leases.pop(key)
-                self._retire(group, key, lease.deliveries, EXPIRED)
+                self._retire(group, key, lease.deliveries, EXPIRED, now)
             if due:
                 self.dirty.add(group.name)
         self._next_deadline = self._earliest()
