@@ -1,0 +1,194 @@
+"""Consumer groups on three real peers (issue #27), one cluster for the module:
+
+* three queue members, one killed with -9 while it holds leases: its records go to the
+  others, none is lost, none is delivered more than ``max_deliveries`` times, and the
+  dead-letter topic holds exactly the poison records with their headers;
+* the leader killed with -9 while a member acks: every record acked exactly once;
+* a stream group resumes exactly after its last commit across member restarts and a
+  whole-cluster restart;
+* in each, the group state is identical on every peer.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from integration.cluster import PeerCluster, wait_for
+from raftlog.topics.groups.consumer import SyncConsumer
+from raftlog.topics.groups.model import GroupInfo
+from raftlog.topics.sync_client import SyncTopicClient
+
+pytestmark = pytest.mark.timeout(120)
+TESTS = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
+    with PeerCluster(tmp_path_factory.mktemp("groups"), ident="raftlog-groups-test") as c:
+        c.start()
+        c.wait_stable_leader(20)
+        yield c
+
+
+@pytest.fixture
+def topics(cluster: PeerCluster) -> Iterator[SyncTopicClient]:
+    for peer_id, peer in cluster.peers.items():  # a previous test may have stopped some
+        if not peer.running:
+            cluster.start(peer_id)
+    cluster.wait_stable_leader(20)
+    with SyncTopicClient(cluster.urls, cluster.ident, timeout=30.0) as client:
+        yield client
+
+
+def same_everywhere(topics: SyncTopicClient, cluster: PeerCluster, group: str) -> GroupInfo:
+    """Wait until every peer has applied what the leader has, then the group must be the
+    same on each (the state machine is deterministic); returns the leader's view."""
+    leader = topics.describe_group(group)
+
+    def views() -> list[GroupInfo] | None:
+        out = [topics.describe_group(group, url=url) for url in cluster.urls]
+        if any(v.applied < leader.applied for v in out):
+            return None
+        return out
+
+    found = wait_for("every peer applied the group", views, timeout=30)
+    final = list(found)
+    strip = [(v.name, v.mode, v.topics, v.options, v.positions, v.stats) for v in final]
+    assert all(s == strip[0] for s in strip[1:]), strip
+    queue = [(v.queue, v.members) for v in final]
+    assert all(q == queue[0] for q in queue[1:]), queue
+    return final[0]
+
+
+def _member(
+    cluster: PeerCluster, group: str, name: str, mode: str, out: Path
+) -> subprocess.Popen[bytes]:
+    path = os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
+    return subprocess.Popen(
+        [sys.executable, "-m", "integration.groups.member", ",".join(cluster.urls), cluster.ident,
+         group, name, mode, str(out)],
+        env=env, stdout=subprocess.DEVNULL, stderr=open(str(out) + ".err", "wb"),
+    )
+
+
+def _lines(path: Path) -> list[tuple[str, int, int, int]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        topic, index, position, deliveries = line.split()
+        out.append((topic, int(index), int(position), int(deliveries)))
+    return out
+
+
+def test_member_killed_holding_leases(
+    cluster: PeerCluster, topics: SyncTopicClient, tmp_path: Path
+) -> None:
+    topics.create_topic("jobs")
+    values = [b"poison-%d" % n if n % 9 == 4 else b"job-%d" % n for n in range(45)]
+    ids = {v: topics.publish("jobs", v) for v in values}
+    topics.create_group("workers", mode="queue", topics=["jobs"], ack_wait_ms=1500,
+                        max_deliveries=3, max_in_flight=10, dead_letter="jobs.dlq")
+    procs = []
+    try:
+        holder = _member(cluster, "workers", "holder", "hold", tmp_path / "holder")
+        procs.append(holder)
+        wait_for("the holder's leases", lambda: len(_lines(tmp_path / "holder")) == 10, timeout=30)
+        held = {(i, p) for _, i, p, _ in _lines(tmp_path / "holder")}
+        holder.kill()  # -9 while it holds ten leases
+        holder.wait(10)
+        for name in ("w1", "w2"):
+            procs.append(_member(cluster, "workers", name, "work", tmp_path / name))
+
+        def settled() -> GroupInfo | None:
+            info = topics.describe_group("workers")
+            done = info.stats.acked + info.stats.dead_lettered == len(values)
+            return info if done and info.pending == 0 and not info.queue["jobs"].redeliver else None
+
+        info = wait_for("every record acked or dead-lettered", settled, timeout=60)
+    finally:
+        for name in ("w1", "w2"):
+            (tmp_path / f"{name}.stop").touch()
+        for proc in procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+    poison = [v for v in values if v.startswith(b"poison")]
+    good = {(ids[v].index, ids[v].position) for v in values if v not in poison}
+    seen = _lines(tmp_path / "w1") + _lines(tmp_path / "w2")
+    assert {(i, p) for _, i, p, _ in seen} == good  # none lost
+    assert all(d <= 3 for *_, d in seen)  # none delivered more than max_deliveries times
+    for _, i, p, d in seen:
+        if (i, p) in held:
+            assert d >= 2  # the killed member's records were redelivered to the others
+    assert info.stats.acked == len(good) and info.stats.dead_lettered == len(poison)
+    dead = topics.read("jobs.dlq").records
+    assert sorted(r.record.value for r in dead) == sorted(poison)
+    for r in dead:
+        h = {k: v.decode() for k, v in r.record.headers.items()}
+        original = ids[r.record.value]
+        assert h["raftlog-dlq-group"] == "workers" and h["raftlog-dlq-topic"] == "jobs"
+        assert h["raftlog-dlq-id"] == f"{original.index}:{original.position}"
+        assert h["raftlog-dlq-attempts"] == "3" and h["raftlog-dlq-reason"] == "poison"
+    same_everywhere(topics, cluster, "workers")
+
+
+def test_leader_killed_during_acks(cluster: PeerCluster, topics: SyncTopicClient) -> None:
+    topics.create_topic("orders")
+    published = {topics.publish("orders", b"o%d" % n) for n in range(60)}
+    topics.create_group("billing", mode="queue", topics=["orders"], ack_wait_ms=10_000)
+    acked = []
+    killed = None
+    with SyncConsumer(topics, "billing", member="m1", batch=5) as consumer:
+        while len(acked) < 60:
+            message = consumer.next_message(timeout=30)
+            assert message is not None, f"stalled after {len(acked)} acks"
+            message.ack()
+            acked.append(message.id)
+            if len(acked) == 20:
+                killed = cluster.wait_stable_leader(20)
+                cluster.kill(killed)  # -9 between acks; the next ones go to the new leader
+    assert killed is not None
+    cluster.start(killed)
+    assert set(acked) == published and len(acked) == 60
+    info = same_everywhere(topics, cluster, "billing")
+    assert info.stats.acked == 60 and info.pending == 0  # each acked exactly once
+
+
+def test_stream_group_resumes_after_its_last_commit(
+    cluster: PeerCluster, topics: SyncTopicClient
+) -> None:
+    topics.create_topic("events")
+    ids = [topics.publish("events", b"e%d" % n) for n in range(30)]
+    topics.create_group("audit", mode="stream", topics=["events"])
+
+    def take(n: int) -> list[bytes]:
+        with SyncConsumer(topics, "audit", batch=7) as consumer:  # a new member each time
+            out = []
+            for _ in range(n):
+                message = consumer.next_message(timeout=20)
+                assert message is not None
+                out.append(message.value)
+                message.ack()
+            return out  # leaving the block commits past the acked records
+
+    assert take(10) == [b"e%d" % n for n in range(10)]
+    assert take(5) == [b"e%d" % n for n in range(10, 15)]  # a restarted member resumes
+    position = same_everywhere(topics, cluster, "audit").positions["events"]
+    assert position.next_record == type(ids[15])(ids[14].index, ids[14].position + 1)
+    cluster.stop()  # the whole cluster, then back
+    cluster.start()
+    cluster.wait_stable_leader(20)
+    assert take(15) == [b"e%d" % n for n in range(15, 30)]
+    assert same_everywhere(topics, cluster, "audit").positions["events"].next_record.index == (
+        ids[29].index
+    )
