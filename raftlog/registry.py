@@ -85,6 +85,8 @@ class AclScope(enum.Enum):
     """Lists topics: the answer is filtered by ``read``."""
     OWNER = "owner"
     """About a transaction: only its owner or an admin (the actor is stamped in)."""
+    GROUP = "consume group"
+    """Names a consumer group: against ``consume`` (issue #27)."""
 
 
 class Family(enum.Enum):
@@ -155,11 +157,11 @@ ROWS: Final[tuple[MessageRow, ...]] = (
     MessageRow(TYPE_TX_STATUS, "TransactionStatus", ClientDispatch, _MACHINE,
         _R, AclScope.OWNER, _TOPIC, "a transaction's state (its owner or an admin)"),
     MessageRow(TYPE_GROUP_DESCRIBE, "GroupDescribe", ClientDispatch, _MACHINE,
-        _R, AclScope.NONE, _TOPIC, "a consumer group's state (positions, leases, counters)"),
+        _R, AclScope.GROUP, _TOPIC, "a consumer group's state (positions, leases, counters)"),
     MessageRow(TYPE_GROUP_LIST, "GroupList", ClientDispatch, _MACHINE,
         _R, AclScope.NONE, _TOPIC, "consumer group names"),
     MessageRow(TYPE_GROUP_LEASED, "GroupLeased", ClientDispatch, _MACHINE,
-        _R, AclScope.NONE, _TOPIC, "the records a queue group leased to a member"),
+        _R, AclScope.GROUP, _TOPIC, "the records a queue group leased to a member"),
     MessageRow(TYPE_CLOCK, "Clock", ClientDispatch, "clock.reading",
         _R, AclScope.NONE, _EXT, "the peer's cluster clock reading"),
     MessageRow(TYPE_COMPACT, "Compact", ClientDispatch, "info.compact",

@@ -13,7 +13,8 @@ op                    args
 ``commit``            ``topic``, ``next`` [index, position], ``metadata`` str, ``member`` str|nil
 ``reset``             ``topic`` str | nil (every topic), ``to`` "earliest" / "latest" /
                       [index, position]
-``lease``             ``member``, ``max`` uint: lease up to ``max`` records to ``member``
+``lease``             ``member``, ``max`` uint: lease up to ``max`` records to ``member``;
+                      ``read`` [pattern] (optional): only topics matching one
 ``ack`` / ``nack``    ``member``, ``ids`` [[topic, index, position], ...] (nack: ``reason`` str)
 ``dead``              ``ids`` [[topic, index, position], ...]: the leader published these dead
                       records to the dead-letter topic (``raftlog.topics.groups.deadletter``)
@@ -117,10 +118,28 @@ def _record_id(raw: object) -> list[int]:
     return [_uint(raw[0], "index"), _uint(raw[1], "position")]
 
 
+def _patterns(raw: object) -> list[str]:
+    if not isinstance(raw, list) or not all(isinstance(p, str) for p in raw):
+        raise RecordFormatError("read must be a list of topic names or prefix* patterns")
+    return raw
+
+
 def _text(raw: object, what: str, limit: int) -> str:
     if not isinstance(raw, str) or len(raw.encode()) > limit:
         raise RecordFormatError(f"{what} must be a string of at most {limit} bytes")
     return raw
+
+
+def _create_args(args: dict[Any, Any]) -> dict[str, Any]:
+    if args.get("mode") not in GROUP_MODES:
+        raise RecordFormatError("mode must be 'stream' or 'queue'", "InvalidGroup")
+    topics, pattern = check_topics(args.get("topics", []), args.get("pattern"))
+    options = args.get("options", {})
+    if not isinstance(options, dict):
+        raise RecordFormatError("options must be a map", "InvalidGroup")
+    check_options(options)
+    return {"mode": args["mode"], "topics": list(topics), "pattern": pattern,
+            "options": options, "exist_ok": bool(args.get("exist_ok", False))}
 
 
 def check_command(op: object, group: object, args: dict[Any, Any]) -> GroupCommand:
@@ -130,15 +149,7 @@ def check_command(op: object, group: object, args: dict[Any, Any]) -> GroupComma
     name = check_group_name(group)
     out: dict[str, Any] = {}
     if op == "create":
-        if args.get("mode") not in GROUP_MODES:
-            raise RecordFormatError("mode must be 'stream' or 'queue'", "InvalidGroup")
-        topics, pattern = check_topics(args.get("topics", []), args.get("pattern"))
-        options = args.get("options", {})
-        if not isinstance(options, dict):
-            raise RecordFormatError("options must be a map", "InvalidGroup")
-        check_options(options)
-        out = {"mode": args["mode"], "topics": list(topics), "pattern": pattern,
-               "options": options, "exist_ok": bool(args.get("exist_ok", False))}
+        out = _create_args(args)
     elif op == "commit":
         topic = args.get("topic")
         if not isinstance(topic, str) or not TOPIC_NAME_RE.fullmatch(topic):
@@ -159,6 +170,8 @@ def check_command(op: object, group: object, args: dict[Any, Any]) -> GroupComma
         if not 1 <= count <= MAX_LEASE_BATCH:
             raise RecordFormatError(f"max must be in 1 .. {MAX_LEASE_BATCH}")
         out = {"member": check_member(args.get("member")), "max": count}
+        if args.get("read") is not None:  # the read filter, written in by the request guard
+            out["read"] = _patterns(args["read"])
     elif op in ("ack", "nack"):
         out = {"member": check_member(args.get("member")), "ids": _ids(args.get("ids"))}
         if op == "nack":

@@ -32,7 +32,7 @@ waiting or dead are done.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -121,6 +121,15 @@ class Group:
     def count(self, **deltas: int) -> None:
         stats = self.stats
         self.stats = replace(stats, **{k: getattr(stats, k) + v for k, v in deltas.items()})
+
+
+def _allowed(read: list[str] | None) -> Callable[[str], bool]:
+    """A lease's read filter (names or ``prefix*``; None: every topic) as a predicate."""
+    if read is None:
+        return lambda topic: True
+    exact = {p for p in read if not p.endswith("*")}
+    prefixes = tuple(p[:-1] for p in read if p.endswith("*"))
+    return lambda topic: topic in exact or topic.startswith(prefixes)
 
 
 class GroupTable:
@@ -214,7 +223,7 @@ class GroupTable:
     ) -> None:
         args = command.args
         if command.op == "lease":
-            self._lease(group, args["member"], args["max"], now, source)
+            self._lease(group, args, now, source)
         elif command.op == "ack":
             self._ack(group, args["member"], args["ids"])
         elif command.op == "nack":
@@ -248,17 +257,17 @@ class GroupTable:
                 for key in [k for k in table if k[0] == name]:
                     del table[key]
 
-    def _lease(
-        self, group: Group, member: str, count: int, now: int, source: RecordSource
-    ) -> None:
+    def _lease(self, group: Group, args: dict[str, Any], now: int, source: RecordSource) -> None:
+        member, count, read = args["member"], args["max"], args.get("read")
         room = min(count, group.options.max_in_flight - group.in_flight(member))
         deadline = now + group.options.ack_wait_ms
-        for key in sorted(group.waiting)[: max(room, 0)]:
+        allowed = _allowed(read)
+        for key in [k for k in sorted(group.waiting) if allowed(k[0])][: max(room, 0)]:
             deliveries, _ = group.waiting.pop(key)
             group.leases[key] = Lease(member, deadline, deliveries + 1)
             group.count(delivered=1, redelivered=1)
             room -= 1
-        for topic in group.resolved(source.topic_names()):
+        for topic in filter(allowed, group.resolved(source.topic_names())):
             if room <= 0:
                 break
             cursor = max(group.cursors.get(topic, RecordId(0, 0)), source.start(topic))

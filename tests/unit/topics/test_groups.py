@@ -176,3 +176,18 @@ def test_codec_round_trip_and_old_snapshots(tmp_path: Path) -> None:
     old = msgpack.packb({"v": 3, "topics": {}, "time": 5})
     assert parse_snapshot_sections(old)[3] == {}
     machine.close()
+
+
+def test_a_lease_with_a_read_filter_leases_only_those_topics(tmp_path: Path) -> None:
+    store = MemoryLogStore()
+    for topic in ("jobs", "pay.in", "secret"):
+        append(store, admin_data("create", topic))
+        append(store, publish_data([Record(topic, b"x")]))
+    append(store, group_data("create", "q", {"mode": "queue", "pattern": "*"}))
+    append(store, group_data("lease", "q", {"member": "m", "max": 10,
+                                            "read": ["jobs", "pay.*"]}), T0 + 1)
+    machine = TopicStateMachine(tmp_path / "a", store)
+    catch_up(machine, store)
+    leased = {topic for (topic, _), _ in machine.groups.table.leased_to("q", "m")}
+    assert leased == {"jobs", "pay.in"}
+    machine.close()
