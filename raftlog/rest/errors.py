@@ -51,6 +51,8 @@ TOPIC_STATUS: Final[Mapping[str, int]] = {
     "TransactionCommitted": 409,
     "TransactionExists": 409,
     "TransactionNotOwned": 403,
+    "UnknownGroup": 404,
+    "GroupExists": 409,
 }
 """TopicError names with a status of their own; every other TopicError (BadRequest,
 InvalidProperty, InvalidTopicName, BadRecord, RecordTooLarge, ...) is the caller's

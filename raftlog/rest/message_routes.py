@@ -38,13 +38,16 @@ from raftlog.rest.bodies import (
 )
 from raftlog.rest.context import RestContext
 from raftlog.rest.errors import RestError, from_cluster
+from raftlog.rest.group_routes import group_poll
 from raftlog.security.policy import Role
 from raftlog.topics.client import make_record
 from raftlog.topics.records import MAX_UINT
 from raftlog.topics.wire import DEFAULT_READ_LIMIT, MAX_READ_LIMIT, MAX_READ_WAIT_MS, ReadResult
 
 PUBLISH_FIELDS: Final = frozenset({"messages", "encoding", "transaction", "ttlMs"})
-POLL_FIELDS: Final = frozenset({"startFrom", "inclusive", "limit", "waitMs", "encoding"})
+POLL_FIELDS: Final = frozenset(
+    {"startFrom", "inclusive", "limit", "waitMs", "encoding", "group", "member"}
+)
 
 TransactionalPublish = Callable[
     [web.Request, RestContext, str, dict[str, Any]], Awaitable[web.Response]
@@ -132,6 +135,8 @@ def add_message_routes(
         who = ctx.auth.require(request, Role.READER, read=name)
         body = await read_json_object(request, ctx.max_body, optional=True)
         check_fields(body, POLL_FIELDS)
+        if body.get("group") is not None:  # as a consumer group's member (issue #27)
+            return await group_poll(ctx, name, body, who)
         encoding = encoding_of(body)
         wait_ms = optional_int(body, "waitMs", 0, MAX_UINT) or 0
         deadline = time.monotonic() + min(wait_ms, ctx.settings.max_wait_ms) / 1000

@@ -6,7 +6,8 @@
 * the leader killed with -9 while a member acks: every record acked exactly once;
 * a stream group resumes exactly after its last commit across member restarts and a
   whole-cluster restart;
-* in each, the group state is identical on every peer.
+* in each, the group state is identical on every peer;
+* REST: poll with a group and the ack endpoint (the cluster serves REST for that).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from integration.cluster import PeerCluster, wait_for
+from integration.rest.helpers import RestCluster, call
 from raftlog.topics.groups.consumer import SyncConsumer
 from raftlog.topics.groups.model import GroupInfo
 from raftlog.topics.sync_client import SyncTopicClient
@@ -30,7 +32,7 @@ TESTS = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
-    with PeerCluster(tmp_path_factory.mktemp("groups"), ident="raftlog-groups-test") as c:
+    with RestCluster(tmp_path_factory.mktemp("groups")) as c:
         c.start()
         c.wait_stable_leader(20)
         yield c
@@ -192,3 +194,37 @@ def test_stream_group_resumes_after_its_last_commit(
     assert same_everywhere(topics, cluster, "audit").positions["events"].next_record.index == (
         ids[29].index
     )
+
+
+def test_rest_poll_with_a_group_and_ack(cluster: RestCluster, topics: SyncTopicClient) -> None:
+    topics.create_topic("mail")
+    sent = [topics.publish("mail", b"m%d" % n) for n in range(5)]
+    topics.create_group("mailers", mode="queue", topics=["mail"], ack_wait_ms=60_000)
+    topics.create_group("archive", mode="stream", topics=["mail"])
+    base = cluster.http_url(cluster.follower())  # any peer serves it
+    path = "/v1/namespaces/default/topics/mail"
+    got = call(base, "POST", path + "/poll",
+               {"group": "mailers", "member": "r1", "limit": 3, "encoding": "text"})
+    assert got.status == 200, got.body
+    assert [m["payload"] for m in got.body] == ["m0", "m1", "m2"]
+    assert all(m["deliveries"] == 1 for m in got.body)
+    ids = [m["id"] for m in got.body]
+    acked = call(base, "POST", path + "/ack", {"group": "mailers", "member": "r1", "ids": ids[:2]})
+    assert acked.status == 200, acked.body
+    nacked = call(base, "POST", path + "/ack",
+                  {"group": "mailers", "member": "r1", "ids": ids[2:], "nack": True})
+    assert nacked.status == 200, nacked.body
+    again = call(base, "POST", path + "/poll", {"group": "mailers", "member": "r2",
+                                                "encoding": "text"})
+    assert [(m["payload"], m["deliveries"]) for m in again.body] == [
+        ("m2", 2), ("m3", 1), ("m4", 1)]
+    info = topics.describe_group("mailers")
+    assert info.stats.acked == 2 and info.members == {"r2": 3}
+    # a stream group: poll from its position, ack commits past the highest id
+    first = call(base, "POST", path + "/poll", {"group": "archive", "limit": 2})
+    assert [m["id"] for m in first.body] == [f"{r.index}-{r.position}" for r in sent[:2]]
+    call(base, "POST", path + "/ack", {"group": "archive", "ids": [first.body[1]["id"]]})
+    rest = call(base, "POST", path + "/poll", {"group": "archive", "encoding": "text"})
+    assert [m["payload"] for m in rest.body] == ["m2", "m3", "m4"]
+    assert call(base, "POST", path + "/ack", {"group": "nope", "ids": ["1-0"]}).status == 404
+    assert call(base, "POST", path + "/ack", {"group": "archive", "ids": []}).status == 400
