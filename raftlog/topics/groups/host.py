@@ -29,6 +29,10 @@ from raftlog.topics.reads import TopicReader
 from raftlog.topics.records import LoggedRecord, RecordId
 from raftlog.topics.state import TopicState
 
+LAG_SCAN_CAP: Final = 100_000
+GroupStat = tuple[str, str, int, int, int, int, int, int]
+"""``(group, mode, lag, pending, redelivered, dead_lettered, delivered, acked)``: what
+``/metrics`` and the status page show per group."""
 ROW_PREFIX: Final = b"G"
 ROW_END: Final = b"H"
 SKIP_KEY: Final = b"mgroups_skip"
@@ -76,6 +80,17 @@ class IndexRecords:
             return None
         item = next(self._reader.records(topic, rid, clock_ms), None)
         return item if item is not None and item.id == rid else None
+
+    def count_from(self, topic: str, start: RecordId, cap: int = LAG_SCAN_CAP) -> int:
+        """Records of ``topic`` from ``start`` on (at most ``cap`` entries scanned: a lag
+        beyond that is shown as at least what was counted)."""
+        start = max(start, self.start(topic))
+        count = 0
+        for scanned, entry in enumerate(self._index.entries(topic, start.index)):
+            if scanned >= cap:
+                break
+            count += sum(1 for p in entry.positions if RecordId(entry.index, p) >= start)
+        return count
 
     def record_ids(self, topic: str, start: RecordId, limit: int) -> list[RecordId]:
         out: list[RecordId] = []
@@ -133,6 +148,26 @@ class GroupHost:
             else:
                 batch.put(key, msgpack.packb(encode_group(group), use_bin_type=True))
         self.table.dirty.clear()
+
+    def stats(self, limit: int) -> tuple[GroupStat, ...]:
+        """Per-group figures for monitoring, the first ``limit`` groups by name. Lag: records
+        not yet delivered (queue: after the cursor, plus those waiting for redelivery) or
+        not yet committed (stream: after the committed position), over the group's topics."""
+        out = []
+        for name in sorted(self.table.groups)[:limit]:
+            group = self.table.groups[name]
+            lag = len(group.waiting)
+            for topic in group.resolved(self.source.topic_names()):
+                if group.mode == "queue":
+                    start = group.cursors.get(topic, RecordId(0, 0))
+                else:
+                    position = group.positions.get(topic)
+                    start = RecordId(0, 0) if position is None else position.next_record
+                lag += self.source.count_from(topic, start)
+            s = group.stats
+            out.append((name, group.mode, lag, len(group.leases), s.redelivered,
+                        s.dead_lettered, s.delivered, s.acked))
+        return tuple(out)
 
     def snapshot_section(self, applied: int) -> dict[str, Any] | None:
         """The ``"groups"`` section (None: no groups -- older peers read the snapshot)."""

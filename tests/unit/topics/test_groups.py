@@ -191,3 +191,20 @@ def test_a_lease_with_a_read_filter_leases_only_those_topics(tmp_path: Path) -> 
     leased = {topic for (topic, _), _ in machine.groups.table.leased_to("q", "m")}
     assert leased == {"jobs", "pay.in"}
     machine.close()
+
+
+def test_monitoring_figures_per_group(tmp_path: Path) -> None:
+    store = setup_log()  # six records of "jobs" at indexes 2-7
+    append(store, group_data("create", "q", {"mode": "queue", "topics": ["jobs"]}))
+    append(store, group_data("create", "s", {"mode": "stream", "topics": ["jobs"]}))
+    append(store, group_data("lease", "q", {"member": "m", "max": 2}), T0 + 1)
+    append(store, group_data("nack", "q", {"member": "m", "ids": [["jobs", 2, 0]]}), T0 + 2)
+    append(store, group_data("commit", "s", {"topic": "jobs", "next": [6, 0]}), T0 + 3)
+    machine = TopicStateMachine(tmp_path / "a", store)
+    catch_up(machine, store)
+    # queue: 4 never delivered + 1 waiting; 1 leased; stream: records 6 and 7 not committed
+    assert machine.groups.stats(10) == (
+        ("q", "queue", 5, 1, 0, 0, 2, 0),
+        ("s", "stream", 2, 0, 0, 0, 0, 0),
+    )
+    machine.close()
