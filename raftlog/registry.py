@@ -54,6 +54,7 @@ from raftlog.rpc.messages import (
 from raftlog.topics.groups.wire import TYPE_GROUP_DESCRIBE, TYPE_GROUP_LEASED, TYPE_GROUP_LIST
 from raftlog.topics.wire import TYPE_DESCRIBE, TYPE_LIST, TYPE_PUBLISH, TYPE_READ
 from raftlog.topics.wire_counts import TYPE_COUNTS
+from raftlog.topics.wire_fetch import TYPE_FETCH
 from raftlog.topics.wire_tx import TYPE_TX_STATUS
 
 
@@ -148,6 +149,9 @@ ROWS: Final[tuple[MessageRow, ...]] = (
         _W, AclScope.PUBLISH, _TOPIC, "publish records, topic admin, transaction entries"),
     MessageRow(TYPE_READ, "TopicRead", ClientDispatch, _MACHINE,
         _R, AclScope.READ_TOPIC, _TOPIC, "read a topic's records"),
+    MessageRow(TYPE_FETCH, "TopicFetch", ClientDispatch, _MACHINE,
+        _R, AclScope.READ_TOPIC, _TOPIC, "push fetch: a read that waits for min records/bytes, "
+        "within a byte credit"),
     MessageRow(TYPE_DESCRIBE, "TopicDescribe", ClientDispatch, _MACHINE,
         _R, AclScope.READ_TOPIC, _TOPIC, "a topic's properties and bounds"),
     MessageRow(TYPE_LIST, "TopicList", ClientDispatch, _MACHINE,

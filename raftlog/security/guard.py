@@ -53,6 +53,7 @@ from raftlog.topics.wire import (
     encode_list_request,
 )
 from raftlog.topics.wire_counts import decode_counts_request
+from raftlog.topics.wire_fetch import TYPE_FETCH, decode_fetch_request
 from raftlog.topics.wire_tx import TYPE_TX_STATUS, encode_status_request
 
 RAW_LOG_TYPES: Final = frozenset(row.code for row in ROWS if row.acl is AclScope.RAW_LOG)
@@ -143,6 +144,8 @@ def topic_refusal(principal: Principal, msg_type: bytes, args: list[bytes]) -> s
             topics: tuple[str, ...] | None = (
                 (decode_read_request(args).topic,)
                 if msg_type == TYPE_READ
+                else (decode_fetch_request(args).read.topic,)
+                if msg_type == TYPE_FETCH
                 else (decode_describe_request(args),)
             )
         elif acl is AclScope.READ_TOPICS:

@@ -34,8 +34,7 @@ from raftlog.server.interfaces import (
     RequestHandler,
     SnapshotView,
 )
-from raftlog.server.parked_reads import ParkedReads, TotalsOf, is_empty_read, waiting_read
-from raftlog.topics.wire import TYPE_READ
+from raftlog.server.parked_reads import ParkedReads, TotalsOf, parkable
 
 LOG_SAMPLE: Final = 100
 """Log one in this many unhandled message types (the counter keeps them all)."""
@@ -126,8 +125,8 @@ class InfoService:
                     "unhandled_type_dropped", count=count, msg_type=message.type[:8].hex()
                 )
             return
-        if (message.type == TYPE_READ and is_empty_read(answer)
-                and (request := waiting_read(message)) is not None
-                and self.parked.park(routing, msg_id, message, request)):
+        if (held := parkable(message, answer)) is not None and self.parked.park(
+            routing, msg_id, message, *held
+        ):  # a waiting TR read, or a TF fetch short of its thresholds (issue #27)
             return
         self._replies.reply(routing, msg_id, ClientDispatchResponse(tuple(answer)))

@@ -33,6 +33,7 @@ from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.errors import RequestExpiredError, TopicError, TransactionExistsError
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
+from raftlog.topics import wire_fetch
 from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.client_stream import POLL_INTERVAL, subscribe
 from raftlog.topics.client_tx import Transaction, begin_data, new_txid
@@ -310,6 +311,33 @@ class TopicClient(GroupCalls):
             timeout = self._client.timeout + wait_ms / 1000
         frames = await self.request(
             url, rpc.TYPE_READ, rpc.encode_read_request(req), timeout=timeout,
+            patience=wait_ms / 1000,
+        )
+        return rpc.decode_read_response(frames)
+
+    async def fetch(
+        self,
+        topic: str,
+        url: str,
+        *,
+        from_index: int | None = None,
+        from_position: int | None = None,
+        inclusive: bool = True,
+        limit: int = rpc.DEFAULT_READ_LIMIT,
+        wait_ms: int = 0,
+        min_records: int = 1,
+        min_bytes: int | None = None,
+        max_bytes: int | None = None,
+        timeout: float | None = None,
+    ) -> rpc.ReadResult:
+        """Push fetch (``TF``, :mod:`raftlog.topics.wire_fetch`) from peer ``url``: waits up
+        to ``wait_ms`` for ``min_records`` records or ``min_bytes`` bytes, woken by the
+        peer's apply, and sends at most ``max_bytes`` (the credit). raftlog peers only."""
+        read = rpc.ReadRequest(topic, from_index, from_position, None, inclusive, limit, wait_ms)
+        req = wire_fetch.FetchRequest(read, min_records, min_bytes, max_bytes)
+        frames = await self.request(
+            url, wire_fetch.TYPE_FETCH, wire_fetch.encode_fetch_request(req),
+            timeout=self._client.timeout + wait_ms / 1000 if timeout is None else timeout,
             patience=wait_ms / 1000,
         )
         return rpc.decode_read_response(frames)

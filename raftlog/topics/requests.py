@@ -12,6 +12,7 @@ from typing import Final, Protocol
 from raftlog.errors import TopicError, transaction_error
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
+from raftlog.topics import wire_fetch
 from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.groups.host import GroupHost
 from raftlog.topics.groups.requests import GROUP_ANSWERS
@@ -83,6 +84,11 @@ def _status(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
     return tx_rpc.encode_status_response(info)
 
 
+def _fetch(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
+    req = wire_fetch.decode_fetch_request(args)
+    return rpc.encode_read_response(req.within_credit(machine.read(req.read)))
+
+
 def _counts(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
     return topic_counts.encode_counts_response(
         machine.counts(topic_counts.decode_counts_request(args))
@@ -95,6 +101,7 @@ ANSWERS: Final[Mapping[bytes, Callable[[TopicQueries, Sequence[bytes]], list[byt
     rpc.TYPE_LIST: _list,
     tx_rpc.TYPE_TX_STATUS: _status,
     topic_counts.TYPE_COUNTS: _counts,
+    wire_fetch.TYPE_FETCH: _fetch,
     **GROUP_ANSWERS,
 }
 """The topic read requests the machine answers: one lookup, no chain of comparisons (the

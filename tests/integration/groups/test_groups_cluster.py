@@ -7,11 +7,13 @@
 * a stream group resumes exactly after its last commit across member restarts and a
   whole-cluster restart;
 * in each, the group state is identical on every peer;
-* REST: poll with a group and the ack endpoint (the cluster serves REST for that).
+* REST: poll with a group and the ack endpoint (the cluster serves REST for that);
+* push fetch (``TF``): held until ``min_records`` arrive, answered within the credit.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -22,6 +24,8 @@ import pytest
 
 from integration.cluster import PeerCluster, wait_for
 from integration.rest.helpers import RestCluster, call
+from raftlog.client import RaftClient
+from raftlog.topics.client import TopicClient
 from raftlog.topics.groups.consumer import SyncConsumer
 from raftlog.topics.groups.model import GroupInfo
 from raftlog.topics.sync_client import SyncTopicClient
@@ -228,3 +232,23 @@ def test_rest_poll_with_a_group_and_ack(cluster: RestCluster, topics: SyncTopicC
     assert [m["payload"] for m in rest.body] == ["m2", "m3", "m4"]
     assert call(base, "POST", path + "/ack", {"group": "nope", "ids": ["1-0"]}).status == 404
     assert call(base, "POST", path + "/ack", {"group": "archive", "ids": []}).status == 400
+
+
+async def test_push_fetch_waits_for_min_records_within_credit(cluster: RestCluster) -> None:
+    async with (
+        RaftClient(cluster.urls, cluster.ident, timeout=15.0) as raft,
+        TopicClient(raft) as topics,
+    ):
+        await topics.create_topic("feed", exist_ok=True)
+        follower = cluster.peers[cluster.follower()].url
+        fetch = asyncio.create_task(topics.fetch("feed", follower, wait_ms=20_000,
+                                                 min_records=3, max_bytes=12))
+        for n in range(2):
+            await topics.publish("feed", b"abcd%d" % n)
+        await asyncio.sleep(0.5)  # a follower has applied both by now, and still waits
+        assert not fetch.done()
+        await topics.publish("feed", b"abcd2")
+        result = await asyncio.wait_for(fetch, 15)
+        # woken by the third record; the 12-byte credit carries two (5 bytes each)
+        assert [r.record.value for r in result.records] == [b"abcd0", b"abcd1"]
+        assert result.more
