@@ -98,8 +98,8 @@ class DeadLetters:
             self._waiting[name] = self._propose(_request_id(b"create", dlq, [], died), create) or 0
             return
         records = []
-        for (topic, rid), (attempts, reason, _) in batch:
-            item = machine.groups.source.read_record(topic, rid, machine.last_time)
+        items = machine.groups.source.read_records([key for key, _ in batch], machine.last_time)
+        for ((topic, rid), (attempts, reason, _)), item in zip(batch, items, strict=True):
             headers = {} if item is None else dict(item.record.headers)
             headers.update({
                 HEADER_PREFIX + "group": name.encode(),

@@ -16,7 +16,7 @@ result is the same group state everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import msgpack
@@ -25,8 +25,8 @@ from raftlog.topics.groups.codec import decode_group, encode_group
 from raftlog.topics.groups.entry import GroupCommand
 from raftlog.topics.groups.table import GroupTable
 from raftlog.topics.index import TopicIndex
-from raftlog.topics.reads import TopicReader
-from raftlog.topics.records import LoggedRecord, RecordId
+from raftlog.topics.reads import TopicReader, ttl_expired
+from raftlog.topics.records import LoggedRecord, Record, RecordId
 from raftlog.topics.state import TopicState
 
 LAG_SCAN_CAP: Final = 100_000
@@ -76,10 +76,32 @@ class IndexRecords:
 
     def read_record(self, topic: str, rid: RecordId, clock_ms: int) -> LoggedRecord | None:
         """The record ``rid`` of ``topic`` (None: gone by retention or deletion)."""
-        if rid < self.start(topic):
-            return None
-        item = next(self._reader.records(topic, rid, clock_ms), None)
-        return item if item is not None and item.id == rid else None
+        return self.read_records([(topic, rid)], clock_ms)[0]
+
+    def read_records(
+        self, keys: Sequence[tuple[str, RecordId]], clock_ms: int
+    ) -> list[LoggedRecord | None]:
+        """The records ``keys`` (None for each one gone), decoding each log entry once --
+        leases come in runs of the same publish batch."""
+        starts: dict[str, RecordId] = {}
+        decoded: dict[int, Sequence[Record] | None] = {}
+        out: list[LoggedRecord | None] = []
+        for topic, rid in keys:
+            if topic not in starts:
+                starts[topic] = self.start(topic)
+            entry = None if rid < starts[topic] else self._index.entry(topic, rid.index)
+            if entry is None or rid.position not in entry.positions:
+                out.append(None)
+                continue
+            if rid.index not in decoded:
+                decoded[rid.index] = self._reader.records_at(rid.index)
+            records = decoded[rid.index]
+            if records is None or rid.position >= len(records):
+                out.append(None)
+                continue
+            item = LoggedRecord(rid, entry.append_time_ms, records[rid.position])
+            out.append(None if ttl_expired(item, clock_ms) else item)
+        return out
 
     def count_from(self, topic: str, start: RecordId, cap: int = LAG_SCAN_CAP) -> int:
         """Records of ``topic`` from ``start`` on (at most ``cap`` entries scanned: a lag

@@ -47,10 +47,12 @@ def _leased(machine: GroupQueries, args: Sequence[bytes]) -> list[bytes]:
             "NotApplied", f"this peer has applied {machine.last_applied} < {req.min_applied}"
         )
     host = machine.groups
-    out = []
-    for (topic, rid), lease in host.table.leased_to(req.group, req.member)[: req.limit]:
-        item = host.source.read_record(topic, rid, machine.last_time)
-        out.append(wire.LeasedRecord(topic, rid, lease.deliveries, lease.deadline_ms, item))
+    leased = host.table.leased_to(req.group, req.member)[: req.limit]
+    items = host.source.read_records([key for key, _ in leased], machine.last_time)
+    out = [
+        wire.LeasedRecord(topic, rid, lease.deliveries, lease.deadline_ms, item)
+        for ((topic, rid), lease), item in zip(leased, items, strict=True)
+    ]
     return wire.encode_leased_response(machine.last_applied, out)
 
 
