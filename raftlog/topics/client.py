@@ -351,10 +351,11 @@ class TopicClient(GroupCalls):
         start: Literal["beginning", "end"] = "beginning",
         url: str | None = None,
         poll_interval: float = POLL_INTERVAL,
+        pattern: str | None = None,
     ) -> AsyncIterator[LoggedRecord]:
-        """Records of ``topics`` from an index (inclusive), a time or the end; catch up,
-        then live -- the same records ``read`` gives (see
-        :func:`raftlog.topics.client_stream.subscribe`)."""
+        """Records of ``topics`` (and of the topics matching glob ``pattern``, later ones
+        too) from an index (inclusive), a time or the end; catch up, then live -- the same
+        records ``read`` gives (see :func:`raftlog.topics.client_stream.subscribe`)."""
         return subscribe(
             self,
             topics,
@@ -363,6 +364,7 @@ class TopicClient(GroupCalls):
             start=start,
             url=url,
             poll_interval=poll_interval,
+            pattern=pattern,
         )
 
     @property

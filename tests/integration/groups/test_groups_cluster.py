@@ -252,3 +252,22 @@ async def test_push_fetch_waits_for_min_records_within_credit(cluster: RestClust
         # woken by the third record; the 12-byte credit carries two (5 bytes each)
         assert [r.record.value for r in result.records] == [b"abcd0", b"abcd1"]
         assert result.more
+
+
+async def test_a_pattern_follow_picks_up_topics_created_later(cluster: RestCluster) -> None:
+    async with (
+        RaftClient(cluster.urls, cluster.ident, timeout=15.0) as raft,
+        TopicClient(raft) as topics,
+    ):
+        await topics.create_topic("logs.web", exist_ok=True)
+        await topics.create_topic("other", exist_ok=True)
+        await topics.publish("logs.web", b"w1")
+        await topics.publish("other", b"o1")
+        stream = topics.subscribe([], pattern="logs.*")
+        first = await asyncio.wait_for(stream.__anext__(), 15)
+        assert first.record.value == b"w1"
+        await topics.create_topic("logs.db", exist_ok=True)  # created after the follow began
+        await topics.publish("logs.db", b"d1")
+        later = await asyncio.wait_for(stream.__anext__(), 20)
+        assert (later.record.topic, later.record.value) == ("logs.db", b"d1")
+        await stream.aclose()  # type: ignore[attr-defined]
