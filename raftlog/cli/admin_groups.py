@@ -199,7 +199,8 @@ async def _consume_queue(args: argparse.Namespace, tc: TopicClient, member: str)
     last_new, pause = time.monotonic(), IDLE_POLL_S[0]
     while args.count is None or len(shown) < args.count:
         want = LEASE_BATCH if args.count is None else min(LEASE_BATCH, args.count - len(shown))
-        leased = await tc.lease(args.group, member, want)
+        # --no-ack holds what it got: it must not take back its own leases as they run out
+        leased = await tc.lease(args.group, member, want, fresh=args.no_ack and bool(shown))
         fresh = [x for x in leased if (x.topic, x.id) not in shown]
         if args.count is not None:
             fresh = fresh[: args.count - len(shown)]

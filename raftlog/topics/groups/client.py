@@ -147,16 +147,20 @@ class GroupCalls:
         max_records: int,
         *,
         only_topics: Sequence[str] | None = None,
+        fresh: bool = False,
         timeout: float | None = None,
     ) -> list[wire.LeasedRecord]:
         """Lease up to ``max_records`` more records of queue group ``group`` to ``member``
         (within its in-flight limit); returns every record leased to it now, the new ones
         included, with their delivery counts. Empty: nothing to deliver (the leader refuses
         a lease that would hand out nothing, so polling writes nothing to the log).
-        ``only_topics`` (names or ``prefix*``) limits the new leases to those topics."""
+        ``only_topics`` (names or ``prefix*``) limits the new leases to those topics;
+        ``fresh`` to records never delivered (no redeliveries)."""
         body: dict[str, Any] = {"member": member, "max": max_records}
         if only_topics is not None:
             body["read"] = list(only_topics)
+        if fresh:
+            body["fresh"] = True
         try:
             index = await self.propose(group_data("lease", group, body), timeout=timeout)
         except TopicError as exc:

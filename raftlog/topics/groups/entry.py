@@ -14,7 +14,8 @@ op                    args
 ``reset``             ``topic`` str | nil (every topic), ``to`` "earliest" / "latest" /
                       [index, position]
 ``lease``             ``member``, ``max`` uint: lease up to ``max`` records to ``member``;
-                      ``read`` [pattern] (optional): only topics matching one
+                      ``read`` [pattern] (optional): only topics matching one;
+                      ``fresh`` (optional): only records never delivered
 ``ack`` / ``nack``    ``member``, ``ids`` [[topic, index, position], ...] (nack: ``reason`` str)
 ``dead``              ``ids`` [[topic, index, position], ...]: the leader published these dead
                       records to the dead-letter topic (``raftlog.topics.groups.deadletter``)
@@ -172,6 +173,8 @@ def check_command(op: object, group: object, args: dict[Any, Any]) -> GroupComma
         out = {"member": check_member(args.get("member")), "max": count}
         if args.get("read") is not None:  # the read filter, written in by the request guard
             out["read"] = _patterns(args["read"])
+        if args.get("fresh"):  # only records never delivered (no redeliveries)
+            out["fresh"] = True
     elif op in ("ack", "nack"):
         out = {"member": check_member(args.get("member")), "ids": _ids(args.get("ids"))}
         if op == "nack":

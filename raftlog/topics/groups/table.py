@@ -163,7 +163,7 @@ class GroupTable:
         if command.op in ("lease", "ack", "nack") and group.mode != "queue":
             return TopicError("WrongGroupMode", f"{command.op} needs a queue group")
         if command.op == "lease" and source is not None:
-            return self._lease_refusal(group, command.args["member"], now, source)
+            return self._lease_refusal(group, command.args, now, source)
         if command.op == "commit":
             if group.mode != "stream":
                 return TopicError("WrongGroupMode", "commit needs a stream group")
@@ -175,11 +175,15 @@ class GroupTable:
 
     @staticmethod
     def _lease_refusal(
-        group: Group, member: str, now: int, source: RecordSource
+        group: Group, args: dict[str, Any], now: int, source: RecordSource
     ) -> TopicError | None:
+        member = args["member"]
         if group.in_flight(member) >= group.options.max_in_flight:
             return TopicError("NoRecords", f"{member} holds max_in_flight leases already")
-        if group.waiting or any(lease.deadline_ms <= now for lease in group.leases.values()):
+        redeliverable = group.waiting or any(
+            lease.deadline_ms <= now for lease in group.leases.values()
+        )
+        if redeliverable and not args.get("fresh"):
             return None
         for topic in group.resolved(source.topic_names()):
             cursor = max(group.cursors.get(topic, RecordId(0, 0)), source.start(topic))
@@ -262,7 +266,8 @@ class GroupTable:
         room = min(count, group.options.max_in_flight - group.in_flight(member))
         deadline = now + group.options.ack_wait_ms
         allowed = _allowed(read)
-        for key in [k for k in sorted(group.waiting) if allowed(k[0])][: max(room, 0)]:
+        waiting = [] if args.get("fresh") else sorted(group.waiting)
+        for key in [k for k in waiting if allowed(k[0])][: max(room, 0)]:
             deliveries, _ = group.waiting.pop(key)
             group.leases[key] = Lease(member, deadline, deliveries + 1)
             group.count(delivered=1, redelivered=1)

@@ -208,3 +208,21 @@ def test_monitoring_figures_per_group(tmp_path: Path) -> None:
         ("s", "stream", 2, 0, 0, 0, 0, 0),
     )
     machine.close()
+
+
+def test_a_fresh_lease_takes_no_redeliveries(tmp_path: Path) -> None:
+    store = setup_log()
+    append(store, group_data("create", "q", {"mode": "queue", "topics": ["jobs"],
+                                             "options": {"ack_wait_ms": 10}}))
+    append(store, group_data("lease", "q", {"member": "m", "max": 2}), T0)
+    append(store, group_data("lease", "q", {"member": "m", "max": 2, "fresh": True}), T0 + 20)
+    machine = TopicStateMachine(tmp_path / "a", store)
+    catch_up(machine, store)
+    group = machine.groups.table.groups["q"]
+    assert sorted(r.index for (_, r), _ in machine.groups.table.leased_to("q", "m")) == [4, 5]
+    assert sorted(r.index for _, r in group.waiting) == [2, 3]  # expired, not taken back
+    command = decode_any_entry(group_data("lease", "q", {"member": "m", "max": 9, "fresh": True}))
+    assert isinstance(command, GroupCommand)
+    source = machine.groups.source
+    assert machine.groups.table.check(command, T0 + 30, source) is None  # records 6, 7 left
+    machine.close()
