@@ -8,13 +8,15 @@
   whole-cluster restart;
 * in each, the group state is identical on every peer;
 * REST: poll with a group and the ack endpoint (the cluster serves REST for that);
-* push fetch (``TF``): held until ``min_records`` arrive, answered within the credit.
+* push fetch (``TF``): held until ``min_records`` arrive, answered within the credit;
+* a follower rebuilt from InstallSnapshot holds the same groups as the others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -271,3 +273,22 @@ async def test_a_pattern_follow_picks_up_topics_created_later(cluster: RestClust
         later = await asyncio.wait_for(stream.__anext__(), 20)
         assert (later.record.topic, later.record.value) == ("logs.db", b"d1")
         await stream.aclose()  # type: ignore[attr-defined]
+
+
+def test_a_peer_rebuilt_from_a_snapshot_holds_the_same_groups(
+    cluster: RestCluster, topics: SyncTopicClient
+) -> None:
+    """Runs last in the module: every group the tests made travels in InstallSnapshot."""
+    topics.create_topic("snap", exist_ok=True)
+    topics.create_group("snapq", mode="queue", topics=["snap"], exist_ok=True)
+    topics.publish("snap", b"s")
+    cluster.compact_all()  # a snapshot on every peer, the log prefix dropped
+    victim = cluster.follower()
+    cluster.kill(victim)
+    shutil.rmtree(cluster.peers[victim].data_dir)  # it comes back empty: InstallSnapshot
+    cluster.start(victim)
+    topics.lease("snapq", "m", 5)  # a group command after the snapshot
+    for name in topics.list_groups():
+        same_everywhere(topics, cluster, name)
+    rebuilt = cluster.log_info(victim)
+    assert rebuilt is not None and rebuilt.first_index > 1  # it did start from a snapshot
