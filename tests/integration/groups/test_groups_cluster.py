@@ -23,10 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from faults.consumers import check_groups
 
 from integration.cluster import PeerCluster, wait_for
 from integration.rest.helpers import RestCluster, call
 from raftlog.client import RaftClient
+from raftlog.entry import LogEntry
 from raftlog.topics.client import TopicClient
 from raftlog.topics.groups.consumer import SyncConsumer
 from raftlog.topics.groups.model import GroupInfo
@@ -282,6 +284,16 @@ def test_a_peer_rebuilt_from_a_snapshot_holds_the_same_groups(
     topics.create_topic("snap", exist_ok=True)
     topics.create_group("snapq", mode="queue", topics=["snap"], exist_ok=True)
     topics.publish("snap", b"s")
+    # the fault suite's group checker on this cluster's whole history so far (issue #27)
+    names = topics.list_groups()
+    for name in names:
+        same_everywhere(topics, cluster, name)
+    leader = cluster.wait_stable_leader(20)
+    log = {i: LogEntry.from_bytes(raw) for i, raw in cluster.read_all(leader)}
+    served = {peer: {n: topics.describe_group(n, url=cluster.peers[peer].url) for n in names}
+              for peer in cluster.peers}
+    report = check_groups(log, served)
+    assert report.valid, report
     cluster.compact_all()  # a snapshot on every peer, the log prefix dropped
     victim = cluster.follower()
     cluster.kill(victim)
