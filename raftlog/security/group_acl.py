@@ -4,8 +4,9 @@ Group commands travel in ``TP`` like every topic entry (``raftlog.topics.groups.
 
 * ``create``, ``delete``, ``reset`` change a group's definition or position for everyone:
   role ``admin``;
-* ``commit``, ``lease``, ``ack``, ``nack`` are consuming: the key's ``consume`` right on the
-  group, and ``read`` on every topic they name (the commit's topic, each acked record's);
+* ``commit``, ``claim``, ``release``, ``lease``, ``ack``, ``nack`` are consuming: the key's
+  ``consume`` right on the group, and ``read`` on every topic they name (the commit's or
+  claim's topic, each acked record's);
   a lease names no topic, so the guard writes the key's read filter into it and the group
   leases only records of topics the key may read (decided in the log, so on every peer);
 * ``dead`` is the leader's own (the dead-letter mover): members only.
@@ -39,7 +40,8 @@ def command_refusal(principal: Principal, command: GroupCommand) -> str | None:
         return f"{principal.name}: dead-letter moves are the leader's"
     if not principal.consume.allows(command.group):
         return f"{principal.name} may not consume from group {command.group!r}"
-    topics = [command.args["topic"]] if command.op == "commit" else [
+    named = command.op in ("commit", "claim", "release")
+    topics = [command.args["topic"]] if named else [
         item[0] for item in command.args.get("ids", [])
     ]
     for topic in topics:

@@ -114,6 +114,17 @@ class GroupCalls:
                                     timeout=timeout)
         return wire.decode_info(frames).positions
 
+    async def claim_topic(
+        self: _Transport, group: str, topic: str, member: str, *, release: bool = False,
+        timeout: float | None = None,
+    ) -> int:
+        """Stream groups: hold ``topic`` for ``member`` for the group's ``ack_wait_ms`` (claim
+        again to renew), or give it up (``release``); ``TopicClaimed`` while another member
+        holds it (``raftlog.topics.groups.claims``). Returns the command's log index."""
+        body = {"topic": topic, "member": member}
+        op: GroupOp = "release" if release else "claim"
+        return await self.propose(group_data(op, group, body), timeout=timeout)
+
     async def delete_group(self: _Transport, name: str, *, timeout: float | None = None) -> int:
         """Delete group ``name`` and all its state; the delete's log index."""
         return await self.propose(group_data("delete", name), timeout=timeout)

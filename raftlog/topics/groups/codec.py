@@ -6,7 +6,8 @@ queue options map), ``positions`` ``{topic: [index, position, metadata, committe
 member]}``, ``cursors`` ``{topic: [index, position]}``, ``leases`` ``[[topic, index,
 position, member, deadline_ms, deliveries], ...]``, ``waiting`` ``[[topic, index, position,
 deliveries, reason], ...]``, ``dead`` the same plus ``died_at_ms``, ``stats`` ``[delivered,
-acked, redelivered, dead_lettered]``. Lists keep their order, so a restored table iterates
+acked, redelivered, dead_lettered]``, ``owners`` ``{topic: [member, until_ms]}`` (stream
+claims; absent in rows written before them). Lists keep their order, so a restored table iterates
 as the original did.
 """
 
@@ -51,6 +52,7 @@ def encode_group(group: Group) -> dict[str, Any]:
             [t, r.index, r.position, n, why, at] for (t, r), (n, why, at) in group.dead.items()
         ],
         "stats": [s.delivered, s.acked, s.redelivered, s.dead_lettered],
+        "owners": {t: [member, until] for t, (member, until) in group.owners.items()},
     }
 
 
@@ -74,6 +76,8 @@ def decode_group(body: object) -> Group:
         for topic, index, position, deliveries, reason, at in body["dead"]:
             group.dead[(topic, RecordId(index, position))] = (deliveries, reason, at)
         group.stats = GroupStats(*(int(n) for n in body["stats"]))
+        for topic, (member, until) in body.get("owners", {}).items():
+            group.owners[topic] = (str(member), int(until))
         if group.mode not in ("stream", "queue"):
             raise GroupStateError(f"unknown group mode {group.mode!r}")
         return group

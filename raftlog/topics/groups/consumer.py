@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from raftlog.errors import TopicError
 from raftlog.topics.groups.model import GroupInfo
 from raftlog.topics.records import LoggedRecord, Record, RecordId
 
@@ -112,6 +113,8 @@ class Consumer:
         that ran out and came back to this member is a new delivery: handed out again)."""
         self._stream_next: dict[str, RecordId | None] = {}
         self._acked: dict[str, RecordId] = {}
+        self._claims: dict[str, float] = {}
+        """Stream topics this member holds, with when to renew the claim (loop time)."""
         self._closed = False
 
     async def __aenter__(self) -> Consumer:
@@ -135,8 +138,8 @@ class Consumer:
     async def _group(self) -> GroupInfo:
         if self._info is None:
             self._info = await self._topics.describe_group(self.group)
-            for topic, position in self._info.positions.items():
-                self._stream_next[topic] = position.next_record
+            for topic, position in self._info.positions.items():  # where we are not reading
+                self._stream_next.setdefault(topic, position.next_record)
         return self._info
 
     async def next_message(self, timeout: float | None = None) -> Message | None:
@@ -175,6 +178,8 @@ class Consumer:
                       if fnmatch.fnmatchcase(n, info.pattern) and n not in names]
         found: list[LoggedRecord] = []
         for topic in names:
+            if not await self._claim(topic, info.options.ack_wait_ms):
+                continue  # another member holds it: taken over when its claim runs out
             start = self._stream_next.get(topic)
             if start is None:
                 result = await self._topics.read(topic, limit=self._batch)
@@ -188,6 +193,23 @@ class Consumer:
         for item in found[: self._batch]:
             self._stream_next[item.record.topic] = RecordId(item.id.index, item.id.position + 1)
             self._ready.append(Message(item, 1, self))
+
+    async def _claim(self, topic: str, ttl_ms: int) -> bool:
+        """Hold ``topic`` (one active member per topic), renewing at half its lifetime."""
+        now = asyncio.get_running_loop().time()
+        if self._claims.get(topic, 0.0) > now:
+            return True
+        try:
+            await self._topics.claim_topic(self.group, topic, self.member)
+        except TopicError as exc:
+            if exc.name != "TopicClaimed":
+                raise
+            self._claims.pop(topic, None)
+            self._stream_next.pop(topic, None)  # re-read the position when it is ours
+            self._info = None
+            return False
+        self._claims[topic] = now + ttl_ms / 2000
+        return True
 
     async def ack(self, messages: list[Message]) -> None:
         """Ack several messages with one command (queue) or mark them consumed (stream)."""
@@ -241,6 +263,9 @@ class Consumer:
         self._closed = True
         if self._acked:
             await self.commit()
+        for topic in list(self._claims):  # the next member need not wait for them to run out
+            await self._topics.claim_topic(self.group, topic, self.member, release=True)
+        self._claims.clear()
 
 
 class SyncConsumer:

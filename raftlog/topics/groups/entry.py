@@ -19,6 +19,8 @@ op                    args
 ``ack`` / ``nack``    ``member``, ``ids`` [[topic, index, position], ...] (nack: ``reason`` str)
 ``dead``              ``ids`` [[topic, index, position], ...]: the leader published these dead
                       records to the dead-letter topic (``raftlog.topics.groups.deadletter``)
+``claim`` /           ``topic``, ``member``: a stream group's topic held by one member at a
+``release``           time (``raftlog.topics.groups.claims``)
 ====================  ==========================================================================
 
 The rules (what each op does, deterministically, at apply): ``raftlog.topics.groups.table``.
@@ -32,6 +34,7 @@ from typing import Any, Final, Literal, TypeAlias
 import msgpack
 
 from raftlog.errors import TopicError
+from raftlog.topics.groups.claims import claim_args
 from raftlog.topics.groups.model import (
     GROUP_MODES,
     MAX_LEASE_BATCH,
@@ -50,8 +53,12 @@ from raftlog.topics.records import (
 )
 
 KIND_GROUP: Final = 6
-GroupOp: TypeAlias = Literal["create", "delete", "commit", "reset", "lease", "ack", "nack", "dead"]
-GROUP_OPS: Final = ("create", "delete", "commit", "reset", "lease", "ack", "nack", "dead")
+GroupOp: TypeAlias = Literal[
+    "create", "delete", "commit", "reset", "lease", "ack", "nack", "dead", "claim", "release"
+]
+GROUP_OPS: Final = (
+    "create", "delete", "commit", "reset", "lease", "ack", "nack", "dead", "claim", "release"
+)
 MAX_IDS: Final = 10_000
 """Most record ids one ack, nack or dead command carries."""
 MAX_REASON: Final = 1024
@@ -143,6 +150,16 @@ def _create_args(args: dict[Any, Any]) -> dict[str, Any]:
             "options": options, "exist_ok": bool(args.get("exist_ok", False))}
 
 
+def _commit_args(args: dict[Any, Any]) -> dict[str, Any]:
+    topic = args.get("topic")
+    if not isinstance(topic, str) or not TOPIC_NAME_RE.fullmatch(topic):
+        raise RecordFormatError(f"invalid topic name {repr(topic)[:80]}", "InvalidTopicName")
+    member = args.get("member")
+    return {"topic": topic, "next": _record_id(args.get("next")),
+            "metadata": _text(args.get("metadata", ""), "metadata", MAX_METADATA),
+            "member": None if member is None else check_member(member)}
+
+
 def check_command(op: object, group: object, args: dict[Any, Any]) -> GroupCommand:
     """``op``/``group``/``args`` validated, with args normalised (``TopicError`` if bad)."""
     if op not in GROUP_OPS:
@@ -152,13 +169,7 @@ def check_command(op: object, group: object, args: dict[Any, Any]) -> GroupComma
     if op == "create":
         out = _create_args(args)
     elif op == "commit":
-        topic = args.get("topic")
-        if not isinstance(topic, str) or not TOPIC_NAME_RE.fullmatch(topic):
-            raise RecordFormatError(f"invalid topic name {repr(topic)[:80]}", "InvalidTopicName")
-        member = args.get("member")
-        out = {"topic": topic, "next": _record_id(args.get("next")),
-               "metadata": _text(args.get("metadata", ""), "metadata", MAX_METADATA),
-               "member": None if member is None else check_member(member)}
+        out = _commit_args(args)
     elif op == "reset":
         topic, to = args.get("topic"), args.get("to")
         if topic is not None and (not isinstance(topic, str) or not TOPIC_NAME_RE.fullmatch(topic)):
@@ -181,6 +192,8 @@ def check_command(op: object, group: object, args: dict[Any, Any]) -> GroupComma
             out["reason"] = _text(args.get("reason", ""), "reason", MAX_REASON)
     elif op == "dead":
         out = {"ids": _ids(args.get("ids"))}
+    elif op in ("claim", "release"):
+        out = claim_args(args)
     return GroupCommand(op, name, out)
 
 

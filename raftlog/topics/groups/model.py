@@ -110,6 +110,9 @@ class GroupInfo:
     """Queue mode: records leased now, per member."""
     stats: GroupStats = field(default_factory=GroupStats)
     applied: int = 0
+    owners: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Stream mode: topic -> (member, claimed until on the log clock): the one active
+    member per topic (``raftlog.topics.groups.claims``)."""
     """The answering peer's applied index."""
 
     @property

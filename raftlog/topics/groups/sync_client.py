@@ -72,6 +72,16 @@ class SyncGroupCalls:
         info: GroupInfo = self._run(self._topics.describe_group(name, url=url, timeout=timeout))
         return info
 
+    def claim_topic(
+        self: _Runner, group: str, topic: str, member: str, *, release: bool = False,
+        timeout: float | None = None,
+    ) -> int:
+        """See ``GroupCalls.claim_topic``."""
+        index: int = self._run(self._topics.claim_topic(
+            group, topic, member, release=release, timeout=timeout
+        ))
+        return index
+
     def delete_group(self: _Runner, name: str, *, timeout: float | None = None) -> int:
         """See ``GroupCalls.delete_group``."""
         index: int = self._run(self._topics.delete_group(name, timeout=timeout))

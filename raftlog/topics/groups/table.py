@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from raftlog.errors import TopicError
+from raftlog.topics.groups import claims
 from raftlog.topics.groups.entry import GroupCommand, TopicRecord, topic_record
 from raftlog.topics.groups.model import (
     GroupInfo,
@@ -100,6 +101,8 @@ class Group:
     """Dead records not yet in the dead-letter topic: (deliveries, last reason, log clock
     when it died)."""
     stats: GroupStats = field(default_factory=GroupStats)
+    owners: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Stream groups: topic -> (member, claimed until, log clock) (``claims``)."""
 
     def matches(self, topic: str) -> bool:
         """Whether ``topic`` is one of the group's (by name or by its pattern)."""
@@ -164,6 +167,12 @@ class GroupTable:
             return TopicError("WrongGroupMode", f"{command.op} needs a queue group")
         if command.op == "lease" and source is not None:
             return self._lease_refusal(group, command.args, now, source)
+        if command.op in ("claim", "release", "commit") and group.mode != "stream":
+            return TopicError("WrongGroupMode", f"{command.op} needs a stream group")
+        if command.op in ("claim", "commit") and (
+            taken := claims.refusal(group.owners, command.args, now)
+        ):
+            return taken
         if command.op == "commit":
             if group.mode != "stream":
                 return TopicError("WrongGroupMode", "commit needs a stream group")
@@ -211,7 +220,11 @@ class GroupTable:
         self.dirty.add(name)
         if command.op == "delete":
             del self.groups[name]
+        elif command.op in ("claim", "release") and group.mode == "stream":
+            claims.apply_claim(group.owners, command.op, args, now, group.options.ack_wait_ms)
         elif command.op == "commit" and group.mode == "stream":
+            if claims.refusal(group.owners, args, now) is not None:
+                return  # a member that lost its claim: its commit does not count
             next_record = RecordId(*args["next"])
             group.positions[args["topic"]] = GroupPosition(
                 next_record, args["metadata"], now, args["member"]
@@ -351,6 +364,7 @@ class GroupTable:
         return GroupInfo(
             group.name, group.mode, group.topics, group.pattern, group.created_index,
             group.options, dict(group.positions), queue, members, group.stats, applied,
+            dict(group.owners),
         )
 
     def leased_to(self, name: str, member: str) -> list[tuple[TopicRecord, Lease]]:

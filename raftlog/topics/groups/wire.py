@@ -111,6 +111,7 @@ def encode_info(info: GroupInfo) -> list[bytes]:
         "members": dict(info.members),
         "stats": [s.delivered, s.acked, s.redelivered, s.dead_lettered],
         "applied": info.applied,
+        "owners": {t: [m, until] for t, (m, until) in info.owners.items()},
     }
     return [TRUE_FRAME, pack_json(body)]
 
@@ -134,6 +135,7 @@ def decode_info(frames: Sequence[bytes]) -> GroupInfo:
             int(body["created_index"]), check_options(dict(body["options"])), positions, queue,
             {str(k): int(v) for k, v in body["members"].items()},
             GroupStats(*(int(n) for n in body["stats"])), int(body["applied"]),
+            {str(t): (str(m), int(u)) for t, (m, u) in body.get("owners", {}).items()},
         )
     except (AssertionError, KeyError, TypeError, ValueError, TopicError) as exc:
         raise RemoteProtocolError(f"bad group info: {exc}", 1) from None

@@ -9,7 +9,8 @@
 * in each, the group state is identical on every peer;
 * REST: poll with a group and the ack endpoint (the cluster serves REST for that);
 * push fetch (``TF``): held until ``min_records`` arrive, answered within the credit;
-* a follower rebuilt from InstallSnapshot holds the same groups as the others.
+* a follower rebuilt from InstallSnapshot holds the same groups as the others;
+* a stream topic's claim fails over to another member when its holder stops renewing.
 """
 
 from __future__ import annotations
@@ -280,7 +281,7 @@ async def test_a_pattern_follow_picks_up_topics_created_later(cluster: RestClust
 def test_a_peer_rebuilt_from_a_snapshot_holds_the_same_groups(
     cluster: RestCluster, topics: SyncTopicClient
 ) -> None:
-    """Runs last in the module: every group the tests made travels in InstallSnapshot."""
+    """Runs after most of the module: the groups the tests made travel in InstallSnapshot."""
     topics.create_topic("snap", exist_ok=True)
     topics.create_group("snapq", mode="queue", topics=["snap"], exist_ok=True)
     topics.publish("snap", b"s")
@@ -304,3 +305,26 @@ def test_a_peer_rebuilt_from_a_snapshot_holds_the_same_groups(
         same_everywhere(topics, cluster, name)
     rebuilt = cluster.log_info(victim)
     assert rebuilt is not None and rebuilt.first_index > 1  # it did start from a snapshot
+
+
+def test_a_stream_topic_fails_over_when_its_member_stops_renewing(
+    cluster: RestCluster, topics: SyncTopicClient
+) -> None:
+    topics.create_topic("ticks")
+    for n in range(6):
+        topics.publish("ticks", b"t%d" % n)
+    topics.create_group("tickers", mode="stream", topics=["ticks"], ack_wait_ms=1500)
+    first = SyncConsumer(topics, "tickers", member="a", batch=2)
+    taken = []
+    for _ in range(2):
+        message = first.next_message(timeout=10)
+        assert message is not None
+        taken.append(message.value)
+        message.ack()
+    first._client._run(first._consumer.commit())  # committed past t1; then "a" stalls
+    second = SyncConsumer(topics, "tickers", member="b", batch=2)
+    assert second.next_message(timeout=0.3) is None  # "a" still holds the topic
+    message = second.next_message(timeout=15)  # its claim runs out: "b" takes over
+    assert message is not None and message.value == b"t2" and taken == [b"t0", b"t1"]
+    assert topics.describe_group("tickers").owners["ticks"][0] == "b"
+    second.close()

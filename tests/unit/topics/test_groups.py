@@ -226,3 +226,42 @@ def test_a_fresh_lease_takes_no_redeliveries(tmp_path: Path) -> None:
     source = machine.groups.source
     assert machine.groups.table.check(command, T0 + 30, source) is None  # records 6, 7 left
     machine.close()
+
+
+def test_one_active_member_per_stream_topic_with_failover(tmp_path: Path) -> None:
+    store = setup_log()
+    append(store, group_data("create", "s", {"mode": "stream", "topics": ["jobs"],
+                                             "options": {"ack_wait_ms": 100}}))
+    append(store, group_data("claim", "s", {"topic": "jobs", "member": "a"}), T0)
+    machine = TopicStateMachine(tmp_path / "a", store)
+    catch_up(machine, store)
+    table = machine.groups.table
+
+    def refusal(op: str, args: dict[str, object], now: int) -> str | None:
+        command = decode_any_entry(group_data(op, "s", args))  # type: ignore[arg-type]
+        assert isinstance(command, GroupCommand)
+        error = table.check(command, now)
+        return None if error is None else error.name
+
+    b_claims = {"topic": "jobs", "member": "b"}
+    assert refusal("claim", b_claims, T0 + 50) == "TopicClaimed"
+    assert refusal("commit", {"topic": "jobs", "next": [3, 0], "member": "b"}, T0 + 50) == (
+        "TopicClaimed")
+    assert refusal("claim", b_claims, T0 + 100) is None  # a's claim ran out: failover
+    # at apply: b's commit while a holds it does not count; after a stops renewing, b takes over
+    append(store, group_data("commit", "s", {"topic": "jobs", "next": [5, 0], "member": "b"}),
+           T0 + 50)
+    append(store, group_data("commit", "s", {"topic": "jobs", "next": [3, 0], "member": "a"}),
+           T0 + 60)
+    append(store, group_data("claim", "s", b_claims), T0 + 150)
+    append(store, group_data("commit", "s", {"topic": "jobs", "next": [2, 0], "member": "a"}),
+           T0 + 160)  # a lost the claim: its late commit cannot move the position back
+    append(store, group_data("commit", "s", {"topic": "jobs", "next": [6, 0], "member": "b"}),
+           T0 + 170)
+    catch_up(machine, store)
+    assert table.groups["s"].positions["jobs"].next_record == RecordId(6, 0)
+    assert table.groups["s"].owners == {"jobs": ("b", T0 + 250)}
+    append(store, group_data("release", "s", b_claims), T0 + 180)
+    catch_up(machine, store)
+    assert table.groups["s"].owners == {}
+    machine.close()
