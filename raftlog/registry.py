@@ -52,8 +52,10 @@ from raftlog.rpc.messages import (
     RequestVote,
 )
 from raftlog.rpc.reads import TYPE_READ_INDEX
+from raftlog.topics.groups.wire import TYPE_GROUP_DESCRIBE, TYPE_GROUP_LEASED, TYPE_GROUP_LIST
 from raftlog.topics.wire import TYPE_DESCRIBE, TYPE_LIST, TYPE_PUBLISH, TYPE_READ
 from raftlog.topics.wire_counts import TYPE_COUNTS
+from raftlog.topics.wire_fetch import TYPE_FETCH
 from raftlog.topics.wire_kv import TYPE_KV_GET, TYPE_KV_KEYS
 from raftlog.topics.wire_tx import TYPE_TX_STATUS
 
@@ -86,6 +88,8 @@ class AclScope(enum.Enum):
     """Lists topics: the answer is filtered by ``read``."""
     OWNER = "owner"
     """About a transaction: only its owner or an admin (the actor is stamped in)."""
+    GROUP = "consume group"
+    """Names a consumer group: against ``consume`` (issue #27)."""
 
 
 class Family(enum.Enum):
@@ -147,6 +151,9 @@ ROWS: Final[tuple[MessageRow, ...]] = (
         _W, AclScope.PUBLISH, _TOPIC, "publish records, topic admin, transaction entries"),
     MessageRow(TYPE_READ, "TopicRead", ClientDispatch, _MACHINE,
         _R, AclScope.READ_TOPIC, _TOPIC, "read a topic's records"),
+    MessageRow(TYPE_FETCH, "TopicFetch", ClientDispatch, _MACHINE,
+        _R, AclScope.READ_TOPIC, _TOPIC, "push fetch: a read that waits for min records/bytes, "
+        "within a byte credit"),
     MessageRow(TYPE_DESCRIBE, "TopicDescribe", ClientDispatch, _MACHINE,
         _R, AclScope.READ_TOPIC, _TOPIC, "a topic's properties and bounds"),
     MessageRow(TYPE_LIST, "TopicList", ClientDispatch, _MACHINE,
@@ -159,6 +166,12 @@ ROWS: Final[tuple[MessageRow, ...]] = (
         _R, AclScope.READ_TOPIC, _TOPIC, "a compacted topic's live value of one key"),
     MessageRow(TYPE_KV_KEYS, "KeyValueKeys", ClientDispatch, _MACHINE,
         _R, AclScope.READ_TOPIC, _TOPIC, "a compacted topic's live keys with a prefix"),
+    MessageRow(TYPE_GROUP_DESCRIBE, "GroupDescribe", ClientDispatch, _MACHINE,
+        _R, AclScope.GROUP, _TOPIC, "a consumer group's state (positions, leases, counters)"),
+    MessageRow(TYPE_GROUP_LIST, "GroupList", ClientDispatch, _MACHINE,
+        _R, AclScope.NONE, _TOPIC, "consumer group names"),
+    MessageRow(TYPE_GROUP_LEASED, "GroupLeased", ClientDispatch, _MACHINE,
+        _R, AclScope.GROUP, _TOPIC, "the records a queue group leased to a member"),
     MessageRow(TYPE_CLOCK, "Clock", ClientDispatch, "clock.reading",
         _R, AclScope.NONE, _EXT, "the peer's cluster clock reading"),
     MessageRow(TYPE_READ_INDEX, "ReadIndex", ClientDispatch, "reads.request_read_index",

@@ -14,6 +14,7 @@ from raftlog.observability.elections import LeaderChange
 from raftlog.observability.view import PeerView, members_of
 from raftlog.rpc.messages import ConfigPayload
 from raftlog.topics.counters import TopicStat
+from raftlog.topics.groups.host import GroupStat
 
 MAX_TOPIC_NAMES: Final = 500
 """Topics a view (and so /metrics and the page) carries at most, the first by name (the
@@ -66,8 +67,15 @@ class TopicTotalsSource(Protocol):
     def stats(self, limit: int) -> tuple[TopicStat, ...]: ...
 
 
+class GroupStatsSource(Protocol):
+    """Per consumer group figures (``GroupHost.stats``, issue #27)."""
+
+    def stats(self, limit: int) -> tuple[GroupStat, ...]: ...
+
+
 class TopicCatalog(Protocol):
-    """The topic machine: the topics that exist as of the applied index, and their totals."""
+    """The topic machine: the topics that exist as of the applied index, their totals, and
+    the consumer groups."""
 
     @property
     def topics(self) -> Mapping[str, object]: ...
@@ -75,6 +83,8 @@ class TopicCatalog(Protocol):
     def counters(self) -> TopicTotalsSource: ...
     @property
     def kv(self) -> KeyValueStats: ...
+    @property
+    def groups(self) -> GroupStatsSource: ...
 
 
 class KeyValueStats(Protocol):
@@ -136,6 +146,7 @@ def build_peer_view(
         topic_names=tuple(sorted(topics.topics)[:MAX_TOPIC_NAMES]),
         topic_stats=topics.counters.stats(MAX_TOPIC_NAMES),
         kv_stats=topics.kv.stats[:MAX_TOPIC_NAMES],
+        group_stats=topics.groups.stats(MAX_TOPIC_NAMES),
         elections=elections.recent(),
         disk_free_bytes=None if disk is None or disk.free < 0 else disk.free,
         min_free_disk_bytes=0 if disk is None else disk.threshold,

@@ -167,6 +167,11 @@ class ClusterPoller:
                 "names": list(view.topic_names),
                 "stats": [self._topic_row(stat) for stat in view.topic_stats],
             },
+            "groups": [  # issue #27
+                dict(zip(("name", "mode", "lag", "pending", "redelivered", "dead_lettered",
+                          "delivered", "acked"), stat, strict=True))
+                for stat in view.group_stats
+            ],
             "pending_updates": view.pending_updates,
             "disk": {
                 "free_bytes": view.disk_free_bytes,

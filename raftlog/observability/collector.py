@@ -157,8 +157,9 @@ def view_metrics(view: PeerView, *, topics: bool = True) -> Iterator[Metric]:
             lag.add_metric([member.id], float(behind))
     yield match
     yield lag
-    if topics:
+    if topics:  # group names are as telling as topic names: the same switch
         yield from topic_metrics(view)
+        yield from group_metrics(view)
 
 
 TOPIC_FAMILIES: Final = (
@@ -179,6 +180,31 @@ TOPIC_FAMILIES: Final = (
     ),
     ("raftlog_topic_bytes_expired", "Bytes retention removed from a topic since start.", 6),
 )
+
+
+GROUP_FAMILIES: Final = (
+    ("raftlog_group_lag", "Records a consumer group has not consumed yet: queue groups not "
+     "yet delivered or waiting for redelivery, stream groups after the committed position.", 2),
+    ("raftlog_group_pending", "Records a queue group has leased and not yet had acked.", 3),
+    ("raftlog_group_redelivered", "Redeliveries of a queue group since its creation.", 4),
+    ("raftlog_group_dead_lettered", "Records a queue group dead-lettered since its creation.", 5),
+    ("raftlog_group_delivered", "Deliveries of a queue group since its creation.", 6),
+    ("raftlog_group_acked", "Records a queue group had acked since its creation.", 7),
+)
+
+
+def group_metrics(view: PeerView) -> Iterator[Metric]:
+    """Per consumer group series, labelled ``group`` and ``mode`` (issue #27); replicated
+    figures, so every peer reports the same for the same applied index."""
+    for name, help, field in GROUP_FAMILIES:
+        family: GaugeMetricFamily | CounterMetricFamily
+        if field <= 3:
+            family = GaugeMetricFamily(name, help, labels=["group", "mode"])
+        else:
+            family = CounterMetricFamily(name, help, labels=["group", "mode"])
+        for stat in view.group_stats:
+            family.add_metric([stat[0], stat[1]], float(stat[field]))
+        yield family
 
 
 def topic_metrics(view: PeerView) -> Iterator[Metric]:

@@ -17,6 +17,7 @@ from typing import Final
 
 from raftlog.observability.elections import LeaderChange
 from raftlog.topics.counters import TopicStat
+from raftlog.topics.groups.host import GroupStat
 
 PUBLISH_INTERVAL: Final = 0.2
 """Seconds between two published views: fresh enough for a status page and a scrape,
@@ -64,6 +65,9 @@ class PeerView:
     kv_stats: tuple[tuple[str, int, int], ...] = ()
     """Compacted topics' ``(topic, live keys, live bytes)`` (issue #29; recounted every
     ``raftlog.topics.kv_state.STATS_INTERVAL`` seconds)."""
+    group_stats: tuple[GroupStat, ...] = ()
+    """Per consumer group ``(group, mode, lag, pending, redelivered, dead_lettered,
+    delivered, acked)`` (issue #27; at most ``MAX_TOPIC_NAMES``, by name)."""
     elections: tuple[LeaderChange, ...] = ()
     """The last leader changes this peer lived through, newest first."""
     disk_free_bytes: int | None = None

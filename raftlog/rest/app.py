@@ -24,6 +24,7 @@ from raftlog.rest.bodies import json_reply
 from raftlog.rest.context import RestContext
 from raftlog.rest.errors import RestError, from_cluster
 from raftlog.rest.gateway import ClusterGateway
+from raftlog.rest.group_routes import add_group_routes
 from raftlog.rest.kv_routes import add_kv_routes
 from raftlog.rest.message_routes import add_message_routes
 from raftlog.rest.names import Namespaces
@@ -118,6 +119,7 @@ def build_rest_app(ctx: RestContext) -> web.Application:
     app.router.add_get("/openapi.json", openapi)
     add_topic_routes(app, ctx)
     add_kv_routes(app, ctx)  # issue #29
+    add_group_routes(app, ctx)  # the ack endpoint (issue #27)
     add_message_routes(app, ctx, add_transaction_routes(app, ctx))
     app.on_startup.append(start)
     app.on_shutdown.append(shutting_down)

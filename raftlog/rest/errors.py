@@ -54,6 +54,8 @@ TOPIC_STATUS: Final[Mapping[str, int]] = {
     "TransactionNotOwned": 403,
     "ExpectationFailed": 409,
     "KeyNotFound": 404,
+    "UnknownGroup": 404,
+    "GroupExists": 409,
 }
 """TopicError names with a status of their own; every other TopicError (BadRequest,
 InvalidProperty, InvalidTopicName, BadRecord, RecordTooLarge, ...) is the caller's

@@ -41,6 +41,7 @@ from raftlog.rest.bodies import (
 )
 from raftlog.rest.context import RestContext
 from raftlog.rest.errors import RestError, from_cluster
+from raftlog.rest.group_routes import group_poll
 from raftlog.rpc.reads import Consistency
 from raftlog.security.policy import Role
 from raftlog.topics.client import make_record
@@ -52,7 +53,8 @@ PUBLISH_FIELDS: Final = frozenset(
     {"messages", "encoding", "transaction", "ttlMs", "expectLastId"}
 )
 POLL_FIELDS: Final = frozenset(
-    {"startFrom", "inclusive", "limit", "waitMs", "encoding", "consistency", "minIndex"}
+    {"startFrom", "inclusive", "limit", "waitMs", "encoding", "consistency", "minIndex",
+     "group", "member"}
 )
 
 
@@ -167,6 +169,8 @@ def add_message_routes(
         who = ctx.auth.require(request, Role.READER, read=name)
         body = await read_json_object(request, ctx.max_body, optional=True)
         check_fields(body, POLL_FIELDS)
+        if body.get("group") is not None:  # as a consumer group's member (issue #27)
+            return await group_poll(ctx, name, body, who)
         encoding = encoding_of(body)
         wait_ms = optional_int(body, "waitMs", 0, MAX_UINT) or 0
         deadline = time.monotonic() + min(wait_ms, ctx.settings.max_wait_ms) / 1000

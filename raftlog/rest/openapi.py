@@ -117,7 +117,9 @@ def openapi_document() -> dict[str, Any]:
                               "in its entry"},
                 "Message": {"type": "object", "properties": {
                     "id": _ref("MessageId"), "timestamp": {"type": "integer"},
-                    "payload": {}, "payloadBase64": {"type": "string"}}},
+                    "payload": {}, "payloadBase64": {"type": "string"},
+                    "deliveries": {"type": "integer", "description": "group polls: 1 on "
+                                   "the first delivery, more on a redelivery"}}},
             },
         },
         "security": [{"bearer": []}, {}],
@@ -192,11 +194,26 @@ def openapi_document() -> dict[str, Any]:
                               "default": 1000},
                     "waitMs": {"type": "integer", "minimum": 0,
                                "description": "wait this long for messages if none"},
+                    "group": {"type": "string", "description": "consume as a member of "
+                              "this consumer group (queue: leases; stream: from its position)"},
+                    "member": {"type": "string", "description": "the member name (default "
+                               "rest-<principal>)"},
                     "encoding": _ref("Encoding")}}, required=False),
                 "responses": _answers("messages (header X-Raftlog-More: true if more)",
                                       {"type": "array", "items": _ref("Message")},
                                       400, 404, 410, 413, 429)}},
             **paths,
+            one + "/ack": {"parameters": [ns, topic], "post": {
+                "summary": "ack (or nack) a queue group's leased messages, or commit a stream "
+                "group's position past the highest id",
+                "requestBody": _body({"type": "object", "additionalProperties": False,
+                                      "required": ["group", "ids"], "properties": {
+                    "group": {"type": "string"}, "member": {"type": "string"},
+                    "ids": {"type": "array", "minItems": 1, "items": _ref("MessageId")},
+                    "nack": {"type": "boolean", "default": False},
+                    "reason": {"type": "string"}}}),
+                "responses": _answers("done: the command's log index",
+                                      {"type": "object"}, 400, 404, 413)}},
         },
     }
 

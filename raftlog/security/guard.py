@@ -32,7 +32,9 @@ import structlog
 from raftlog.metrics import Counter
 from raftlog.registry import BY_TYPE, ROWS, AclScope
 from raftlog.rpc.messages import PEER_RPC_TYPES, TYPE_REQUEST_UPDATE
+from raftlog.security import group_acl
 from raftlog.security.policy import PolicyHolder, Principal, Role
+from raftlog.topics.groups.entry import KIND_GROUP, GroupCommand
 from raftlog.topics.records import RecordBatch, TopicCommand, TopicError
 from raftlog.topics.records_tx import (
     KIND_TX,
@@ -51,6 +53,7 @@ from raftlog.topics.wire import (
     encode_list_request,
 )
 from raftlog.topics.wire_counts import decode_counts_request
+from raftlog.topics.wire_fetch import TYPE_FETCH, decode_fetch_request
 from raftlog.topics.wire_tx import TYPE_TX_STATUS, encode_status_request
 
 RAW_LOG_TYPES: Final = frozenset(row.code for row in ROWS if row.acl is AclScope.RAW_LOG)
@@ -130,6 +133,8 @@ def topic_refusal(principal: Principal, msg_type: bytes, args: list[bytes]) -> s
     acl = AclScope.NONE if row is None else row.acl
     if acl is AclScope.PUBLISH:
         return _publish_refusal(principal, args[0] if args else b"")
+    if acl is AclScope.GROUP:  # issue #27
+        return group_acl.request_refusal(principal, msg_type, args)
     if principal.read.unrestricted:
         return None
     if acl is AclScope.RAW_LOG:
@@ -139,6 +144,8 @@ def topic_refusal(principal: Principal, msg_type: bytes, args: list[bytes]) -> s
             topics: tuple[str, ...] | None = (
                 (decode_read_request(args).topic,)
                 if msg_type == TYPE_READ
+                else (decode_fetch_request(args).read.topic,)
+                if msg_type == TYPE_FETCH
                 else (decode_describe_request(args[:1]),)  # TD, KG, KK: the topic first
             )
         elif acl is AclScope.READ_TOPICS:
@@ -170,6 +177,8 @@ def stamp_principal(principal: Principal, msg_type: bytes, frames: list[bytes]) 
             if len(data) > 5 and data[5] in (KIND_TX, KIND_TX_STORE):
                 with contextlib.suppress(TopicError):  # malformed: the topic gate refuses it
                     frames[SENDER_FRAME] = with_actor(data, actor_of(principal))
+            elif len(data) > 5 and data[5] == KIND_GROUP:  # a lease reads what the key may
+                frames[SENDER_FRAME] = group_acl.with_read_filter(principal, data)
     elif msg_type == TYPE_TX_STATUS:
         if len(frames) > SENDER_FRAME:
             try:
@@ -192,6 +201,8 @@ def _publish_refusal(principal: Principal, data: bytes) -> str | None:
         if principal.publish.unrestricted:
             return None
         return f"{principal.name} may publish only to some topics, not plain updates"
+    if isinstance(entry, GroupCommand):
+        return group_acl.command_refusal(principal, entry)
     if isinstance(entry, TopicCommand):
         if principal.role is not None and principal.role >= Role.ADMIN:
             return None

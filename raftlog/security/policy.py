@@ -115,6 +115,9 @@ class Principal:
     role: Role | None = None
     publish: TopicFilter = field(default_factory=TopicFilter)
     read: TopicFilter = field(default_factory=TopicFilter)
+    consume: TopicFilter = field(default_factory=TopicFilter)
+    """Consumer groups (names or ``prefix*``) it may consume from, commit or ack in (#27);
+    absent: every group. Consuming also needs read on the group's topics."""
     quota: Quota | None = None
     """Its quota (role default with its own overrides; ``raftlog.security.quotas``), or
     None: unlimited. Members never have one."""
@@ -279,6 +282,7 @@ def load_clients(path: Path, keys_dir: Path) -> Allowlist:
                 role=role,
                 publish=TopicFilter.parse(raw.get("publish"), f"{what} ({name}) publish"),
                 read=TopicFilter.parse(raw.get("read"), f"{what} ({name}) read"),
+                consume=TopicFilter.parse(raw.get("consume"), f"{what} ({name}) consume"),
                 quota=None if quota.empty else quota,
             )
         )

@@ -35,7 +35,7 @@ from raftlog.server.interfaces import (
     RequestHandler,
     SnapshotView,
 )
-from raftlog.server.parked_reads import ParkedReads, TotalsOf, is_empty_read, waiting_read
+from raftlog.server.parked_reads import ParkedReads, TotalsOf, parkable
 from raftlog.topics.wire import TYPE_READ
 from raftlog.topics.wire_reads import encode_not_served, read_level
 
@@ -148,8 +148,8 @@ class InfoService:
                     "unhandled_type_dropped", count=count, msg_type=message.type[:8].hex()
                 )
             return
-        if (message.type == TYPE_READ and is_empty_read(answer)
-                and (request := waiting_read(message)) is not None
-                and self.parked.park(routing, msg_id, message, request)):
+        if (held := parkable(message, answer)) is not None and self.parked.park(
+            routing, msg_id, message, *held
+        ):  # a waiting TR read, or a TF fetch short of its thresholds (issue #27)
             return
         self._replies.reply(routing, msg_id, ClientDispatchResponse(tuple(answer)))

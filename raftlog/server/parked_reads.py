@@ -27,6 +27,7 @@ from raftlog.rpc.frames import TRUE_FRAME
 from raftlog.rpc.messages import ClientDispatch, ClientDispatchResponse
 from raftlog.server.interfaces import Replies, RequestHandler
 from raftlog.topics import wire as rpc
+from raftlog.topics import wire_fetch
 
 MAX_PARKED: Final = 10_000
 """Reads held at once; more are answered at once."""
@@ -55,11 +56,38 @@ class _Parked:
     topic: str
     version: tuple[int, int] | None
     """The topic's totals when parked (None: unknown, re-read on every batch)."""
+    enough: Callable[[Sequence[bytes]], bool]
+    """Whether an answer may go before the wait ends (``TR``: it has records; ``TF``: its
+    thresholds, ``raftlog.topics.wire_fetch``)."""
 
 
 def is_empty_read(answer: Sequence[bytes]) -> bool:
     """Whether ``answer`` is a successful ``TR`` answer without records."""
     return len(answer) == 2 and answer[0] == TRUE_FRAME
+
+
+def _has_records(answer: Sequence[bytes]) -> bool:
+    return not is_empty_read(answer)
+
+
+Parkable = tuple[rpc.ReadRequest, Callable[[Sequence[bytes]], bool]]
+
+
+def parkable(message: ClientDispatch, answer: Sequence[bytes]) -> Parkable | None:
+    """What to park for a ``TR`` or ``TF`` answer that should wait: the read and the test
+    an answer must pass to go before the wait ends (None: answer now)."""
+    if message.type == rpc.TYPE_READ:
+        request = waiting_read(message)
+        return None if request is None or not is_empty_read(answer) else (request, _has_records)
+    if message.type == wire_fetch.TYPE_FETCH:
+        try:
+            fetch = wire_fetch.decode_fetch_request(message.args)
+        except Exception:  # answered with its error already
+            return None
+        if not fetch.read.wait_ms or wire_fetch.enough(fetch, answer):
+            return None
+        return fetch.read, lambda later: wire_fetch.enough(fetch, later)
+    return None
 
 
 def waiting_read(message: ClientDispatch) -> rpc.ReadRequest | None:
@@ -93,15 +121,16 @@ class ParkedReads:
         return key in self._parked
 
     def park(self, routing: bytes, msg_id: bytes, message: ClientDispatch,
-             request: rpc.ReadRequest) -> bool:
-        """Hold ``message`` (an empty read, decoded: ``request``) up to its wait; False if
-        full (answer now)."""
+             request: rpc.ReadRequest,
+             enough: Callable[[Sequence[bytes]], bool] = _has_records) -> bool:
+        """Hold ``message`` (an empty read, decoded: ``request``) up to its wait, or until
+        an answer is ``enough``; False if full (answer now)."""
         key = (routing, msg_id)
         if key not in self._parked and len(self._parked) >= MAX_PARKED:
             return False
         self._parked[key] = _Parked(
             routing, msg_id, message, self._clock() + request.wait_ms / 1000, request.topic,
-            _version(self._totals(request.topic)),
+            _version(self._totals(request.topic)), enough,
         )
         return True
 
@@ -126,7 +155,7 @@ class ParkedReads:
                 parked.version = version
             message = parked.message
             answer = self._handler.handle_request(message.type, message.args)
-            if answer is None or (found_only and is_empty_read(answer)
+            if answer is None or (found_only and not parked.enough(answer)
                                   and now < parked.deadline):
                 continue
             del self._parked[key]

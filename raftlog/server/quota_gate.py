@@ -36,9 +36,12 @@ from raftlog.topics.records import HEADER_SIZE, KIND_RECORDS, MAGIC, RecordBatch
 from raftlog.topics.records_kv import KIND_CONDITIONAL
 from raftlog.topics.records_tx import KIND_TX_STORE, TxStore, decode_any_entry
 from raftlog.topics.wire import TYPE_PUBLISH, TYPE_READ, decode_read_request
+from raftlog.topics.wire_fetch import TYPE_FETCH, decode_fetch_request
 
-METERED: Final = frozenset({TYPE_REQUEST_UPDATE, TYPE_PUBLISH, TYPE_REQUEST_ENTRIES, TYPE_READ})
-EXTENSIONS: Final = frozenset({TYPE_PUBLISH, TYPE_READ})
+METERED: Final = frozenset(
+    {TYPE_REQUEST_UPDATE, TYPE_PUBLISH, TYPE_REQUEST_ENTRIES, TYPE_READ, TYPE_FETCH}
+)
+EXTENSIONS: Final = frozenset({TYPE_PUBLISH, TYPE_READ, TYPE_FETCH})
 """Request types only raftlog clients send: a typed refusal is understood on any cluster."""
 DROP: Final = QuotaRefusal(0, "drop", "")
 """Over quota, and the client would not understand the answer: send nothing."""
@@ -181,7 +184,7 @@ class QuotaGate:
                 return None
             return QuotaRefusal(1000, "streams", f"{who} already has {cap} RequestEntries "
                                 "streams open")
-        cap = quota.waiting_reads  # TYPE_READ
+        cap = quota.waiting_reads  # TYPE_READ, TYPE_FETCH (#27): a waiting one holds a place
         if cap is None or b"wait" not in frames[ARGS_FRAME] or not _waits(frames):
             return None
         if self.book.admit(who, "waiting_reads", key, cap, self._read_waiting):
@@ -191,6 +194,8 @@ class QuotaGate:
 
 def _waits(frames: list[bytes]) -> bool:
     try:
+        if frames[TYPE_FRAME] == TYPE_FETCH:
+            return bool(decode_fetch_request(frames[ARGS_FRAME:]).read.wait_ms)
         return bool(decode_read_request(frames[ARGS_FRAME:]).wait_ms)
     except TopicError:
         return False  # its handler answers the error

@@ -34,10 +34,12 @@ from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.errors import RequestExpiredError, TopicError, TransactionExistsError
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
+from raftlog.topics import wire_fetch
 from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.client_reads import read_frames
 from raftlog.topics.client_stream import POLL_INTERVAL, subscribe
 from raftlog.topics.client_tx import Transaction, begin_data, new_txid
+from raftlog.topics.groups.client import GroupCalls
 from raftlog.topics.kv import KeyValue
 from raftlog.topics.record_builder import make_record
 from raftlog.topics.records import (
@@ -69,8 +71,9 @@ def admin_data(
     return encode_command(TopicCommand(op, topic, dict(properties or {})))
 
 
-class TopicClient:
-    """Topic operations over a :class:`RaftClient` (which it does not close).
+class TopicClient(GroupCalls):
+    """Topic operations over a :class:`RaftClient` (which it does not close); the consumer
+    group calls come from ``GroupCalls`` (``raftlog.topics.groups.client``).
 
     Every request travels on the RaftClient's transport: publishes with
     :meth:`RaftClient.leader_request` (leader discovery, "not leader" redirects, resends
@@ -330,6 +333,33 @@ class TopicClient:
         )
         return rpc.decode_read_response(frames)
 
+    async def fetch(
+        self,
+        topic: str,
+        url: str,
+        *,
+        from_index: int | None = None,
+        from_position: int | None = None,
+        inclusive: bool = True,
+        limit: int = rpc.DEFAULT_READ_LIMIT,
+        wait_ms: int = 0,
+        min_records: int = 1,
+        min_bytes: int | None = None,
+        max_bytes: int | None = None,
+        timeout: float | None = None,
+    ) -> rpc.ReadResult:
+        """Push fetch (``TF``, :mod:`raftlog.topics.wire_fetch`) from peer ``url``: waits up
+        to ``wait_ms`` for ``min_records`` records or ``min_bytes`` bytes, woken by the
+        peer's apply, and sends at most ``max_bytes`` (the credit). raftlog peers only."""
+        read = rpc.ReadRequest(topic, from_index, from_position, None, inclusive, limit, wait_ms)
+        req = wire_fetch.FetchRequest(read, min_records, min_bytes, max_bytes)
+        frames = await self.request(
+            url, wire_fetch.TYPE_FETCH, wire_fetch.encode_fetch_request(req),
+            timeout=self._client.timeout + wait_ms / 1000 if timeout is None else timeout,
+            patience=wait_ms / 1000,
+        )
+        return rpc.decode_read_response(frames)
+
     def subscribe(
         self,
         topics: Sequence[str],
@@ -339,10 +369,11 @@ class TopicClient:
         start: Literal["beginning", "end"] = "beginning",
         url: str | None = None,
         poll_interval: float = POLL_INTERVAL,
+        pattern: str | None = None,
     ) -> AsyncIterator[LoggedRecord]:
-        """Records of ``topics`` from an index (inclusive), a time or the end; catch up,
-        then live -- the same records ``read`` gives (see
-        :func:`raftlog.topics.client_stream.subscribe`)."""
+        """Records of ``topics`` (and of the topics matching glob ``pattern``, later ones
+        too) from an index (inclusive), a time or the end; catch up, then live -- the same
+        records ``read`` gives (see :func:`raftlog.topics.client_stream.subscribe`)."""
         return subscribe(
             self,
             topics,
@@ -351,6 +382,7 @@ class TopicClient:
             start=start,
             url=url,
             poll_interval=poll_interval,
+            pattern=pattern,
         )
 
     @property

@@ -22,6 +22,7 @@ Start convention (docs/topics.md, "Start positions"): ``from_index`` is inclusiv
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol
@@ -60,6 +61,12 @@ class TopicClient(Protocol):
     @property
     def leader_url(self) -> str | None:
         """The leader's URL as last learned (where waiting reads go without a ``url``)."""
+        ...
+
+    async def list_topics(
+        self, *, url: str | None = None, timeout: float | None = None
+    ) -> tuple[str, ...]:
+        """``TL``: every topic's name (a pattern follow looks for new ones)."""
         ...
 
     async def describe(
@@ -130,20 +137,28 @@ async def subscribe(
     start: Literal["beginning", "end"] = "beginning",
     url: str | None = None,
     poll_interval: float = POLL_INTERVAL,
+    pattern: str | None = None,
 ) -> AsyncIterator[LoggedRecord]:
-    """Records of ``topics`` in log order: from record entry ``from_index`` (inclusive), from
-    append time ``from_time_ms``, or from ``start`` ("beginning": the oldest retained record;
-    "end": only records published from now on); then live, until the caller stops.
+    """Records of ``topics`` -- and, with ``pattern`` (a glob: ``orders.*``), of every topic
+    matching it, including topics created later (issue #27) -- in log order: from record
+    entry ``from_index`` (inclusive), from append time ``from_time_ms``, or from ``start``
+    ("beginning": the oldest retained record; "end": only records published from now on);
+    then live, until the caller stops.
 
     Raises ``TopicError`` (``UnknownTopic``) at once if a topic does not exist -- like
     ``read`` -- and ``RecordsExpiredError`` if retention removed records the follower had
     not read yet (it fell behind): skipping them silently would be a wrong answer. A topic
     deleted while followed is waited for; after it is created again, its new records follow.
+    A matching topic found later (looked for whenever the follower idles, so within
+    ``WAIT_MS``) is followed from its first retained record; its records that precede ones
+    already yielded come after them (log order holds within each topic).
     """
     if from_index is not None and from_time_ms is not None:
         raise ValueError("give from_index or from_time_ms, not both")
     names = sorted(set(topics))
-    if not names:
+    if pattern is not None:
+        names = sorted({*names, *_matching(await topics_client.list_topics(url=url), pattern)})
+    elif not names:
         raise ValueError("subscribe needs at least one topic")
     idle = _Idle()
     cursors = []
@@ -168,6 +183,15 @@ async def subscribe(
             yield item
         if not ready and not more and not await idle.wait(topics_client, cursors, url):
             await asyncio.sleep(poll_interval)
+        if pattern is not None and not ready and not more:  # topics created meanwhile
+            known = {c.topic for c in cursors}
+            for name in _matching(await topics_client.list_topics(url=url), pattern):
+                if name not in known:
+                    cursors.append(_Cursor(name, from_index=None, from_time_ms=None))
+
+
+def _matching(names: Sequence[str], pattern: str) -> list[str]:
+    return [name for name in names if fnmatch.fnmatchcase(name, pattern)]
 
 
 class _Idle:

@@ -15,16 +15,11 @@ a topic entry (``raftlog.topics.records``), deterministic because they depend on
   low-water mark up to what retention removed so far, so a raised limit resurrects nothing.
 * malformed topic entries are skipped (logged): a peer never stops on application data.
 
-Records and log compaction (#11): records are read from the log, which is never compacted
-past the first record a topic retains (``compaction_limit``), so a snapshot holds metadata
-only -- except for compacted topics (#29, ``compacted``), whose live records it carries and
-which pin nothing. Durability: the index and ``last_applied`` are written in one unsynced
-batch per ``apply``; after a crash ``catch_up`` re-applies what the index misses (restoring
-the snapshot first if the log was compacted past it).
-
-Conditional publishes (#29, ``records_kv``) are decided against the state just before the
-batch (``kv_state``). Transactions (#18): stores are invisible until their commit indexes
-them as one entry at the commit's index; the rules: ``topic_tx``.
+Records (#11) are read from the log, never compacted past the first record a topic retains
+(``compaction_limit``): a snapshot holds metadata only, but for compacted topics' live records
+(#29, ``compacted``). The index and ``last_applied`` are written in one unsynced batch per
+``apply``; after a crash ``catch_up`` re-applies what the index misses. Elsewhere:
+conditional publishes (#29) ``kv_state``; transactions (#18) ``tx``; groups (#27) ``groups``.
 """
 
 from __future__ import annotations
@@ -43,6 +38,8 @@ from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.commit import CommitRecords, plan_commit
 from raftlog.topics.counters import TopicCounters
+from raftlog.topics.groups.entry import GroupCommand
+from raftlog.topics.groups.host import GroupHost, IndexRecords
 from raftlog.topics.index import TopicIndex, group_by_topic
 from raftlog.topics.kv_state import KeyValueState
 from raftlog.topics.reads import EntrySource, TopicReader
@@ -56,6 +53,7 @@ from raftlog.topics.records import (
     TopicProperties,
 )
 from raftlog.topics.records_tx import TxControl, TxStore, decode_any_entry
+from raftlog.topics.replay import catch_up
 from raftlog.topics.requests import answer_request
 from raftlog.topics.rules import check_entry
 from raftlog.topics.snapshot import build_snapshot, parse_snapshot, snapshot_part
@@ -68,7 +66,6 @@ TOPICS_DIR: Final = "topics"
 GC_INTERVAL: Final = 1.0
 MAX_RECENT_REFUSALS: Final = 10_000
 """Refused batch indexes remembered for answering their publishers (``refusal_at``)."""
-CATCH_UP_BYTES: Final = 8 * 1024 * 1024
 __all__ = ["TopicStateMachine", "check_entry", "snapshot_part"]
 
 
@@ -99,6 +96,9 @@ class TopicStateMachine:
         self.refused_entries = 0
         self._recent_refusals: OrderedDict[int, TopicError] = OrderedDict()
         self.malformed_entries = 0
+        position = lambda: (self._last_time, self._applied)  # noqa: E731
+        records = IndexRecords(self._index, self._reader, lambda: self._topics, position)
+        self.groups = GroupHost(self._index, records)  # consumer groups (#27)
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -109,9 +109,8 @@ class TopicStateMachine:
     @property
     def last_time(self) -> int:
         """The log clock (``raftlog.cluster_clock``): the latest cluster time stamped in the
-        applied log -- topic entries, clock ticks and time checkpoints. Every time-based
-        decision of every peer (retention, TTL, transaction timeouts, request-id expiry)
-        is taken against it, so the same log gives the same decision everywhere."""
+        applied log. Every time-based decision (retention, TTL, transaction timeouts, leases,
+        request-id expiry) is taken against it: the same log, the same decision everywhere."""
         return self._last_time
 
     @property
@@ -125,8 +124,7 @@ class TopicStateMachine:
 
     # -- StateMachine ----------------------------------------------------------------------
     def refusal_at(self, index: int) -> TopicError | None:
-        """Why the record batch at ``index`` was refused when applied (a topic deleted
-        between the leader's check and the apply), if it was and it is still remembered."""
+        """Why the record batch at ``index`` was refused at apply (if it was, still known)."""
         return self._recent_refusals.get(index)
 
     def apply(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
@@ -147,6 +145,7 @@ class TopicStateMachine:
                 stamp = decode_time_checkpoint(raw[ENTRY_HEADER_SIZE:])
                 if stamp is not None:
                     self._advance_clock(self._batch, first_index + offset, stamp)
+        self.groups.flush(self._batch)
         self._index.put_position(self._batch, last, self._last_time)
         self._index.write(self._batch, "topic index")
         self._applied = last
@@ -173,6 +172,9 @@ class TopicStateMachine:
             return
         self._advance_clock(batch, index, entry.append_time_ms)
         if isinstance(entry, ClockTick):
+            return
+        if isinstance(entry, GroupCommand):  # it may read the index: write it through
+            self.groups.apply(index, entry, self._last_time, self._write_through)
             return
         if isinstance(entry, TxControl | TxStore):
             self._apply_tx(batch, index, entry)
@@ -202,6 +204,7 @@ class TopicStateMachine:
         """Entry ``index`` is stamped ``stamp_ms``: the log clock moves, and every open
         transaction it passed times out before the entry applies (both apply paths)."""
         self._last_time = max(self._last_time, stamp_ms)
+        self.groups.tick(self._last_time)
         if self._tx.open:
             self._tx.expire(batch, index, self._last_time)
 
@@ -295,12 +298,8 @@ class TopicStateMachine:
             self.counters.created(name, index)
         elif command.op == "update":
             old = self._topics[name]
-            # What retention removed so far stays removed, whatever the new limits say. The
-            # reader sees the database only: write what this apply call indexed so far
-            # (with the matching position, so a crash in between replays consistently).
-            self._index.put_position(batch, index - 1, self._last_time)
-            self._index.write(batch, "topic index")
-            batch = self._batch = self._index.batch()
+            # What retention removed so far stays removed, whatever the new limits say.
+            batch = self._write_through(index)
             start = self._reader.start(name, old, self._last_time, index - 1)
             low = self._reader.low_water(name, old, start)
             self._set(
@@ -314,6 +313,15 @@ class TopicStateMachine:
             self._index.delete_topic_records(batch, name)
             self._published.pop(name, None)
             self.counters.deleted(name)
+
+    def _write_through(self, index: int) -> Any:
+        """Write what this apply indexed before ``index`` (readers see the database only),
+        with the matching position; returns the batch the rest of the call writes into."""
+        self.groups.flush(self._batch)
+        self._index.put_position(self._batch, index - 1, self._last_time)
+        self._index.write(self._batch, "topic index")
+        self._batch = self._index.batch()
+        return self._batch
 
     def _set(self, batch: Any, name: str, index: int, state: TopicState | None) -> None:
         if state is None:
@@ -330,17 +338,21 @@ class TopicStateMachine:
 
     def snapshot(self, index: int) -> bytes:
         """Everything the topics decided, exactly as of ``index`` (``build_snapshot``)."""
-        open_transactions = self._tx.snapshot(index, self._reader.store_data)
-        return build_snapshot(self._index, index, self._base_time, open_transactions, self.kv)
+        open_tx = self._tx.snapshot(index, self._reader.store_data)
+        sections = {"groups": self.groups.snapshot_section(self._applied)}
+        return build_snapshot(
+            self._index, index, self._base_time, open_tx, self.kv, sections=sections
+        )
 
     def restore(self, index: int, term: int, data: bytes) -> None:
         """Replace everything by the snapshot's metadata; the records below ``index`` are
         gone from the log (none of them retained), so the record indexes restart empty."""
-        topics, base_time, open_transactions, compacted = parse_snapshot(data)
+        topics, base_time, open_transactions, sections = parse_snapshot(data)
         batch = self._index.batch()
         self._index.clear(batch)
         self.kv.reset()
-        self.kv.store.restore(batch, compacted)
+        self.kv.store.restore(batch, sections["compacted"])
+        self.groups.restore(batch, sections.get("groups"))
         for name, state in topics.items():
             self._index.put_version(batch, name, index, state)
         TransactionTable.restore(batch, open_transactions)
@@ -355,8 +367,7 @@ class TopicStateMachine:
         self.counters.seed_all(self)
 
     def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
-        """The topic read RPCs (``TR``, ``TD``, ``TL``, ``TC``, ``TS``): see
-        ``topic_requests``."""
+        """The topic read RPCs (``TR``, ``TD``, ``TL``, ``TC``, ``TS``, ...): ``requests``."""
         return answer_request(self, msg_type, args)
 
     def on_timer(self, now: float) -> float:
@@ -375,18 +386,8 @@ class TopicStateMachine:
 
     # -- start-up --------------------------------------------------------------------------
     def catch_up(self, snapshots: SnapshotStore, upto: int) -> None:
-        """Bring the index to ``upto`` (the peer's persisted last_applied) from its own
-        position: restore the snapshot if the log was compacted past it, then re-apply."""
-        store = self._entries
-        if self._applied < store.snapshot_index:
-            meta = snapshots.meta()
-            data = snapshots.read(0, meta.size) if meta is not None else b""
-            index = meta.index if meta is not None else store.snapshot_index
-            term = meta.term if meta is not None else store.snapshot_term
-            self.restore(index, term, snapshot_part(data, self.name))
-        while self._applied < upto:
-            lo = self._applied + 1
-            self.apply(lo, store.raw_entries(lo, upto + 1, CATCH_UP_BYTES), 0)
+        """Bring the index to ``upto`` from its own position (``raftlog.topics.replay``)."""
+        catch_up(self, self._entries, snapshots, upto)
 
     # -- reads -----------------------------------------------------------------------------
     def _state(self, name: str) -> TopicState:
@@ -423,21 +424,20 @@ class TopicStateMachine:
         dues = (
             deadlines[0] if deadlines else None,
             self._tx.next_deadline(),  # transaction timeouts need the log clock to move too
+            self.groups.table.next_deadline,  # and lease deadlines (#27)
             self._reader.retention_due(self._topics, self._last_time, self._applied),
         )
         return min((due for due in dues if due is not None), default=None)
 
     def counts(self, req: topic_counts.CountsRequest) -> topic_counts.CountsResult:
-        """Records per index bucket (``TC``): every topic, or the named ones (each must
-        exist: ``UnknownTopic`` otherwise)."""
+        """Records per index bucket (``TC``): every topic, or the named (existing) ones."""
         names = list(self._topics) if req.topics is None else req.topics
         states = {name: self._state(name) for name in names}
         return self._reader.counts(req, states, self._applied, self._last_time)
 
     # -- housekeeping ----------------------------------------------------------------------
     def _collect(self) -> None:
-        """Drop index keys of entries compacted out of the log (reads skip them anyway;
-        this bounds the index's space)."""
+        """Drop index keys of entries compacted out of the log (bounds the index's space)."""
         floor = self._entries.first_index
         if floor > self._gc_floor:
             batch = self._index.batch()

@@ -30,6 +30,7 @@ from typing import Final, Literal, TypeAlias
 
 import msgpack
 
+from raftlog.topics.groups.entry import KIND_GROUP, GroupCommand, decode_group_body
 from raftlog.topics.records import (
     _HEADER,
     _KNOWN_FLAGS,
@@ -51,7 +52,7 @@ from raftlog.topics.records_kv import KIND_CONDITIONAL, decode_conditional
 
 KIND_TX: Final = 4
 KIND_TX_STORE: Final = 5  # ``raftlog.topics.stamp.stamp_append_time`` may flag it AUTO_CREATE
-_KINDS: Final = (KIND_TX, KIND_TX_STORE, KIND_CONDITIONAL)
+_KINDS: Final = (KIND_TX, KIND_TX_STORE, KIND_CONDITIONAL, KIND_GROUP)
 """The kinds ``decode_any_entry`` decodes beyond ``decode_entry``'s."""
 
 TX_OPS: Final = ("begin", "commit", "rollback")
@@ -227,7 +228,7 @@ def decode_tx_body(kind: int, flags: int, append_time: int, body: object) -> TxE
     return TxStore(check_txid(body[0]), _records(body[1]), append_time, flags, actor)
 
 
-def decode_any_entry(data: bytes) -> TopicEntry | TxEntry | None:
+def decode_any_entry(data: bytes) -> TopicEntry | TxEntry | GroupCommand | None:
     """Any topic entry, transaction kinds included (``raftlog.topics.records.decode_entry``'s
     rules otherwise): None without the magic, ``RecordFormatError`` when malformed."""
     if len(data) <= HEADER_SIZE or data[:4] != MAGIC or data[5] not in _KINDS:
@@ -243,6 +244,8 @@ def decode_any_entry(data: bytes) -> TopicEntry | TxEntry | None:
         if flags:
             raise RecordFormatError("a conditional batch takes no flags")
         return decode_conditional(_unpack(data[HEADER_SIZE:]), append_time, flags)
+    if kind == KIND_GROUP:  # issue #27: consumer groups (raftlog.topics.groups.entry)
+        return decode_group_body(flags, append_time, _unpack(data[HEADER_SIZE:]))
     return decode_tx_body(kind, flags, append_time, _unpack(data[HEADER_SIZE:]))
 
 

@@ -12,8 +12,11 @@ from typing import Final, Protocol
 from raftlog.errors import TopicError, transaction_error
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
+from raftlog.topics import wire_fetch
 from raftlog.topics import wire_kv as kv_rpc
 from raftlog.topics import wire_tx as tx_rpc
+from raftlog.topics.groups.host import GroupHost
+from raftlog.topics.groups.requests import GROUP_ANSWERS
 from raftlog.topics.kv_state import KeyValueState
 from raftlog.topics.state import TopicState
 from raftlog.topics.wire_errors import encode_error
@@ -46,6 +49,11 @@ class TopicQueries(Protocol):
     @property
     def kv(self) -> KeyValueState:
         """The compacted topics' keys (``KG``, ``KK``)."""
+        ...
+
+    @property
+    def groups(self) -> GroupHost:
+        """``GD``, ``GL``, ``GQ`` (issue #27)."""
         ...
 
     @property
@@ -111,6 +119,11 @@ def _status(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
     return tx_rpc.encode_status_response(info)
 
 
+def _fetch(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
+    req = wire_fetch.decode_fetch_request(args)
+    return rpc.encode_read_response(req.within_credit(machine.read(req.read)))
+
+
 def _counts(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
     return topic_counts.encode_counts_response(
         machine.counts(topic_counts.decode_counts_request(args))
@@ -125,6 +138,8 @@ ANSWERS: Final[Mapping[bytes, Callable[[TopicQueries, Sequence[bytes]], list[byt
     topic_counts.TYPE_COUNTS: _counts,
     kv_rpc.TYPE_KV_GET: _kv_get,
     kv_rpc.TYPE_KV_KEYS: _kv_keys,
+    wire_fetch.TYPE_FETCH: _fetch,
+    **GROUP_ANSWERS,
 }
 """The topic read requests the machine answers: one lookup, no chain of comparisons (the
 registry, ``raftlog.registry``, routes these types to the state machine)."""

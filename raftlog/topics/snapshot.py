@@ -7,9 +7,10 @@ compacted prefix decided: which topics exist as of the snapshot index (their pro
 creation index), each topic's low-water mark -- raised past every record at or below the
 snapshot index, since the restoring peer will never see those -- and the log clock there.
 Compacted topics (#29) are the exception that pins nothing: their live records are in
-section ``"compacted"`` (``raftlog.topics.compacted``). It also carries the transactions
-open at the snapshot index with their stores' data (#18; ``topic_tx``): normally none, as
-log compaction stops before any open transaction.
+section ``"compacted"`` (``raftlog.topics.compacted``). Consumer groups (#27) are in section
+``"groups"`` (``raftlog.topics.groups.host``). A section this code does not know is ignored.
+It also carries the transactions open at the snapshot index with their stores' data (#18;
+``topic_tx``): normally none, as log compaction stops before any open transaction.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from raftlog.topics.state import TopicState, decode_state, encode_state
 
 SNAPSHOT_VERSION: Final = 4
 """4: version 3 plus optional sections (``"compacted"``: the live records of compacted
-topics, issue #29); 3: each topic's state is the named map of ``state.encode_state`` (1
-and 2, positional lists, are still read)."""
+topics, issue #29; ``"groups"``: consumer groups, issue #27); 3: each topic's state is the
+named map of ``state.encode_state`` (1 and 2, positional lists, are still read)."""
 READABLE: Final = (1, 2, 3, SNAPSHOT_VERSION)
 
 
@@ -37,16 +38,22 @@ def build_snapshot(
     base_time: int,
     open_transactions: list[list[Any]],
     kv: KeyValueState | None = None,
+    *,
+    sections: dict[str, Any] | None = None,
 ) -> bytes:
     """The snapshot as of log index ``index`` (the machine may have applied further: the
     metadata is versioned, and the clock comes from the entry-time index);
-    ``open_transactions`` are those open at ``index`` (``TransactionTable.snapshot``)."""
+    ``open_transactions`` are those open at ``index`` (``TransactionTable.snapshot``);
+    ``sections`` are other parts' sections by key (``"groups"``), None ones left out."""
     topics = index_db.topics_as_of(index)
     at = index_db.time_at(index)
     body: dict[str, Any] = {"v": SNAPSHOT_VERSION, "topics": {}}
     if open_transactions:  # absent otherwise: older peers read the snapshot as before
         body["tx"] = open_transactions
     body["time"] = base_time if at is None else at[1]
+    for key, section in (sections or {}).items():
+        if section is not None:
+            body[key] = section
     for name, state in topics.items():
         low = state.low_water
         last = next(index_db.entries_before(name, index + 1), None)
@@ -63,9 +70,10 @@ def build_snapshot(
 def parse_snapshot(
     data: bytes,
 ) -> tuple[dict[str, TopicState], int, list[list[Any]], dict[str, Any]]:
-    """``(topics, log clock, open transactions, compacted topics' records)`` of a snapshot.
-    Empty data (a snapshot from before topics existed) is an empty state; anything else must
-    be our format: restoring garbage silently would lose topics."""
+    """``(topics, log clock, open transactions, optional sections)`` of a snapshot (section
+    ``"compacted"`` always present, a map; ``"groups"`` when written). Empty
+    data (a snapshot from before topics existed) is an empty state; anything else must be our
+    format: restoring garbage silently would lose topics."""
     if not data:
         return {}, 0, [], {}
     body = msgpack.unpackb(data, raw=False)
@@ -75,10 +83,11 @@ def parse_snapshot(
     open_transactions = body.get("tx", [])
     if not isinstance(open_transactions, list):
         raise ValueError("unsupported topic snapshot format (transactions)")
-    compacted = body.get("compacted", {})
+    sections = {k: v for k, v in body.items() if k not in ("v", "topics", "tx", "time")}
+    compacted = sections.setdefault("compacted", {})
     if not isinstance(compacted, dict):
         raise ValueError("unsupported topic snapshot format (compacted)")
-    return topics, int(body["time"]), open_transactions, compacted
+    return topics, int(body["time"]), open_transactions, sections
 
 
 def snapshot_part(data: bytes, name: str) -> bytes:

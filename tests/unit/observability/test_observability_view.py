@@ -8,6 +8,7 @@ from pathlib import Path
 
 from raftlog.consensus import Role
 from raftlog.observability.build import build_peer_view
+from raftlog.observability.collector import group_metrics
 from raftlog.observability.elections import LeaderChange
 from raftlog.observability.health import (
     STALE_AFTER,
@@ -18,6 +19,7 @@ from raftlog.observability.health import (
 from raftlog.observability.view import PeerView, ViewBox, ViewPublisher, members_of
 from raftlog.rpc.messages import ConfigPayload, Peer
 from raftlog.topics.counters import TopicStat
+from raftlog.topics.groups.host import GroupStat
 
 
 class FakeCore:
@@ -52,12 +54,16 @@ class FakeCounters:
 
 class FakeKeyValue:
     stats = (("config", 3, 120),)
+class FakeGroups:
+    def stats(self, limit: int) -> tuple[GroupStat, ...]:
+        return (("workers", "queue", 80, 3, 5, 1, 90, 7),)[:limit]
 
 
 class FakeTopics:
     topics: Mapping[str, object] = {"orders": object(), "audit": object()}
     counters = FakeCounters()
     kv = FakeKeyValue()
+    groups = FakeGroups()
 
 
 class FakeElections:
@@ -82,6 +88,9 @@ def test_leader_view_carries_every_members_match_and_lag() -> None:
     assert lags == {"1": 0, "2": 0, "3": 12}
     assert (view.pending_updates, view.open_entries_streams, view.topics) == (5, 2, 2)
     assert [s[0] for s in view.topic_stats] == ["audit", "orders"]
+    assert view.group_stats == (("workers", "queue", 80, 3, 5, 1, 90, 7),)
+    text = "\n".join(str(m) for m in group_metrics(view))
+    assert "raftlog_group_lag" in text and "workers" in text
     assert view.elections == (LeaderChange(5.0, 7, "2", "new leader heard"),)
 
 

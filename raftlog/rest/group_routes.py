@@ -1,0 +1,129 @@
+"""Consumer groups over REST (issue #27), in the shape of CDAP's messaging API.
+
+``POST …/{topic}/poll`` with ``"group"`` (and optionally ``"member"``) consumes as a
+member of that group instead of reading from ``startFrom``:
+
+* a queue group leases up to ``limit`` of the topic's records to the member (default
+  ``rest-<principal>``) and answers them -- with every record of the topic already leased
+  to that member -- each with ``deliveries``; ack or nack them before the group's
+  ``ack_wait_ms`` or they are redelivered;
+* a stream group answers the records from the group's committed position on.
+
+``POST …/{topic}/ack`` ``{"group", "member"?, "ids": [...], "nack"?: false, "reason"?}``
+acks (or nacks) queue leases, or commits a stream group's position past the highest id.
+Both need read on the topic and, on a secure cluster, the token's ``consume`` right on the
+group (docs/consumers.md, docs/security.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from aiohttp import web
+
+from raftlog.rest.bodies import (
+    check_fields,
+    encode_payload,
+    encoding_of,
+    format_id,
+    json_reply,
+    optional_int,
+    parse_id,
+    read_json_object,
+)
+from raftlog.rest.context import RestContext
+from raftlog.rest.errors import RestError, from_cluster
+from raftlog.security.policy import Principal, Role
+from raftlog.topics.groups.model import check_group_name, check_member
+from raftlog.topics.wire import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
+
+ACK_FIELDS: Final = frozenset({"group", "member", "ids", "nack", "reason"})
+MAX_GROUP_POLL: Final = 1000
+
+
+def _names(body: dict[str, Any], who: Principal | None) -> tuple[str, str]:
+    try:
+        group = check_group_name(body.get("group"))
+        member = body.get("member") or f"rest-{who.name if who is not None else 'client'}"
+        return group, check_member(member)
+    except Exception as exc:
+        raise from_cluster(exc) from exc
+
+
+def _check_consume(who: Principal | None, group: str) -> None:
+    if who is not None and not who.consume.allows(group):
+        raise RestError(403, "Forbidden", f"{who.name} may not consume from group {group!r}")
+
+
+async def group_poll(
+    ctx: RestContext, name: str, body: dict[str, Any], who: Principal | None
+) -> web.Response:
+    """``poll`` with a ``group`` (module docstring)."""
+    group, member = _names(body, who)
+    _check_consume(who, group)
+    encoding = encoding_of(body)
+    limit = optional_int(body, "limit", 1, MAX_READ_LIMIT) or DEFAULT_READ_LIMIT
+    topics = ctx.gateway.topics
+    try:
+        info = await topics.describe_group(group, timeout=ctx.gateway.timeout)
+        if info.mode == "queue":
+            leased = await topics.lease(group, member, min(limit, MAX_GROUP_POLL),
+                                        only_topics=[name], timeout=ctx.gateway.timeout)
+            items = [(x.item, x.deliveries) for x in leased if x.topic == name and x.item]
+        else:
+            start = info.positions.get(name)
+            result = await topics.read(
+                name, from_index=None if start is None else start.next_record.index,
+                from_position=None if start is None else start.next_record.position,
+                limit=limit, timeout=ctx.gateway.timeout,
+            )
+            items = [(item, 1) for item in result.records]
+    except Exception as exc:
+        raise from_cluster(exc) from exc
+    messages = [
+        {"id": format_id(item.id), "timestamp": item.append_time_ms, "deliveries": n,
+         **encode_payload(item.record.value, encoding)}
+        for item, n in items
+    ]
+    return json_reply(messages, headers={"X-Raftlog-Member": member})
+
+
+def add_group_routes(app: web.Application, ctx: RestContext) -> None:
+    """Register ``…/{topic}/ack`` (the group ``poll`` is the message routes' ``poll``)."""
+
+    async def ack(request: web.Request) -> web.Response:
+        _ns, _topic, name = ctx.names(request)
+        who = ctx.auth.require(request, Role.WRITER, read=name)
+        body = await read_json_object(request, ctx.max_body)
+        check_fields(body, ACK_FIELDS)
+        group, member = _names(body, who)
+        _check_consume(who, group)
+        raw = body.get("ids")
+        if not isinstance(raw, list) or not raw or not all(isinstance(i, str) for i in raw):
+            raise RestError(400, "BadRequest", "ids must be a non-empty list of message ids")
+        ids = [parse_id(text, "ids") for text in raw]
+        nack = body.get("nack", False)
+        reason = body.get("reason", "")
+        if not isinstance(nack, bool) or not isinstance(reason, str):
+            raise RestError(400, "BadRequest", "nack is a boolean, reason a string")
+        topics = ctx.gateway.topics
+        try:
+            info = await topics.describe_group(group, timeout=ctx.gateway.timeout)
+            records = [(name, rid) for rid in ids]
+            if info.mode == "stream":
+                last = max(ids)
+                index = await topics.commit_group_position(
+                    group, name, type(last)(last.index, last.position + 1),
+                    metadata="rest", member=member, timeout=ctx.gateway.timeout,
+                )
+            elif nack:
+                index = await topics.nack(group, member, records, reason=reason,
+                                          timeout=ctx.gateway.timeout)
+            else:
+                index = await topics.ack(group, member, records, timeout=ctx.gateway.timeout)
+        except Exception as exc:
+            raise from_cluster(exc) from exc
+        await ctx.gateway.caught_up(index)
+        return json_reply({"group": group, "member": member, "index": index})
+
+    app.router.add_post("/namespaces/{ns}/topics/{topic}/ack", ack)

@@ -1,0 +1,214 @@
+"""``GroupHost``: the topic state machine's consumer groups (issue #27) -- the table, the
+topics it reads, its rows in the topic index and its section of the topic snapshot.
+
+Durability follows the topic index's: changed groups are written into the same unsynced
+batch as the applied index (``G<name>`` rows), so after a crash the catch-up re-applies
+exactly the group commands the rows miss.
+
+Snapshots: a topic snapshot at index *s* is taken while the machine may have applied up to
+*a* >= *s*. Topic metadata is versioned and written exactly as of *s*; groups are not
+versioned, so the ``"groups"`` section holds them as of *a* and says so (``applied``). A
+peer restoring it re-applies the entries after *s*, skipping the group commands at or
+below *a* (already in the state); every later command, and the clock-driven lease expiry
+(a no-op for what *a*'s state already reclaimed), applies as on every other peer. The
+result is the same group state everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import msgpack
+
+from raftlog.topics.groups.codec import decode_group, encode_group
+from raftlog.topics.groups.entry import GroupCommand
+from raftlog.topics.groups.table import GroupTable
+from raftlog.topics.index import TopicIndex
+from raftlog.topics.reads import TopicReader, ttl_expired
+from raftlog.topics.records import LoggedRecord, Record, RecordId
+from raftlog.topics.state import TopicState
+
+LAG_SCAN_CAP: Final = 100_000
+GroupStat = tuple[str, str, int, int, int, int, int, int]
+"""``(group, mode, lag, pending, redelivered, dead_lettered, delivered, acked)``: what
+``/metrics`` and the status page show per group."""
+ROW_PREFIX: Final = b"G"
+ROW_END: Final = b"H"
+SKIP_KEY: Final = b"mgroups_skip"
+
+
+class IndexRecords:
+    """The ``RecordSource`` of the table over the topic index (record ids only: leasing
+    never reads record values, so it costs one index scan)."""
+
+    def __init__(
+        self,
+        index: TopicIndex,
+        reader: TopicReader,
+        topics: Callable[[], Mapping[str, TopicState]],
+        position: Callable[[], tuple[int, int]],
+    ) -> None:
+        self._index = index
+        self._reader = reader
+        self._topics = topics
+        self._position = position  # (log clock, applied)
+        self.at: int | None = None
+        """While a command applies: the index before it (what the index holds, written
+        through), so every peer sees the same records whatever its apply batches."""
+
+    def topic_names(self) -> Iterable[str]:
+        return self._topics().keys()
+
+    def start(self, topic: str) -> RecordId:
+        state = self._topics().get(topic)
+        if state is None:
+            return RecordId(0, 0)
+        clock, applied = self._position()
+        return self._reader.start(topic, state, clock, applied if self.at is None else self.at)
+
+    def end(self, topic: str) -> RecordId:
+        applied = self._position()[1] if self.at is None else self.at
+        last = next(self._index.entries_before(topic, applied + 1), None)
+        if last is None:
+            return self.start(topic)
+        return max(RecordId(last.index, last.positions[-1] + 1), self.start(topic))
+
+    def read_record(self, topic: str, rid: RecordId, clock_ms: int) -> LoggedRecord | None:
+        """The record ``rid`` of ``topic`` (None: gone by retention or deletion)."""
+        return self.read_records([(topic, rid)], clock_ms)[0]
+
+    def read_records(
+        self, keys: Sequence[tuple[str, RecordId]], clock_ms: int
+    ) -> list[LoggedRecord | None]:
+        """The records ``keys`` (None for each one gone), decoding each log entry once --
+        leases come in runs of the same publish batch."""
+        starts: dict[str, RecordId] = {}
+        decoded: dict[int, Sequence[Record] | None] = {}
+        out: list[LoggedRecord | None] = []
+        for topic, rid in keys:
+            if topic not in starts:
+                starts[topic] = self.start(topic)
+            entry = None if rid < starts[topic] else self._index.entry(topic, rid.index)
+            if entry is None or rid.position not in entry.positions:
+                out.append(None)
+                continue
+            if rid.index not in decoded:
+                decoded[rid.index] = self._reader.records_at(rid.index)
+            records = decoded[rid.index]
+            if records is None or rid.position >= len(records):
+                out.append(None)
+                continue
+            item = LoggedRecord(rid, entry.append_time_ms, records[rid.position])
+            out.append(None if ttl_expired(item, clock_ms) else item)
+        return out
+
+    def count_from(self, topic: str, start: RecordId, cap: int = LAG_SCAN_CAP) -> int:
+        """Records of ``topic`` from ``start`` on (at most ``cap`` entries scanned: a lag
+        beyond that is shown as at least what was counted)."""
+        start = max(start, self.start(topic))
+        count = 0
+        for scanned, entry in enumerate(self._index.entries(topic, start.index)):
+            if scanned >= cap:
+                break
+            count += sum(1 for p in entry.positions if RecordId(entry.index, p) >= start)
+        return count
+
+    def record_ids(self, topic: str, start: RecordId, limit: int) -> list[RecordId]:
+        out: list[RecordId] = []
+        for entry in self._index.entries(topic, start.index):
+            for position in entry.positions:
+                rid = RecordId(entry.index, position)
+                if rid >= start:
+                    out.append(rid)
+                    if len(out) >= limit:
+                        return out
+        return out
+
+
+class GroupHost:
+    """The groups of one topic machine (module docstring)."""
+
+    def __init__(self, index: TopicIndex, source: IndexRecords) -> None:
+        self._index = index
+        self.source = source
+        groups = {}
+        for _key, value in index.items(ROW_PREFIX, ROW_END, "groups"):
+            group = decode_group(msgpack.unpackb(value, raw=False))
+            groups[group.name] = group
+        self.table = GroupTable(groups)
+        skip = index.get(SKIP_KEY, "groups skip")
+        self._skip_upto = 0 if skip is None else int.from_bytes(skip, "big")
+
+    def apply(
+        self, index: int, command: GroupCommand, now: int, write_through: Callable[[int], Any]
+    ) -> None:
+        """Apply a committed group command (skipped when a restored snapshot holds it);
+        ``write_through(index)`` first makes the index hold every record before it."""
+        if index <= self._skip_upto:
+            return
+        if command.op in ("lease", "reset"):
+            write_through(index)
+        self.source.at = index - 1
+        try:
+            self.table.apply(index, command, now, self.source)
+        finally:
+            self.source.at = None
+
+    def tick(self, now: int) -> None:
+        """The log clock moved to ``now``: reclaim leases that ran out."""
+        if (due := self.table.next_deadline) is not None and now >= due:
+            self.table.expire(now)
+
+    def flush(self, batch: Any) -> None:
+        """Write the changed groups into the apply's batch."""
+        for name in self.table.dirty:
+            group = self.table.groups.get(name)
+            key = ROW_PREFIX + name.encode()
+            if group is None:
+                batch.delete(key)
+            else:
+                batch.put(key, msgpack.packb(encode_group(group), use_bin_type=True))
+        self.table.dirty.clear()
+
+    def stats(self, limit: int) -> tuple[GroupStat, ...]:
+        """Per-group figures for monitoring, the first ``limit`` groups by name. Lag: records
+        not yet delivered (queue: after the cursor, plus those waiting for redelivery) or
+        not yet committed (stream: after the committed position), over the group's topics."""
+        out = []
+        for name in sorted(self.table.groups)[:limit]:
+            group = self.table.groups[name]
+            lag = len(group.waiting)
+            for topic in group.resolved(self.source.topic_names()):
+                if group.mode == "queue":
+                    start = group.cursors.get(topic, RecordId(0, 0))
+                else:
+                    position = group.positions.get(topic)
+                    start = RecordId(0, 0) if position is None else position.next_record
+                lag += self.source.count_from(topic, start)
+            s = group.stats
+            out.append((name, group.mode, lag, len(group.leases), s.redelivered,
+                        s.dead_lettered, s.delivered, s.acked))
+        return tuple(out)
+
+    def snapshot_section(self, applied: int) -> dict[str, Any] | None:
+        """The ``"groups"`` section (None: no groups -- older peers read the snapshot)."""
+        if not self.table.groups:
+            return None
+        groups = [encode_group(g) for g in self.table.groups.values()]
+        return {"applied": applied, "groups": groups}
+
+    def restore(self, batch: Any, section: object) -> None:
+        """Replace every group by a snapshot's section (absent: none)."""
+        groups = {}
+        skip = 0
+        if isinstance(section, dict):
+            skip = int(section.get("applied", 0))
+            for body in section.get("groups", []):
+                group = decode_group(body)
+                groups[group.name] = group
+        self.table.reset_to(groups)
+        self.table.dirty = set(groups)
+        self._skip_upto = skip
+        batch.put(SKIP_KEY, skip.to_bytes(8, "big"))
+        self.flush(batch)

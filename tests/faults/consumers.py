@@ -1,0 +1,106 @@
+"""The history checker for consumer groups (issue #27): did every peer end with the groups
+the committed log says, and did the queue rules hold?
+
+Input: the committed log (``history.committed_log``, starting at index 1: a run without
+compaction) and, per peer, the groups it serves (``GD`` answers, gathered after the faults
+healed and every peer applied the same index). The log is replayed through a fresh topic
+state machine -- the model -- and:
+
+* **diverged** -- a peer's group (positions, queue standing, members, counters) differs
+  from the model's at the same log: the group state is not the log's;
+* **over-delivered** -- a lease in the model with more deliveries than ``max_deliveries``;
+* **double-acked** -- a record an ack command removed while it was already done (acked
+  twice: counted by replaying the acks against the model step by step);
+* **unbalanced** -- a queue group whose acked + dead-lettered + open records do not add up
+  to the records it ever took from its topics.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from raftlog.entry import LogEntry
+from raftlog.storage.memory import MemoryLogStore
+from raftlog.topics.groups.model import GroupInfo
+from raftlog.topics.machine import TopicStateMachine
+from raftlog.topics.records import RecordId
+
+
+@dataclass
+class GroupReport:
+    diverged: list[str] = field(default_factory=list)
+    over_delivered: list[str] = field(default_factory=list)
+    double_acked: list[str] = field(default_factory=list)
+    unbalanced: list[str] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not (self.diverged or self.over_delivered or self.double_acked
+                    or self.unbalanced)
+
+
+def _comparable(info: GroupInfo) -> GroupInfo:
+    return replace(info, applied=0)
+
+
+def check_groups(
+    log: Mapping[int, LogEntry], served: Mapping[str, Mapping[str, GroupInfo]]
+) -> GroupReport:
+    """``served``: peer -> group name -> what that peer answered (module docstring)."""
+    report = GroupReport()
+    store = MemoryLogStore()
+    for index in sorted(log):
+        store.append(index, [log[index]])
+    with tempfile.TemporaryDirectory() as tmp:
+        model = TopicStateMachine(Path(tmp) / "model", store)
+        try:
+            done: dict[str, set[tuple[str, RecordId]]] = {}
+            for index in range(1, store.last_index + 1):
+                before = {n: _open(model, n) for n in model.groups.table.groups}
+                acked_before = {n: g.stats.acked for n, g in model.groups.table.groups.items()}
+                model.apply(index, store.raw_entries(index, index + 1), 1)
+                for name, group in model.groups.table.groups.items():
+                    gone = before.get(name, set()) - _open(model, name)
+                    again = gone & done.setdefault(name, set())
+                    if again:
+                        report.double_acked.append(f"{name}: {sorted(again)[:5]} at {index}")
+                    done[name] |= gone
+                    if group.stats.acked < acked_before.get(name, 0):
+                        report.double_acked.append(f"{name}: acked went down at {index}")
+            applied = model.last_applied
+            for name, group in model.groups.table.groups.items():
+                for (topic, rid), lease in group.leases.items():
+                    if lease.deliveries > group.options.max_deliveries:
+                        report.over_delivered.append(f"{name}: {topic} {rid} {lease.deliveries}")
+                if group.mode == "queue":
+                    s = group.stats
+                    taken = s.delivered - s.redelivered
+                    open_ = len(group.leases) + len(group.waiting) + len(group.dead)
+                    if s.acked + s.dead_lettered + open_ != taken:
+                        report.unbalanced.append(
+                            f"{name}: acked {s.acked} + dead {s.dead_lettered} + open {open_} "
+                            f"!= taken {taken}")
+                expected = _comparable(model.groups.table.info(name, applied,
+                                                                model.groups.source))
+                for peer, groups in served.items():
+                    got = groups.get(name)
+                    if got is None or _comparable(got) != expected:
+                        report.diverged.append(f"{peer}: {name}: {got} != {expected}")
+        finally:
+            model.close()
+    return report
+
+
+def _open(model: TopicStateMachine, name: str) -> set[tuple[str, RecordId]]:
+    """Records a queue group holds (leased, waiting, dead) or has not reached yet."""
+    group = model.groups.table.groups.get(name)
+    if group is None or group.mode != "queue":
+        return set()
+    out = set(group.leases) | set(group.waiting) | set(group.dead)
+    for topic in group.resolved(model.groups.source.topic_names()):
+        cursor = group.cursors.get(topic, RecordId(0, 0))
+        out |= {(topic, rid) for rid in model.groups.source.record_ids(topic, cursor, 1 << 20)}
+    return out
