@@ -68,13 +68,15 @@ class ClusterClock:
         self._slew = slew
         self._value: float | None = None
         self._at = mono()
+        self._wall_read = 0
+        """The wall clock as the last advance read it (``now_and_latest`` reuses it)."""
 
     def _advance(self, *, bootstrap: bool) -> float | None:
         mono = self._mono()
         elapsed = max(0.0, (mono - self._at) * 1000.0)
         self._at = mono
         value = self._value
-        wall = self._wall()
+        wall = self._wall_read = self._wall()
         if value is not None:
             ahead = value + elapsed
             bound = self._slew * elapsed
@@ -110,3 +112,11 @@ class ClusterClock:
         of request-id acceptance, which bounds how long an id is remembered and nothing
         else (docs/protocol.md §3.1)."""
         return max(self.now(), self._wall())
+
+    def now_and_latest(self) -> tuple[int, int]:
+        """``(now(), latest_ms())`` from one reading of the clocks: what the leader asks for
+        every proposal. Reading them once, not twice, halves the clock work on the publish
+        path (issue #28: two advances per update cost ~3 µs of the leader's CPU)."""
+        now = self.now()
+        wall = self._wall_read
+        return now, now if now >= wall else wall
