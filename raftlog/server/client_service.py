@@ -78,7 +78,6 @@ class UpdateGate(Protocol):
         ...
 
 
-_DONE: Final = UpdateStatus.DONE
 
 _Waiter = tuple[bytes, bytes, bool]
 """(routing id, request id, is a ``TP`` publish)."""
@@ -216,7 +215,7 @@ class ClientService:
     def _answer_done(self, waiter: _Waiter, index: int) -> None:
         routing, rid, publish = waiter
         if not publish:  # the common case, straight to the reply
-            self._replies.reply(routing, rid, RequestUpdateResponse(rid, _DONE, index=index))
+            self._replies.update_done(routing, rid, index)
             return
         refused = self._gate.refusal_at(index)
         if refused is None:
