@@ -14,7 +14,10 @@ Runs alternate between the two clusters (each started fresh per round), medians 
 ``ROUNDS`` rounds; ratios are raftlog / reference from the same invocation. The two
 clusters never run at the same time: the machine has 2 cores. Next to the rates: CPU
 seconds per entry (leader, for reads; all peers, for updates), which other work on a shared
-machine hardly moves, and the load average before and after. About 4 minutes on a quiet
+machine hardly moves, and the load average before and after. Each round also measures the
+floor (``bench.floor``: fdatasync p50 in the data directories' file system, the ZeroMQ round
+trip, a minimal raw-TCP + fdatasync three-process replicated write), reported beside the
+figures so the distance to the physical limit shows in every run. About 4 minutes on a quiet
 2-core machine (``RAFTLOG_BENCH_ROUNDS`` changes the number of rounds).
 """
 
@@ -37,6 +40,7 @@ sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "interop")]
 from integration.cluster import PeerCluster, wait_for  # noqa: E402
 from reference import ReferenceCluster  # noqa: E402
 
+from bench import floor  # noqa: E402
 from bench.cluster_reads import CEILING_BATCH, READ_NOTE, READ_TARGET, READS, fill, reads  # noqa: E402
 from bench.loadgen import (  # noqa: E402
     on_leader_retrying,
@@ -243,6 +247,7 @@ def run() -> str:
     ref: dict[str, list[float]] = _series()
     load_before = load_average()
     started = time.monotonic()
+    floors: list[floor.Floor] = []
     for n in range(ROUNDS):
         for kind, series in (("reference", ref), ("raftlog", ours)):
             print(f"   round {n + 1}/{ROUNDS}: {kind}", flush=True)
@@ -252,9 +257,12 @@ def run() -> str:
                 out_notes[kind].append(f"round {n + 1} abandoned: {exc}")
         print(f"   round {n + 1}/{ROUNDS}: the client's ceiling (bench.null_server)", flush=True)
         _ceiling(ours)
+        print(f"   round {n + 1}/{ROUNDS}: the floor (bench.floor)", flush=True)
+        with tempfile.TemporaryDirectory(prefix="bench-floor-") as tmp:
+            floors.append(floor.measure(Path(tmp)))  # the file system of the data directories
     _ours_on_a_million(ours)
     minutes = (time.monotonic() - started) / 60
-    report = _report(ours, ref, load_before, load_average(), minutes)
+    report = _report(ours, ref, load_before, load_average(), minutes, floor_text=floor.text(floors))
     print("\n".join(line for line in report.splitlines() if line.startswith("| ")), flush=True)
     return report
 
@@ -285,6 +293,8 @@ def _report(
     load_before: str,
     load_after: str,
     minutes: float,
+    *,
+    floor_text: str,
 ) -> str:
     def row(
         label: str, key: str, fmt: Callable[[float], str], higher_better: bool, client: str
@@ -381,6 +391,8 @@ def _report(
         " brackets): " + client_cpu("node_read_client_cpu", "node_read", 2),
         "",
         _ceiling_text(ours, ref),
+        "",
+        floor_text,
         "",
         READ_NOTE,
         "",

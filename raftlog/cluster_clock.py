@@ -68,17 +68,29 @@ class ClusterClock:
         self._slew = slew
         self._value: float | None = None
         self._at = mono()
+        self._wall_read = 0
+        """The wall clock as the last advance read it (``now_and_latest`` reuses it)."""
 
     def _advance(self, *, bootstrap: bool) -> float | None:
+        # Written for the publish path (issue #28: it runs once per proposal): branches in
+        # place of min/max calls, and the host's wall clock read without the wall_ms frame.
         mono = self._mono()
-        elapsed = max(0.0, (mono - self._at) * 1000.0)
+        elapsed = (mono - self._at) * 1000.0
+        elapsed = max(elapsed, 0.0)
         self._at = mono
         value = self._value
-        wall = self._wall()
+        wall = self._wall_read = (
+            time.time_ns() // 1_000_000 if self._wall is wall_ms else self._wall()
+        )
         if value is not None:
             ahead = value + elapsed
             bound = self._slew * elapsed
-            value = ahead + min(bound, max(-bound, wall - ahead))
+            step = wall - ahead
+            if step > bound:
+                step = bound
+            elif step < -bound:
+                step = -bound
+            value = ahead + step
         floor = self._floor()
         if floor > 0 and (value is None or floor > value):
             value = float(floor)  # the log says later: continue from it
@@ -110,3 +122,12 @@ class ClusterClock:
         of request-id acceptance, which bounds how long an id is remembered and nothing
         else (docs/protocol.md §3.1)."""
         return max(self.now(), self._wall())
+
+    def now_and_latest(self) -> tuple[int, int]:
+        """``(now(), latest_ms())`` from one reading of the clocks: what the leader asks for
+        every proposal. Reading them once, not twice, halves the clock work on the publish
+        path (issue #28: two advances per update cost ~3 µs of the leader's CPU)."""
+        value = self._advance(bootstrap=True)
+        assert value is not None
+        now, wall = int(value), self._wall_read
+        return now, now if now >= wall else wall

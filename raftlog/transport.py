@@ -100,7 +100,8 @@ def recv_bounded(
     total = 0  # the routing id is the peer's own, not the sender's bytes
     while frame.more:
         frame = _recv(socket, NOBLOCK, copy=False)
-        total += len(frame)
+        data = frame.bytes
+        total += len(data)
         if total > limit:
             count = len(parts) + 1
             while frame.more:
@@ -110,9 +111,13 @@ def recv_bounded(
             if taken is not None:
                 taken(_source_fd(first), total, count)
             raise MessageTooLargeError(parts[:2], total, user)
-        parts.append(frame.bytes)
+        parts.append(data)
     if taken is not None:
-        taken(_source_fd(first), total, len(parts))
+        try:  # inline _source_fd: once per message on the publish path (issue #28)
+            fd: int = first.get(_SRCFD)
+        except zmq.ZMQError:
+            fd = -1
+        taken(fd, total, len(parts))
     return parts, user
 
 

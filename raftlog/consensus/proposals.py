@@ -65,7 +65,7 @@ def propose(
         data = prepared
     if not _fresh(s, request_id, now_ms, latest_ms):
         return Expired()
-    index = s.log.append((LogEntry(request_id, EntryType.STATE, s.term, data),))
+    index = s.log.append((LogEntry.state(request_id, s.term, data),))
     s.replication_dirty = True
     return Appended(index)
 

@@ -69,11 +69,39 @@ def pump(s: CoreState, pr: Progress) -> None:
             return
         sent = True
     if not sent and not pr.inflight and pr.sent_commit < s.commit:
-        send_append(s, pr, empty=True)  # an idle follower learns the new commit index now
-    elif read_index.wants_heartbeat(s, pr) and not pr.pipeline_full(
+        send_commit(s, pr)  # an idle follower learns the new commit index now
+    if read_index.wants_heartbeat(s, pr) and not pr.pipeline_full(
         cfg.max_inflight_messages, cfg.max_inflight_bytes
     ):
-        send_append(s, pr, empty=True)  # confirms leadership for the waiting reads
+        # confirms leadership for the waiting reads (a commit-lane message does not: it is
+        # not in flight, so its answer carries no read sequence)
+        send_append(s, pr, empty=True)
+
+
+def send_commit(s: CoreState, pr: Progress) -> None:
+    """The commit lane (issue #28): an empty AppendEntries that only carries the commit index
+    to an idle follower, *without* taking its replication slot. Held in the slot, it made
+    the next entry wait for its answer -- which the leader reads only after its own fsync of
+    that entry, so the two fsyncs ran one after the other in about half the updates.
+
+    Why it is safe, for reference followers too: it is sent only while nothing is in flight
+    to that follower (so ``prevLogIndex`` is ``next - 1``, the point every later request
+    continues from: nothing it truncates is still on its way), it is never retransmitted
+    (a lost one costs nothing: the next append or heartbeat carries the commit index; a
+    retransmission after a later append could cut that append off), and its answer is
+    handled like any answer to a request no longer in flight (``handle_append_response``:
+    a success can only raise ``match``, a rejection is ignored). The channel to a follower
+    is FIFO, so the follower sees it before the append that follows it."""
+    log = s.log
+    prev = pr.next - 1
+    if prev < log.snapshot_index:
+        return  # the follower needs a snapshot: the slot's next request starts it
+    prev_term = log.term_at(prev)
+    if prev_term is None:  # pragma: no cover - next never exceeds last + 1
+        raise AssertionError(f"no term at prevLogIndex {prev}")
+    pr.sent_commit = s.commit
+    pr.last_sent_at = s.now  # it is also a heartbeat
+    s.send(pr.peer_id, AppendEntries(s.id, s.term, prev, prev_term, s.commit, ()))
 
 
 def send_append(

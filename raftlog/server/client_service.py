@@ -78,7 +78,6 @@ class UpdateGate(Protocol):
         ...
 
 
-_DONE: Final = UpdateStatus.DONE
 
 _Waiter = tuple[bytes, bytes, bool]
 """(routing id, request id, is a ``TP`` publish)."""
@@ -100,6 +99,7 @@ class ClientService:
         now_ms: Callable[[], int],
         clock: Callable[[], float] = time.monotonic,
         latest_ms: Callable[[], int] | None = None,
+        times: Callable[[], tuple[int, int | None]] | None = None,
         accepted_delay: float = ACCEPTED_DELAY,
     ) -> None:
         self._proposer = proposer
@@ -112,6 +112,9 @@ class ClientService:
         self._now_ms = now_ms
         self._latest_ms = latest_ms
         """The future edge of request-id freshness only (``raftlog.ids.is_fresh``)."""
+        self._times = times if times is not None else self._read_times
+        """``(now_ms, latest_ms)`` for one proposal; ``ClusterClock.now_and_latest`` reads
+        both in one go (the hot path), else the two callables."""
         self._clock = clock
         self._accepted_delay = accepted_delay
         self._oversized = metrics.messages_dropped.labels(reason="oversized_update")
@@ -152,12 +155,14 @@ class ClientService:
             return
         self._update(routing, msg_id, msg.args[0], publish=True)
 
+    def _read_times(self) -> tuple[int, int | None]:
+        latest = self._latest_ms
+        return self._now_ms(), None if latest is None else latest()
+
     # -- the one path ----------------------------------------------------------------------
     def _update(self, routing: bytes, rid: bytes, data: bytes, *, publish: bool) -> None:
-        latest = self._latest_ms
-        result = self._proposer.propose(
-            rid, data, self._now_ms(), self._prepare, latest_ms=None if latest is None else latest()
-        )
+        now_ms, latest_ms = self._times()
+        result = self._proposer.propose(rid, data, now_ms, self._prepare, latest_ms=latest_ms)
         kind = type(result)
         if kind is Appended or kind is Duplicate:
             assert isinstance(result, Appended | Duplicate)  # for mypy; the check above is exact
@@ -210,7 +215,7 @@ class ClientService:
     def _answer_done(self, waiter: _Waiter, index: int) -> None:
         routing, rid, publish = waiter
         if not publish:  # the common case, straight to the reply
-            self._replies.reply(routing, rid, RequestUpdateResponse(rid, _DONE, index=index))
+            self._replies.update_done(routing, rid, index)
             return
         refused = self._gate.refusal_at(index)
         if refused is None:

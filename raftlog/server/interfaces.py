@@ -37,6 +37,11 @@ class Replies(Protocol):
         id frame ``msg_id`` echoed; dropped (and counted) if the client is gone."""
         ...
 
+    def update_done(self, routing: bytes, rid: bytes, index: int) -> None:
+        """``reply(routing, rid, RequestUpdateResponse(rid, DONE, index=index))``, the
+        answer sent once per committed update, without building the message."""
+        ...
+
 
 class LeaderView(Protocol):
     """Who leads, as this peer knows it."""

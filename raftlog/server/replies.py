@@ -17,7 +17,7 @@ import zmq
 
 from raftlog.errors import LocalProtocolError
 from raftlog.metrics import PeerMetrics
-from raftlog.rpc.responses import REPLY_ENCODERS, CoreReply
+from raftlog.rpc.responses import REPLY_ENCODERS, CoreReply, encode_update_done
 from raftlog.topics.wire import PublishReply, encode_publish_reply
 from raftlog.transport import send_routed
 
@@ -61,5 +61,15 @@ class ReplySender:
         """Encode and send; dropped (counted) when the ROUTER cannot deliver it now."""
         try:
             send_routed(self._router, routing, msg_id, encode_reply_body(message))
+        except zmq.Again:
+            self._dropped.inc()
+
+    def update_done(self, routing: bytes, rid: bytes, index: int) -> None:
+        """The final answer ``[true, index]`` to RequestUpdate ``rid``: the bytes of
+        ``reply(routing, rid, RequestUpdateResponse(rid, DONE, index=index))`` with no
+        message object and no encoder lookup -- a busy leader sends one per committed update
+        (issue #28)."""
+        try:
+            send_routed(self._router, routing, rid, encode_update_done(index))
         except zmq.Again:
             self._dropped.inc()

@@ -198,6 +198,7 @@ def build_services(
         max_data=options.max_log_entry_data_size,
         now_ms=clock.now,
         latest_ms=clock.latest_ms,
+        times=clock.now_and_latest,
     )
     entries = EntriesService(
         store,

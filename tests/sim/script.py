@@ -23,7 +23,9 @@ NEVER = 1_000_000
 
 
 class Script:
-    def __init__(self, members: int, bugs: frozenset[Bug] = frozenset()) -> None:
+    def __init__(
+        self, members: int, bugs: frozenset[Bug] = frozenset(), *, inflight: int = 16
+    ) -> None:
         self.trace = Trace()
         self.ids = [f"n{i}" for i in range(members)]
 
@@ -34,8 +36,8 @@ class Script:
                 first_election_extra_ticks=0,
                 prevent_spiral_elections=False,
                 leader_stickiness=False,
-                max_inflight_messages=16,  # pipelined: the scripts were written for it
-                max_inflight_bytes=16 << 16,
+                max_inflight_messages=inflight,  # pipelined (16): most scripts were written for it
+                max_inflight_bytes=inflight << 16,
                 bugs=bugs,
             )
 

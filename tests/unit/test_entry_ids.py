@@ -176,3 +176,16 @@ def test_entries_size_is_the_sum_of_entry_sizes() -> None:
     entries = [LogEntry(bytes(12), EntryType.STATE, 1, b"x" * n) for n in (1, 100, 4096)]
     assert entries_size(entries) == sum(entry.size for entry in entries)
     assert entries_size([]) == 0
+
+
+def test_state_constructor_is_the_dataclass_with_its_bytes_ready() -> None:
+    """``LogEntry.state`` (the leader's per-update constructor) builds exactly what the
+    dataclass builds, serializes the same, and refuses what ``__post_init__`` refuses."""
+    rid = bytes(range(1, 13))
+    fast = LogEntry.state(rid, 7, b"data")
+    slow = LogEntry(rid, EntryType.STATE, 7, b"data")
+    assert fast == slow and fast.to_bytes() == slow.to_bytes()
+    assert LogEntry.from_bytes(fast.to_bytes()) == slow
+    for bad in ((rid[:11], 7, b"x"), (rid, -1, b"x"), (rid, 1 << 56, b"x"), (rid, 7, b"")):
+        with pytest.raises(EntryFormatError):
+            LogEntry.state(*bad)

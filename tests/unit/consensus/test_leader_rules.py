@@ -235,3 +235,36 @@ def test_an_ordinary_rejection_is_not_reported_as_lost_entries() -> None:
     probe = _aes(elect(node), "n2")[0]
     ready = ack(node, probe, success=False, hint=3)
     assert not [e for e in ready.events if isinstance(e, FollowerLostEntries)]
+
+
+def test_commit_only_append_does_not_take_the_replication_slot() -> None:
+    """Issue #28: the commit index goes to an idle follower on a lane of its own. Held in the
+    stop-and-wait slot, it made the next entry wait for its answer -- read only after the
+    leader's own fsync of that entry -- so the two fsyncs ran one after the other."""
+    node = make_node()  # max_inflight_messages=1: the reference-compatible default
+    _settle(node, elect(node))
+    node.core.propose(rid(), b"x", NOW_MS)
+    to_n2 = _aes(node.run(), "n2")[0]
+    (commit_only,) = _aes(ack(node, to_n2), "n2")
+    assert commit_only.message.entries == ()
+    node.core.propose(rid(), b"y", NOW_MS)
+    (append,) = _aes(node.run(), "n2")  # at once: the commit-only answer is not awaited
+    assert [e.data for e in append.message.entries] == [b"y"]
+    assert append.message.prev_log_index == commit_only.message.prev_log_index
+    # its late answer changes nothing; the append's answer commits the new entry
+    ack(node, commit_only)
+    ack(node, append)
+    assert node.core.commit_index == append.message.prev_log_index + 1
+
+
+def test_commit_only_append_is_never_retransmitted() -> None:
+    """A retransmission arriving after a later append would make a reference follower
+    truncate that append's entries again; a lost commit index rides on the next message."""
+    node = make_node(append_timeout_ticks=5, heartbeat_ticks=3)
+    _settle(node, elect(node))
+    node.core.propose(rid(), b"x", NOW_MS)
+    to_n2 = _aes(node.run(), "n2")[0]
+    (commit_only,) = _aes(ack(node, to_n2), "n2")
+    later = _aes(node.tick(40), "n2")
+    assert later and all(m.message is not commit_only.message for m in later)
+    assert all(m.message.commit_index == node.core.commit_index for m in later)

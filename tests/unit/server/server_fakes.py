@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 
 from raftlog.consensus import Appended, ConfigProposeResult, NotLeader, ProposeResult, Refused
 from raftlog.metrics import PeerMetrics
-from raftlog.rpc.messages import ConfigPayload, Peer, PeerRequest
+from raftlog.rpc.messages import (
+    ConfigPayload,
+    Peer,
+    PeerRequest,
+    RequestUpdateResponse,
+    UpdateStatus,
+)
 from raftlog.server.replies import ServerReply, encode_reply
 from raftlog.storage.base import SnapshotMeta
 
@@ -21,6 +27,9 @@ class RecordingReplies:
     def reply(self, routing: bytes, msg_id: bytes, message: ServerReply) -> None:
         encode_reply(msg_id, message)  # must encode: a bad message fails here, as it would live
         self.sent.append((routing, msg_id, message))
+
+    def update_done(self, routing: bytes, rid: bytes, index: int) -> None:
+        self.reply(routing, rid, RequestUpdateResponse(rid, UpdateStatus.DONE, index=index))
 
     @property
     def messages(self) -> list[ServerReply]:
