@@ -50,12 +50,12 @@ from raftlog.observability.history import HistorySampler
 from raftlog.observability.http_settings import HttpSettings
 from raftlog.observability.static_files import add_static_routes
 from raftlog.observability.view import ViewBox
-from raftlog.rest.auth import Authenticator
-from raftlog.rest.bodies import BODY_TIMEOUT
-from raftlog.rest.errors import RestError
 from raftlog.security.policy import Role
 from raftlog.security.quotas import Quota, QuotaBook
 from raftlog.security.settings import CurveClient, PeerSecurity
+from raftlog.web.app_keys import BODY_TIMEOUT
+from raftlog.web.auth import Authenticator
+from raftlog.web.errors import RestError
 
 START_TIMEOUT: Final = 10.0
 """Seconds to wait for the listener to bind before the peer gives up starting."""

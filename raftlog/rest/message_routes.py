@@ -37,11 +37,11 @@ from raftlog.rest.bodies import (
     request_id_of,
 )
 from raftlog.rest.context import RestContext
-from raftlog.rest.errors import RestError, from_cluster
 from raftlog.security.policy import Role
 from raftlog.topics.client import make_record
 from raftlog.topics.records import MAX_UINT
 from raftlog.topics.wire import DEFAULT_READ_LIMIT, MAX_READ_LIMIT, MAX_READ_WAIT_MS, ReadResult
+from raftlog.web.errors import RestError, from_cluster
 
 PUBLISH_FIELDS: Final = frozenset({"messages", "encoding", "transaction", "ttlMs"})
 POLL_FIELDS: Final = frozenset({"startFrom", "inclusive", "limit", "waitMs", "encoding"})

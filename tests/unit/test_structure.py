@@ -242,3 +242,17 @@ def test_the_peer_node_stays_a_thin_driver() -> None:
     (``PeerParts``); a ``PeerNode`` gaining attributes again is the wiring creeping back."""
     names = instance_attributes(ROOT / "raftlog" / "server" / "node.py", "PeerNode")
     assert len(names) <= MAX_PEER_NODE_ATTRIBUTES, sorted(names)
+
+
+def test_observability_imports_nothing_from_rest() -> None:
+    """Issue #26: the listener serves the REST routes it is handed (a ``mount`` callback);
+    what both need -- the HTTP error type, token auth, app keys -- lives in ``raftlog.web``."""
+    graph = import_graph()
+    escapes = sorted(
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        if name.startswith("raftlog.observability")
+        for target in targets
+        if target.startswith("raftlog.rest")
+    )
+    assert escapes == []
