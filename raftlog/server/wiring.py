@@ -153,15 +153,7 @@ def _build(settings: PeerSettings, stop: Callable[[], None], releases: Releases)
     limits = RouterLimits(opts, metrics, log, owner=settings.id)  # issue #25
     observer = PeerObserver(settings, metrics)  # metrics, views, HTTP listener
     stores, saved = _open_stores(settings, releases)
-    context: Context = zmq.Context()
-    peer_context: Context = zmq.Context()
-    releases.add(lambda: peer_context.destroy(linger=0))  # closes what a failure left open
-    releases.add(lambda: context.destroy(linger=0))
-    secure = None
-    if settings.security is not None:  # ZAP must answer before any socket binds
-        secure = SecurePeer(context, settings.security, metrics, owner=settings.id)
-        releases.add(secure.close)
-        secure.start()
+    context, peer_context, secure = _open_contexts(settings, metrics, releases)
     machines = _open_machines(settings, context, stores, saved, log=log, releases=releases)
     if not settings.is_member and opts.catch_up_timeout:
         saved = _catch_up(settings, stores, machines.machine, log)
@@ -203,16 +195,9 @@ def _build(settings: PeerSettings, stop: Callable[[], None], releases: Releases)
         channels=channels, machine=machines.machine, store=stores.log, metrics=metrics,
         log=log, exit_when_removed=opts.exit_when_removed, stop=stop,
     )
-    executor = ReadyExecutor(
-        log=stores.log,
-        hard_state=stores.hard_state,
-        snapshots=observer.receiving(stores.snapshots),
-        ready_store=observer.timed(RocksReadyStore(stores.log, stores.hard_state)),
-        machine=machines.machine,
-        outbox=observer.sending(PeerOutbox(channels, services.peers.send_reply)),
-        writes=storage,
-        on_applied=observer.counting(services.clients.on_applied, machines.machine.last_applied),
-        react=react,
+    executor = _executor(
+        stores, machines, services=services, observer=observer, channels=channels,
+        storage=storage, react=react,
     )
     executor.core = core
     observer.applied.listen(services.info.on_applied)  # parked TR reads (wait)
@@ -224,6 +209,48 @@ def _build(settings: PeerSettings, stop: Callable[[], None], releases: Releases)
     return PeerParts(
         metrics, log, stores, machines, peer_sockets, core, services, executor, storage,
         observer, disk, limits, releases,
+    )
+
+
+def _open_contexts(
+    settings: PeerSettings, metrics: PeerMetrics, releases: Releases
+) -> tuple[Context, Context, SecurePeer | None]:
+    """The client-side context (ROUTER, PUB, ZAP), the peers' own context (own I/O thread,
+    issue #25), and a secure peer's ZAP handler, started before any socket binds."""
+    context: Context = zmq.Context()
+    peer_context: Context = zmq.Context()
+    releases.add(lambda: peer_context.destroy(linger=0))  # closes what a failure left open
+    releases.add(lambda: context.destroy(linger=0))
+    secure = None
+    if settings.security is not None:  # ZAP must answer before any socket binds
+        secure = SecurePeer(context, settings.security, metrics, owner=settings.id)
+        releases.add(secure.close)
+        secure.start()
+    return context, peer_context, secure
+
+
+def _executor(
+    stores: PeerStores,
+    machines: PeerMachines,
+    *,
+    services: Services,
+    observer: PeerObserver,
+    channels: PeerChannels,
+    storage: StorageThread | None,
+    react: PeerReactions,
+) -> ReadyExecutor:
+    """The peer's ``ReadyExecutor``: the stores, the machines and the outbox, each seen by
+    the observer (write timings, snapshot receipt, messages sent, applied counts)."""
+    return ReadyExecutor(
+        log=stores.log,
+        hard_state=stores.hard_state,
+        snapshots=observer.receiving(stores.snapshots),
+        ready_store=observer.timed(RocksReadyStore(stores.log, stores.hard_state)),
+        machine=machines.machine,
+        outbox=observer.sending(PeerOutbox(channels, services.peers.send_reply)),
+        writes=storage,
+        on_applied=observer.counting(services.clients.on_applied, machines.machine.last_applied),
+        react=react,
     )
 
 
