@@ -175,54 +175,11 @@ def load_peer_config(
     raw_peers = doc.get("peers")
     if not isinstance(raw_peers, list) or not raw_peers:
         raise ConfigError(f"{source}: at least one [[peers]] entry is required")
-    peers: list[Peer] = []
-    mine: dict[str, Any] | None = None
-    seen_ids: set[str] = set()
-    seen_urls: set[str] = set()
-    http_urls: list[tuple[str, str]] = []
-    for n, raw in enumerate(raw_peers, 1):
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{source}: [[peers]] entry {n} must be a table")
-        pid = raw.get("id")
-        if not isinstance(pid, str) or not pid:
-            raise ConfigError(f"{source}: [[peers]] entry {n} needs a non-empty string id")
-        if pid in seen_ids:
-            raise ConfigError(f"{source}: duplicate peer id {pid!r}")
-        purl = _validate_url(raw.get("url"), f"{source}: peer {pid} url")
-        if purl in seen_urls:
-            raise ConfigError(f"{source}: duplicate peer url {purl}")
-        seen_ids.add(pid)
-        seen_urls.add(purl)
-        peers.append(Peer(pid, purl))
-        if raw.get("http_url") is not None:
-            http_urls.append(
-                (pid, validate_http_url(raw["http_url"], f"{source}: peer {pid} http_url"))
-            )
-        if pid == peer_id:
-            mine = raw
-
-    options = RaftOptions().with_overrides(_table(doc, "raft", source), f"{source} [raft]")
-    if mine is not None:
-        per_peer = mine.get("raft", {})
-        if not isinstance(per_peer, dict):
-            raise ConfigError(f"{source}: peer {peer_id} raft overrides must be a table")
-        options = options.with_overrides(per_peer, f"{source} peer {peer_id}")
-    if overrides:
-        options = options.with_overrides(overrides, "command line")
-    options.validate()
-
-    mine = mine or {}
-    my_url = url if url is not None else mine.get("url")
-    my_pub = pub_url if pub_url is not None else mine.get("pub_url")
-    if my_url is None:
-        raise ConfigError(
-            f"peer id {peer_id!r} is not in {source}; a peer outside the configuration needs "
-            "--url and --pub-url"
-        )
-    my_url = _validate_url(my_url, f"peer {peer_id} url")
-    if my_pub is None:
-        raise ConfigError(f"peer {peer_id} has no pub_url")
-    my_pub = _validate_url(my_pub, f"peer {peer_id} pub_url")
+    peers, found, http_urls = _read_peers(raw_peers, source, peer_id)
+    options = _peer_options(doc, source, found, peer_id, overrides)
+    mine = found or {}
+    my_url = _own_url(url, mine, "url", peer_id, source)
+    my_pub = _own_url(pub_url, mine, "pub_url", peer_id, source)
     my_bind = _validate_bind_url(bind_url or mine.get("bind") or my_url, f"peer {peer_id} bind")
     my_pub_bind = _validate_bind_url(
         pub_bind_url or mine.get("pub_bind") or my_pub, f"peer {peer_id} pub_bind"
@@ -235,15 +192,7 @@ def load_peer_config(
         raise ConfigError(f"{source}: [quotas] is for plaintext clusters (per source "
                           "address); with curve on, set quotas per role and client in the "
                           "allowlist ([quotas.ROLE], a client's quota = {...})")
-    if data_dir is not None:
-        my_dir = Path(data_dir)
-    elif "data_dir" in mine:
-        my_dir = base_dir / str(mine["data_dir"])
-    else:
-        root = cluster.get("data_dir", "./data")
-        if not isinstance(root, str):
-            raise ConfigError(f"{source}: [cluster] data_dir must be a string")
-        my_dir = Path(root) / peer_id
+    my_dir = _data_dir(data_dir, mine, cluster, base_dir=base_dir, peer_id=peer_id, source=source)
     my_http_url = (
         validate_http_url(http_url, f"peer {peer_id} http_url")
         if (http_url := mine.get("http_url")) is not None
@@ -271,6 +220,96 @@ def load_peer_config(
         http=http,
         quotas=quotas,
     )
+
+
+def _read_peers(
+    raw_peers: list[Any], source: str, peer_id: str
+) -> tuple[list[Peer], dict[str, Any] | None, list[tuple[str, str]]]:
+    """The ``[[peers]]`` entries checked (ids and urls unique): the peers, this peer's own
+    entry (None: it is not in the file) and the peers' HTTP urls."""
+    peers: list[Peer] = []
+    mine: dict[str, Any] | None = None
+    seen_ids: set[str] = set()
+    seen_urls: set[str] = set()
+    http_urls: list[tuple[str, str]] = []
+    for n, raw in enumerate(raw_peers, 1):
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{source}: [[peers]] entry {n} must be a table")
+        pid = raw.get("id")
+        if not isinstance(pid, str) or not pid:
+            raise ConfigError(f"{source}: [[peers]] entry {n} needs a non-empty string id")
+        if pid in seen_ids:
+            raise ConfigError(f"{source}: duplicate peer id {pid!r}")
+        purl = _validate_url(raw.get("url"), f"{source}: peer {pid} url")
+        if purl in seen_urls:
+            raise ConfigError(f"{source}: duplicate peer url {purl}")
+        seen_ids.add(pid)
+        seen_urls.add(purl)
+        peers.append(Peer(pid, purl))
+        if raw.get("http_url") is not None:
+            http_urls.append(
+                (pid, validate_http_url(raw["http_url"], f"{source}: peer {pid} http_url"))
+            )
+        if pid == peer_id:
+            mine = raw
+    return peers, mine, http_urls
+
+
+def _peer_options(
+    doc: dict[str, Any],
+    source: str,
+    mine: dict[str, Any] | None,
+    peer_id: str,
+    overrides: dict[str, Any] | None,
+) -> RaftOptions:
+    """``[raft]``, then the peer's own ``raft`` table, then the command line; validated."""
+    options = RaftOptions().with_overrides(_table(doc, "raft", source), f"{source} [raft]")
+    if mine is not None:
+        per_peer = mine.get("raft", {})
+        if not isinstance(per_peer, dict):
+            raise ConfigError(f"{source}: peer {peer_id} raft overrides must be a table")
+        options = options.with_overrides(per_peer, f"{source} peer {peer_id}")
+    if overrides:
+        options = options.with_overrides(overrides, "command line")
+    options.validate()
+    return options
+
+
+def _own_url(
+    given: str | None, mine: dict[str, Any], field: str, peer_id: str, source: str
+) -> str:
+    """This peer's ``url`` or ``pub_url``: the command line's, else its entry's (a peer
+    outside the configuration must be given both)."""
+    value = given if given is not None else mine.get(field)
+    if value is None and field == "url":
+        raise ConfigError(
+            f"peer id {peer_id!r} is not in {source}; a peer outside the configuration needs "
+            "--url and --pub-url"
+        )
+    if value is None:
+        raise ConfigError(f"peer {peer_id} has no {field}")
+    return _validate_url(value, f"peer {peer_id} {field}")
+
+
+def _data_dir(
+    given: str | os.PathLike[str] | None,
+    mine: dict[str, Any],
+    cluster: dict[str, Any],
+    *,
+    base_dir: Path,
+    peer_id: str,
+    source: str,
+) -> Path:
+    """The command line's data dir, else the peer's ``data_dir`` (relative to the file),
+    else ``[cluster] data_dir`` / peer id."""
+    if given is not None:
+        return Path(given)
+    if "data_dir" in mine:
+        return base_dir / str(mine["data_dir"])
+    root = cluster.get("data_dir", "./data")
+    if not isinstance(root, str):
+        raise ConfigError(f"{source}: [cluster] data_dir must be a string")
+    return Path(root) / peer_id
 
 
 def _ready_max_lag(value: object) -> int:

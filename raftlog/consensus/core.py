@@ -21,6 +21,7 @@ from raftlog.consensus.ready import (
 from raftlog.consensus.results import ConfigProposeResult, ProposeResult
 from raftlog.consensus.settings import CoreConfig
 from raftlog.consensus.state import CoreState
+from raftlog.consensus.views import CoreViews
 from raftlog.entry import LogEntry
 from raftlog.errors import LocalProtocolError
 from raftlog.rpc.messages import (
@@ -39,7 +40,7 @@ from raftlog.rpc.ranges import peer_message_out_of_range
 from raftlog.storage.base import HardState, LogStore, SnapshotStore
 
 
-class RaftCore:
+class RaftCore(CoreViews):
     """One Raft peer as a deterministic, I/O-free state machine.
 
     Build it from durable state only (``hard_state`` as loaded, the stores as opened); the
@@ -352,51 +353,7 @@ class RaftCore:
             if s.role is Role.LEADER:
                 maybe_commit(s)  # this leader's own copy is durable now
 
-    # -- read-only views for the driver ------------------------------------------------------
-    @property
-    def peer_id(self) -> str:
-        return self._s.id
-
-    @property
-    def role(self) -> Role:
-        return self._s.role
-
-    @property
-    def is_leader(self) -> bool:
-        return self._s.role is Role.LEADER
-
-    @property
-    def term(self) -> int:
-        return self._s.term
-
-    @property
-    def voted_for(self) -> str | None:
-        return self._s.voted_for
-
-    @property
-    def leader_id(self) -> str | None:
-        return self._s.leader_id
-
-    @property
-    def commit_index(self) -> int:
-        return self._s.commit
-
-    @property
-    def applied_index(self) -> int:
-        return self._s.applied
-
-    @property
-    def first_index(self) -> int:
-        return self._s.log.first_index
-
-    @property
-    def last_index(self) -> int:
-        return self._s.log.last_index
-
-    @property
-    def last_term(self) -> int:
-        return self._s.log.last_term
-
+    # -- read-only views for the driver (the simple ones: ``CoreViews``) ---------------------
     def term_at(self, index: int) -> int | None:
         """Term of ``index`` in this peer's log view (including not yet durable entries)."""
         return self._s.log.term_at(index)
@@ -423,14 +380,6 @@ class RaftCore:
     def removed(self) -> bool:
         """Has a committed configuration removed this former voter (``RemovedFromCluster``)?"""
         return self._s.removed_reported
-
-    @property
-    def config_index(self) -> int:
-        return self._s.membership.index
-
-    @property
-    def config_known(self) -> bool:
-        return self._s.membership.known
 
     def match_indexes(self) -> dict[str, int]:
         """On a leader: each other peer's highest index known replicated (its progress);

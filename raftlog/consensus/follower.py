@@ -56,6 +56,8 @@ def heard_from_leader(s: CoreState, leader_id: str, term: int) -> None:
 
 
 def handle_append_entries(s: CoreState, token: object, m: AppendEntries) -> None:
+    """A follower's answer to ``AppendEntries`` (Raft §5.3): accept the leader, check the log
+    matches at ``prev_log_index``, append, advance the commit."""
     if m.term < s.term or not _accept_leader(s, m.leader_id, m.term):
         s.reply(token, AppendEntriesResponse(s.term, False))
         return

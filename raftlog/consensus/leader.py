@@ -24,6 +24,8 @@ from raftlog.rpc.messages import AppendEntries, ConfigPayload
 
 
 def become_leader(s: CoreState) -> None:
+    """Won the election: set up each peer's progress and append the term's no-op entry (Raft §8), so
+    earlier entries can commit."""
     voters = [peer for peer, granted in s.votes.items() if granted]
     s.role = Role.LEADER
     s.leader_id = s.id
@@ -85,6 +87,7 @@ def release_departed(s: CoreState, peer: str, request: AppendEntries) -> None:
 
 
 def own_match(s: CoreState) -> int:
+    """The leader's own match index: only what is durable here counts towards a quorum."""
     if s.has_bug(Bug.LEADER_ACK_BEFORE_PERSIST):
         return s.log.last_index
     return s.log.persisted_last_index

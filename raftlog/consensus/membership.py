@@ -44,6 +44,7 @@ class Membership:
 
     @property
     def is_joint(self) -> bool:
+        """Whether this is a joint configuration (old and new majorities both decide)."""
         return self.payload.old is not None
 
     def accepts_sender(self, peer_id: str) -> bool:
@@ -66,6 +67,7 @@ class ConfigHistory:
 
     @property
     def current(self) -> Membership:
+        """The configuration in force: the latest one in the log, committed or not (Raft §6)."""
         return self._entries[-1]
 
     def previous_payload(self) -> ConfigPayload | None:
@@ -95,6 +97,7 @@ class ConfigHistory:
         )
 
     def append(self, membership: Membership) -> None:
+        """A configuration entry was appended: it is in force from now on."""
         self._entries.append(membership)
 
     def truncate_from(self, index: int) -> bool:
@@ -121,6 +124,7 @@ class ConfigHistory:
         self._entries = [Membership(self.current.payload, index, known=False)]
 
     def latest_config_index(self) -> int:
+        """The log index of the configuration in force."""
         return self.current.index
 
 

@@ -30,6 +30,8 @@ MAX_BACKOFF = 8
 
 
 class ProgressState(Enum):
+    """How the leader replicates to one peer: probing for the match, streaming, or sending a
+    snapshot."""
     PROBE = "probe"
     REPLICATE = "replicate"
     SNAPSHOT = "snapshot"
@@ -92,6 +94,7 @@ class Progress:
         retransmissions whose answers would all arrive too late."""
 
     def record(self, sent: Inflight) -> None:
+        """Remember a message in flight (the pipeline's limits count it until answered)."""
         self.inflight.append(sent)
         self.inflight_bytes += sent.size
         self.last_sent_at = sent.sent_at
@@ -118,6 +121,8 @@ class Progress:
         self.inflight_bytes = 0
 
     def become_probe(self, next_index: int, one_entry: bool) -> None:
+        """Find the match again from ``next_index``, one message at a time (``one_entry``: send only
+        one entry)."""
         self.abandon()
         self.state = ProgressState.PROBE
         self.next = max(next_index, self.match + 1)
@@ -130,11 +135,13 @@ class Progress:
         self.match = min(self.match, last_index)
 
     def become_replicate(self) -> None:
+        """The match is known: stream entries, pipelined up to the in-flight limits."""
         self.state = ProgressState.REPLICATE
         self.probe_one_entry = False
         self.next = max(self.next, self.match + 1)
 
     def become_snapshot(self, meta: SnapshotMeta) -> None:
+        """The peer needs entries that are compacted away: send it the snapshot ``meta``."""
         self.abandon()
         self.state = ProgressState.SNAPSHOT
         self.snapshot = meta
@@ -151,6 +158,7 @@ class Progress:
         return False
 
     def pipeline_full(self, max_messages: int, max_bytes: int) -> bool:
+        """Whether another message would exceed the in-flight limits (messages or bytes)."""
         return len(self.inflight) >= max_messages or self.inflight_bytes >= max_bytes
 
     def __repr__(self) -> str:

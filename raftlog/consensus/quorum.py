@@ -12,6 +12,7 @@ from enum import Enum
 
 
 class VoteResult(Enum):
+    """Where an election stands: won, lost, or still open."""
     WON = "won"
     LOST = "lost"
     PENDING = "pending"

@@ -60,24 +60,29 @@ class RaftLog:
     # -- reads --------------------------------------------------------------------------
     @property
     def snapshot_index(self) -> int:
+        """Index the snapshot covers, including a snapshot being installed."""
         snap = self._snapshot
         return snap[0] if snap is not None else self.store.snapshot_index
 
     @property
     def snapshot_term(self) -> int:
+        """Term at ``snapshot_index``."""
         snap = self._snapshot
         return snap[1] if snap is not None else self.store.snapshot_term
 
     @property
     def first_index(self) -> int:
+        """The first index still in the log."""
         return self.snapshot_index + 1
 
     @property
     def last_index(self) -> int:
+        """The last index, including unstable entries not yet written."""
         return self._unstable_first + len(self._unstable) - 1
 
     @property
     def last_term(self) -> int:
+        """The term of the last entry (unstable ones included)."""
         if self._unstable:
             return self._unstable[-1].term
         term = self.term_at(self._unstable_first - 1)
@@ -209,6 +214,7 @@ class RaftLog:
 
     # -- persistence bookkeeping --------------------------------------------------------
     def has_pending_append(self) -> bool:
+        """Whether unstable entries wait to be handed out in a Ready or written."""
         start = self._in_progress_next
         return start - self._unstable_first < len(self._unstable) or start <= self._written_last
 

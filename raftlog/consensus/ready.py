@@ -97,6 +97,7 @@ class CommittedEntries:
 
     @property
     def last_index(self) -> int:
+        """The index of the last entry in this batch."""
         return self.first_index + len(self.entries) - 1
 
 

@@ -51,6 +51,8 @@ def flush(s: CoreState) -> None:
 
 
 def pump(s: CoreState, pr: Progress) -> None:
+    """Send ``pr``'s peer what its state allows now (entries within the pipeline's limits, or the
+    next snapshot chunk)."""
     if pr.state is ProgressState.SNAPSHOT:
         if not pr.inflight:
             send_snapshot_chunk(s, pr)
@@ -157,6 +159,7 @@ def refresh_config(s: CoreState, snapshot_index: int) -> None:
 
 
 def send_snapshot_chunk(s: CoreState, pr: Progress) -> None:
+    """Send the next chunk of the installed snapshot (back to probing if there is none)."""
     meta = s.snapshots.meta()
     if meta is None:
         pr.become_probe(pr.next, one_entry=False)
@@ -241,6 +244,8 @@ def _current(s: CoreState, peer: str, request_term: int, response_term: int) -> 
 def handle_append_response(
     s: CoreState, peer: str, request: AppendEntries, response: AppendEntriesResponse
 ) -> None:
+    """A peer's answer to ``AppendEntries``: advance its match and the commit, or back off
+    ``next``."""
     pr = _current(s, peer, request.term, response.term)
     if pr is None:
         return
@@ -290,6 +295,7 @@ def handle_append_response(
 def handle_snapshot_response(
     s: CoreState, peer: str, request: InstallSnapshot, response: InstallSnapshotResponse
 ) -> None:
+    """A peer's answer to ``InstallSnapshot``: the next chunk, or back to replicating once done."""
     pr = _current(s, peer, request.term, response.term)
     if pr is None:
         return

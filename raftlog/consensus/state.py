@@ -158,6 +158,7 @@ class CoreState:
     # -- derived facts ----------------------------------------------------------------
     @property
     def membership(self) -> Membership:
+        """The configuration in force."""
         return self.history.current
 
     def member_role(self) -> Role:
@@ -172,16 +173,20 @@ class CoreState:
         )
 
     def has_bug(self, bug: Bug) -> bool:
+        """Whether the simulator's negative controls switched on ``bug`` (never in production)."""
         return bug in self.cfg.bugs
 
     def random_timeout(self) -> int:
+        """A fresh randomized election timeout in ticks (Raft §5.2: avoids split votes)."""
         low, high = self.cfg.election_ticks
         return self.rng.randint(low, high)
 
     def soft_state(self) -> SoftState:
+        """Role, leader and term: what the driver reacts to when it changes."""
         return SoftState(self.role, self.leader_id, self.term)
 
     def hard_state(self) -> HardState:
+        """What must be durable before answering (term, vote, configuration)."""
         current = self.history.current
         voted_for = None if self.has_bug(Bug.VOTE_NOT_PERSISTED) else self.voted_for
         return HardState(
@@ -215,6 +220,7 @@ class CoreState:
         return heard and self.role is Role.FOLLOWER and self.leader_id is not None
 
     def reset_election_timer(self) -> None:
+        """Start a new randomized election timeout (heard from a leader, or voted)."""
         self.election_elapsed = 0
         self.election_timeout = self.random_timeout()
 
@@ -257,6 +263,7 @@ class CoreState:
                 self.reset_election_timer()
 
     def commit_to(self, index: int) -> None:
+        """Advance the commit index; configuration changes it completes take effect."""
         self.commit = index
         self.history.commit_to(index)
         self._check_removed()

@@ -21,7 +21,6 @@ import contextlib
 import json
 import math
 import ssl
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from importlib import resources
@@ -35,6 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import Collector
 
+from raftlog.client.runner import LoopStartError, LoopThread
 from raftlog.metrics import Registry
 from raftlog.observability.cluster_poll import ClusterPoller
 from raftlog.observability.collector import PeerCollector
@@ -50,12 +50,12 @@ from raftlog.observability.history import HistorySampler
 from raftlog.observability.http_settings import HttpSettings
 from raftlog.observability.static_files import add_static_routes
 from raftlog.observability.view import ViewBox
-from raftlog.rest.auth import Authenticator
-from raftlog.rest.bodies import BODY_TIMEOUT
-from raftlog.rest.errors import RestError
 from raftlog.security.policy import Role
 from raftlog.security.quotas import Quota, QuotaBook
 from raftlog.security.settings import CurveClient, PeerSecurity
+from raftlog.web.app_keys import BODY_TIMEOUT
+from raftlog.web.auth import Authenticator
+from raftlog.web.errors import RestError
 
 START_TIMEOUT: Final = 10.0
 """Seconds to wait for the listener to bind before the peer gives up starting."""
@@ -306,49 +306,37 @@ class HttpListener:
         if PROMETHEUS in app:
             app[PROMETHEUS].register(GuardCollector(self.guard))
         app[BODY_TIMEOUT] = limits.body_timeout_ms / 1000
-        self._loop = asyncio.new_event_loop()
-        self._loop.set_exception_handler(self.guard.loop_errors)
         self._runner = web.AppRunner(
             app,
             access_log=None,
             handle_signals=False,
             keepalive_timeout=limits.idle_timeout_ms / 1000,
         )
-        self._thread = threading.Thread(target=self._run, name="raftlog-http", daemon=True)
-        self._started = threading.Event()
-        self._error: BaseException | None = None
+        self._thread = LoopThread(  # the one loop-thread runner (raftlog.client.runner)
+            "raftlog-http",
+            owner="the HTTP listener",
+            setup=self._bind,
+            teardown=self._runner.cleanup,
+            exception_handler=self.guard.loop_errors,
+        )
 
     def start(self) -> None:
         """Bind and serve; raises what binding raised."""
-        self._thread.start()
         where = f"{self._host}:{self._port}"
-        if not self._started.wait(START_TIMEOUT):
-            raise ListenerError(f"HTTP listener on {where} did not start")
-        if self._error is not None:
-            raise ListenerError(f"cannot serve HTTP on {where}: {self._error}") from self._error
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
         try:
-            self._loop.run_until_complete(self._runner.setup())
-            site = GuardedSite(self._runner, self.guard, self._host, self._port)
-            self._loop.run_until_complete(site.start())
-        except BaseException as exc:  # reported to start() in the peer's thread
-            self._error = exc
-            self._started.set()
-            self._loop.run_until_complete(self._runner.cleanup())
-            self._loop.close()
-            return
-        self._started.set()
-        self._loop.run_forever()
-        self._loop.run_until_complete(self._runner.cleanup())
-        self._loop.close()
+            self._thread.start(START_TIMEOUT)
+        except LoopStartError:
+            raise ListenerError(f"HTTP listener on {where} did not start") from None
+        except BaseException as exc:  # what binding raised, in the loop's thread
+            raise ListenerError(f"cannot serve HTTP on {where}: {exc}") from exc
+
+    async def _bind(self) -> None:
+        await self._runner.setup()
+        await GuardedSite(self._runner, self.guard, self._host, self._port).start()
 
     def stop(self) -> None:
         """Close the listener and end the thread (idempotent)."""
-        if self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(START_TIMEOUT)
+        self._thread.stop(START_TIMEOUT)
 
 
 def tls_context(limits: HttpSettings) -> ssl.SSLContext:

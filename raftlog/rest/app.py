@@ -19,10 +19,8 @@ from aiohttp.typedefs import Middleware
 
 from raftlog.config import PeerSettings
 from raftlog.metrics import Counter
-from raftlog.rest.auth import Authenticator
 from raftlog.rest.bodies import json_reply
 from raftlog.rest.context import RestContext
-from raftlog.rest.errors import RestError, from_cluster
 from raftlog.rest.gateway import ClusterGateway
 from raftlog.rest.group_routes import add_group_routes
 from raftlog.rest.kv_routes import add_kv_routes
@@ -33,6 +31,8 @@ from raftlog.rest.quota_checks import RestQuotas
 from raftlog.rest.topic_routes import add_topic_routes
 from raftlog.rest.tx_routes import add_transaction_routes
 from raftlog.server.apply_signal import ApplySignal
+from raftlog.web.auth import Authenticator
+from raftlog.web.errors import RestError, from_cluster
 
 PREFIX: Final = "/v1"
 log = structlog.get_logger("raftlog.rest")

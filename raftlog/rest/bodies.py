@@ -21,9 +21,10 @@ from typing import Any, Final
 from aiohttp import web
 
 from raftlog.entry import REQUEST_ID_SIZE
-from raftlog.rest.errors import RestError
 from raftlog.topics.records import MAX_POSITION, MAX_UINT, RecordId
 from raftlog.topics.records_kv import NO_RECORD, Expected
+from raftlog.web.app_keys import BODY_TIMEOUT, DEFAULT_BODY_TIMEOUT
+from raftlog.web.errors import RestError
 
 ENCODINGS: Final = ("base64", "text", "json")
 """How message payloads are written in JSON: base64 strings (any bytes, the default), UTF-8
@@ -32,10 +33,6 @@ READ_CHUNK: Final = 64 * 1024
 MAX_JSON_DEPTH: Final = 64
 """Deepest nesting of arrays and objects a request body may have (a message with
 ``encoding: json`` included)."""
-DEFAULT_BODY_TIMEOUT: Final = 30.0
-BODY_TIMEOUT: Final = web.AppKey("body_timeout", float)
-"""Seconds a request body may take to arrive (set on the root app from ``[http]
-body_timeout_ms``; ``DEFAULT_BODY_TIMEOUT`` when absent)."""
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 REQUEST_ID_HEADER: Final = "Raftlog-Request-Id"
 """A client's own 12-byte request id (24 hex digits: 4 bytes of seconds since the epoch, then

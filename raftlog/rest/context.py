@@ -6,11 +6,11 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from raftlog.rest.auth import Authenticator
 from raftlog.rest.gateway import ClusterGateway
 from raftlog.rest.names import Namespaces
 from raftlog.rest.quota_checks import RestQuotas
 from raftlog.rest.settings import RestSettings
+from raftlog.web.auth import Authenticator
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,10 +32,10 @@ from raftlog.rest.bodies import (
     read_json_object,
 )
 from raftlog.rest.context import RestContext
-from raftlog.rest.errors import RestError, from_cluster
 from raftlog.security.policy import Principal, Role
 from raftlog.topics.groups.model import check_group_name, check_member
 from raftlog.topics.wire import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
+from raftlog.web.errors import RestError, from_cluster
 
 ACK_FIELDS: Final = frozenset({"group", "member", "ids", "nack", "reason"})
 MAX_GROUP_POLL: Final = 1000

@@ -39,12 +39,12 @@ from raftlog.rest.bodies import (
     read_json_object,
 )
 from raftlog.rest.context import RestContext
-from raftlog.rest.errors import RestError, from_cluster
 from raftlog.security.policy import Role
 from raftlog.topics.kv import event_of
 from raftlog.topics.records import MAX_UINT, LoggedRecord, RecordId
 from raftlog.topics.wire import MAX_READ_WAIT_MS
 from raftlog.topics.wire_kv import MAX_KEY_BYTES, MAX_KEYS_LIMIT
+from raftlog.web.errors import RestError, from_cluster
 
 PUT_FIELDS: Final = frozenset({"value", "encoding", "expectRevision"})
 WATCH_FIELDS: Final = frozenset({"prefix", "fromRevision", "limit", "waitMs", "encoding"})

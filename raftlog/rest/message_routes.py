@@ -40,7 +40,6 @@ from raftlog.rest.bodies import (
     request_id_of,
 )
 from raftlog.rest.context import RestContext
-from raftlog.rest.errors import RestError, from_cluster
 from raftlog.rest.group_routes import group_poll
 from raftlog.rpc.reads import Consistency
 from raftlog.security.policy import Role
@@ -48,6 +47,7 @@ from raftlog.topics.client import make_record
 from raftlog.topics.records import MAX_UINT
 from raftlog.topics.records_kv import expectations
 from raftlog.topics.wire import DEFAULT_READ_LIMIT, MAX_READ_LIMIT, MAX_READ_WAIT_MS, ReadResult
+from raftlog.web.errors import RestError, from_cluster
 
 PUBLISH_FIELDS: Final = frozenset(
     {"messages", "encoding", "transaction", "ttlMs", "expectLastId"}

@@ -12,9 +12,9 @@ name: the part before its first ``.`` is its namespace; names without a ``.`` ar
 
 from __future__ import annotations
 
-from raftlog.rest.errors import RestError
 from raftlog.rest.settings import DEFAULT_NAMESPACE, RestSettings
 from raftlog.topics.records import check_topic_name
+from raftlog.web.errors import RestError
 
 
 class Namespaces:

@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from aiohttp import web
 
 from raftlog.metrics import Counter
-from raftlog.rest.errors import RestError
 from raftlog.security.policy import Principal
 from raftlog.security.quotas import Quota, QuotaBook
+from raftlog.web.errors import RestError
 
 
 class QuotaRefusedError(RestError):

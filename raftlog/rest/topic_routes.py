@@ -24,7 +24,6 @@ from aiohttp import web
 from raftlog.errors import TopicError
 from raftlog.rest.bodies import format_id, json_reply, read_json_object
 from raftlog.rest.context import RestContext
-from raftlog.rest.errors import RestError, from_cluster
 from raftlog.security.policy import Role
 from raftlog.topics.records import (
     PROPERTY_KINDS,
@@ -33,6 +32,7 @@ from raftlog.topics.records import (
     check_property,
 )
 from raftlog.topics.wire import TopicInfo
+from raftlog.web.errors import RestError, from_cluster
 
 CDAP_TTL: Final = "ttl"
 

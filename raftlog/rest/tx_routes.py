@@ -39,12 +39,12 @@ from raftlog.rest.bodies import (
     request_id_of,
 )
 from raftlog.rest.context import RestContext
-from raftlog.rest.errors import RestError, from_cluster
 from raftlog.rest.message_routes import TransactionalPublish
 from raftlog.security.guard import actor_of
 from raftlog.security.policy import Principal, Role
 from raftlog.topics.client_tx import Transaction
 from raftlog.topics.records_tx import MAX_TX_TIMEOUT_MS, Actor
+from raftlog.web.errors import RestError, from_cluster
 
 STORE_FIELDS: Final = frozenset({"messages", "encoding", "transaction", "timeoutMs"})
 ROLLBACK_FIELDS: Final = frozenset({"transaction"})

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from raftlog.entry import REQUEST_ID_SIZE, LogEntry
 from raftlog.errors import EntryFormatError, LocalProtocolError, RemoteProtocolError
@@ -265,66 +265,92 @@ def decode_request(frames: Sequence[bytes]) -> DecodedRequest:
 # --- encoders ---------------------------------------------------------------------------------
 
 
+def _encode_append_entries(msg: AppendEntries) -> tuple[bytes, list[bytes]]:
+    args = [
+        encode_string(msg.leader_id),
+        encode_uint(msg.term),
+        encode_uint(msg.prev_log_index),
+        encode_uint(msg.prev_log_term),
+        encode_uint(msg.commit_index),
+    ]
+    args += [entry.to_bytes() for entry in msg.entries]
+    return TYPE_APPEND_ENTRIES, args
+
+
+def _encode_request_vote(msg: RequestVote) -> tuple[bytes, list[bytes]]:
+    vote = [
+        encode_string(msg.candidate_id),
+        encode_uint(msg.term),
+        encode_uint(msg.last_log_index),
+        encode_uint(msg.last_log_term),
+    ]
+    return TYPE_REQUEST_VOTE, [*vote, TRANSFER_FLAG] if msg.transfer else vote
+
+
+def _encode_install_snapshot(msg: InstallSnapshot) -> tuple[bytes, list[bytes]]:
+    return TYPE_INSTALL_SNAPSHOT, [
+        encode_string(msg.leader_id),
+        encode_uint(msg.term),
+        encode_uint(msg.last_included_index),
+        encode_uint(msg.last_included_term),
+        encode_uint(msg.offset),
+        encode_uint(msg.total_size),
+        msg.data,
+    ]
+
+
+def _encode_request_update(msg: RequestUpdate) -> tuple[bytes, list[bytes]]:
+    if not msg.data:
+        raise LocalProtocolError("RequestUpdate data must hold at least one byte")
+    return TYPE_REQUEST_UPDATE, [msg.data]
+
+
+def _encode_config_update(msg: ConfigUpdate) -> tuple[bytes, list[bytes]]:
+    return TYPE_CONFIG_UPDATE, [pack_json(peers_to_json(msg.peers))]
+
+
+def _encode_request_entries(msg: RequestEntries) -> tuple[bytes, list[bytes]]:
+    args = [encode_uint(msg.prev_index)]
+    if msg.min_index or msg.linearizable:  # frames 8-9 (issue #29), after frame 7
+        offset = encode_uint(msg.snapshot_offset or 0)
+        args += (encode_nuint(msg.count), offset, encode_uint(int(msg.any_peer)))
+        args += (encode_uint(msg.min_index), encode_uint(int(msg.linearizable)))
+    elif msg.any_peer:  # frame 6 must then be a valid uint: a reference peer reads it
+        offset = encode_uint(msg.snapshot_offset or 0)
+        args += (encode_nuint(msg.count), offset, encode_uint(1))
+    elif msg.snapshot_offset is not None:
+        args += (encode_nuint(msg.count), encode_uint(msg.snapshot_offset))
+    elif msg.count is not None:
+        args.append(encode_uint(msg.count))
+    return TYPE_REQUEST_ENTRIES, args
+
+
+def _encode_client_dispatch(msg: ClientDispatch) -> tuple[bytes, list[bytes]]:
+    if not msg.type or msg.type in CORE_TYPES:
+        raise LocalProtocolError(f"ClientDispatch type {msg.type!r} is empty or built-in")
+    return msg.type, list(msg.args)
+
+
+_ENCODERS: Final[dict[type, Callable[[Any], tuple[bytes, list[bytes]]]]] = {
+    AppendEntries: _encode_append_entries,
+    RequestVote: _encode_request_vote,
+    InstallSnapshot: _encode_install_snapshot,
+    RequestUpdate: _encode_request_update,
+    ConfigUpdate: _encode_config_update,
+    RequestEntries: _encode_request_entries,
+    RequestConfig: lambda _msg: (TYPE_REQUEST_CONFIG, []),
+    RequestLogInfo: lambda _msg: (TYPE_REQUEST_LOG_INFO, []),
+    RequestBroadcastStateUrl: lambda _msg: (TYPE_REQUEST_BROADCAST_STATE_URL, []),
+    ClientDispatch: _encode_client_dispatch,
+}
+"""The type frame and argument frames of each request class (one function per type)."""
+
+
 def _request_type_and_args(msg: Request) -> tuple[bytes, list[bytes]]:
-    if isinstance(msg, AppendEntries):
-        args = [
-            encode_string(msg.leader_id),
-            encode_uint(msg.term),
-            encode_uint(msg.prev_log_index),
-            encode_uint(msg.prev_log_term),
-            encode_uint(msg.commit_index),
-        ]
-        args += [entry.to_bytes() for entry in msg.entries]
-        return TYPE_APPEND_ENTRIES, args
-    if isinstance(msg, RequestVote):
-        vote = [
-            encode_string(msg.candidate_id),
-            encode_uint(msg.term),
-            encode_uint(msg.last_log_index),
-            encode_uint(msg.last_log_term),
-        ]
-        return TYPE_REQUEST_VOTE, [*vote, TRANSFER_FLAG] if msg.transfer else vote
-    if isinstance(msg, InstallSnapshot):
-        return TYPE_INSTALL_SNAPSHOT, [
-            encode_string(msg.leader_id),
-            encode_uint(msg.term),
-            encode_uint(msg.last_included_index),
-            encode_uint(msg.last_included_term),
-            encode_uint(msg.offset),
-            encode_uint(msg.total_size),
-            msg.data,
-        ]
-    if isinstance(msg, RequestUpdate):
-        if not msg.data:
-            raise LocalProtocolError("RequestUpdate data must hold at least one byte")
-        return TYPE_REQUEST_UPDATE, [msg.data]
-    if isinstance(msg, ConfigUpdate):
-        return TYPE_CONFIG_UPDATE, [pack_json(peers_to_json(msg.peers))]
-    if isinstance(msg, RequestEntries):
-        args = [encode_uint(msg.prev_index)]
-        if msg.min_index or msg.linearizable:  # frames 8-9 (issue #29), after frame 7
-            offset = encode_uint(msg.snapshot_offset or 0)
-            args += (encode_nuint(msg.count), offset, encode_uint(int(msg.any_peer)))
-            args += (encode_uint(msg.min_index), encode_uint(int(msg.linearizable)))
-        elif msg.any_peer:  # frame 6 must then be a valid uint: a reference peer reads it
-            offset = encode_uint(msg.snapshot_offset or 0)
-            args += (encode_nuint(msg.count), offset, encode_uint(1))
-        elif msg.snapshot_offset is not None:
-            args += (encode_nuint(msg.count), encode_uint(msg.snapshot_offset))
-        elif msg.count is not None:
-            args.append(encode_uint(msg.count))
-        return TYPE_REQUEST_ENTRIES, args
-    if isinstance(msg, RequestConfig):
-        return TYPE_REQUEST_CONFIG, []
-    if isinstance(msg, RequestLogInfo):
-        return TYPE_REQUEST_LOG_INFO, []
-    if isinstance(msg, RequestBroadcastStateUrl):
-        return TYPE_REQUEST_BROADCAST_STATE_URL, []
-    if isinstance(msg, ClientDispatch):
-        if not msg.type or msg.type in CORE_TYPES:
-            raise LocalProtocolError(f"ClientDispatch type {msg.type!r} is empty or built-in")
-        return msg.type, list(msg.args)
-    raise LocalProtocolError(f"not a request: {type(msg).__name__}")
+    encoder = _ENCODERS.get(type(msg))
+    if encoder is None:
+        raise LocalProtocolError(f"not a request: {type(msg).__name__}")
+    return encoder(msg)
 
 
 def encode_request(msg: Request, *, ident: bytes, id: bytes | None = None) -> list[bytes]:

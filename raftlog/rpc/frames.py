@@ -87,6 +87,7 @@ def encode_nuint(n: int | None) -> bytes:
 
 
 def decode_nuint(frame: bytes, frame_no: int) -> int | None:
+    """An optional unsigned frame: empty means None (the reference's "no value")."""
     return None if not frame else decode_uint(frame, frame_no)
 
 
@@ -94,6 +95,7 @@ def decode_nuint(frame: bytes, frame_no: int) -> int | None:
 
 
 def encode_msg_id(n: int) -> bytes:
+    """A request's msgid frame: 24 bits, as the reference peers count (docs/protocol.md §6)."""
     if not 0 <= n < MSG_ID_MODULUS:
         raise LocalProtocolError(f"msgid {n} is outside 0..2^24-1")
     return encode_uint(n)
@@ -115,6 +117,7 @@ def next_msg_id(n: int) -> int:
 
 
 def encode_bool(value: bool) -> bytes:
+    """A boolean frame as the reference encodes it (one byte, 0 or 1)."""
     return TRUE_FRAME if value else FALSE_FRAME
 
 
@@ -127,6 +130,7 @@ def decode_bool(frame: bytes) -> bool:
 
 
 def encode_string(value: str) -> bytes:
+    """A UTF-8 string frame; a string that cannot be encoded is a local bug, raised as such."""
     try:
         return value.encode("utf-8")
     except UnicodeEncodeError:
@@ -134,6 +138,7 @@ def encode_string(value: str) -> bytes:
 
 
 def decode_string(frame: bytes, frame_no: int) -> str:
+    """A UTF-8 string frame; bytes that are no UTF-8 are the sender's protocol error."""
     try:
         return frame.decode("utf-8")
     except UnicodeDecodeError:
@@ -153,6 +158,7 @@ def decode_request_id(frame: bytes, frame_no: int) -> bytes:
 
 
 def decode_entry(frame: bytes, frame_no: int) -> LogEntry:
+    """A log-entry frame; a malformed one is the sender's protocol error (never fatal here)."""
     try:
         return LogEntry.from_bytes(frame)
     except EntryFormatError as exc:

@@ -55,6 +55,7 @@ class ConfigPayload:
 
     @property
     def is_joint(self) -> bool:
+        """Whether this is a joint configuration (old and new both decide: §6 of the Raft paper)."""
         return self.old is not None
 
     def all_peers(self) -> tuple[Peer, ...]:
@@ -70,6 +71,7 @@ class ConfigPayload:
 
 @dataclass(frozen=True, slots=True)
 class RequestVote:
+    """``v``: a candidate asks for a vote (Raft §5.2; docs/protocol.md §4)."""
     candidate_id: str
     term: int
     last_log_index: int
@@ -83,12 +85,14 @@ class RequestVote:
 
 @dataclass(frozen=True, slots=True)
 class RequestVoteResponse:
+    """The answer to ``RequestVote``: the voter's term and whether it granted its vote."""
     term: int
     vote_granted: bool
 
 
 @dataclass(frozen=True, slots=True)
 class AppendEntries:
+    """``a``: the leader's replication and heartbeat (Raft §5.3; docs/protocol.md §4)."""
     leader_id: str
     term: int
     prev_log_index: int
@@ -109,6 +113,7 @@ class AppendEntriesResponse:
 
 @dataclass(frozen=True, slots=True)
 class InstallSnapshot:
+    """``s``: one chunk of the leader's snapshot for a follower too far behind (Raft §7)."""
     leader_id: str
     term: int
     last_included_index: int
@@ -131,11 +136,12 @@ class InstallSnapshotResponse:
 
 @dataclass(frozen=True, slots=True)
 class RequestConfig:
-    pass
+    """``c``: ask any peer for the cluster configuration and who leads (no arguments)."""
 
 
 @dataclass(frozen=True, slots=True)
 class RequestConfigResponse:
+    """The answer to ``RequestConfig``: leader (if known) and the configuration's peers."""
     is_leader: bool
     leader_id: str | None
     peers: tuple[Peer, ...]
@@ -143,11 +149,12 @@ class RequestConfigResponse:
 
 @dataclass(frozen=True, slots=True)
 class RequestLogInfo:
-    pass
+    """``i``: ask a peer for its log's bounds, commit and applied indexes (no arguments)."""
 
 
 @dataclass(frozen=True, slots=True)
 class RequestLogInfoResponse:
+    """The answer to ``RequestLogInfo``: what a client needs to plan reads and see lag."""
     is_leader: bool
     leader_id: str | None
     term: int
@@ -161,6 +168,8 @@ class RequestLogInfoResponse:
 
 @dataclass(frozen=True, slots=True)
 class RequestUpdate:
+    """``u``: append client data under a request id (a retry reuses it: appended at most
+    once)."""
     request_id: bytes
     data: bytes
 
@@ -176,6 +185,7 @@ class UpdateStatus(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class RequestUpdateResponse:
+    """The answer to ``RequestUpdate``: its status and, once committed, the entry's index."""
     request_id: bytes
     status: UpdateStatus
     index: int | None = None
@@ -184,11 +194,13 @@ class RequestUpdateResponse:
 
 @dataclass(frozen=True, slots=True)
 class ConfigUpdate:
+    """``C``: change the cluster's peers (joint consensus, Raft §6)."""
     request_id: bytes
     peers: tuple[Peer, ...]
 
 
 class ConfigUpdateStatus(IntEnum):
+    """Status of a ``ConfigUpdate`` answer, as the reference numbers them."""
     NOT_LEADER = 0
     OK = 1  # accepted (no index) or done (index of the joint entry)
     CONFIG_ERROR = 2
@@ -198,12 +210,14 @@ class ConfigUpdateStatus(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class ConfigUpdateErrorInfo:
+    """Why a ``ConfigUpdate`` was refused (an error name and message, as the reference sends)."""
     name: str
     message: str
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigUpdateResponse:
+    """The answer to ``ConfigUpdate``: status, the joint entry's index or the error."""
     request_id: bytes
     status: ConfigUpdateStatus
     index: int | None = None
@@ -232,6 +246,7 @@ class RequestEntries:
 
 
 class EntriesStatus(IntEnum):
+    """Status of a ``RequestEntries`` batch: not the leader, the last batch, or more to come."""
     NOT_LEADER = 0
     LAST = 1
     MORE = 2
@@ -240,6 +255,7 @@ class EntriesStatus(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class SnapshotChunk:
+    """One chunk of a snapshot streamed to a ``RequestEntries`` client that starts below the log."""
     offset: int
     total_size: int
     term: int
@@ -265,11 +281,12 @@ class RequestEntriesResponse:
 
 @dataclass(frozen=True, slots=True)
 class RequestBroadcastStateUrl:
-    pass
+    """``B``: ask for the URL of the leader's PUB socket (no arguments)."""
 
 
 @dataclass(frozen=True, slots=True)
 class RequestBroadcastStateUrlResponse:
+    """The answer to ``RequestBroadcastStateUrl``: the PUB URL to subscribe to."""
     url: str
 
 
@@ -283,6 +300,7 @@ class ClientDispatch:
 
 @dataclass(frozen=True, slots=True)
 class ClientDispatchResponse:
+    """The raw frames answering a state-machine request (``ClientDispatch``)."""
     frames: tuple[bytes, ...] = field(default=())
 
 

@@ -28,6 +28,10 @@ class EventLog(Protocol):
         """Something went wrong from outside (bad input, a gone client)."""
         ...
 
+    def error(self, event: str, **fields: object) -> object:
+        """Something this peer cannot fix by itself (a refused truncation, a bad config)."""
+        ...
+
 
 class Replies(Protocol):
     """The one way out for every answer to a ROUTER request (``ReplySender``)."""

@@ -34,7 +34,8 @@ every write submitted up to and including its own is durable:
 7b. ``core.persisted(ready)``: the entries are stable; a leader counts its own copy now.
 
 ``crash_point(name)`` is the simulator's seam: it may end the process's life between two
-steps (``before_persist``, ``before_restore``, ``after_persist``); production passes none.
+steps (``while_writing`` as a drain starts, ``before_persist``, ``before_restore``,
+``after_persist``); production passes none.
 """
 
 from __future__ import annotations
@@ -155,6 +156,7 @@ class ReadyExecutor:
         on_applied: Callable[[int], None] | None = None,
         react: Callable[[Ready], None] | None = None,
         crash_point: CrashPoint = _never,
+        inspect: Callable[[Ready], None] | None = None,
     ) -> None:
         self._log = log
         self._hard_state = hard_state
@@ -168,6 +170,9 @@ class ReadyExecutor:
         self._on_applied = on_applied
         self._react = react
         self._crash_point = crash_point
+        self._inspect = inspect
+        """Sees each Ready ``drain`` takes before it is carried out (the simulator's
+        invariant checker and trace); production passes none."""
         self._waiting: deque[tuple[int, Ready]] = deque()
         """Dispatched Readies waiting for their writes (ticket, Ready), oldest first."""
         self.core: ReadyCore | None = None
@@ -191,14 +196,19 @@ class ReadyExecutor:
         stepping during the fsync instead of blocking. The peer holds except on passes
         where the clock ticked (heartbeats, votes, retransmissions must not wait for a slow
         disk); the simulator takes every Ready at once, the most general schedule."""
-        writes = self._writes
+        if self._crash_point("while_writing"):  # the simulator's: a write may be in flight
+            return
+        writes, inspect = self._writes, self._inspect
         while self.collect():
             core = self.core
             if core is None or not core.has_ready():
                 return
             if hold_while_writing and writes.durable() < writes.submitted:
                 return
-            if not self.execute(core.ready()):
+            ready = core.ready()
+            if inspect is not None:
+                inspect(ready)
+            if not self.execute(ready):
                 return
 
     def execute(self, ready: Ready) -> bool:

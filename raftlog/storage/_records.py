@@ -48,14 +48,17 @@ _META_VERSION: Final = 1
 
 
 def entry_key(index: int) -> bytes:
+    """The key of the entry at ``index`` (big-endian, so keys sort in log order)."""
     return ENTRY_PREFIX + index.to_bytes(8, "big")
 
 
 def request_key(request_id: bytes) -> bytes:
+    """The key of a request id's record (request id -> log index), for at-most-once appends."""
     return REQUEST_PREFIX + request_id
 
 
 def request_by_index_key(index: int) -> bytes:
+    """The key of the index -> request id record, so pruning and truncation find the ids."""
     return REQUEST_BY_INDEX_PREFIX + index.to_bytes(8, "big")
 
 
@@ -153,6 +156,8 @@ def take_payloads(
 
 
 def decode_entry(index: int, value: bytes | None) -> LogEntry:
+    """The log entry stored at ``index``; a damaged record is a ``StorageError`` naming the
+    index."""
     payload = entry_payload(index, value)
     try:
         return LogEntry.from_bytes(payload)
@@ -166,6 +171,8 @@ def entry_term(payload: bytes) -> int:
 
 
 def encode_meta(snapshot_index: int, snapshot_term: int, last_index: int) -> bytes:
+    """The sealed meta record (snapshot index and term, last index): the log's bounds after a
+    restart."""
     body = _META_FORMAT.pack(_META_VERSION, snapshot_index, snapshot_term, last_index)
     return seal(META_KEY, body)
 
@@ -220,6 +227,7 @@ def encode_hard_state(state: HardState) -> bytes:
 
 
 def decode_hard_state(value: bytes) -> HardState:
+    """The sealed hard-state record; damage is a ``StorageError``, never a silent default."""
     body = unseal(HARD_STATE_KEY, value, "hard state")
     try:
         raw: dict[str, Any] = msgpack.unpackb(body, raw=False)

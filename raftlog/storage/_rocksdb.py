@@ -150,6 +150,7 @@ class RocksDatabase:
         raise AssertionError("unreachable")
 
     def acquire(self) -> RocksDatabase:
+        """One more user of the shared database (the log and hard-state stores share it)."""
         self.check_open()
         self._users += 1
         return self
@@ -174,15 +175,19 @@ class RocksDatabase:
             self._shadow = None
 
     def check_open(self) -> None:
+        """Refuse use after close with a clear error instead of a crash inside RocksDB."""
         if self._closed:
             raise StorageError(f"{self.path}: store is closed")
 
     def check_writable(self) -> None:
+        """Refuse writes to a store opened read-only (tools inspecting a stopped peer)."""
         self.check_open()
         if self.read_only:
             raise StorageError(f"{self.path}: store was opened read-only")
 
     def get(self, key: bytes, what: str) -> bytes | None:
+        """The value of ``key`` or None; a RocksDB error becomes a ``StorageError`` naming
+        ``what``."""
         self.check_open()
         try:
             return cast("bytes | None", self._db.get(key))
@@ -299,6 +304,7 @@ class RocksDatabase:
             raise rocks_error(exc, f"compacting {self.path}") from None
 
     def property_int(self, name: str) -> int | None:
+        """A RocksDB integer property (e.g. sizes for the metrics), None if unknown."""
         self.check_open()
         try:
             return self._db.property_int_value(name)

@@ -107,24 +107,31 @@ class MemoryLogStore:
     # -- reads ---------------------------------------------------------------------------
     @property
     def snapshot_index(self) -> int:
+        """Index of the last entry the snapshot covers (0: none)."""
         return self._state.snapshot_index
 
     @property
     def snapshot_term(self) -> int:
+        """Term of the entry at ``snapshot_index``."""
         return self._state.snapshot_term
 
     @property
     def first_index(self) -> int:
+        """The first index still in the log (after the snapshot)."""
         return self._state.snapshot_index + 1
 
     @property
     def last_index(self) -> int:
+        """The last index in the log (``snapshot_index`` when empty)."""
         return self._state.snapshot_index + len(self._state.entries)
 
     def term_at(self, index: int) -> int | None:
+        """The term at ``index``, or None when it is compacted away or beyond the log."""
         return self._state.term_at(index)
 
     def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[LogEntry]:
+        """Entries ``lo`` (inclusive) to ``hi`` (exclusive), at most ``max_bytes`` (at least
+        one)."""
         self._check_open()
         check_range(lo, hi, self.first_index, self.last_index)
         if lo >= hi:
@@ -145,6 +152,7 @@ class MemoryLogStore:
         return [entry.to_bytes() for entry in self.entries(lo, hi, max_bytes)]
 
     def index_of_request(self, request_id: bytes) -> int | None:
+        """The index a request id was appended at, or None (the at-most-once lookup)."""
         return self._state.request_ids.get(request_id)
 
     def request_ids(self) -> dict[bytes, int]:
@@ -242,9 +250,11 @@ class MemoryLogStore:
 
     @property
     def unsynced_operations(self) -> int:
+        """Writes not synced yet: what a crash (``crash``) would lose."""
         return len(self._pending)
 
     def close(self) -> None:
+        """Mark closed: later use raises, as the RocksDB store's does."""
         self._closed = True
 
     def _check_open(self) -> None:
@@ -272,6 +282,7 @@ class MemoryHardStateStore:
         self._synced = self._state
 
     def load(self) -> HardState:
+        """The hard state as last saved (synced or not: what this process sees)."""
         return self._state
 
     def save(self, state: HardState) -> None:
@@ -287,18 +298,22 @@ class MemoryHardStateStore:
             self.save(replace(self._state, last_applied=last_applied))
 
     def sync(self) -> None:
+        """Make the saved hard state durable (what survives ``crash``)."""
         self._synced = self._state
         self.sync_count += 1
 
     def crash(self) -> None:
+        """Forget what was not synced, as a process crash would."""
         self._state = self._synced
 
     def clone_durable(self) -> MemoryHardStateStore:
+        """A new store holding only what is durable here (a restarted peer's view)."""
         clone = MemoryHardStateStore(self.sync_on_write)
         clone._state = clone._synced = self._synced
         return clone
 
     def close(self) -> None:
+        """Nothing to release (the interface's close, for symmetry with RocksDB)."""
         return None
 
 
@@ -320,9 +335,11 @@ class MemorySnapshotStore:
         self._received = bytearray()
 
     def meta(self) -> SnapshotMeta | None:
+        """The installed snapshot's index, term and size, or None."""
         return self._meta
 
     def read(self, offset: int, size: int) -> bytes:
+        """``size`` bytes of the installed snapshot from ``offset`` (for streaming it out)."""
         if self._meta is None:
             raise StorageError("no snapshot installed")
         if offset < 0 or size < 0:
@@ -330,6 +347,7 @@ class MemorySnapshotStore:
         return self._data[offset : offset + size]
 
     def install(self, index: int, term: int, data: bytes) -> SnapshotMeta:
+        """Install ``data`` as the snapshot of ``index``/``term`` (synced if ``sync_on_write``)."""
         self._meta = SnapshotMeta(index, term, len(data))
         self._data = bytes(data)
         if self.sync_on_write:
@@ -367,20 +385,24 @@ class MemorySnapshotStore:
         return self.install(index, term, data)
 
     def sync(self) -> None:
+        """Make the installed snapshot durable (what survives ``crash``)."""
         self._synced = (self._meta, self._data)
 
     def crash(self) -> None:
+        """Forget the unsynced snapshot and any half-received one, as a crash would."""
         self._meta, self._data = self._synced
         self._receiving = None
         self._received = bytearray()
 
     def clone_durable(self) -> MemorySnapshotStore:
+        """A new store holding only the durable snapshot (a restarted peer's view)."""
         clone = MemorySnapshotStore(self.sync_on_write)
         clone._meta, clone._data = self._synced
         clone._synced = self._synced
         return clone
 
     def close(self) -> None:
+        """Nothing to release (the interface's close, for symmetry with the file store)."""
         return None
 
 

@@ -134,21 +134,26 @@ class RocksLogStore:
     # -- reads ---------------------------------------------------------------------------
     @property
     def snapshot_index(self) -> int:
+        """Index of the last entry the snapshot covers (0: none)."""
         return self._snapshot_index
 
     @property
     def snapshot_term(self) -> int:
+        """Term of the entry at ``snapshot_index``."""
         return self._snapshot_term
 
     @property
     def first_index(self) -> int:
+        """The first index still in the log (after the snapshot)."""
         return self._snapshot_index + 1
 
     @property
     def last_index(self) -> int:
+        """The last index in the log (``snapshot_index`` when empty)."""
         return self._last_index
 
     def term_at(self, index: int) -> int | None:
+        """The term at ``index``, or None when it is compacted away or beyond the log."""
         if index == 0:
             return 0
         if index == self._last_index:
@@ -168,6 +173,8 @@ class RocksLogStore:
         return self._read_payloads(lo, hi, max_bytes)
 
     def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[LogEntry]:
+        """Entries ``lo`` (inclusive) to ``hi`` (exclusive), at most ``max_bytes`` (at least
+        one)."""
         payloads = self.raw_entries(lo, hi, max_bytes)
         try:
             return [LogEntry.from_bytes(payload) for payload in payloads]
@@ -195,6 +202,7 @@ class RocksLogStore:
     def index_of_request(self, request_id: bytes) -> int | None:
         # The leader asks once per client update (a miss, almost always): the checks of
         # _check_open and rec.request_key written out, to keep the calls few.
+        """The index a request id was appended at, or None (the at-most-once lookup)."""
         if self._closed:
             raise StorageError(f"{self.database.path}: log store is closed")
         key = rec.REQUEST_PREFIX + request_id
@@ -371,6 +379,7 @@ class RocksLogStore:
         self._db.check_writable()
 
     def close(self) -> None:
+        """Release this store's use of the database (idempotent)."""
         if not self._closed:
             self._closed = True
             self._db.release()

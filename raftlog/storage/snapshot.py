@@ -84,6 +84,7 @@ class FileSnapshotStore:
 
     @property
     def path(self) -> Path:
+        """The installed snapshot's file (backups and tools copy it)."""
         return self.directory / SNAPSHOT_FILE
 
     def _open_installed(self, verify: bool) -> None:
@@ -135,6 +136,7 @@ class FileSnapshotStore:
 
     # -- reads ---------------------------------------------------------------------------
     def meta(self) -> SnapshotMeta | None:
+        """The installed snapshot's index, term and size, or None."""
         return self._meta
 
     def read(self, offset: int, size: int) -> bytes:
@@ -272,6 +274,7 @@ class FileSnapshotStore:
             raise StorageError(f"{self.directory}: snapshot store was opened read-only")
 
     def close(self) -> None:
+        """Drop a half-received snapshot and close the file (idempotent)."""
         self._abort_receive()
         if self._fd is not None:
             os.close(self._fd)

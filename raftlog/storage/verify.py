@@ -24,6 +24,7 @@ MAX_REPORTED = 50
 
 @dataclass
 class VerifyReport:
+    """What ``raftlog-tool verify`` found: counts and the first problems (bounded)."""
     entries: int = 0
     request_ids: int = 0
     snapshot_bytes: int | None = None
@@ -31,12 +32,14 @@ class VerifyReport:
     problems: list[str] = field(default_factory=list)
 
     def add(self, problem: str) -> None:
+        """Count a problem; keep its text while fewer than ``MAX_REPORTED`` are kept."""
         self.problem_count += 1
         if len(self.problems) < MAX_REPORTED:
             self.problems.append(problem)
 
     @property
     def ok(self) -> bool:
+        """Whether no problem was found."""
         return self.problem_count == 0
 
 

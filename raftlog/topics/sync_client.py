@@ -4,7 +4,9 @@ It runs on a :class:`SyncRaftClient`'s loop thread (``SyncRaftClient.run``) rath
 starting its own, so the same thread-safety rules hold: every call blocks until done and
 works from plain scripts, from threads and from inside someone else's event loop. Methods,
 arguments and errors are :class:`TopicClient`'s; ``subscribe`` returns a plain iterator
-(leaving it early stops the follower).
+(leaving it early stops the follower). The methods delegate to :class:`TopicClient`
+(``raftlog.client.blocking``: its signatures, docstrings and errors); this class adds the
+lifecycle and the blocking ``transaction`` context manager.
 
 Usage::
 
@@ -18,42 +20,59 @@ Usage::
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Generator, Iterator, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from typing import Any, TypeVar
 
+from raftlog.client.blocking import ClosingFace, blocking, blocking_iter, blocking_wrapped
 from raftlog.client.models import DEFAULT_TIMEOUT
 from raftlog.client.sync import SyncRaftClient
 from raftlog.errors import ClientClosedError
 from raftlog.security.settings import CurveClient
-from raftlog.topics import wire as rpc
 from raftlog.topics.client import TopicClient
-from raftlog.topics.client_stream import POLL_INTERVAL
-from raftlog.topics.groups.sync_client import SyncGroupCalls
+from raftlog.topics.client_tx import Transaction
 from raftlog.topics.kv import SyncKeyValue
-from raftlog.topics.records import Expectation, LoggedRecord, PropertyValue, Record, RecordId
-from raftlog.topics.records_kv import Expected
+from raftlog.topics.records_tx import Actor
 from raftlog.topics.sync_client_tx import SyncTransaction
-from raftlog.topics.wire_tx import TransactionInfo
+
+T = TypeVar("T")
 
 
-async def _next(stream: AsyncIterator[LoggedRecord]) -> LoggedRecord | None:
-    try:
-        return await stream.__anext__()
-    except StopAsyncIteration:
-        return None
+def _sync_transaction(face: SyncTopicClient, handle: Transaction) -> SyncTransaction:
+    return SyncTransaction(handle, face._run)
 
 
-async def _close(stream: AsyncIterator[LoggedRecord]) -> None:
-    aclose = getattr(stream, "aclose", None)
-    if aclose is not None:
-        await aclose()
+class SyncTopicClient(ClosingFace):
+    """Blocking topic operations. Give it ``peers`` and ``ident`` (it then owns a
+    :class:`SyncRaftClient` and closes it), or ``client=`` an existing one to share (left
+    open)."""
 
-
-class SyncTopicClient(SyncGroupCalls):
-    """Blocking topic operations (the group calls: ``SyncGroupCalls``). Give it ``peers``
-    and ``ident`` (it then owns a :class:`SyncRaftClient` and closes it), or ``client=`` an
-    existing one to share (left open)."""
+    request = blocking(TopicClient.request)
+    propose = blocking(TopicClient.propose)
+    publish = blocking(TopicClient.publish)
+    publish_batch = blocking(TopicClient.publish_batch)
+    create_topic = blocking(TopicClient.create_topic)
+    update_topic = blocking(TopicClient.update_topic)
+    delete_topic = blocking(TopicClient.delete_topic)
+    begin_transaction = blocking_wrapped(TopicClient.begin_transaction, _sync_transaction)
+    transaction_status = blocking(TopicClient.transaction_status)
+    read = blocking(TopicClient.read)
+    subscribe = blocking_iter(TopicClient.subscribe)
+    describe = blocking(TopicClient.describe)
+    list_topics = blocking(TopicClient.list_topics)
+    record_counts = blocking(TopicClient.record_counts)
+    fetch = blocking(TopicClient.fetch)
+    # consumer groups (issue #27; ``raftlog.topics.groups.client.GroupCalls``)
+    create_group = blocking(TopicClient.create_group)
+    commit_group_position = blocking(TopicClient.commit_group_position)
+    group_positions = blocking(TopicClient.group_positions)
+    describe_group = blocking(TopicClient.describe_group)
+    claim_topic = blocking(TopicClient.claim_topic)
+    delete_group = blocking(TopicClient.delete_group)
+    list_groups = blocking(TopicClient.list_groups)
+    reset_group = blocking(TopicClient.reset_group)
+    lease = blocking(TopicClient.lease)
+    ack = blocking(TopicClient.ack)
+    nack = blocking(TopicClient.nack)
 
     def __init__(
         self,
@@ -80,17 +99,6 @@ class SyncTopicClient(SyncGroupCalls):
         return TopicClient(client.async_client)
 
     # -- lifecycle -------------------------------------------------------------------------
-    def __enter__(self) -> SyncTopicClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def close(self) -> None:
         """Close the topic client (and the SyncRaftClient if it owns it); idempotent."""
         if self._closed:
@@ -105,6 +113,7 @@ class SyncTopicClient(SyncGroupCalls):
 
     @property
     def raft_client(self) -> SyncRaftClient:
+        """The blocking raft client this one runs on (its loop thread is shared)."""
         return self._sync
 
     @property
@@ -114,92 +123,34 @@ class SyncTopicClient(SyncGroupCalls):
 
     @property
     def kv(self) -> SyncKeyValue:
-        """The key-value view of compacted topics (``raftlog.topics.kv``)."""
+        """The key-value view of compacted topics (``raftlog.topics.kv``; issue #29)."""
         return SyncKeyValue(self)
 
-    def run_coroutine(self, coro: Any) -> Any:
+    def run_coroutine(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine of ``async_topics`` on this client's loop; its result."""
         return self._run(coro)
 
-    def _run(self, coro: Any) -> Any:
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the shared loop thread (refused once this client is closed)."""
         if self._closed:
             coro.close()
             raise ClientClosedError("the topic client is closed")
         return self._sync.run(coro)
 
-    # -- publishing ------------------------------------------------------------------------
-    def publish(
-        self,
-        topic: str,
-        value: bytes,
-        *,
-        key: bytes | None = None,
-        headers: Mapping[str, bytes] | None = None,
-        timestamp_ms: int | None = None,
-        ttl_ms: int | None = None,
-        request_id: bytes | None = None,
-        timeout: float | None = None,
-        expect_last_id: Expected = None,
-        expect_key_last_id: Expected = None,
-    ) -> RecordId:
-        """See :meth:`TopicClient.publish` (``expect_*``: a conditional publish)."""
-        result: RecordId = self._run(
-            self._topics.publish(
-                topic,
-                value,
-                key=key,
-                headers=headers,
-                timestamp_ms=timestamp_ms,
-                ttl_ms=ttl_ms,
-                request_id=request_id,
-                timeout=timeout,
-                expect_last_id=expect_last_id,
-                expect_key_last_id=expect_key_last_id,
-            )
-        )
-        return result
+    def _iterate(self, stream: AsyncIterator[T], batch: int) -> Iterator[T]:
+        return self._sync.runner.iterate(stream, batch=batch, run=self._run, alive=self._alive)
 
-    def publish_batch(
-        self,
-        records: Sequence[Record],
-        *,
-        request_id: bytes | None = None,
-        timeout: float | None = None,
-        expect: Sequence[Expectation] = (),
-    ) -> list[RecordId]:
-        """See :meth:`TopicClient.publish_batch` (``expect``: a conditional publish)."""
-        result: list[RecordId] = self._run(
-            self._topics.publish_batch(
-                records, request_id=request_id, timeout=timeout, expect=expect
-            )
-        )
-        return result
+    def _alive(self) -> bool:
+        return not self._closed
+
+    @property
+    def _delegate(self) -> TopicClient:
+        return self._topics
 
     # -- transactions (issue #18) ----------------------------------------------------------
-    def begin_transaction(
-        self,
-        *,
-        timeout: float | None = None,
-        txid: str | None = None,
-        exist_ok: bool = False,
-        request_id: bytes | None = None,
-        request_timeout: float | None = None,
-    ) -> SyncTransaction:
-        """See :meth:`TopicClient.begin_transaction`."""
-        handle = self._run(
-            self._topics.begin_transaction(
-                timeout=timeout,
-                txid=txid,
-                exist_ok=exist_ok,
-                request_id=request_id,
-                request_timeout=request_timeout,
-            )
-        )
-        return SyncTransaction(handle, self._run)
-
-    def resume_transaction(self, txid: str) -> SyncTransaction:
+    def resume_transaction(self, txid: str, on_behalf_of: Actor | None = None) -> SyncTransaction:
         """See :meth:`TopicClient.resume_transaction`."""
-        return SyncTransaction(self._topics.resume_transaction(txid), self._run)
+        return SyncTransaction(self._topics.resume_transaction(txid, on_behalf_of), self._run)
 
     @contextlib.contextmanager
     def transaction(
@@ -217,147 +168,3 @@ class SyncTopicClient(SyncGroupCalls):
                 exc.add_note(f"rollback of transaction {tx.id} failed too: {failure!r}")
             raise
         tx.commit()
-
-    def transaction_status(
-        self, txid: str, *, url: str | None = None, timeout: float | None = None
-    ) -> TransactionInfo:
-        """See :meth:`TopicClient.transaction_status`."""
-        info: TransactionInfo = self._run(
-            self._topics.transaction_status(txid, url=url, timeout=timeout)
-        )
-        return info
-
-    # -- topics ----------------------------------------------------------------------------
-    def create_topic(
-        self,
-        name: str,
-        *,
-        retention_ms: int | None = None,
-        max_bytes: int | None = None,
-        max_record_bytes: int | None = None,
-        properties: Mapping[str, PropertyValue] | None = None,
-        exist_ok: bool = False,
-        timeout: float | None = None,
-    ) -> int | None:
-        """See :meth:`TopicClient.create_topic`."""
-        result: int | None = self._run(
-            self._topics.create_topic(
-                name,
-                retention_ms=retention_ms,
-                max_bytes=max_bytes,
-                max_record_bytes=max_record_bytes,
-                properties=properties,
-                exist_ok=exist_ok,
-                timeout=timeout,
-            )
-        )
-        return result
-
-    def update_topic(
-        self, name: str, changes: Mapping[str, PropertyValue], *, timeout: float | None = None
-    ) -> int:
-        """See :meth:`TopicClient.update_topic`."""
-        result: int = self._run(self._topics.update_topic(name, changes, timeout=timeout))
-        return result
-
-    def delete_topic(self, name: str, *, timeout: float | None = None) -> int:
-        """See :meth:`TopicClient.delete_topic`."""
-        result: int = self._run(self._topics.delete_topic(name, timeout=timeout))
-        return result
-
-    def describe(
-        self, topic: str, *, url: str | None = None, timeout: float | None = None
-    ) -> rpc.TopicInfo:
-        """See :meth:`TopicClient.describe`."""
-        result: rpc.TopicInfo = self._run(self._topics.describe(topic, url=url, timeout=timeout))
-        return result
-
-    def list_topics(
-        self, *, url: str | None = None, timeout: float | None = None
-    ) -> tuple[str, ...]:
-        """See :meth:`TopicClient.list_topics`."""
-        result: tuple[str, ...] = self._run(self._topics.list_topics(url=url, timeout=timeout))
-        return result
-
-    # -- reading ---------------------------------------------------------------------------
-    def read(
-        self,
-        topic: str,
-        *,
-        from_index: int | None = None,
-        from_position: int | None = None,
-        from_time_ms: int | None = None,
-        inclusive: bool = True,
-        limit: int = rpc.DEFAULT_READ_LIMIT,
-        url: str | None = None,
-        timeout: float | None = None,
-        consistency: str = "any",
-        min_index: int | None = None,
-    ) -> rpc.ReadResult:
-        """See :meth:`TopicClient.read`."""
-        result: rpc.ReadResult = self._run(
-            self._topics.read(
-                topic,
-                from_index=from_index,
-                from_position=from_position,
-                from_time_ms=from_time_ms,
-                inclusive=inclusive,
-                limit=limit,
-                url=url,
-                timeout=timeout,
-                consistency=consistency,
-                min_index=min_index,
-            )
-        )
-        return result
-
-    def subscribe(
-        self,
-        topics: Sequence[str],
-        *,
-        from_index: int | None = None,
-        from_time_ms: int | None = None,
-        start: Literal["beginning", "end"] = "beginning",
-        url: str | None = None,
-        poll_interval: float = POLL_INTERVAL,
-    ) -> Iterator[LoggedRecord]:
-        """See :meth:`TopicClient.subscribe`; a blocking iterator that follows forever."""
-        stream = self._run(
-            self._open(
-                topics=topics,
-                from_index=from_index,
-                from_time_ms=from_time_ms,
-                start=start,
-                url=url,
-                poll_interval=poll_interval,
-            )
-        )
-        return self._iterate(stream)
-
-    async def _open(
-        self,
-        *,
-        topics: Sequence[str],
-        from_index: int | None,
-        from_time_ms: int | None,
-        start: Literal["beginning", "end"],
-        url: str | None,
-        poll_interval: float,
-    ) -> AsyncIterator[LoggedRecord]:
-        return self._topics.subscribe(
-            topics,
-            from_index=from_index,
-            from_time_ms=from_time_ms,
-            start=start,
-            url=url,
-            poll_interval=poll_interval,
-        )
-
-    def _iterate(self, stream: AsyncIterator[LoggedRecord]) -> Generator[LoggedRecord, None, None]:
-        try:
-            while (item := self._run(_next(stream))) is not None:
-                yield item
-        finally:
-            if not self._closed:
-                with contextlib.suppress(ClientClosedError, RuntimeError):
-                    self._run(_close(stream))

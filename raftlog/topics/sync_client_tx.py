@@ -11,88 +11,48 @@ Usage::
 
 Each call runs the async handle's method on the SyncRaftClient's loop thread (through the
 owning ``SyncTopicClient``), so arguments, errors and exactly-once behaviour are the async
-API's.
+API's. The methods delegate to :class:`Transaction` (``raftlog.client.blocking``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
+from raftlog.client.blocking import BlockingFace, blocking
 from raftlog.topics.client_tx import Transaction
-from raftlog.topics.records import Record
-from raftlog.topics.wire_tx import TransactionInfo
+
+T = TypeVar("T")
 
 Runner = Callable[[Coroutine[Any, Any, Any]], Any]
 """Runs a coroutine on the client's loop and returns its result (``SyncTopicClient._run``)."""
 
 
-class SyncTransaction:
+class SyncTransaction(BlockingFace):
     """A blocking handle on one transaction (see :class:`Transaction` for the semantics)."""
+
+    store = blocking(Transaction.store)
+    publish = blocking(Transaction.publish)
+    commit = blocking(Transaction.commit)
+    rollback = blocking(Transaction.rollback)
+    status = blocking(Transaction.status)
 
     def __init__(self, handle: Transaction, run: Runner) -> None:
         self._handle = handle
-        self._run = run
+        self._runner = run
 
     @property
     def id(self) -> str:
         """The transaction id (give it to ``resume_transaction`` elsewhere)."""
         return self._handle.id
 
+    @property
+    def _delegate(self) -> Transaction:
+        return self._handle
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        result: T = self._runner(coro)
+        return result
+
     def __repr__(self) -> str:
         return f"SyncTransaction({self.id!r})"
-
-    def store(
-        self,
-        topic: str | None,
-        records: Sequence[bytes | Record],
-        *,
-        request_id: bytes | None = None,
-        timeout: float | None = None,
-    ) -> int:
-        """See :meth:`Transaction.store`."""
-        index: int = self._run(
-            self._handle.store(topic, records, request_id=request_id, timeout=timeout)
-        )
-        return index
-
-    def publish(
-        self,
-        topic: str,
-        value: bytes,
-        *,
-        key: bytes | None = None,
-        headers: Mapping[str, bytes] | None = None,
-        timestamp_ms: int | None = None,
-        ttl_ms: int | None = None,
-        request_id: bytes | None = None,
-        timeout: float | None = None,
-    ) -> int:
-        """See :meth:`Transaction.publish`."""
-        index: int = self._run(
-            self._handle.publish(
-                topic,
-                value,
-                key=key,
-                headers=headers,
-                timestamp_ms=timestamp_ms,
-                ttl_ms=ttl_ms,
-                request_id=request_id,
-                timeout=timeout,
-            )
-        )
-        return index
-
-    def commit(self, *, request_id: bytes | None = None, timeout: float | None = None) -> int:
-        """See :meth:`Transaction.commit`."""
-        index: int = self._run(self._handle.commit(request_id=request_id, timeout=timeout))
-        return index
-
-    def rollback(self, *, request_id: bytes | None = None, timeout: float | None = None) -> None:
-        """See :meth:`Transaction.rollback`."""
-        self._run(self._handle.rollback(request_id=request_id, timeout=timeout))
-
-    def status(self, *, url: str | None = None, timeout: float | None = None) -> TransactionInfo:
-        """See :meth:`Transaction.status`."""
-        info: TransactionInfo = self._run(self._handle.status(url=url, timeout=timeout))
-        return info

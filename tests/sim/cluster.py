@@ -1,11 +1,14 @@
 """Simulated peers: a ``RaftCore`` over in-memory stores, a transport shim and a driver loop.
 
-``SimCluster.step()`` is one tick: tick every live core, deliver the messages due, then drain
-each node's Readies with the production ``ReadyExecutor`` (``raftlog.server.ready_executor``)
+``SimCluster.step()`` is one tick: every live node runs the peer's own loop step
+(``raftlog.server.loop_step.loop_step``) with this simulated network as its inputs and the
+tick counter as its clock -- the messages due are stepped in, the core ticks once, then the
+production ``ReadyExecutor`` (``raftlog.server.ready_executor``) carries out its Readies,
 injected with in-memory stores, this simulated network, crash points and ``SimWrites`` -- the
 simulated storage thread: a Ready's writes complete some ticks later (in order, as one WAL
 does), the node keeps taking Readies meanwhile, and a crash loses what is not written yet.
-So the seeds check the order the peers run, not a copy of it. Crash points between the
+So the seeds check the order the peers run, not a copy of it: the simulator never orders
+the phases itself (a structure test checks it). Crash points between the
 executor's steps model a process dying in the middle of a Ready; ``crash``/``restart``
 rebuild a core from the durable stores only.
 """
@@ -24,7 +27,7 @@ from raftlog.consensus.settings import CoreConfig
 from raftlog.entry import LogEntry
 from raftlog.ids import make_request_id
 from raftlog.rpc.messages import ConfigPayload, Peer, PeerRequest, PeerResponse
-from raftlog.server.node import MAX_TICK_BACKLOG
+from raftlog.server.loop_step import loop_step
 from raftlog.server.ready_executor import ReadyExecutor
 from raftlog.storage.base import HardState
 from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore, MemorySnapshotStore
@@ -132,6 +135,32 @@ class _SimOutbox:
         self._cluster.send_reply(self._node, token, message)
 
 
+class _SimInputs:
+    """The loop step's inputs for one node (``StepInputs``): what the network delivers to it
+    this tick and the ticks that passed. No timers, nothing streams."""
+
+    def __init__(self, cluster: SimCluster, node: SimNode) -> None:
+        self._cluster = cluster
+        self._node = node
+        self.inbox: list[tuple[str, object]] = []
+        self.ticks = 0
+
+    def drain_inputs(self) -> None:
+        inbox, self.inbox = self.inbox, []
+        for src, payload in inbox:
+            self._cluster.deliver(src, self._node.id, payload)
+
+    def ticks_due(self, now: float) -> int:
+        ticks, self.ticks = self.ticks, 0
+        return ticks
+
+    def on_ticked(self, now: float) -> None:
+        """The simulated peer runs no timers."""
+
+    def after_readies(self, now: float) -> None:
+        """Nothing streams in the simulator."""
+
+
 class SimWrites:
     """The simulated storage thread (``DurableWrites``): each write completes ``delay`` ticks
     after it was submitted (the node's ``persist_delay``, else random up to the cluster's
@@ -232,6 +261,8 @@ class SimNode:
         """The simulated storage thread (set by ``SimCluster``)."""
         self.executor: ReadyExecutor
         """The production Ready executor over this node's stores (set by ``SimCluster``)."""
+        self.inputs: _SimInputs
+        """What the loop step steps into this node (set by ``SimCluster``)."""
 
     @property
     def alive(self) -> bool:
@@ -257,6 +288,7 @@ class SimCluster:
         for node in self.nodes.values():
             node.writes = SimWrites(self, node)
             node.executor = self._executor_of(node)
+            node.inputs = _SimInputs(self, node)
         self.crash_in_ready = 0.0
         self.restart_after = (1, 60)
         self.max_persist_delay = 0
@@ -286,17 +318,29 @@ class SimCluster:
             if at <= self.tick:
                 del self.restart_at[peer_id]
                 self.restart(peer_id)
-        for node in self.nodes.values():
-            if node.core is not None and node.id not in self.paused:
-                node.core.tick()
+        inboxes: dict[str, list[tuple[str, object]]] = {}
         for src, dst, payload in self.network.due(self.tick):
             if dst in self.paused:
                 self.paused[dst][1].append((src, payload))  # queued in its sockets
                 continue
-            self.deliver(src, dst, payload)
+            inboxes.setdefault(dst, []).append((src, payload))
         for node in self.nodes.values():
             if node.id not in self.paused:
-                self.drain(node)
+                self.run_step(node, inboxes.get(node.id, ()), ticks=1)
+
+    def run_step(self, node: SimNode, inbox: Sequence[tuple[str, object]], ticks: int) -> None:
+        """One pass of the peer's loop (``loop_step``) for ``node``: ``inbox`` stepped in,
+        ``ticks`` of time, then its Readies; a dead node runs nothing (what reached it is
+        lost, as on a real network)."""
+        if node.core is None:
+            return
+        node.inputs.inbox.extend(inbox)
+        node.inputs.ticks = ticks
+        loop_step(node.core, node.executor, node.inputs, self._clock, hold_while_writing=False)
+
+    def _clock(self) -> float:
+        """The loop step's clock: simulated seconds."""
+        return self.tick * TICK_MS / 1000.0
 
     def _executor_of(self, node: SimNode) -> ReadyExecutor:
         """The production executor, injected with this node's in-memory stores, the
@@ -311,6 +355,7 @@ class SimCluster:
             writes=node.writes,
             react=lambda ready: self._react(node, ready),
             crash_point=lambda where: self._crash_here(node, where),
+            inspect=lambda ready: self._inspect(node, ready),
         )
 
     # -- transport shim -------------------------------------------------------------------
@@ -348,6 +393,8 @@ class SimCluster:
 
     # -- the driver loop ------------------------------------------------------------------
     def _crash_here(self, node: SimNode, where: str) -> bool:
+        if where == "while_writing" and not node.writes.in_flight:
+            return False  # only a node with a write in flight can die in the middle of it
         if self.crash_in_ready and self.rng.random() < self.crash_in_ready:
             self.crash(node.id, where)
             self.restart_at[node.id] = self.tick + self.rng.randint(*self.restart_after)
@@ -355,26 +402,19 @@ class SimCluster:
         return False
 
     def drain(self, node: SimNode) -> None:
-        """Carry out the node's Readies with the production ``ReadyExecutor``: complete those
-        whose writes are durable by now, then dispatch every pending one. With
-        ``max_persist_delay`` a write completes some ticks later (a slow fsync on the storage
-        thread): ``messages_now`` are out already, the node keeps taking Readies and inputs,
-        and a crash in between loses the write."""
-        executor = node.executor
-        if node.core is None:
-            return
-        if node.writes.in_flight and self._crash_here(node, "while_writing"):
-            return
-        if not executor.collect():
-            return
-        while node.core is not None and node.core.has_ready():
-            ready = node.core.ready()
-            if self.observer is not None:
-                self.observer.on_ready(node, ready)
-            if ready.soft_state is not None:
-                self.trace.add("soft", node.id, ready.soft_state)
-            if not executor.execute(ready):
-                return
+        """Carry out the node's Readies: a loop step with no input and no time (the
+        production ``ReadyExecutor`` completes those whose writes are durable by now, then
+        dispatches every pending one). With ``max_persist_delay`` a write completes some
+        ticks later (a slow fsync on the storage thread): ``messages_now`` are out already,
+        the node keeps taking Readies and inputs, and a crash in between loses the write."""
+        self.run_step(node, (), ticks=0)
+
+    def _inspect(self, node: SimNode, ready: Ready) -> None:
+        """Each Ready the executor takes, before it is carried out: the invariant checker."""
+        if self.observer is not None:
+            self.observer.on_ready(node, ready)
+        if ready.soft_state is not None:
+            self.trace.add("soft", node.id, ready.soft_state)
 
     def _react(self, node: SimNode, ready: Ready) -> None:
         for op in ready.snapshot_ops:
@@ -392,17 +432,12 @@ class SimCluster:
         self.paused.setdefault(peer_id, (self.tick, []))
 
     def resume(self, peer_id: str) -> None:
-        """SIGCONT, as the peer's loop (``PeerNode.run``) wakes: it drains everything that
-        queued up, then ticks once for the time that passed (capped at the driver's
-        ``MAX_TICK_BACKLOG``), then carries out its Readies."""
+        """SIGCONT: the peer's loop step wakes -- it drains everything that queued up, then
+        ticks once for the time that passed (capped at ``MAX_TICK_BACKLOG``), then carries
+        out its Readies."""
         paused_at, queued = self.paused.pop(peer_id)
         self.trace.add("resume", peer_id, self.tick - paused_at)
-        node = self.nodes[peer_id]
-        for src, payload in queued:
-            self.deliver(src, peer_id, payload)
-        if node.core is not None and self.tick > paused_at:
-            node.core.tick(min(self.tick - paused_at, MAX_TICK_BACKLOG))
-        self.drain(node)
+        self.run_step(self.nodes[peer_id], queued, ticks=self.tick - paused_at)
 
     def crash(self, peer_id: str, why: str = "crash") -> None:
         node = self.nodes[peer_id]

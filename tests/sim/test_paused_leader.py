@@ -8,7 +8,8 @@ was stopped. Ticking that span one tick at a time ran its freshly reset election
 once: it campaigned with term + 1, the new leader (a leader is never "sticky") adopted the
 term and stepped down, and a second election followed every pause. ``RaftCore.tick(count)``
 counts inputs read before a span as observed at its end. ``SimCluster.resume`` drives the
-core exactly as ``PeerNode.run`` does (drain, one ``tick(span)``, Readies).
+core exactly as ``PeerNode.run`` does -- both run ``loop_step`` (drain, one ``tick(span)``,
+Readies).
 """
 
 from __future__ import annotations

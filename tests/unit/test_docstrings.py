@@ -1,6 +1,7 @@
-"""Docstrings that say why on every public name of ``raftlog/server``, ``raftlog/statemachine``
-and ``raftlog/cli`` (modules, classes, functions, methods and properties; names starting with
-an underscore are private; dunder methods and Protocol/enum members inherit their meaning)."""
+"""Docstrings that say why on every public name of ``raftlog/server``, ``raftlog/statemachine``,
+``raftlog/cli`` and (issue #26) ``raftlog/rpc``, ``raftlog/storage``, ``raftlog/consensus``
+(modules, classes, functions, methods and properties; names starting with an underscore are
+private; dunder methods and Protocol/enum members inherit their meaning)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("server", "statemachine", "cli")
+PACKAGES = ("server", "statemachine", "cli", "rpc", "storage", "consensus")
 
 
 def public_names_without_docstring(path: Path) -> Iterator[str]:

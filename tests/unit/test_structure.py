@@ -206,3 +206,53 @@ def test_no_topic_module_outside_the_topics_package() -> None:
     assert stray - TOPIC_ADAPTERS == set()
     assert {str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")} >= TOPIC_ADAPTERS
 
+
+
+MAX_PEER_NODE_ATTRIBUTES = 15
+
+
+def instance_attributes(path: Path, class_name: str) -> set[str]:
+    """Names a class assigns on ``self`` anywhere in its methods."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name)
+    return {
+        target.attr
+        for node in ast.walk(cls)
+        for target in (
+            node.targets if isinstance(node, ast.Assign)
+            else [node.target] if isinstance(node, ast.AnnAssign | ast.AugAssign) else []
+        )
+        for target in (target.elts if isinstance(target, ast.Tuple) else [target])
+        if isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+    }
+
+
+def test_the_attribute_counter_sees_tuple_and_annotated_assignments(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text(
+        "class C:\n    def f(self):\n        self.a, self.b = 1, 2\n        self.c: int = 3\n"
+    )
+    assert instance_attributes(source, "C") == {"a", "b", "c"}
+
+
+def test_the_peer_node_stays_a_thin_driver() -> None:
+    """Issue #26: the wiring lives in ``build_peer`` and its parts are grouped
+    (``PeerParts``); a ``PeerNode`` gaining attributes again is the wiring creeping back."""
+    names = instance_attributes(ROOT / "raftlog" / "server" / "node.py", "PeerNode")
+    assert len(names) <= MAX_PEER_NODE_ATTRIBUTES, sorted(names)
+
+
+def test_observability_imports_nothing_from_rest() -> None:
+    """Issue #26: the listener serves the REST routes it is handed (a ``mount`` callback);
+    what both need -- the HTTP error type, token auth, app keys -- lives in ``raftlog.web``."""
+    graph = import_graph()
+    escapes = sorted(
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        if name.startswith("raftlog.observability")
+        for target in targets
+        if target.startswith("raftlog.rest")
+    )
+    assert escapes == []

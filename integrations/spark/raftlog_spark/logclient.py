@@ -1,11 +1,12 @@
 """``LogClient``: the raftlog client as the driver and the tasks use it.
 
 It drives an asyncio :class:`raftlog.client.RaftClient` on a private event loop in a thread
-of its own, and hands stream items over in chunks of up to ``CHUNK_ENTRIES`` entries /
-``CHUNK_BYTES`` bytes: while the caller decodes one chunk, the loop thread already pulls
-(and acknowledges) the next, so the peer keeps streaming during decoding. ``SyncRaftClient``
-hops threads once per entry, which caps a task at ~8,500 entries/s on the reference machine.
-Leader following, retries and fail-over are the
+of its own (raftlog's loop-thread runner, ``raftlog.client.runner.LoopThread``), and hands
+stream items over in chunks of up to ``CHUNK_ENTRIES`` entries / ``CHUNK_BYTES`` bytes:
+while the caller decodes one chunk, the loop thread already pulls (and acknowledges) the
+next, so the peer keeps streaming during decoding. ``SyncRaftClient`` hops threads once per
+entry, which caps a task at ~8,500 entries/s on the reference machine. Leader following,
+retries and fail-over are the
 client's; :meth:`LogClient.stream_range` adds what a task needs on top: a range is read to
 its end even if the stream ends early (a new leader whose state machine still lags) or the
 client gives up for a while (an election longer than the client's timeout), as long as
@@ -18,7 +19,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from types import TracebackType
@@ -26,6 +26,7 @@ from typing import Any, Final, TypeVar
 
 from raftlog.client import IndexedEntry, RaftClient, RequestLogInfoResponse, SnapshotChunk
 from raftlog.client.consistency import read_index
+from raftlog.client.runner import LoopThread
 from raftlog.errors import ClusterUnavailableError, RaftlogError, TopicError
 from raftlog.security.settings import CurveClient
 from raftlog.topics.client import TopicClient
@@ -76,11 +77,9 @@ class LogClient:
         self.ident = ident
         self.timeout = timeout
         self.curve = curve
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="raftlog-spark-client", daemon=True
-        )
-        self._thread.start()
+        self._runner = LoopThread("raftlog-spark-client", owner="LogClient")
+        self._runner.start()
+        self._loop = self._runner.loop
         self._topics: TopicClient | None = None
         try:
             self._client: RaftClient = self._run(self._create())
@@ -103,7 +102,7 @@ class LogClient:
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # no running loop in this thread: the normal case
-            return asyncio.run_coroutine_threadsafe(coro, self._loop)
+            return self._runner.submit(coro)
         coro.close()
         raise RuntimeError("LogClient cannot be used inside a running event loop")
 
@@ -111,9 +110,7 @@ class LogClient:
         return self._submit(coro).result()
 
     def _stop_loop(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
+        self._runner.stop(timeout=None)  # its thread closes the loop
 
     def close(self) -> None:
         if self._loop.is_closed():

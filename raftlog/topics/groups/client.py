@@ -57,6 +57,7 @@ class GroupCalls:
 
     async def create_group(
         self: _Transport,
+        /,
         name: str,
         *,
         mode: Literal["stream", "queue"],

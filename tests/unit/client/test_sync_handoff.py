@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 
 from raftlog.client.entries import EntryStream
-from raftlog.client.sync import _next_items
+from raftlog.client.runner import next_items as _next_items
 
 
 class _FakeStream:

@@ -7,16 +7,16 @@ import pytest
 
 from raftlog.errors import ConfigError, TopicError
 from raftlog.rest.app import build_rest_app
-from raftlog.rest.auth import Authenticator
 from raftlog.rest.bodies import decode_messages, encode_payload, format_id, parse_id
 from raftlog.rest.context import RestContext
-from raftlog.rest.errors import RestError
 from raftlog.rest.gateway import ClusterGateway
 from raftlog.rest.names import Namespaces
 from raftlog.rest.openapi import openapi_document
 from raftlog.rest.settings import RestSettings, rest_settings
 from raftlog.rest.topic_routes import parse_properties
 from raftlog.topics.records import RecordId
+from raftlog.web.auth import Authenticator
+from raftlog.web.errors import RestError
 
 NS = Namespaces(RestSettings(namespaces=("default", "billing")))
 

@@ -13,7 +13,6 @@ from raftlog.cli.admin import build_parser
 from raftlog.cli.admin_topics import property_lines
 from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import TopicError
-from raftlog.rest.errors import RestError
 from raftlog.rest.openapi import openapi_document
 from raftlog.rest.topic_routes import describe_body, parse_properties
 from raftlog.statemachine.composite import CompositeStateMachine
@@ -30,6 +29,7 @@ from raftlog.topics.records import (
     encode_command,
 )
 from raftlog.topics.snapshot import parse_snapshot, snapshot_part
+from raftlog.web.errors import RestError
 
 TEXT = "orders of the shop, one record per order (owner: team-shop) — ü"
 

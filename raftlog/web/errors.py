@@ -1,5 +1,5 @@
-"""REST errors: one exception type carrying the HTTP status, and the mapping from the
-cluster's typed errors onto status codes.
+"""HTTP errors (the REST API's and the monitoring endpoints'): one exception type carrying
+the HTTP status, and the mapping from the cluster's typed errors onto status codes.
 
 Why one place: every handler raises; the middleware (``raftlog.rest.app``) turns the
 exception into the same JSON body ``{"error": CODE, "message": TEXT, ...}``, so a client

@@ -22,9 +22,9 @@ import structlog
 from aiohttp import web
 
 from raftlog.errors import ConfigError
-from raftlog.rest.errors import RestError
 from raftlog.security.policy import AccessPolicy, Principal, Role
 from raftlog.security.settings import PeerSecurity
+from raftlog.web.errors import RestError
 
 RELOAD_CHECK: Final = 1.0
 """Seconds between two looks at the allowlist's modification time."""
