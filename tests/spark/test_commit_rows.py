@@ -43,7 +43,7 @@ def _log() -> list[tuple[int, LogEntry]]:
 
 
 def _resolver(asked: list[int]) -> Any:
-    def records(index: int) -> list[LoggedRecord]:
+    def records(index: int, stamp: int = 0) -> list[LoggedRecord]:
         asked.append(index)
         return [
             LoggedRecord(RecordId(index, 0), COMMIT_MS, Record("a", b"a0", b"k", {"h": b"1"}, 5)),

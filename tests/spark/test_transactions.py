@@ -213,3 +213,42 @@ def test_stream_across_a_commit(spark: SparkSession, tx_log: TxLog, tmp_path: Pa
     ]
     assert len({(r[0], r[1]) for r in rows}) == len(rows)
     assert not set(HIDDEN) & {r[5] for r in rows}
+
+
+def test_a_task_resolves_its_commits_from_the_plan_without_topic_reads(
+    tx_log: TxLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #31: planning ships each partition its commits and their stores (one ``TC``
+    answer); a task reads the stores from the log, never a ``TR`` round trip per commit."""
+    from raftlog_spark import commits as tr_commits  # noqa: PLC0415
+    from raftlog_spark.options import parse_options  # noqa: PLC0415
+    from raftlog_spark.scan import base_spec, read_partition, weighted_split  # noqa: PLC0415
+
+    def no_topic_reads(*_: Any) -> Any:
+        raise AssertionError("a commit was resolved by TR reads")
+
+    opts = parse_options(source_options(tx_log.cluster, entriesPerPartition=FILLER // 4))
+    spec = base_spec(opts)
+    cluster = tx_log.cluster
+    with LogClient(tuple(cluster.urls), cluster.ident, 30.0) as client:
+        last = client.log_info().commit_index
+        parts = weighted_split(client, opts, spec, ((tx_log.first, last),))
+    assert sum(len(p.commits.commits) for p in parts if p.commits) >= 2  # kept + later ones
+    monkeypatch.setattr(tr_commits.CommitReader, "records", no_topic_reads)
+    rows = [
+        row
+        for part in parts
+        for batch in read_partition(opts, spec, part)
+        for row in zip(
+            *(batch.column(c).to_pylist() for c in ("index", "position", "topic", "value")),
+            strict=True,
+        )
+    ]
+    c = tx_log.commit
+    assert [(r[0], r[1], r[3]) for r in rows if r[0] == c] == [
+        (c, 0, b"committed-1"),
+        (c, 1, b"other-1"),
+        (c, 2, b"committed-2"),
+    ]
+    expected = [(r[0], r[1], r[2], r[4]) for r in _tr_rows(cluster, TOPICS, tx_log.first)]
+    assert sorted(r for r in rows if r[2] is not None) == [r for r in expected if r[0] <= last]

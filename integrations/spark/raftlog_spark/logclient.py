@@ -209,14 +209,22 @@ class LogClient:
         return counts
 
     async def _record_counts(
-        self, lo: int, hi: int, step: int, topics: frozenset[str] | None
+        self, lo: int, hi: int, step: int, topics: frozenset[str] | None, commits: bool = False
     ) -> CountsResult | None:
+        """``commits``: the range's transaction commits too (issue #31), when the peer
+        knows how (a peer from before answers ``BadRequest``: asked again without)."""
         names = None if topics is None else sorted(topics)
         timeout = min(self.timeout, COUNTS_TIMEOUT)
         try:
-            return await self.topics.record_counts(lo, hi, step=step, topics=names, timeout=timeout)
+            return await self.topics.record_counts(
+                lo, hi, step=step, topics=names, timeout=timeout, commits=commits
+            )
         except ClusterUnavailableError:
             return None
+        except TopicError as exc:
+            if not commits or exc.name != "BadRequest":
+                raise
+        return await self._record_counts(lo, hi, step, topics)
 
     def plan_facts(
         self,
@@ -230,13 +238,13 @@ class LogClient:
     ) -> tuple[TopicView | None, CountsResult | None, tuple[str, ...]]:
         """What planning a read asks the cluster, asked at once (each request's latency
         is paid once, not one after the other): the topic view of ``view_topics`` (unless
-        not ``with_view``), :meth:`record_counts` and :meth:`cluster_urls`."""
+        not ``with_view``), :meth:`record_counts` with the range's transaction commits
+        (when there is a view: topic rows are read) and :meth:`cluster_urls`."""
 
         async def facts() -> tuple[TopicView | None, CountsResult | None, tuple[str, ...]]:
             view = self._topic_view(view_topics) if with_view else asyncio.sleep(0, None)
-            return await asyncio.gather(
-                view, self._record_counts(lo, hi, step, counted), self._cluster_urls()
-            )
+            counts = self._record_counts(lo, hi, step, counted, commits=with_view)
+            return await asyncio.gather(view, counts, self._cluster_urls())
 
         result: tuple[TopicView | None, CountsResult | None, tuple[str, ...]] = self._call(facts())
         return result

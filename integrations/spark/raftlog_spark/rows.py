@@ -48,8 +48,9 @@ STATE: Final = int(EntryType.STATE)
 _NO_HEADERS: Final[tuple[Mapping[str, bytes]]] = ({},)
 """The headers of a raw row (none)."""
 
-CommitRecords = Callable[[int], Sequence[LoggedRecord]]
-"""The records commit ``index`` made visible, already filtered by the topic read rules."""
+CommitRecords = Callable[[int, int], Sequence[LoggedRecord]]
+"""The records commit ``index`` (appended at the given ms) made visible, already filtered by
+the topic read rules."""
 
 
 class RowBuilder:
@@ -227,7 +228,9 @@ class RowBuilder:
             return
         topic_ok = self._topic_ok
         items = [
-            item for item in self._commits(index) if topic_ok is None or topic_ok(item.record.topic)
+            item
+            for item in self._commits(index, stamp)
+            if topic_ok is None or topic_ok(item.record.topic)
         ]
         self.decoded += 1
         for item in items:
