@@ -21,8 +21,9 @@ At most ``MAX_BUCKETS`` buckets. With ``commits: true`` the answer also lists th
 transaction commits in the range that made records visible, each with its stores
 ``(store index, records)`` in order (issue #31: a reader resolves every commit of its range
 from one answer instead of one ``TR`` per commit and topic); at most ``MAX_COMMITS`` of
-them (``MAX_COMMIT_STORES`` stores), and ``commits_to`` is the last index the list is complete up to. A peer from before
-``commits`` refuses the key (``BadRequest``); the reader then asks without it.
+them (``MAX_COMMIT_STORES`` stores), and ``commits_to`` is the last index the list is
+complete up to. A peer from before ``commits`` refuses the key (``BadRequest``); the reader
+then asks without it.
 ``applied`` is the responder's applied index (nothing after it is counted), ``first_index``
 its first log index (nothing before it is counted).
 
