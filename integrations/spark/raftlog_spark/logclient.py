@@ -69,8 +69,13 @@ class LogClient:
         ident: str,
         timeout: float,
         curve: CurveClient | None = None,
+        *,
+        answered_before: bool = False,
     ) -> None:
         self.peers = peers
+        self.answered_before = answered_before
+        """The cluster answered this read before (a task: planning talked to it), so
+        silence is the cluster going away, not a wrong ident (:func:`diagnose`)."""
         self.ident = ident
         self.timeout = timeout
         self.curve = curve
@@ -145,8 +150,12 @@ class LogClient:
         try:
             info: RequestLogInfoResponse = self._run(self._client.request_log_info())
         except ClusterUnavailableError as exc:
-            raise RaftlogSourceError(diagnose(self.peers, self.ident, self.timeout, exc)) from exc
+            raise RaftlogSourceError(self._diagnose(exc)) from exc
         return info
+
+    def _diagnose(self, exc: BaseException, waited: float | None = None) -> str:
+        seen, peers = self.answered_before, self.peers
+        return diagnose(peers, self.ident, self.timeout, exc, answered_before=seen, waited=waited)
 
     def call(self, coro: Any) -> Any:
         """Run a call of the client or its :attr:`topics` (a coroutine) on the client's
@@ -158,7 +167,7 @@ class LogClient:
         try:
             return self._run(coro)
         except ClusterUnavailableError as exc:
-            raise RaftlogSourceError(diagnose(self.peers, self.ident, self.timeout, exc)) from exc
+            raise RaftlogSourceError(self._diagnose(exc)) from exc
 
     def check_topics(self, names: frozenset[str]) -> None:
         """Raise raftlog's ``UnknownTopic`` ``TopicError`` for a name that is no topic (the
@@ -259,7 +268,7 @@ class LogClient:
         try:
             counted: tuple[int, int] = self._run(self._publish_all(items, window))
         except ClusterUnavailableError as exc:
-            raise RaftlogSourceError(diagnose(self.peers, self.ident, self.timeout, exc)) from exc
+            raise RaftlogSourceError(self._diagnose(exc)) from exc
         return counted
 
     async def _publish_all(
@@ -399,12 +408,25 @@ class LogClient:
             if next_index > hi:
                 return
             if clock() - progress > self.timeout:
-                raise RaftlogSourceError(
-                    f"raftlog source: no progress reading entries {next_index}..{hi} for "
-                    f"{self.timeout:g}s (peers {', '.join(self.peers)}): "
-                    f"{last_error or 'the leader serves no further entries'}"
-                ) from last_error
+                waited = clock() - progress
+                raise self._no_progress(next_index, hi, last_error, waited) from last_error
             time.sleep(RETRY_PAUSE)  # the stream stopped short: a new leader catching up
+
+    def _no_progress(
+        self, next_index: int, hi: int, last_error: BaseException | None, waited: float
+    ) -> RaftlogSourceError:
+        """A task's range stopped for ``timeout``: the cluster went away (which peers do
+        what: :func:`diagnose`), or the leader serves no further entries."""
+        if isinstance(last_error, ClusterUnavailableError):
+            self.answered_before = True  # it served this range's planning
+            return RaftlogSourceError(
+                f"{self._diagnose(last_error, waited)}; reading entries {next_index}..{hi}"
+            )
+        return RaftlogSourceError(
+            f"raftlog source: no progress reading entries {next_index}..{hi} for "
+            f"{self.timeout:g}s (peers {', '.join(self.peers)}): "
+            f"{last_error or 'the leader serves no further entries'}"
+        )
 
     def _lost(self, next_index: int, first_index: int, hi: int, fail: bool) -> int:
         last_lost = min(first_index - 1, hi)

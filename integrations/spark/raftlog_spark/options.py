@@ -127,7 +127,12 @@ class SourceOptions:
                 f"raftlog source: option {', '.join(bad)} applies to {other} only"
             )
         if mode == "batch" and self.starting_offsets == "latest":
-            raise _fail("startingOffsets", "latest", "a batch read starts at earliest or an index")
+            raise _fail(
+                "startingOffsets",
+                "latest",
+                'a batch read starts at earliest, an index N >= 0, or {"index": N} (latest is '
+                "for streams; a batch read ends at latest by default)",
+            )
         return self
 
     @property
@@ -158,11 +163,21 @@ def _bool(name: str, value: str) -> bool:
     raise _fail(name, value, "must be true or false")
 
 
+OFFSET_FORMS: Final = {
+    "startingOffsets": 'earliest, latest (streams only), an index N >= 0, or {"index": N}',
+    "endingOffsets": 'latest, an index N >= 0, or {"index": N}',
+}
+"""Every valid form of the offset options, for their error messages."""
+
+
 def _offset(name: str, value: str) -> int:
     """An index, given plainly or as the source's offset ``{"index": N}``."""
     text = value.strip()
     match = re.fullmatch(r'\{\s*"index"\s*:\s*(\d+)\s*\}', text)
-    return _int(name, match.group(1) if match else text, 0)
+    number = match.group(1) if match else text
+    if not re.fullmatch(r"\d+", number):
+        raise _fail(name, value, f"must be {OFFSET_FORMS.get(name, 'an index N >= 0')}")
+    return int(number)
 
 
 def _duration(name: str, value: str) -> float:

@@ -34,7 +34,8 @@ def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Itera
         return
     view: TopicView | None = getattr(partition, "view", None)
     peer: str | None = getattr(partition, "peer", None)
-    with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
+    curve = opts.curve()
+    with LogClient(opts.peers, opts.ident, opts.timeout, curve, answered_before=True) as client:
 
         def chunks() -> Iterator[list[Any]]:
             for lo, hi in ranges:

@@ -17,7 +17,7 @@ from raftlog_spark.logclient import LogClient
 from raftlog_spark.options import SourceOptions
 from raftlog_spark.planning import LogPosition, stream_ranges, time_ranges
 from raftlog_spark.scan import base_spec, counted_topics, read_partition, weighted_split
-from raftlog_spark.setup import one_line_errors
+from raftlog_spark.setup import one_line_errors, one_line_rows
 
 try:  # PySpark >= 4.2: admission control and Trigger.AvailableNow for Python streams
     _stream_api: Any = importlib.import_module("pyspark.sql.streaming.datasource")
@@ -203,6 +203,13 @@ class RaftlogStreamReader(DataSourceStreamReader, _SupportsTriggerAvailableNow):
         return segments[-1].hi
 
     def reportLatestOffset(self) -> dict[str, int] | None:  # noqa: N802
+        """The last committed index, for the query progress' ``latestOffset`` (asked for
+        when no trigger has asked yet, e.g. right after a restart)."""
+        if self._latest is None:
+            try:
+                self._position()
+            except RaftlogSourceError:
+                return None  # the progress report must not fail the query
         return None if self._latest is None else {"index": self._latest}
 
     @one_line_errors
@@ -211,7 +218,7 @@ class RaftlogStreamReader(DataSourceStreamReader, _SupportsTriggerAvailableNow):
         return weighted_split(self.client, self.opts, self.spec, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(self.opts, self.spec, partition)
+        return one_line_rows(read_partition(self.opts, self.spec, partition))
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to release: committed entries stay readable until compaction."""
