@@ -271,6 +271,48 @@ def test_partitions_hold_equal_records_of_the_selected_topics() -> None:
     assert len(rows) == 6 and max(rows) <= 1.1 * (sum(rows) / len(rows)), rows
 
 
+def test_kafka_forms_of_assign_min_partitions_timestamps_and_isolation() -> None:
+    """Issue #31: Kafka's per-partition forms mapped onto one log, or refused naming every
+    valid form."""
+    opts = parse_options({**BASE, "assign": '{"a": [0], "b": []}', "minPartitions": "3"})
+    assert opts.topics == frozenset({"a", "b"}) and opts.min_partitions == 3
+    at = '{"a": {"0": 1700000000000}}'
+    opts = parse_options({**BASE, "topics": "a", "startingOffsetsByTimestamp": at}, "stream")
+    assert opts.starting_timestamp_ms == 1_700_000_000_000
+    opts = parse_options({**BASE, "endingOffsetsByTimestamp": at}, "batch")
+    assert opts.ending_timestamp_ms == 1_700_000_000_000
+    assert parse_options(BASE).isolation == "read_committed"
+    loose = parse_options({**BASE, "kafka.isolation.level": "READ_UNCOMMITTED"})
+    assert loose.isolation == "read_uncommitted"
+    bad = [
+        ({**BASE, "assign": '{"a": [1]}'}, "one partition, 0"),
+        ({**BASE, "assign": "a,b"}, 'must be a JSON object of topics and their partitions'),
+        ({**BASE, "assign": '{"a": [0]}', "topics": "a"}, "set one of topics"),
+        ({**BASE, "minPartitions": "2", "numPartitions": "3"}, "minPartitions, not both"),
+        (
+            {**BASE, "startingOffsetsByTimestamp": '{"a": {"0": 1}, "b": {"0": 2}}'},
+            "every topic needs the same time",
+        ),
+        ({**BASE, "startingOffsetsByTimestamp": '{"a": 5}'}, 'with partition "0"'),
+        (
+            {**BASE, "topics": "b", "startingOffsetsByTimestamp": at},
+            "must name exactly the topics of the read",
+        ),
+        ({**BASE, "startingOffsetsByTimestamp": at, "startingOffsets": "5"}, "set one of"),
+        ({**BASE, "isolation.level": "serializable"}, "must be read_committed (the default"),
+    ]
+    for options, message in bad:
+        with pytest.raises(RaftlogSourceError, match=re.escape(message)):
+            parse_options(options)
+    with pytest.raises(RaftlogSourceError, match="applies to batch reads"):
+        parse_options({**BASE, "endingOffsetsByTimestamp": at}, "stream")
+
+
+def test_min_partitions_is_a_floor_on_the_plan() -> None:
+    assert len(split(((1, 1000),), min_partitions=5)) == 5
+    assert len(split(((1, 1000),), records_per_partition=100, min_partitions=5)) == 10
+
+
 def test_row_budget_cuts_a_stream_by_records() -> None:
     counts = _mixed_counts(100, 10, 500)  # entries 1..100, 1, 11, 21, ... hold 500 records
     segments = weigh(((1, 100),), counts, 1, 1, raw_rows=True)

@@ -19,6 +19,12 @@ from raftlog.security import keys
 from raftlog.security.settings import CurveClient
 from raftlog.topics.records import check_topic_name
 from raftlog_spark.errors import RaftlogSourceError
+from raftlog_spark.kafka_options import (
+    Isolation,
+    parse_assign,
+    parse_by_timestamp,
+    parse_isolation,
+)
 
 Mode = Literal["any", "batch", "stream"]
 
@@ -42,12 +48,17 @@ COMMON: Final = (
     "startingTimestamp",
     "keyFile",
     "serverKeyFile",
+    "assign",
+    "minPartitions",
+    "startingOffsetsByTimestamp",
+    "isolation.level",
 )
 BATCH_ONLY: Final = (
     "startingIndex",
     "endingIndex",
     "endingOffsets",
     "endingTimestamp",
+    "endingOffsetsByTimestamp",
     "pushFilters",
 )
 STREAM_ONLY: Final = (
@@ -60,6 +71,7 @@ ALIASES: Final = {
     "subscribe": "topics",
     "subscribepattern": "topicPattern",
     "maxoffsetspertrigger": "maxRecordsPerTrigger",
+    "kafka.isolation.level": "isolation.level",
 }
 """Spark Kafka source names accepted for the same concept (see the README's table)."""
 KNOWN: Final = {name.lower(): name for name in (*COMMON, *BATCH_ONLY, *STREAM_ONLY)}
@@ -111,6 +123,11 @@ class SourceOptions:
     """CURVE: this client's ``.key_secret`` file (the same path on every executor)."""
     server_key_file: str | None = None
     """CURVE: the cluster's server ``.key`` (public) file."""
+    min_partitions: int | None = None
+    """At least this many tasks (Kafka's ``minPartitions``), of equal rows."""
+    isolation: Isolation = "read_committed"
+    """``read_uncommitted``: transactional records at their store entry, whatever becomes
+    of the transaction (open, committed or rolled back); commits then give no rows."""
 
     def curve(self) -> CurveClient | None:
         """The CURVE keys for a secure cluster, read where the client runs (driver or
@@ -242,6 +259,13 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
         )
 
     topics: frozenset[str] | None = None
+    if "assign" in values:
+        if "topics" in values or "topicPattern" in values:
+            raise RaftlogSourceError(
+                "raftlog source: set one of topics (subscribe), topicPattern "
+                "(subscribePattern) and assign"
+            )
+        topics = parse_assign(values["assign"])
     if "topics" in values:
         names = [t.strip() for t in values["topics"].split(",") if t.strip()]
         if not names:
@@ -266,12 +290,14 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
     entries_per_partition = opt_int("entriesPerPartition", 1)
     records_per_partition = opt_int("recordsPerPartition", 1)
     sizing = [
-        n for n in ("numPartitions", "entriesPerPartition", "recordsPerPartition") if n in values
+        n
+        for n in ("numPartitions", "entriesPerPartition", "recordsPerPartition", "minPartitions")
+        if n in values
     ]
     if len(sizing) > 1:
         raise RaftlogSourceError(
             f"raftlog source: set one of numPartitions, entriesPerPartition, "
-            f"recordsPerPartition, not both ({', '.join(sizing)})"
+            f"recordsPerPartition, minPartitions, not both ({', '.join(sizing)})"
         )
     timeout = DEFAULT_TIMEOUT
     if "timeout" in values:
@@ -316,10 +342,29 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
     starting_index = opt_int("startingIndex", 0)
     if starting is not None and starting not in ("earliest", "latest"):
         starting_index = starting_index if starting_index is not None else int(starting)
-    if "startingTimestamp" in values and "startingOffsets" in values:
+    starts = ("startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp")
+    if sum(name in values for name in starts) > 1:
         raise RaftlogSourceError(
-            "raftlog source: set startingOffsets or startingTimestamp, not both"
+            f"raftlog source: set one of {', '.join(starts)}, not several"
         )
+    if "endingTimestamp" in values and "endingOffsetsByTimestamp" in values:
+        raise RaftlogSourceError(
+            "raftlog source: set endingTimestamp or endingOffsetsByTimestamp, not both"
+        )
+    starting_ms = opt_time("startingTimestamp")
+    ending_ms = opt_time("endingTimestamp")
+    for name in ("startingOffsetsByTimestamp", "endingOffsetsByTimestamp"):
+        if name in values:
+            named, ms = parse_by_timestamp(name, values[name])
+            if topics is not None and named != topics:
+                raise RaftlogSourceError(
+                    f"raftlog source: {name} must name exactly the topics of the read "
+                    f"({', '.join(sorted(topics))})"
+                )
+            if name.startswith("starting"):
+                starting_ms = ms
+            else:
+                ending_ms = ms
 
     parsed = SourceOptions(
         peers=peers,
@@ -328,8 +373,8 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
         topic_pattern=pattern,
         starting_index=starting_index,
         ending_index=ending_index,
-        starting_timestamp_ms=opt_time("startingTimestamp"),
-        ending_timestamp_ms=opt_time("endingTimestamp"),
+        starting_timestamp_ms=starting_ms,
+        ending_timestamp_ms=ending_ms,
         num_partitions=num_partitions,
         entries_per_partition=entries_per_partition,
         records_per_partition=records_per_partition,
@@ -348,6 +393,8 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
         given=frozenset(values),
         key_file=values.get("keyFile"),
         server_key_file=values.get("serverKeyFile"),
+        min_partitions=opt_int("minPartitions", 1),
+        isolation=parse_isolation(values.get("isolation.level", "read_committed")),
     )
     if (parsed.key_file is None) != (parsed.server_key_file is None):
         raise RaftlogSourceError(

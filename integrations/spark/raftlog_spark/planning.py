@@ -104,13 +104,15 @@ def split(
     view: TopicView | None = None,
     peers: Sequence[str] = (),
     commits: CommitMap | None = None,
+    min_partitions: int | None = None,
 ) -> list[IndexRangePartition]:
     """Cut ``ranges`` into partitions of nearly equal weight, in log order, none empty.
 
     ``segments`` weigh the ranges (:func:`raftlog_spark.balance.weigh`: rows per index
     range); without them every entry weighs the same. The count: ``num_partitions``, else
     ``entries_per_partition`` entries, else ``records_per_partition`` (default
-    ``DEFAULT_RECORDS_PER_PARTITION``) of weight per partition. Every partition carries
+    ``DEFAULT_RECORDS_PER_PARTITION``) of weight per partition, at least ``min_partitions``.
+    Every partition carries
     ``view`` and its share of ``commits``; partition ``n`` reads from ``peers[n % len(peers)]``
     first (round-robin)."""
     total = size(ranges)
@@ -124,7 +126,7 @@ def split(
         count = -(-total // entries_per_partition)
     else:
         per = records_per_partition or DEFAULT_RECORDS_PER_PARTITION
-        count = max(1, math.ceil(sum(s.weight for s in segments) / per))
+        count = max(1, math.ceil(sum(s.weight for s in segments) / per), min_partitions or 1)
     quotas = balanced_cuts(segments, min(count, total))
     parts: list[IndexRangePartition] = []
     pending = list(ranges)

@@ -53,7 +53,13 @@ def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Itera
                 commits = BulkCommits(client, view, wanted, commit_map, fallback, peer=peer).records
         yield from collector_paused(
             to_batches(
-                chunks(), spec, opts.rows_per_batch, opts.include_headers, view, commits=commits
+                chunks(),
+                spec,
+                opts.rows_per_batch,
+                opts.include_headers,
+                view,
+                commits=commits,
+                uncommitted=opts.isolation == "read_uncommitted",
             )
         )
 
@@ -94,6 +100,7 @@ def weighted_split(
         num_partitions=opts.num_partitions,
         entries_per_partition=opts.entries_per_partition,
         records_per_partition=opts.records_per_partition,
+        min_partitions=opts.min_partitions,
         segments=segments,
         view=view,
         peers=peers,
