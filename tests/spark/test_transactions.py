@@ -252,3 +252,29 @@ def test_a_task_resolves_its_commits_from_the_plan_without_topic_reads(
     ]
     expected = [(r[0], r[1], r[2], r[4]) for r in _tr_rows(cluster, TOPICS, tx_log.first)]
     assert sorted(r for r in rows if r[2] is not None) == [r for r in expected if r[0] <= last]
+
+
+def test_read_uncommitted_shows_every_stored_record_at_its_store(
+    spark: SparkSession, tx_log: TxLog
+) -> None:
+    """``isolation.level=read_uncommitted`` (issue #31): stored records of open, rolled-back
+    and timed-out transactions too, each once at its store entry; commits give no rows."""
+    rows = _read(spark, tx_log, **{"kafka.isolation.level": "read_uncommitted", "topics": "tx"})
+    values = [r[5] for r in rows]
+    assert {b"rolled-1", b"open-1", b"committed-1", b"committed-2"} <= set(values)
+    assert b"expired-1" not in values  # topic tx2, not read
+    assert not [r for r in rows if r[0] == tx_log.commit]
+    assert len({(r[0], r[1]) for r in rows}) == len(rows)
+    committed = _read(spark, tx_log, topics="tx")
+    assert len(rows) == len(committed) + 2  # rolled-1 and open-1 besides the same records
+
+
+def test_assign_and_min_partitions(spark: SparkSession, tx_log: TxLog) -> None:
+    """Kafka's ``assign`` (partition 0 of a topic) reads what ``topics`` reads;
+    ``minPartitions`` is a floor on the tasks."""
+    options = source_options(
+        tx_log.cluster, startingIndex=tx_log.first, assign='{"tx2": [0]}', minPartitions=3
+    )
+    df = spark.read.format("raftlog").options(**options).load()
+    assert df.rdd.getNumPartitions() >= 3
+    assert spark_rows(df) == _read(spark, tx_log, topics="tx2")
