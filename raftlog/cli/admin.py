@@ -1,18 +1,17 @@
 # PYTHON_ARGCOMPLETE_OK
 """``raftlog-admin``: status, membership changes, publishing and reading, from a terminal.
 
-The cluster to talk to comes from ``--config FILE`` (a cluster TOML: seed URLs, ident and
-the peers' ``max_log_entry_data_size``), or ``--peers URL[,URL...]`` with ``--ident``;
-``$RAFTLOG_CONFIG``, ``$RAFTLOG_PEERS`` and ``$RAFTLOG_IDENT`` stand in for the flags, and
-``cluster-configs/local-3.toml`` is the default when it exists (the cluster ``make run``
-starts).
+The cluster comes from ``--config FILE`` (a cluster TOML: seed URLs, ident, the peers'
+``max_log_entry_data_size``) or ``--peers URL[,URL...]`` with ``--ident``; ``$RAFTLOG_CONFIG``,
+``$RAFTLOG_PEERS``, ``$RAFTLOG_IDENT`` stand in for the flags; the default is
+``cluster-configs/local-3.toml`` when it exists (the cluster ``make run`` starts).
 
 Errors are one line on stderr (``raftlog-admin: <kind>: <why>``), never a traceback, with
-exit codes scripts can rely on: 0 done; 1 refused (by the cluster: configuration error,
-busy, expired request id, topic error -- or by a safety check of this tool, which says
-how to override it); 2 bad usage or input (unknown option, missing file, an entry above
-the size limit); 3 the cluster is unavailable (every peer refuses connections -- reported
-within ``--refused-timeout`` -- or no leader within ``--timeout``); 130 interrupted.
+exit codes scripts can rely on: 0 done; 1 refused (by the cluster, or by a safety check of
+this tool, which says how to override it); 2 bad usage or input (unknown option, missing
+file, an entry above the size limit); 3 the cluster is unavailable (every peer refuses
+connections -- reported within ``--refused-timeout`` -- or no leader within ``--timeout``);
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, NoReturn
@@ -30,6 +29,8 @@ import argcomplete
 
 from raftlog.cli import admin_bench, admin_cluster, admin_keys, admin_leadership, admin_topics
 from raftlog.cli.admin_cluster import DEFAULT_MAX_LAG
+from raftlog.cli.admin_groups import add_parsers as add_group_parsers
+from raftlog.cli.admin_groups import cmd_consume, cmd_groups
 from raftlog.cli.admin_io import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -264,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_publish_parser(sub)
     _add_read_parsers(sub)
     admin_topics.add_parsers(sub)
+    add_group_parsers(sub)  # groups, consume (issue #27)
     compact = subcommand(
         sub,
         "compact",
@@ -374,6 +376,14 @@ def _add_read_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 # -- main --------------------------------------------------------------------------------------
+COMMANDS: Final[Mapping[str, Callable[[argparse.Namespace, RaftClient], Awaitable[int]]]] = {
+    "health": admin_cluster.cmd_health, "compact": admin_cluster.cmd_compact,
+    "leader": admin_leadership.cmd_leader, "drain": admin_leadership.cmd_drain,
+    "bench": admin_bench.cmd_bench, "topics": admin_topics.cmd_topics,
+    "groups": cmd_groups, "consume": cmd_consume,
+}  # the commands that take only the arguments and the client
+
+
 async def run(args: argparse.Namespace) -> int:
     """Resolve the cluster, check local input, then run the command on one client."""
     if getattr(args, "output", "table") == "json" and hasattr(args, "json"):
@@ -385,24 +395,14 @@ async def run(args: argparse.Namespace) -> int:
     async with make_client(args, target) as client:
         if args.command == "status":
             return await admin_cluster.cmd_status(args, client, target.names)
-        if args.command == "health":
-            return await admin_cluster.cmd_health(args, client)
         if args.command == "config":
             if args.action == "show":
                 return await admin_cluster.cmd_config_show(args, client)
             return await admin_cluster.cmd_config_change(args, client)
-        if args.command == "compact":
-            return await admin_cluster.cmd_compact(args, client)
-        if args.command == "leader":
-            return await admin_leadership.cmd_leader(args, client)
-        if args.command == "drain":
-            return await admin_leadership.cmd_drain(args, client)
-        if args.command == "bench":
-            return await admin_bench.cmd_bench(args, client)
+        if (command := COMMANDS.get(args.command)) is not None:
+            return await command(args, client)
         if args.command == "publish":
             return await cmd_publish(args, client, names)
-        if args.command == "topics":
-            return await admin_topics.cmd_topics(args, client)
         if args.topic is not None:
             return await admin_topics.read_topic(args, client)
         return await cmd_read(args, client)

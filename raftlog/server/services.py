@@ -17,7 +17,7 @@ import zmq
 
 from raftlog.cluster_clock import ClusterClock, wall_ms
 from raftlog.config import PeerSettings
-from raftlog.consensus import CoreConfig, RaftCore
+from raftlog.consensus import Appended, CoreConfig, Duplicate, RaftCore
 from raftlog.metrics import PeerMetrics
 from raftlog.options import RaftOptions
 from raftlog.registry import ROWS
@@ -43,6 +43,7 @@ from raftlog.storage.rocks import RocksLogStore
 from raftlog.storage.snapshot import FileSnapshotStore
 from raftlog.topics.clock import TopicClock
 from raftlog.topics.gate import TopicGate
+from raftlog.topics.groups.deadletter import DeadLetters
 from raftlog.topics.machine import TopicStateMachine
 
 
@@ -111,6 +112,19 @@ def clock_handler(
         replies.reply(routing, msg_id, ClientDispatchResponse(tuple(encode_clock_reading(reading))))
 
     return handle
+
+
+def own_proposer(
+    core: RaftCore, gate: TopicGate, clock: ClusterClock
+) -> Callable[[bytes, bytes], int | None]:
+    """The leader appending a topic entry of its own through the gate (the dead-letter
+    mover, issue #27): its index, or None when refused or not leading."""
+
+    def propose(request_id: bytes, data: bytes) -> int | None:
+        result = core.propose(request_id, data, clock.now(), gate.prepare)
+        return result.index if isinstance(result, Appended | Duplicate) else None
+
+    return propose
 
 
 def handler_table(targets: Mapping[str, object]) -> HandlerTable:
@@ -210,7 +224,8 @@ def build_services(
     handlers = handler_table(targets)
     fallback = route(ClientDispatch, info.state_machine_request)
     dispatcher = Dispatcher(ident, handlers, fallback, metrics, log)
-    topic_clock = TopicClock(core, topics, clock)
+    dead_letters = DeadLetters(topics, own_proposer(core, gate, clock), lambda: core.is_leader)
+    topic_clock = TopicClock(core, topics, clock, [dead_letters.on_timer])
     watch = ClockWatch(clock, metrics, log)
     return Services(
         replies, peers, clients, entries, info, compaction, dispatcher, topic_clock, watch

@@ -17,6 +17,7 @@ never stamp themselves.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
 TICK_INTERVAL_MS: Final = 1000
@@ -67,7 +68,16 @@ class TimeSource(Protocol):
 class TopicClock:
     """Appends time checkpoints on the leader when they are due (module docstring)."""
 
-    def __init__(self, core: Proposer, machine: ExpirySource, clock: TimeSource) -> None:
+    def __init__(
+        self,
+        core: Proposer,
+        machine: ExpirySource,
+        clock: TimeSource,
+        chores: Sequence[Callable[[], None]] = (),
+    ) -> None:
+        """``chores``: other leader-side timer work on topic state, run on every pass before
+        the stamp (the consumer groups' dead-letter mover, issue #27)."""
+        self._chores = tuple(chores)
         self._core = core
         self._machine = machine
         self._clock = clock
@@ -77,6 +87,8 @@ class TopicClock:
 
     def on_timer(self) -> None:
         """Called on every timer pass of the peer; cheap unless a look is due."""
+        for chore in self._chores:
+            chore()
         if not self._core.is_leader:
             self._clock.peek()  # follow the applied log clock, so a new leader continues it
             return

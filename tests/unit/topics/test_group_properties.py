@@ -1,0 +1,151 @@
+"""Property test of the queue group rules (issue #27): for random sequences of leases, acks,
+nacks, member crashes (leases left to run out on the log clock) and dead-letter moves, every
+record ends acked exactly once or dead-lettered, and none is delivered more than
+``max_deliveries`` times."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from raftlog.topics.groups.entry import GroupCommand, check_command
+from raftlog.topics.groups.table import GroupTable
+from raftlog.topics.records import RecordId
+
+RECORDS = 12
+ACK_WAIT = 100
+MEMBERS = ("a", "b", "c")
+
+
+class ListSource:
+    """Two topics, ``RECORDS`` records each (one per entry)."""
+
+    def __init__(self) -> None:
+        self.ids = {t: [RecordId(i, 0) for i in range(10, 10 + RECORDS)] for t in ("t1", "t2")}
+
+    def topic_names(self) -> Iterable[str]:
+        return self.ids.keys()
+
+    def record_ids(self, topic: str, start: RecordId, limit: int) -> list[RecordId]:
+        return [r for r in self.ids[topic] if r >= start][:limit]
+
+    def start(self, topic: str) -> RecordId:
+        return RecordId(0, 0)
+
+    def end(self, topic: str) -> RecordId:
+        return RecordId(10 + RECORDS, 0)
+
+
+def command(op: str, args: dict[str, Any]) -> GroupCommand:
+    return check_command(op, "g", args)
+
+
+def open_records(table: GroupTable, source: ListSource) -> set[tuple[str, RecordId]]:
+    group = table.groups["g"]
+    out = set(group.leases) | set(group.waiting) | set(group.dead)
+    for topic, ids in source.ids.items():
+        cursor = group.cursors.get(topic, RecordId(0, 0))
+        out |= {(topic, r) for r in ids if r >= cursor}
+    return out
+
+
+step = st.one_of(
+    st.tuples(st.just("lease"), st.sampled_from(MEMBERS), st.integers(1, 6)),
+    st.tuples(st.just("ack"), st.sampled_from(MEMBERS), st.integers(0, 6)),
+    st.tuples(st.just("nack"), st.sampled_from(MEMBERS), st.integers(0, 6)),
+    st.tuples(st.just("crash"), st.sampled_from(MEMBERS), st.just(0)),
+    st.tuples(st.just("dead"), st.just(""), st.just(0)),
+    st.tuples(st.just("tick"), st.just(""), st.sampled_from((1, 30, 60, ACK_WAIT, 150))),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@example(  # a late ack: the lease ran out, the record waits for redelivery
+    steps=[("lease", "a", 1), ("tick", "", ACK_WAIT), ("ack", "a", 1)],
+    max_deliveries=3, dead_letter=False, in_flight=5,
+)
+@given(steps=st.lists(step, max_size=60), max_deliveries=st.integers(1, 4),
+       dead_letter=st.booleans(), in_flight=st.integers(1, 8))
+def test_every_record_ends_acked_once_or_dead(
+    steps: list[tuple[str, str, int]], max_deliveries: int, dead_letter: bool, in_flight: int
+) -> None:
+    source = ListSource()
+    table = GroupTable()
+    options: dict[str, Any] = {"ack_wait_ms": ACK_WAIT, "max_deliveries": max_deliveries,
+                               "max_in_flight": in_flight}
+    if dead_letter:
+        options["dead_letter"] = "dlq"
+    now, index = 1000, 1
+    outcome: dict[tuple[str, RecordId], list[str]] = {}
+    crashed: set[str] = set()
+    ever: dict[str, set[tuple[str, RecordId]]] = {m: set() for m in MEMBERS}
+    """What each member was ever handed: late acks and nacks name records whose lease ran
+    out meanwhile (waiting, re-leased to another member, or already done)."""
+
+    def run(op: str, args: dict[str, Any]) -> None:
+        """Apply one command (``tick``: only the clock moves) and note every record that
+        left the group: acked if the command acked it, dead-lettered otherwise."""
+        nonlocal index
+        index += 1
+        before = open_records(table, source)
+        stats_before = table.groups["g"].stats
+        if op == "tick":
+            table.expire(now)
+        else:
+            table.apply(index, command(op, args), now, source)
+        group = table.groups["g"]
+        for lease in group.leases.values():
+            assert lease.deliveries <= max_deliveries
+        ids = args.get("ids", []) if op == "ack" else []
+        acked_ids = {(t, RecordId(i, p)) for t, i, p in ids}
+        gone = before - open_records(table, source)
+        for key in gone:
+            outcome.setdefault(key, []).append("acked" if key in acked_ids else "dead")
+        acked = sum(1 for key in gone if key in acked_ids)
+        assert group.stats.acked - stats_before.acked == acked
+        assert group.stats.dead_lettered - stats_before.dead_lettered == len(gone) - acked
+
+    table.apply(1, command("create", {"mode": "queue", "topics": ["t1", "t2"],
+                                      "options": options}), now, source)
+    for op, member, n in steps:
+        group = table.groups["g"]
+        held = sorted(k for k, lease in group.leases.items() if lease.member == member)
+        stale = sorted(ever.get(member, set()) - set(held))
+        if op == "lease" and member not in crashed:
+            run("lease", {"member": member, "max": n})
+            group = table.groups["g"]
+            ever[member] |= {k for k, lease in group.leases.items() if lease.member == member}
+        elif op in ("ack", "nack") and (held or stale) and member not in crashed:
+            chosen = held[:n] + stale[: max(0, n - len(held)) + (n % 2)] or held[:1] or stale[:1]
+            ids = [[t, r.index, r.position] for t, r in chosen]
+            run(op, {"member": member, "ids": ids, **({"reason": "x"} if op == "nack" else {})})
+        elif op == "crash":
+            crashed.add(member)  # it never acks again: its leases run out
+        elif op == "dead" and group.dead:
+            run("dead", {"ids": [[t, r.index, r.position] for t, r in sorted(group.dead)]})
+        elif op == "tick":
+            now += n
+            run("tick", {})
+    # drain: a healthy member takes and acks everything left
+    for _ in range(RECORDS * 2 * (max_deliveries + 2)):
+        group = table.groups["g"]
+        if not open_records(table, source):
+            break
+        now += ACK_WAIT
+        if group.dead:
+            run("dead", {"ids": [[t, r.index, r.position] for t, r in sorted(group.dead)]})
+        run("lease", {"member": "drain", "max": 6})
+        group = table.groups["g"]
+        held = sorted(k for k, lease in group.leases.items() if lease.member == "drain")
+        if held:
+            run("ack", {"member": "drain", "ids": [[t, r.index, r.position] for t, r in held]})
+    assert not open_records(table, source)
+    every = {(t, r) for t, ids in source.ids.items() for r in ids}
+    assert set(outcome) == every
+    assert all(len(kinds) == 1 for kinds in outcome.values()), outcome
+    stats = table.groups["g"].stats
+    assert stats.acked == sum(1 for k in outcome.values() if k == ["acked"])
+    assert stats.acked + stats.dead_lettered == len(every)
