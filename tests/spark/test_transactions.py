@@ -278,3 +278,50 @@ def test_assign_and_min_partitions(spark: SparkSession, tx_log: TxLog) -> None:
     df = spark.read.format("raftlog").options(**options).load()
     assert df.rdd.getNumPartitions() >= 3
     assert spark_rows(df) == _read(spark, tx_log, topics="tx2")
+
+
+def test_a_stream_group_keeps_the_position_across_queries(
+    spark: SparkSession, tx_log: TxLog, tmp_path: Path
+) -> None:
+    """``groupId`` (issue #31): each micro-batch commits the group's position; a new query
+    (no checkpoint) with the same group starts there, not at ``startingOffsets``."""
+    got: list[Row] = []
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        got.extend(spark_rows(batch))
+
+    def run(checkpoint: str) -> None:
+        options = source_options(
+            tx_log.cluster,
+            startingOffsets="earliest",
+            topics="tx",
+            **{"kafka.group.id": "spark-g", "maxEntriesPerTrigger": 20},
+        )
+        query = (
+            spark.readStream.format("raftlog")
+            .options(**options)
+            .load()
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            assert query.awaitTermination(180), "the availableNow query did not finish"
+        finally:
+            query.stop()
+
+    run("first")
+    first = list(got)
+    assert first and {r[3] for r in first} == {"tx"}
+    with SyncTopicClient(tx_log.cluster.urls, tx_log.cluster.ident, timeout=30) as topics:
+        position = topics.group_positions("spark-g")["tx"]
+        top = last_index(tx_log.cluster)
+        # past every row read; the group's own commits (log entries too) came after the run
+        assert max(r[0] for r in first) < position.next_record.index <= top
+        assert position.next_record.position == 0
+        assert position.metadata == "raftlog-spark"
+        later = topics.publish("tx", b"after-the-group")
+    got.clear()
+    run("second")  # a new query: starts at the group's position, not at earliest
+    assert [(r[0], r[5]) for r in got] == [(later.index, b"after-the-group")]

@@ -62,6 +62,7 @@ BATCH_ONLY: Final = (
     "pushFilters",
 )
 STREAM_ONLY: Final = (
+    "groupId",
     "maxEntriesPerTrigger",
     "maxRecordsPerTrigger",
     "minOffsetsPerTrigger",
@@ -72,6 +73,7 @@ ALIASES: Final = {
     "subscribepattern": "topicPattern",
     "maxoffsetspertrigger": "maxRecordsPerTrigger",
     "kafka.isolation.level": "isolation.level",
+    "kafka.group.id": "groupId",
 }
 """Spark Kafka source names accepted for the same concept (see the README's table)."""
 KNOWN: Final = {name.lower(): name for name in (*COMMON, *BATCH_ONLY, *STREAM_ONLY)}
@@ -125,6 +127,8 @@ class SourceOptions:
     """CURVE: the cluster's server ``.key`` (public) file."""
     min_partitions: int | None = None
     """At least this many tasks (Kafka's ``minPartitions``), of equal rows."""
+    group_id: str | None = None
+    """A stream group to start a new query at and commit each micro-batch to."""
     isolation: Isolation = "read_committed"
     """``read_uncommitted``: transactional records at their store entry, whatever becomes
     of the transaction (open, committed or rolled back); commits then give no rows."""
@@ -394,8 +398,14 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
         key_file=values.get("keyFile"),
         server_key_file=values.get("serverKeyFile"),
         min_partitions=opt_int("minPartitions", 1),
+        group_id=values.get("groupId"),
         isolation=parse_isolation(values.get("isolation.level", "read_committed")),
     )
+    if parsed.group_id is not None and (not parsed.group_id.strip() or topics is None):
+        raise RaftlogSourceError(
+            "raftlog source: groupId needs a group name and the topics it reads: set topics "
+            "(subscribe) or assign (a stream group's position is kept per topic)"
+        )
     if (parsed.key_file is None) != (parsed.server_key_file is None):
         raise RaftlogSourceError(
             "raftlog source: a secure cluster needs both keyFile (this client's .key_secret) "
