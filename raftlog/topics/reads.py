@@ -347,8 +347,12 @@ class TopicReader:
             return topic_counts.CountsResult(applied, first, tuple(entries), tuple(records))
         commits: list[tuple[int, tuple[tuple[int, int], ...]]] = []
         commits_to, listed = hi, 0
+        # a read of some topics learns only of commits that made records of them visible
+        wanted = None if req.topics is None else tuple(states)
         if lo <= hi:
             for index, stores in self._index.commits_in(lo, hi):
+                if wanted is not None and all(self._index.entry(t, index) is None for t in wanted):
+                    continue
                 listed += len(stores)
                 if (
                     len(commits) == topic_counts.MAX_COMMITS

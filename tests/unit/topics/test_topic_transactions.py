@@ -385,6 +385,7 @@ def test_counts_list_the_commits_of_a_range_with_their_stores(
     form round-trips."""
     log.create("a")
     log.create("b")
+    log.create("c")
     log.begin("x")
     s1 = log.put("x", Record("a", b"1"), Record("b", b"2"))
     log.begin("y")
@@ -409,6 +410,10 @@ def test_counts_list_the_commits_of_a_range_with_their_stores(
     plain = machine.counts(topic_counts.CountsRequest(1, last, last))
     assert plain.commits is None
     assert topic_counts.decode_counts_response(topic_counts.encode_counts_response(plain)) == plain
+    of_a = machine.counts(topic_counts.CountsRequest(1, last, last, ("a",), commits=True))
+    assert of_a.commits == result.commits  # the commit made records of a visible
+    of_c = machine.counts(topic_counts.CountsRequest(1, last, last, ("c",), commits=True))
+    assert of_c.commits == ()  # a reader of c does not learn of other topics' commits
     only_first = machine.counts(topic_counts.CountsRequest(1, cx - 1, 1, commits=True))
     assert only_first.commits == ()
 
