@@ -93,7 +93,8 @@ def diagnose(
             parts.append(
                 f"{named} accept(s) connections but no raftlog peer answered: check the "
                 f"ident {ident!r} (peers silently ignore requests for another cluster ident) "
-                "and that these are raftlog peer (ROUTER) URLs"
+                "and that these are raftlog peer (ROUTER) URLs -- or the peers are frozen or "
+                "overloaded"
             )
         elif len(by_state) == 1 and len(peers) > 1:
             parts.append(f"every peer: {_STATES.get(state, state)} ({named})")

@@ -192,7 +192,8 @@ class RaftlogReader(DataSourceReader):
     @one_line_errors
     def partitions(self) -> Sequence[InputPartition]:
         opts = self.opts
-        with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
+        curve = opts.curve()  # load() talked to the cluster: silence now is not the ident
+        with LogClient(opts.peers, opts.ident, opts.timeout, curve, answered_before=True) as client:
             parts = weighted_split(client, opts, self.spec, self.planned_ranges(client))
         settle_worker_heap()
         return parts

@@ -73,6 +73,7 @@ class RaftlogStreamReader(DataSourceStreamReader, _SupportsTriggerAvailableNow):
 
     def _position(self) -> LogPosition:
         position = LogPosition.of(self.client.log_info())
+        self.client.answered_before = True  # later silence: the cluster went away
         self._latest = position.last_index
         return position
 
