@@ -12,6 +12,9 @@ Then, in one run (the machine may be shared: only ratios within the run mean muc
   DataFrame freshly loaded for each run (planning included), after one warm-up job;
   medians of ``RUNS``, ratios = Spark / loop wall time (target: at most 1.5 against both
   loops: ``decode_entry`` and the tasks' own ``record_columns``);
+- *issue #31's mixed set* (:mod:`bench.spark_mixed`: transactions, raw entries, entries of
+  1 to 500 records), loaded after those runs: the same Spark jobs against its columnar loop
+  (which keeps stores until their commit), and its partition balance;
 - *sink round trip*: ``SINK_ROWS`` rows written with ``df.write.format("raftlog")`` into a
   new topic, then read back and counted (must be exact).
 
@@ -40,6 +43,7 @@ from pyspark.sql import functions as F  # noqa: E402, N812
 from raftlog_spark.columns import record_columns  # noqa: E402
 from raftlog_spark.rows import KIND_OFFSET  # noqa: E402
 
+from bench import spark_mixed  # noqa: E402
 from raftlog.client import IndexedEntry, RaftClient  # noqa: E402
 from raftlog.topics.records import (  # noqa: E402
     KIND_RECORDS,
@@ -235,6 +239,7 @@ def run() -> str:
                 )
                 jobs["group"].append((wall, cpu))
                 assert {r["topic"]: r["count"] for r in groups} == dict(counts), groups
+            mixed_lines = _mixed(cluster, read)
             sink = _sink(spark, cluster, read)
             assert sink[2] == SINK_ROWS, sink
         finally:
@@ -242,15 +247,49 @@ def run() -> str:
                 spark.stop()
             cluster.stop()
     assert by_entries == PARTITIONS
-    return _report(
-        load_s=load_s,
-        jobs=jobs,
-        balance4=balance4,
-        balance_default=balance_default,
-        sink=sink,
-        load_before=load_before,
-        load_after=os.getloadavg(),
+    return "\n".join(
+        [
+            _report(
+                load_s=load_s,
+                jobs=jobs,
+                balance4=balance4,
+                balance_default=balance_default,
+                sink=sink,
+                load_before=load_before,
+                load_after=os.getloadavg(),
+            ),
+            *mixed_lines,
+        ]
     )
+
+
+def _mixed(cluster: PeerCluster, read: Any) -> list[str]:
+    """Issue #31's mixed set: loaded now (after the first set's runs), timed like it."""
+    mixed = spark_mixed.load(cluster)
+    wait_for("a stable leader", cluster.leader, 30)
+
+    def frame(**options: Any) -> Any:
+        return read(startingIndex=mixed.first, **options)
+
+    balance = {
+        f"`numPartitions={PARTITIONS}`": _rows_per_partition(frame(numPartitions=PARTITIONS)),
+        "default plan": _rows_per_partition(frame()),
+    }
+    jobs: dict[str, list[float]] = {k: [] for k in spark_mixed.MIXED_JOBS}
+    expected = {k: n for k, n in mixed.counts.items() if n}
+    for _ in range(RUNS):
+        wall, counts = spark_mixed.columnar_loop(cluster, mixed.first)
+        jobs["columnar"].append(wall)
+        assert dict(counts) == expected, counts
+        wall, _, total = _timed(lambda: frame(numPartitions=PARTITIONS).count())
+        jobs["count"].append(wall)
+        assert total == mixed.rows, total
+        wall, _, groups = _timed(
+            lambda: frame(numPartitions=PARTITIONS).groupBy("topic").count().collect()
+        )
+        jobs["group"].append(wall)
+        assert {r["topic"]: r["count"] for r in groups} == expected, groups
+    return spark_mixed.report(mixed, jobs, balance, TARGET_RATIO, PARTITIONS)
 
 
 def _balance(rows: list[int]) -> str:

@@ -417,14 +417,17 @@ class TopicClient(GroupCalls):
         topics: Sequence[str] | None = None,
         url: str | None = None,
         timeout: float | None = None,
+        commits: bool = False,
     ) -> topic_counts.CountsResult:
         """Records per index bucket of ``step`` entries in ``[from_index, to_index]``, from
         the topic index of peer ``url`` (default: the leader) without reading entries
         (``TC``, :mod:`raftlog.topics.wire_counts`): what a parallel reader balances its
         tasks by. Raises ``TopicError`` (``UnknownTopic``) for a topic that does not exist,
-        ``ClusterUnavailableError`` when the peer does not answer (peers without ``TC``)."""
+        ``ClusterUnavailableError`` when the peer does not answer (peers without ``TC``).
+        ``commits``: also the range's transaction commits and their stores (``BadRequest``
+        from a peer that predates it)."""
         req = topic_counts.CountsRequest(
-            from_index, to_index, step, None if topics is None else tuple(topics)
+            from_index, to_index, step, None if topics is None else tuple(topics), commits
         )
         frames = await self.request(
             url,

@@ -185,6 +185,13 @@ class TopicIndex:
             return None
         return [(int(s), int(n)) for s, n in msgpack.unpackb(value)]
 
+    def commits_in(self, lo: int, hi: int) -> Iterator[tuple[int, list[tuple[int, int]]]]:
+        """Every transaction commit in ``[lo, hi]`` with its ``(store index, records)``, in
+        log order (the ``t`` keys): a reader resolves many commits in one answer."""
+        for key, value in self._db.items(b"t" + u64(lo), b"t" + u64(hi + 1), "commits"):
+            stores = [(int(s), int(n)) for s, n in msgpack.unpackb(value)]
+            yield int(_U64.unpack(key[1:])[0]), stores
+
     @staticmethod
     def put_commit_stores(
         batch: WriteBatch, commit_index: int, stores: list[tuple[int, int]]

@@ -362,7 +362,27 @@ class TopicReader:
                 start = self.start(name, state, clock_ms, applied)
                 for index, count in self._index.record_counts(name, max(lo, start.index), hi):
                     records[req.bucket_of(index)] += count
-        return topic_counts.CountsResult(applied, first, tuple(entries), tuple(records))
+        if not req.commits:
+            return topic_counts.CountsResult(applied, first, tuple(entries), tuple(records))
+        commits: list[tuple[int, tuple[tuple[int, int], ...]]] = []
+        commits_to, listed = hi, 0
+        # a read of some topics learns only of commits that made records of them visible
+        wanted = None if req.topics is None else tuple(states)
+        if lo <= hi:
+            for index, stores in self._index.commits_in(lo, hi):
+                if wanted is not None and all(self._index.entry(t, index) is None for t in wanted):
+                    continue
+                listed += len(stores)
+                if (
+                    len(commits) == topic_counts.MAX_COMMITS
+                    or listed > topic_counts.MAX_COMMIT_STORES
+                ):
+                    commits_to = index - 1
+                    break
+                commits.append((index, tuple(stores)))
+        return topic_counts.CountsResult(
+            applied, first, tuple(entries), tuple(records), tuple(commits), max(commits_to, 0)
+        )
 
     def describe(self, name: str, state: TopicState, clock_ms: int, applied: int) -> rpc.TopicInfo:
         """``TD``: properties, first/last retained record, low-water, bytes, log clock (a

@@ -7,17 +7,25 @@ entry one. The peers already know every entry's record count per topic (the topi
 ``raftlog.topics.index``), so they can answer that at planning time in one
 index scan instead of the planner reading the data.
 
-    request   [id, "TC", ident, json {from_index, to_index, step, topics?}]
+    request   [id, "TC", ident, json {from_index, to_index, step, topics?, commits?}]
     response  [id, 01, json {applied, first_index, record_entries: [n, ...],
-                             records: [n, ...]}]
+                             records: [n, ...], commits?: [[index, [[store, n], ...]], ...],
+                             commits_to?: index}]
               [id, "", json error]
 
 Bucket ``k`` covers indexes ``from_index + k*step .. from_index + (k+1)*step - 1`` (the last
 one ends at ``to_index``); ``record_entries[k]`` counts the topic record entries in it
 (whatever their topics), ``records[k]`` the records of ``topics`` (all topics when absent)
 in it. The other entries of a bucket are raw STATE, CONFIG, CHECKPOINT or admin entries.
-At most ``MAX_BUCKETS`` buckets. ``applied`` is the responder's applied index (nothing
-after it is counted), ``first_index`` its first log index (nothing before it is counted).
+At most ``MAX_BUCKETS`` buckets. With ``commits: true`` the answer also lists the
+transaction commits in the range that made records visible, each with its stores
+``(store index, records)`` in order (issue #31: a reader resolves every commit of its range
+from one answer instead of one ``TR`` per commit and topic); at most ``MAX_COMMITS`` of
+them (``MAX_COMMIT_STORES`` stores), and ``commits_to`` is the last index the list is
+complete up to. A peer from before ``commits`` refuses the key (``BadRequest``); the reader
+then asks without it.
+``applied`` is the responder's applied index (nothing after it is counted), ``first_index``
+its first log index (nothing before it is counted).
 
 Counts follow the topic read rules of the peer (``TopicStateMachine``): an unknown topic is
 an ``UnknownTopic`` error, and records past their retention or compacted away are not
@@ -38,7 +46,13 @@ from raftlog.topics.wire_errors import check_status
 
 TYPE_COUNTS: Final = b"TC"
 MAX_BUCKETS: Final = 16_384
-_KEYS: Final = frozenset({"from_index", "to_index", "step", "topics"})
+MAX_COMMITS: Final = 16_384
+MAX_COMMIT_STORES: Final = 65_536
+"""Caps on the commits (and their stores) of one answer: it stays a few MiB at most."""
+_KEYS: Final = frozenset({"from_index", "to_index", "step", "topics", "commits"})
+
+CommitStores = tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
+"""``((commit index, ((store index, records), ...)), ...)`` in log order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +62,8 @@ class CountsRequest:
     step: int = 1
     topics: tuple[str, ...] | None = None
     """Count the records of these topics only; None: every topic."""
+    commits: bool = False
+    """Also list the transaction commits of the range with their stores."""
 
     def __post_init__(self) -> None:
         for name in ("from_index", "to_index", "step"):
@@ -63,6 +79,8 @@ class CountsRequest:
         if self.topics is not None:
             for topic in self.topics:
                 check_topic_name(topic)
+        if type(self.commits) is not bool:
+            raise bad_request("commits must be true or false")
 
     @property
     def buckets(self) -> int:
@@ -78,6 +96,10 @@ class CountsResult:
     first_index: int
     record_entries: tuple[int, ...]
     records: tuple[int, ...]
+    commits: CommitStores | None = None
+    """The commits of the range (only when asked for)."""
+    commits_to: int = 0
+    """``commits`` is complete up to this index (the range's end unless cut short)."""
 
 
 def encode_counts_request(req: CountsRequest) -> list[bytes]:
@@ -88,6 +110,8 @@ def encode_counts_request(req: CountsRequest) -> list[bytes]:
     }
     if req.topics is not None:
         body["topics"] = list(req.topics)
+    if req.commits:
+        body["commits"] = True
     return [pack_json(body)]
 
 
@@ -114,6 +138,7 @@ def decode_counts_request(args: Sequence[bytes]) -> CountsRequest:
         _integral(body["to_index"]),
         _integral(body.get("step", 1)),
         None if topics is None else tuple(topics),
+        body.get("commits", False),
     )
 
 
@@ -124,6 +149,9 @@ def encode_counts_response(result: CountsResult) -> list[bytes]:
         "record_entries": list(result.record_entries),
         "records": list(result.records),
     }
+    if result.commits is not None:
+        body["commits"] = [[index, [list(s) for s in stores]] for index, stores in result.commits]
+        body["commits_to"] = result.commits_to
     return [TRUE_FRAME, pack_json(body)]
 
 
@@ -143,4 +171,25 @@ def decode_counts_response(frames: Sequence[bytes]) -> CountsResult:
         json_to_uint(body.get("first_index"), 1, "first_index"),
         tuple(json_to_uint(n, 1, "record_entries") for n in entries),
         tuple(json_to_uint(n, 1, "records") for n in records),
+        _decode_commits(body.get("commits")),
+        json_to_uint(body.get("commits_to", 0), 1, "commits_to"),
     )
+
+
+def _decode_commits(raw: object) -> CommitStores | None:
+    """The ``commits`` list of an answer (None: not asked for, or an older peer)."""
+    if raw is None:
+        return None
+    try:
+        return tuple(
+            (
+                json_to_uint(index, 1, "commits"),
+                tuple(
+                    (json_to_uint(s, 1, "commits"), json_to_uint(n, 1, "commits"))
+                    for s, n in stores
+                ),
+            )
+            for index, stores in raw  # type: ignore[attr-defined]
+        )
+    except (TypeError, ValueError):
+        raise RemoteProtocolError("commits must be [[index, [[store, n], ...]], ...]", 1) from None

@@ -43,7 +43,7 @@ def _log() -> list[tuple[int, LogEntry]]:
 
 
 def _resolver(asked: list[int]) -> Any:
-    def records(index: int) -> list[LoggedRecord]:
+    def records(index: int, stamp: int = 0) -> list[LoggedRecord]:
         asked.append(index)
         return [
             LoggedRecord(RecordId(index, 0), COMMIT_MS, Record("a", b"a0", b"k", {"h": b"1"}, 5)),
@@ -170,3 +170,24 @@ def test_commit_reader_pages_stops_at_the_commit_and_applies_the_view(
     fake.calls.clear()
     assert [(r.id.position, r.record.topic) for r in only_b.records(7)] == [(1, "b")]
     assert fake.calls == [("b", 7, 0)]  # no round trip for topics the read does not want
+
+
+def test_read_uncommitted_shows_stores_at_their_index_and_commits_give_none() -> None:
+    """``isolation.level=read_uncommitted`` (issue #31): a store's records are rows at the
+    store entry, whatever becomes of the transaction; the commit gives no rows."""
+    asked: list[int] = []
+    chunks = [[IndexedEntry(i, e) for i, e in _log()]]
+    batches = to_batches(chunks, ScanSpec(), 10, commits=_resolver(asked), uncommitted=True)
+    table = pa.Table.from_batches(list(batches), schema=arrow_schema())
+    rows = list(
+        zip(*(table.column(c).to_pylist() for c in ("index", "position", "topic", "value")),
+            strict=True)
+    )
+    assert rows == [(2, 0, "a", b"a0"), (2, 1, "b", b"b1"), (3, 0, "a", b"plain")]
+    assert asked == []
+    assert table.column("key").to_pylist()[0] == b"k"
+    only_b, _ = push_filters(ScanSpec(), [EqualTo(("topic",), "b")])
+    table = pa.Table.from_batches(
+        list(to_batches(chunks, only_b, 10, commits=_resolver([]), uncommitted=True))
+    )
+    assert table.column("value").to_pylist() == [b"b1"]

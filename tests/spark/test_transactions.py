@@ -213,3 +213,115 @@ def test_stream_across_a_commit(spark: SparkSession, tx_log: TxLog, tmp_path: Pa
     ]
     assert len({(r[0], r[1]) for r in rows}) == len(rows)
     assert not set(HIDDEN) & {r[5] for r in rows}
+
+
+def test_a_task_resolves_its_commits_from_the_plan_without_topic_reads(
+    tx_log: TxLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #31: planning ships each partition its commits and their stores (one ``TC``
+    answer); a task reads the stores from the log, never a ``TR`` round trip per commit."""
+    from raftlog_spark import commits as tr_commits  # noqa: PLC0415
+    from raftlog_spark.options import parse_options  # noqa: PLC0415
+    from raftlog_spark.scan import base_spec, read_partition, weighted_split  # noqa: PLC0415
+
+    def no_topic_reads(*_: Any) -> Any:
+        raise AssertionError("a commit was resolved by TR reads")
+
+    opts = parse_options(source_options(tx_log.cluster, entriesPerPartition=FILLER // 4))
+    spec = base_spec(opts)
+    cluster = tx_log.cluster
+    with LogClient(tuple(cluster.urls), cluster.ident, 30.0) as client:
+        last = client.log_info().commit_index
+        parts = weighted_split(client, opts, spec, ((tx_log.first, last),))
+    assert sum(len(p.commits.commits) for p in parts if p.commits) >= 2  # kept + later ones
+    monkeypatch.setattr(tr_commits.CommitReader, "records", no_topic_reads)
+    rows = [
+        row
+        for part in parts
+        for batch in read_partition(opts, spec, part)
+        for row in zip(
+            *(batch.column(c).to_pylist() for c in ("index", "position", "topic", "value")),
+            strict=True,
+        )
+    ]
+    c = tx_log.commit
+    assert [(r[0], r[1], r[3]) for r in rows if r[0] == c] == [
+        (c, 0, b"committed-1"),
+        (c, 1, b"other-1"),
+        (c, 2, b"committed-2"),
+    ]
+    expected = [(r[0], r[1], r[2], r[4]) for r in _tr_rows(cluster, TOPICS, tx_log.first)]
+    assert sorted(r for r in rows if r[2] is not None) == [r for r in expected if r[0] <= last]
+
+
+def test_read_uncommitted_shows_every_stored_record_at_its_store(
+    spark: SparkSession, tx_log: TxLog
+) -> None:
+    """``isolation.level=read_uncommitted`` (issue #31): stored records of open, rolled-back
+    and timed-out transactions too, each once at its store entry; commits give no rows."""
+    rows = _read(spark, tx_log, **{"kafka.isolation.level": "read_uncommitted", "topics": "tx"})
+    values = [r[5] for r in rows]
+    assert {b"rolled-1", b"open-1", b"committed-1", b"committed-2"} <= set(values)
+    assert b"expired-1" not in values  # topic tx2, not read
+    assert not [r for r in rows if r[0] == tx_log.commit]
+    assert len({(r[0], r[1]) for r in rows}) == len(rows)
+    committed = _read(spark, tx_log, topics="tx")
+    assert len(rows) == len(committed) + 2  # rolled-1 and open-1 besides the same records
+
+
+def test_assign_and_min_partitions(spark: SparkSession, tx_log: TxLog) -> None:
+    """Kafka's ``assign`` (partition 0 of a topic) reads what ``topics`` reads;
+    ``minPartitions`` is a floor on the tasks."""
+    options = source_options(
+        tx_log.cluster, startingIndex=tx_log.first, assign='{"tx2": [0]}', minPartitions=3
+    )
+    df = spark.read.format("raftlog").options(**options).load()
+    assert df.rdd.getNumPartitions() >= 3
+    assert spark_rows(df) == _read(spark, tx_log, topics="tx2")
+
+
+def test_a_stream_group_keeps_the_position_across_queries(
+    spark: SparkSession, tx_log: TxLog, tmp_path: Path
+) -> None:
+    """``groupId`` (issue #31): each micro-batch commits the group's position; a new query
+    (no checkpoint) with the same group starts there, not at ``startingOffsets``."""
+    got: list[Row] = []
+
+    def sink(batch: DataFrame, _batch_id: int) -> None:
+        got.extend(spark_rows(batch))
+
+    def run(checkpoint: str) -> None:
+        options = source_options(
+            tx_log.cluster,
+            startingOffsets="earliest",
+            topics="tx",
+            **{"kafka.group.id": "spark-g", "maxEntriesPerTrigger": 20},
+        )
+        query = (
+            spark.readStream.format("raftlog")
+            .options(**options)
+            .load()
+            .writeStream.foreachBatch(sink)
+            .option("checkpointLocation", str(tmp_path / checkpoint))
+            .trigger(availableNow=True)
+            .start()
+        )
+        try:
+            assert query.awaitTermination(180), "the availableNow query did not finish"
+        finally:
+            query.stop()
+
+    run("first")
+    first = list(got)
+    assert first and {r[3] for r in first} == {"tx"}
+    with SyncTopicClient(tx_log.cluster.urls, tx_log.cluster.ident, timeout=30) as topics:
+        position = topics.group_positions("spark-g")["tx"]
+        top = last_index(tx_log.cluster)
+        # past every row read; the group's own commits (log entries too) came after the run
+        assert max(r[0] for r in first) < position.next_record.index <= top
+        assert position.next_record.position == 0
+        assert position.metadata == "raftlog-spark"
+        later = topics.publish("tx", b"after-the-group")
+    got.clear()
+    run("second")  # a new query: starts at the group's position, not at earliest
+    assert [(r[0], r[5]) for r in got] == [(later.index, b"after-the-group")]

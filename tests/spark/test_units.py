@@ -99,7 +99,11 @@ def test_options_parse_validate_and_name_the_culprit() -> None:
         ({**BASE, "topics": "a,b c"}, "invalid topic name"),
         ({**BASE, "failOnDataLoss": "maybe"}, "must be true or false"),
         ({**BASE, "startingTimestamp": "yesterday"}, "or an ISO-8601 time"),
-        ({**BASE, "startingOffsets": "middle"}, "must be an integer"),
+        (
+            {**BASE, "startingOffsets": "middle"},
+            'must be earliest, latest (streams only), an index N >= 0, or {"index": N}',
+        ),
+        ({**BASE, "endingOffsets": "-1"}, 'must be latest, an index N >= 0, or {"index": N}'),
     ]
     for options, message in bad:
         with pytest.raises(RaftlogSourceError, match=re.escape(message)):
@@ -227,6 +231,86 @@ def test_split_by_record_counts_balances_mixed_entries() -> None:
     plain_rows = [sum(sum(records[lo - 1 : hi]) for lo, hi in p.ranges) for p in plain]
     assert max(plain_rows) > 3 * (sum(plain_rows) / 4)
     assert counts.records[-1] == 500
+
+
+def _rows_of(parts: list[Any], records: tuple[int, ...]) -> list[int]:
+    return [sum(sum(records[lo - 1 : hi]) for lo, hi in p.ranges) for p in parts]
+
+
+def test_partitions_hold_equal_records_of_the_selected_topics() -> None:
+    """Issue #31: planned by records, not entries -- 3,000 single-record entries and 40
+    entries of 500 records of one topic (between entries of another topic the read leaves
+    out) split 4 ways, and the mixed sets with the default plan, within 1.1x of the mean."""
+    singles, batches, others = 3_000, 40, 5_000
+    total = singles + batches + others
+    # entries 1..3000 singles of "t", then alternately an entry of another topic (0 rows of
+    # "t") and, every 126th entry, a 500-record batch of "t"
+    records = [1] * singles
+    for n in range(batches + others):
+        records.append(500 if n % 126 == 0 and records.count(500) < batches else 0)
+    records_t = tuple(records)
+    assert sum(records_t) == singles + batches * 500 and len(records_t) == total
+    for step in (1, 7):
+        buckets = -(-total // step)
+        counts = CountsResult(
+            total,
+            1,
+            tuple(min(step, total - b * step) for b in range(buckets)),
+            tuple(sum(records_t[b * step : (b + 1) * step]) for b in range(buckets)),
+        )
+        segments = weigh(((1, total),), counts, 1, step, raw_rows=False)
+        for options in ({"num_partitions": 4}, {"records_per_partition": 5_000}):
+            parts = split(((1, total),), segments=segments, **options)  # type: ignore[arg-type]
+            rows = _rows_of(parts, records_t)
+            assert sum(rows) == sum(records_t)
+            assert max(rows) <= 1.1 * (sum(rows) / len(rows)), (step, options, rows)
+    mixed = (1,) * 50_000 + (500,) * 2_100  # issue #17's set, default plan: 6 partitions
+    counts = CountsResult(len(mixed), 1, (1,) * len(mixed), mixed)
+    segments = weigh(((1, len(mixed)),), counts, 1, 1, raw_rows=True)
+    rows = _rows_of(split(((1, len(mixed)),), segments=segments), mixed)
+    assert len(rows) == 6 and max(rows) <= 1.1 * (sum(rows) / len(rows)), rows
+
+
+def test_kafka_forms_of_assign_min_partitions_timestamps_and_isolation() -> None:
+    """Issue #31: Kafka's per-partition forms mapped onto one log, or refused naming every
+    valid form."""
+    opts = parse_options({**BASE, "assign": '{"a": [0], "b": []}', "minPartitions": "3"})
+    assert opts.topics == frozenset({"a", "b"}) and opts.min_partitions == 3
+    at = '{"a": {"0": 1700000000000}}'
+    opts = parse_options({**BASE, "topics": "a", "startingOffsetsByTimestamp": at}, "stream")
+    assert opts.starting_timestamp_ms == 1_700_000_000_000
+    opts = parse_options({**BASE, "endingOffsetsByTimestamp": at}, "batch")
+    assert opts.ending_timestamp_ms == 1_700_000_000_000
+    assert parse_options(BASE).isolation == "read_committed"
+    loose = parse_options({**BASE, "kafka.isolation.level": "READ_UNCOMMITTED"})
+    assert loose.isolation == "read_uncommitted"
+    bad = [
+        ({**BASE, "assign": '{"a": [1]}'}, "one partition, 0"),
+        ({**BASE, "assign": "a,b"}, 'must be a JSON object of topics and their partitions'),
+        ({**BASE, "assign": '{"a": [0]}', "topics": "a"}, "set one of topics"),
+        ({**BASE, "minPartitions": "2", "numPartitions": "3"}, "minPartitions, not both"),
+        (
+            {**BASE, "startingOffsetsByTimestamp": '{"a": {"0": 1}, "b": {"0": 2}}'},
+            "every topic needs the same time",
+        ),
+        ({**BASE, "startingOffsetsByTimestamp": '{"a": 5}'}, 'with partition "0"'),
+        (
+            {**BASE, "topics": "b", "startingOffsetsByTimestamp": at},
+            "must name exactly the topics of the read",
+        ),
+        ({**BASE, "startingOffsetsByTimestamp": at, "startingOffsets": "5"}, "set one of"),
+        ({**BASE, "isolation.level": "serializable"}, "must be read_committed (the default"),
+    ]
+    for options, message in bad:
+        with pytest.raises(RaftlogSourceError, match=re.escape(message)):
+            parse_options(options)
+    with pytest.raises(RaftlogSourceError, match="applies to batch reads"):
+        parse_options({**BASE, "endingOffsetsByTimestamp": at}, "stream")
+
+
+def test_min_partitions_is_a_floor_on_the_plan() -> None:
+    assert len(split(((1, 1000),), min_partitions=5)) == 5
+    assert len(split(((1, 1000),), records_per_partition=100, min_partitions=5)) == 10
 
 
 def test_row_budget_cuts_a_stream_by_records() -> None:
@@ -388,8 +472,17 @@ def test_diagnosis_tells_unreachable_from_wrong_ident() -> None:
             other.bind(("127.0.0.1", 0))
             closed = f"tcp://127.0.0.1:{other.getsockname()[1]}"
         message = diagnose((listening, closed), "prod", 2.0, TimeoutError("x"))
-        assert "check the ident 'prod'" in message and f"unreachable: {closed}" in message
-    assert "no peer is reachable" in diagnose((closed,), "prod", 2.0, TimeoutError("x"))
+        assert "check the ident 'prod'" in message
+        assert f"{closed}: refused the connection" in message
+        mid_read = diagnose((listening,), "prod", 2.0, TimeoutError("x"), answered_before=True)
+        assert "stopped answering" in mid_read and "ident" not in mid_read
+    both = diagnose((closed, closed), "prod", 2.0, TimeoutError("gave up after 1.4s (peers)"))
+    assert both == (
+        "raftlog source: the cluster did not answer (1.4s): every peer: refused the "
+        f"connection (is the peer running at this address?) ({closed}, {closed})"
+    )
+    unknown = diagnose(("tcp://no-such-host.invalid:8047",), "prod", 2.0, TimeoutError("x"))
+    assert "tcp://no-such-host.invalid:8047: unknown host" in unknown
 
 
 def test_the_editable_install_is_found_by_name() -> None:
@@ -557,7 +650,7 @@ def test_kafka_named_options_map_to_the_source_options() -> None:
     ]:
         with pytest.raises(RaftlogSourceError, match=message):
             parse_options(options)
-    with pytest.raises(RaftlogSourceError, match="starts at earliest or an index"):
+    with pytest.raises(RaftlogSourceError, match="starts at earliest, an index N >= 0"):
         parse_options({**BASE, "startingOffsets": "latest"}, "batch")
     assert ScanSpec(topic_pattern="pay.*").admits_topic("pay.eu") is True
     assert ScanSpec(topic_pattern="pay.*").admits_topic("xpay") is False

@@ -5,8 +5,8 @@ can mean a 100x difference in rows (issue #17: 97% of the rows in one of four pa
 The peers know every entry's record count from their topic index; one ``TC`` request
 (``raftlog.topics.wire_counts``) returns them per bucket of ``step`` entries, without reading
 any entry. A segment's weight is the rows it gives (records of the wanted topics, plus
-one per other entry when raw entries are rows) plus a small per-entry cost for streaming
-and decoding entries (``ENTRY_COST``). Inside a bucket entries are taken as equally heavy,
+one per other entry when raw entries are rows) and a negligible per-entry rest
+(``ENTRY_COST``). Inside a bucket entries are taken as equally heavy,
 so a cut is accurate to a fraction of one bucket (``MAX_BUCKETS`` buckets over the range).
 
 Peers without ``TC`` (the reference, older raftlog) leave every entry weighing 1: the old
@@ -24,11 +24,12 @@ from raftlog.topics.wire_counts import CountsResult
 from raftlog_spark.filters import IndexRanges
 
 MAX_BUCKETS: Final = 8192
-ENTRY_COST: Final = 8.0
-"""What streaming and decoding one entry costs a task, in rows: measured 13 us per
-single-record entry against 1.6 us per record of a 500-record batch (100 B values), so an
-entry's fixed cost is about 8 rows. With it, partitions take equal *time*: a partition of
-small entries holds fewer rows (still within 1.5x of the mean on issue #17's data set)."""
+ENTRY_COST: Final = 0.01
+"""Weight of an entry on top of its rows: partitions are planned by rows -- records of the
+selected topics (plus raw rows when they are rows) -- not by entries (issue #31: a weight of
+8 rows per entry, meant to even out decoding time, put 1,314 rows in a partition of
+single-record entries and 11,500 in one of 500-record batches, and counted the entries of
+other topics against a topic filter). The small rest only orders stretches without rows."""
 
 
 @dataclass(frozen=True, slots=True)

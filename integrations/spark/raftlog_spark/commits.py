@@ -10,7 +10,9 @@ at ``(commit index, 0)``, one per topic the read admits, and keeps the records o
 commit only. A rolled-back, timed-out or still-open transaction has no commit entry (or an
 aborted one the index never filled), so none of its records can show.
 
-Cost: one ``TR`` round trip per topic of the read (those created before the commit and not
+Since issue #31 this is the fallback of :mod:`raftlog_spark.commit_map`, which resolves a
+partition's commits in bulk; it serves the commits that map does not cover. Cost: one
+``TR`` round trip per topic of the read (those created before the commit and not
 wholly removed by retention at it) per commit in a task's ranges -- cheap with a topic
 filter, proportional to the number of topics without one.
 """
@@ -48,7 +50,8 @@ class CommitReader:
         self._wanted = wanted  # the read's topic filter (None: every topic of the view)
         self._clock = clock
 
-    def records(self, index: int) -> list[LoggedRecord]:
+    def records(self, index: int, stamp: int = 0) -> list[LoggedRecord]:
+        """``stamp`` (the commit's append time) is unused: ``TR`` answers carry it."""
         view = self._view
         found: list[LoggedRecord] = []
         for topic, bounds in sorted(view.topics.items()):

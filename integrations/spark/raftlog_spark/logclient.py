@@ -72,8 +72,13 @@ class LogClient:
         ident: str,
         timeout: float,
         curve: CurveClient | None = None,
+        *,
+        answered_before: bool = False,
     ) -> None:
         self.peers = peers
+        self.answered_before = answered_before
+        """The cluster answered this read before (a task: planning talked to it), so
+        silence is the cluster going away, not a wrong ident (:func:`diagnose`)."""
         self.ident = ident
         self.timeout = timeout
         self.curve = curve
@@ -146,8 +151,12 @@ class LogClient:
         try:
             info: RequestLogInfoResponse = self._run(self._log_info(consistency))
         except ClusterUnavailableError as exc:
-            raise RaftlogSourceError(diagnose(self.peers, self.ident, self.timeout, exc)) from exc
+            raise RaftlogSourceError(self._diagnose(exc)) from exc
         return info
+
+    def _diagnose(self, exc: BaseException, waited: float | None = None) -> str:
+        seen, peers = self.answered_before, self.peers
+        return diagnose(peers, self.ident, self.timeout, exc, answered_before=seen, waited=waited)
 
     def call(self, coro: Any) -> Any:
         """Run a call of the client or its :attr:`topics` (a coroutine) on the client's
@@ -159,7 +168,7 @@ class LogClient:
         try:
             return self._run(coro)
         except ClusterUnavailableError as exc:
-            raise RaftlogSourceError(diagnose(self.peers, self.ident, self.timeout, exc)) from exc
+            raise RaftlogSourceError(self._diagnose(exc)) from exc
 
     def check_topics(self, names: frozenset[str]) -> None:
         """Raise raftlog's ``UnknownTopic`` ``TopicError`` for a name that is no topic (the
@@ -210,14 +219,22 @@ class LogClient:
         return counts
 
     async def _record_counts(
-        self, lo: int, hi: int, step: int, topics: frozenset[str] | None
+        self, lo: int, hi: int, step: int, topics: frozenset[str] | None, commits: bool = False
     ) -> CountsResult | None:
+        """``commits``: the range's transaction commits too (issue #31), when the peer
+        knows how (a peer from before answers ``BadRequest``: asked again without)."""
         names = None if topics is None else sorted(topics)
         timeout = min(self.timeout, COUNTS_TIMEOUT)
         try:
-            return await self.topics.record_counts(lo, hi, step=step, topics=names, timeout=timeout)
+            return await self.topics.record_counts(
+                lo, hi, step=step, topics=names, timeout=timeout, commits=commits
+            )
         except ClusterUnavailableError:
             return None
+        except TopicError as exc:
+            if not commits or exc.name != "BadRequest":
+                raise
+        return await self._record_counts(lo, hi, step, topics)
 
     def plan_facts(
         self,
@@ -231,13 +248,13 @@ class LogClient:
     ) -> tuple[TopicView | None, CountsResult | None, tuple[str, ...]]:
         """What planning a read asks the cluster, asked at once (each request's latency
         is paid once, not one after the other): the topic view of ``view_topics`` (unless
-        not ``with_view``), :meth:`record_counts` and :meth:`cluster_urls`."""
+        not ``with_view``), :meth:`record_counts` with the range's transaction commits
+        (when there is a view: topic rows are read) and :meth:`cluster_urls`."""
 
         async def facts() -> tuple[TopicView | None, CountsResult | None, tuple[str, ...]]:
             view = self._topic_view(view_topics) if with_view else asyncio.sleep(0, None)
-            return await asyncio.gather(
-                view, self._record_counts(lo, hi, step, counted), self._cluster_urls()
-            )
+            counts = self._record_counts(lo, hi, step, counted, commits=with_view)
+            return await asyncio.gather(view, counts, self._cluster_urls())
 
         result: tuple[TopicView | None, CountsResult | None, tuple[str, ...]] = self._call(facts())
         return result
@@ -252,7 +269,7 @@ class LogClient:
         try:
             counted: tuple[int, int] = self._run(self._publish_all(items, window))
         except ClusterUnavailableError as exc:
-            raise RaftlogSourceError(diagnose(self.peers, self.ident, self.timeout, exc)) from exc
+            raise RaftlogSourceError(self._diagnose(exc)) from exc
         return counted
 
     async def _publish_all(
@@ -392,11 +409,8 @@ class LogClient:
             if next_index > hi:
                 return
             if clock() - progress > self.timeout:
-                raise RaftlogSourceError(
-                    f"raftlog source: no progress reading entries {next_index}..{hi} for "
-                    f"{self.timeout:g}s (peers {', '.join(self.peers)}): "
-                    f"{last_error or 'the leader serves no further entries'}"
-                ) from last_error
+                waited = clock() - progress
+                raise self._no_progress(next_index, hi, last_error, waited) from last_error
             time.sleep(RETRY_PAUSE)  # the stream stopped short: a new leader catching up
 
     async def _log_info(self, consistency: str) -> RequestLogInfoResponse:
@@ -408,6 +422,22 @@ class LogClient:
             info,
             commit_index=max(info.commit_index, index),
             last_applied=max(info.last_applied, index),
+        )
+
+    def _no_progress(
+        self, next_index: int, hi: int, last_error: BaseException | None, waited: float
+    ) -> RaftlogSourceError:
+        """A task's range stopped for ``timeout``: the cluster went away (which peers do
+        what: :func:`diagnose`), or the leader serves no further entries."""
+        if isinstance(last_error, ClusterUnavailableError):
+            self.answered_before = True  # it served this range's planning
+            return RaftlogSourceError(
+                f"{self._diagnose(last_error, waited)}; reading entries {next_index}..{hi}"
+            )
+        return RaftlogSourceError(
+            f"raftlog source: no progress reading entries {next_index}..{hi} for "
+            f"{self.timeout:g}s (peers {', '.join(self.peers)}): "
+            f"{last_error or 'the leader serves no further entries'}"
         )
 
     def _lost(self, next_index: int, first_index: int, hi: int, fail: bool) -> int:

@@ -19,6 +19,12 @@ from raftlog.security import keys
 from raftlog.security.settings import CurveClient
 from raftlog.topics.records import check_topic_name
 from raftlog_spark.errors import RaftlogSourceError
+from raftlog_spark.kafka_options import (
+    Isolation,
+    parse_assign,
+    parse_by_timestamp,
+    parse_isolation,
+)
 
 Mode = Literal["any", "batch", "stream"]
 
@@ -43,15 +49,21 @@ COMMON: Final = (
     "keyFile",
     "serverKeyFile",
     "consistency",
+    "assign",
+    "minPartitions",
+    "startingOffsetsByTimestamp",
+    "isolation.level",
 )
 BATCH_ONLY: Final = (
     "startingIndex",
     "endingIndex",
     "endingOffsets",
     "endingTimestamp",
+    "endingOffsetsByTimestamp",
     "pushFilters",
 )
 STREAM_ONLY: Final = (
+    "groupId",
     "maxEntriesPerTrigger",
     "maxRecordsPerTrigger",
     "minOffsetsPerTrigger",
@@ -61,6 +73,8 @@ ALIASES: Final = {
     "subscribe": "topics",
     "subscribepattern": "topicPattern",
     "maxoffsetspertrigger": "maxRecordsPerTrigger",
+    "kafka.isolation.level": "isolation.level",
+    "kafka.group.id": "groupId",
 }
 """Spark Kafka source names accepted for the same concept (see the README's table)."""
 KNOWN: Final = {name.lower(): name for name in (*COMMON, *BATCH_ONLY, *STREAM_ONLY)}
@@ -115,6 +129,13 @@ class SourceOptions:
     """``linearizable``: the planned end covers every write acknowledged before planning
     (the leader's read index, ``RI``); ``any``: the leader's applied index (issue #29)."""
     """CURVE: the cluster's server ``.key`` (public) file."""
+    min_partitions: int | None = None
+    """At least this many tasks (Kafka's ``minPartitions``), of equal rows."""
+    group_id: str | None = None
+    """A stream group to start a new query at and commit each micro-batch to."""
+    isolation: Isolation = "read_committed"
+    """``read_uncommitted``: transactional records at their store entry, whatever becomes
+    of the transaction (open, committed or rolled back); commits then give no rows."""
 
     def curve(self) -> CurveClient | None:
         """The CURVE keys for a secure cluster, read where the client runs (driver or
@@ -131,7 +152,12 @@ class SourceOptions:
                 f"raftlog source: option {', '.join(bad)} applies to {other} only"
             )
         if mode == "batch" and self.starting_offsets == "latest":
-            raise _fail("startingOffsets", "latest", "a batch read starts at earliest or an index")
+            raise _fail(
+                "startingOffsets",
+                "latest",
+                'a batch read starts at earliest, an index N >= 0, or {"index": N} (latest is '
+                "for streams; a batch read ends at latest by default)",
+            )
         return self
 
     @property
@@ -162,11 +188,21 @@ def _bool(name: str, value: str) -> bool:
     raise _fail(name, value, "must be true or false")
 
 
+OFFSET_FORMS: Final = {
+    "startingOffsets": 'earliest, latest (streams only), an index N >= 0, or {"index": N}',
+    "endingOffsets": 'latest, an index N >= 0, or {"index": N}',
+}
+"""Every valid form of the offset options, for their error messages."""
+
+
 def _offset(name: str, value: str) -> int:
     """An index, given plainly or as the source's offset ``{"index": N}``."""
     text = value.strip()
     match = re.fullmatch(r'\{\s*"index"\s*:\s*(\d+)\s*\}', text)
-    return _int(name, match.group(1) if match else text, 0)
+    number = match.group(1) if match else text
+    if not re.fullmatch(r"\d+", number):
+        raise _fail(name, value, f"must be {OFFSET_FORMS.get(name, 'an index N >= 0')}")
+    return int(number)
 
 
 def _duration(name: str, value: str) -> float:
@@ -239,6 +275,13 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
         )
 
     topics: frozenset[str] | None = None
+    if "assign" in values:
+        if "topics" in values or "topicPattern" in values:
+            raise RaftlogSourceError(
+                "raftlog source: set one of topics (subscribe), topicPattern "
+                "(subscribePattern) and assign"
+            )
+        topics = parse_assign(values["assign"])
     if "topics" in values:
         names = [t.strip() for t in values["topics"].split(",") if t.strip()]
         if not names:
@@ -263,12 +306,14 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
     entries_per_partition = opt_int("entriesPerPartition", 1)
     records_per_partition = opt_int("recordsPerPartition", 1)
     sizing = [
-        n for n in ("numPartitions", "entriesPerPartition", "recordsPerPartition") if n in values
+        n
+        for n in ("numPartitions", "entriesPerPartition", "recordsPerPartition", "minPartitions")
+        if n in values
     ]
     if len(sizing) > 1:
         raise RaftlogSourceError(
             f"raftlog source: set one of numPartitions, entriesPerPartition, "
-            f"recordsPerPartition, not both ({', '.join(sizing)})"
+            f"recordsPerPartition, minPartitions, not both ({', '.join(sizing)})"
         )
     timeout = DEFAULT_TIMEOUT
     if "timeout" in values:
@@ -313,10 +358,29 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
     starting_index = opt_int("startingIndex", 0)
     if starting is not None and starting not in ("earliest", "latest"):
         starting_index = starting_index if starting_index is not None else int(starting)
-    if "startingTimestamp" in values and "startingOffsets" in values:
+    starts = ("startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp")
+    if sum(name in values for name in starts) > 1:
         raise RaftlogSourceError(
-            "raftlog source: set startingOffsets or startingTimestamp, not both"
+            f"raftlog source: set one of {', '.join(starts)}, not several"
         )
+    if "endingTimestamp" in values and "endingOffsetsByTimestamp" in values:
+        raise RaftlogSourceError(
+            "raftlog source: set endingTimestamp or endingOffsetsByTimestamp, not both"
+        )
+    starting_ms = opt_time("startingTimestamp")
+    ending_ms = opt_time("endingTimestamp")
+    for name in ("startingOffsetsByTimestamp", "endingOffsetsByTimestamp"):
+        if name in values:
+            named, ms = parse_by_timestamp(name, values[name])
+            if topics is not None and named != topics:
+                raise RaftlogSourceError(
+                    f"raftlog source: {name} must name exactly the topics of the read "
+                    f"({', '.join(sorted(topics))})"
+                )
+            if name.startswith("starting"):
+                starting_ms = ms
+            else:
+                ending_ms = ms
 
     parsed = SourceOptions(
         peers=peers,
@@ -325,8 +389,8 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
         topic_pattern=pattern,
         starting_index=starting_index,
         ending_index=ending_index,
-        starting_timestamp_ms=opt_time("startingTimestamp"),
-        ending_timestamp_ms=opt_time("endingTimestamp"),
+        starting_timestamp_ms=starting_ms,
+        ending_timestamp_ms=ending_ms,
         num_partitions=num_partitions,
         entries_per_partition=entries_per_partition,
         records_per_partition=records_per_partition,
@@ -346,7 +410,15 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
         key_file=values.get("keyFile"),
         server_key_file=values.get("serverKeyFile"),
         consistency=_consistency(values.get("consistency", "any")),
+        min_partitions=opt_int("minPartitions", 1),
+        group_id=values.get("groupId"),
+        isolation=parse_isolation(values.get("isolation.level", "read_committed")),
     )
+    if parsed.group_id is not None and (not parsed.group_id.strip() or topics is None):
+        raise RaftlogSourceError(
+            "raftlog source: groupId needs a group name and the topics it reads: set topics "
+            "(subscribe) or assign (a stream group's position is kept per topic)"
+        )
     if (parsed.key_file is None) != (parsed.server_key_file is None):
         raise RaftlogSourceError(
             "raftlog source: a secure cluster needs both keyFile (this client's .key_secret) "

@@ -29,6 +29,7 @@ from raftlog.topics.client_view import TopicView
 from raftlog.topics.records import HEADER_SIZE, is_topic_data
 from raftlog.topics.stamp import append_time_of
 from raftlog_spark.balance import Segment, balanced_cuts
+from raftlog_spark.commit_map import CommitMap
 from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
 from raftlog_spark.filters import MAX_INDEX, IndexRanges, ScanSpec, intersect, size
 from raftlog_spark.logclient import LogClient
@@ -63,7 +64,7 @@ class LogPosition:
 class IndexRangePartition(InputPartition):
     """One task's share: disjoint inclusive index ranges, read in order, the peer to read
     them from, and what every task of the read shares, fetched once at planning: the topic
-    read rules (``view``)."""
+    read rules (``view``) and the transaction commits in its ranges (``commits``)."""
 
     def __init__(
         self,
@@ -71,12 +72,15 @@ class IndexRangePartition(InputPartition):
         ranges: Sequence[tuple[int, int]],
         view: TopicView | None = None,
         peer: str | None = None,
+        commits: CommitMap | None = None,
     ) -> None:
         super().__init__(number)
         self.number = number
         self.ranges = tuple((int(lo), int(hi)) for lo, hi in ranges)
         self.view = view
         self.peer = peer
+        self.commits = commits
+        """The commits of the ranges with their stores (None: resolved by ``TR`` reads)."""
         """The peer this task reads from first (planned round-robin over the cluster)."""
 
     @property
@@ -99,14 +103,18 @@ def split(
     segments: Sequence[Segment] | None = None,
     view: TopicView | None = None,
     peers: Sequence[str] = (),
+    commits: CommitMap | None = None,
+    min_partitions: int | None = None,
 ) -> list[IndexRangePartition]:
     """Cut ``ranges`` into partitions of nearly equal weight, in log order, none empty.
 
     ``segments`` weigh the ranges (:func:`raftlog_spark.balance.weigh`: rows per index
     range); without them every entry weighs the same. The count: ``num_partitions``, else
     ``entries_per_partition`` entries, else ``records_per_partition`` (default
-    ``DEFAULT_RECORDS_PER_PARTITION``) of weight per partition. Every partition carries
-    ``view``; partition ``n`` reads from ``peers[n % len(peers)]`` first (round-robin)."""
+    ``DEFAULT_RECORDS_PER_PARTITION``) of weight per partition, at least ``min_partitions``.
+    Every partition carries
+    ``view`` and its share of ``commits``; partition ``n`` reads from ``peers[n % len(peers)]``
+    first (round-robin)."""
     total = size(ranges)
     if total == 0:
         return []
@@ -118,7 +126,7 @@ def split(
         count = -(-total // entries_per_partition)
     else:
         per = records_per_partition or DEFAULT_RECORDS_PER_PARTITION
-        count = max(1, math.ceil(sum(s.weight for s in segments) / per))
+        count = max(1, math.ceil(sum(s.weight for s in segments) / per), min_partitions or 1)
     quotas = balanced_cuts(segments, min(count, total))
     parts: list[IndexRangePartition] = []
     pending = list(ranges)
@@ -135,7 +143,8 @@ def split(
             else:
                 pending[0] = (lo + step, hi)
         peer = peers[number % len(peers)] if peers else None
-        parts.append(IndexRangePartition(number, taken, view, peer))
+        mine = None if commits is None else commits.within(taken)
+        parts.append(IndexRangePartition(number, taken, view, peer, mine))
     return parts
 
 

@@ -33,7 +33,7 @@ from raftlog.topics.records import (
     decode_entry,
     is_topic_data,
 )
-from raftlog.topics.records_tx import KIND_TX, TxControl, decode_any_entry
+from raftlog.topics.records_tx import KIND_TX, KIND_TX_STORE, TxControl, TxStore, decode_any_entry
 from raftlog.topics.stamp import append_time_of
 from raftlog_spark.columns import record_columns
 from raftlog_spark.filters import ScanSpec
@@ -48,8 +48,9 @@ STATE: Final = int(EntryType.STATE)
 _NO_HEADERS: Final[tuple[Mapping[str, bytes]]] = ({},)
 """The headers of a raw row (none)."""
 
-CommitRecords = Callable[[int], Sequence[LoggedRecord]]
-"""The records commit ``index`` made visible, already filtered by the topic read rules."""
+CommitRecords = Callable[[int, int], Sequence[LoggedRecord]]
+"""The records commit ``index`` (appended at the given ms) made visible, already filtered by
+the topic read rules."""
 
 
 class RowBuilder:
@@ -63,9 +64,12 @@ class RowBuilder:
         view: TopicView | None = None,
         *,
         commits: CommitRecords | None = None,
+        uncommitted: bool = False,
     ) -> None:
         self.rows_per_batch = rows_per_batch
         self._commits = commits  # None: no topic records wanted, commits give no rows
+        self._uncommitted = uncommitted
+        """``isolation.level=read_uncommitted``: stores give their records, commits none."""
         self.include_headers = include_headers
         self._view = view  # the topic read rules (raftlog.topics.client_view), issue #11
         self._topic_ok = spec.topic_checker()
@@ -146,10 +150,14 @@ class RowBuilder:
                 self._producer_ms.append(0)
                 self._bytes += len(data)
             return
-        if len(data) > HEADER_SIZE and data[KIND_OFFSET] == KIND_TX:
-            self._add_commit(index, entry.term, data)
+        kind = data[KIND_OFFSET] if len(data) > HEADER_SIZE else -1
+        if kind == KIND_TX:
+            if not self._uncommitted:
+                self._add_commit(index, entry.term, data)
             return
-        if len(data) <= HEADER_SIZE or data[KIND_OFFSET] != KIND_RECORDS:
+        # read_uncommitted: a store's records are rows at the store, like a batch's
+        store_rows = kind == KIND_TX_STORE and self._uncommitted and self._commits is not None
+        if kind != KIND_RECORDS and not store_rows:
             return  # an admin command (or a malformed entry, skipped like the state machine)
         stamp = append_time_of(data)
         time_us = stamp * 1000 if stamp else None
@@ -161,16 +169,17 @@ class RowBuilder:
             self.skipped += 1
             return
         records: tuple[Record, ...] = ()
-        columns = record_columns(data)  # plain records (no TTL): no Record objects
+        # plain records (no TTL): no Record objects
+        columns = record_columns(data) if kind == KIND_RECORDS else None
         if columns is None:  # not a plain batch: the canonical decoder
             try:
-                batch = decode_entry(data)
+                batch = decode_entry(data) if kind == KIND_RECORDS else decode_any_entry(data)
             except RecordFormatError as exc:
                 self.malformed += 1
                 if self.malformed <= 3:
                     log.warning("raftlog_spark: skipping malformed topic entry %d: %s", index, exc)
                 return
-            if not isinstance(batch, RecordBatch):
+            if not isinstance(batch, RecordBatch | TxStore):
                 return
             records = batch.records
             columns = (
@@ -227,7 +236,9 @@ class RowBuilder:
             return
         topic_ok = self._topic_ok
         items = [
-            item for item in self._commits(index) if topic_ok is None or topic_ok(item.record.topic)
+            item
+            for item in self._commits(index, stamp)
+            if topic_ok is None or topic_ok(item.record.topic)
         ]
         self.decoded += 1
         for item in items:
@@ -324,11 +335,16 @@ def to_batches(
     view: TopicView | None = None,
     *,
     commits: CommitRecords | None = None,
+    uncommitted: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of the rows of ``chunks`` (never an empty batch); with ``view``, topic
     records are the ones a ``TR`` read returns (incarnation, retention, TTL); ``commits``
-    resolves the records of transaction commits (None: commits give no rows)."""
-    builder = RowBuilder(spec, rows_per_batch, include_headers, view, commits=commits)
+    resolves the records of transaction commits (None: commits give no rows);
+    ``uncommitted`` (``isolation.level=read_uncommitted``): transactional stores give their
+    records at the store instead, and commits none."""
+    builder = RowBuilder(
+        spec, rows_per_batch, include_headers, view, commits=commits, uncommitted=uncommitted
+    )
     for chunk in chunks:
         for item in chunk:
             builder.add(item.index, item.entry)

@@ -11,6 +11,7 @@ import pyarrow as pa
 from raftlog.topics.client_view import TopicView
 from raftlog_spark.anchors import ANCHOR_TOPIC
 from raftlog_spark.balance import bucket_step, weigh
+from raftlog_spark.commit_map import BulkCommits, CommitMap
 from raftlog_spark.commits import CommitReader
 from raftlog_spark.filters import IndexRanges, ScanSpec
 from raftlog_spark.logclient import LogClient
@@ -24,15 +25,17 @@ def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Itera
     """A task's rows: every admitted row of the entries in the partition's ranges, as Arrow
     batches, by the topic read rules fetched at planning (issue #11: the records a ``TR``
     read at the planned applied index returns; every task of a read uses the same view).
-    A transaction commit in the ranges gives its committed records, fetched from the topic
-    index (``raftlog_spark.commits``), wherever their store entries lie (issue #18).
+    A transaction commit in the ranges gives its committed records, wherever their store
+    entries lie (issue #18): from the stores the planner's commit map names, read in bulk
+    (``raftlog_spark.commit_map``, issue #31), else by ``TR`` reads (``raftlog_spark.commits``).
     Python's cyclic collector stays off the decoding (:mod:`raftlog_spark.worker_gc`)."""
     ranges: IndexRanges = getattr(partition, "ranges", ())
     if not ranges:
         return
     view: TopicView | None = getattr(partition, "view", None)
     peer: str | None = getattr(partition, "peer", None)
-    with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
+    curve = opts.curve()
+    with LogClient(opts.peers, opts.ident, opts.timeout, curve, answered_before=True) as client:
 
         def chunks() -> Iterator[list[Any]]:
             for lo, hi in ranges:
@@ -40,10 +43,23 @@ def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Itera
                     lo, hi, fail_on_data_loss=opts.fail_on_data_loss, from_peer=peer
                 )
 
-        commits = None if view is None else CommitReader(client, view, spec.topic_checker()).records
+        commits = None
+        if view is not None:
+            wanted = spec.topic_checker()
+            commits = CommitReader(client, view, wanted).records
+            commit_map: CommitMap | None = getattr(partition, "commits", None)
+            if commit_map is not None:
+                fallback = commits
+                commits = BulkCommits(client, view, wanted, commit_map, fallback, peer=peer).records
         yield from collector_paused(
             to_batches(
-                chunks(), spec, opts.rows_per_batch, opts.include_headers, view, commits=commits
+                chunks(),
+                spec,
+                opts.rows_per_batch,
+                opts.include_headers,
+                view,
+                commits=commits,
+                uncommitted=opts.isolation == "read_uncommitted",
             )
         )
 
@@ -84,7 +100,9 @@ def weighted_split(
         num_partitions=opts.num_partitions,
         entries_per_partition=opts.entries_per_partition,
         records_per_partition=opts.records_per_partition,
+        min_partitions=opts.min_partitions,
         segments=segments,
         view=view,
         peers=peers,
+        commits=CommitMap.of(counts, lo, hi),
     )

@@ -20,13 +20,14 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from raftlog.topics.records import TopicError
 from raftlog_spark.errors import RaftlogSourceError
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def one_line_errors(method: F) -> F:
@@ -41,6 +42,16 @@ def one_line_errors(method: F) -> F:
             raise
 
     return cast(F, wrapper)
+
+
+def one_line_rows(rows: Iterator[T]) -> Iterator[T]:
+    """:func:`one_line_errors` for a task's rows: the source's errors surface while Spark
+    iterates (a cluster gone mid-read), not when ``read`` returns its generator."""
+    try:
+        yield from rows
+    except (RaftlogSourceError, TopicError):
+        os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+        raise
 
 
 def _python_has_source(python: str) -> bool:

@@ -23,9 +23,11 @@ class, its readers and partitions are pickled by reference, so executors import
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from types import FrameType
+from typing import Any, NoReturn
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -50,7 +52,7 @@ from raftlog_spark.planning import (
 )
 from raftlog_spark.scan import base_spec, read_partition, weighted_split
 from raftlog_spark.schema import schema_for
-from raftlog_spark.setup import check_worker_python, one_line_errors
+from raftlog_spark.setup import check_worker_python, one_line_errors, one_line_rows
 from raftlog_spark.sink import RaftlogStreamWriter, RaftlogWriter, parse_sink_options
 from raftlog_spark.stream import RaftlogStreamReader
 from raftlog_spark.worker_gc import settle_worker_heap
@@ -122,10 +124,15 @@ class RaftlogDataSource(DataSource):
             return RaftlogPushdownReader(opts, pinned)
         return RaftlogReader(opts, pinned)
 
-    @one_line_errors
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802
-        opts = parse_options(self.options, "stream")
-        _check_schema(schema, opts)
+        """A stream reader -- or, for options invalid in a stream, one that only refuses:
+        PySpark's streaming runner calls ``reader.stop()`` in a ``finally``, so an error
+        raised here would surface as ``UnboundLocalError: reader`` instead (issue #31)."""
+        try:
+            opts = parse_options(self.options, "stream")
+            _check_schema(schema, opts)
+        except RaftlogSourceError as exc:
+            return RefusedStreamReader(exc)
         return RaftlogStreamReader(opts)
 
     @one_line_errors
@@ -135,6 +142,37 @@ class RaftlogDataSource(DataSource):
     @one_line_errors
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802
         return RaftlogStreamWriter(parse_sink_options(self.options), schema)
+
+
+class RefusedStreamReader(DataSourceStreamReader):
+    """A stream whose options were refused: its first call (Spark asks for the default read
+    limit or the initial offset before anything else) raises the one-line error; it holds
+    no connection, so ``stop`` has nothing to release."""
+
+    def __init__(self, error: RaftlogSourceError) -> None:
+        self.error = error
+
+    def _refuse(self, *_: object) -> NoReturn:
+        os.environ["SPARK_HIDE_TRACEBACK"] = "1"  # as one_line_errors does
+        raise self.error
+
+    def initialOffset(self) -> dict[str, int]:  # noqa: N802
+        self._refuse()
+
+    def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:  # noqa: N802
+        self._refuse()
+
+    def getDefaultReadLimit(self) -> Any:  # noqa: N802
+        self._refuse()
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
+        self._refuse()
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        self._refuse()
+
+    def stop(self) -> None:
+        """Nothing to release."""
 
 
 class RaftlogReader(DataSourceReader):
@@ -154,13 +192,14 @@ class RaftlogReader(DataSourceReader):
     @one_line_errors
     def partitions(self) -> Sequence[InputPartition]:
         opts = self.opts
-        with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
+        curve = opts.curve()  # load() talked to the cluster: silence now is not the ident
+        with LogClient(opts.peers, opts.ident, opts.timeout, curve, answered_before=True) as client:
             parts = weighted_split(client, opts, self.spec, self.planned_ranges(client))
         settle_worker_heap()
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(self.opts, self.spec, partition)
+        return one_line_rows(read_partition(self.opts, self.spec, partition))
 
 
 class RaftlogPushdownReader(RaftlogReader):

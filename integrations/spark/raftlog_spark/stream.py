@@ -13,11 +13,12 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from raftlog_spark.balance import Segment, bucket_step, rows_upto, weigh
 from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError
+from raftlog_spark.groups import StreamGroup
 from raftlog_spark.logclient import LogClient
 from raftlog_spark.options import SourceOptions
 from raftlog_spark.planning import LogPosition, stream_ranges, time_ranges
 from raftlog_spark.scan import base_spec, counted_topics, read_partition, weighted_split
-from raftlog_spark.setup import one_line_errors
+from raftlog_spark.setup import one_line_errors, one_line_rows
 
 try:  # PySpark >= 4.2: admission control and Trigger.AvailableNow for Python streams
     _stream_api: Any = importlib.import_module("pyspark.sql.streaming.datasource")
@@ -47,10 +48,19 @@ class RaftlogStreamReader(DataSourceStreamReader, _SupportsTriggerAvailableNow):
         self._target: int | None = None
         self._latest: int | None = None
         self._last_trigger = time.monotonic()
+        self._group: StreamGroup | None = None
+
+    @property
+    def group(self) -> StreamGroup | None:
+        """The query's stream group (``groupId``), or None."""
+        if self._group is None and self.opts.group_id is not None and self.opts.topics:
+            self._group = StreamGroup(self.client, self.opts.group_id, self.opts.topics)
+        return self._group
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_client"] = None  # read() runs in tasks, which open their own connections
+        state["_group"] = None
         return state
 
     @property
@@ -63,6 +73,7 @@ class RaftlogStreamReader(DataSourceStreamReader, _SupportsTriggerAvailableNow):
 
     def _position(self) -> LogPosition:
         position = LogPosition.of(self.client.log_info(self.opts.consistency))
+        self.client.answered_before = True  # later silence: the cluster went away
         self._latest = position.last_index
         return position
 
@@ -85,6 +96,9 @@ class RaftlogStreamReader(DataSourceStreamReader, _SupportsTriggerAvailableNow):
             begin = found[0][0] if found else position.last_index + 1
             return {"index": begin - 1}
         start = opts.starting_offsets or "latest"
+        at_group = self.group.start_offset() if self.group is not None else None
+        if at_group is not None:
+            start = str(at_group + 1)  # checked below like a startingOffsets index
         if start == "earliest":
             return {"index": position.first_index - 1}
         if start == "latest":
@@ -129,6 +143,8 @@ class RaftlogStreamReader(DataSourceStreamReader, _SupportsTriggerAvailableNow):
         if start is None:  # PySpark 4.1: no admission control
             return {"index": target}
         begin = int(start["index"])
+        if self.group is not None:
+            self.group.commit(begin)  # the batch that ended there is done (see groups.py)
         if begin + 1 < position.first_index:  # compacted under the stream
             if self.opts.fail_on_data_loss:
                 raise RaftlogDataLossError(
@@ -203,6 +219,13 @@ class RaftlogStreamReader(DataSourceStreamReader, _SupportsTriggerAvailableNow):
         return segments[-1].hi
 
     def reportLatestOffset(self) -> dict[str, int] | None:  # noqa: N802
+        """The last committed index, for the query progress' ``latestOffset`` (asked for
+        when no trigger has asked yet, e.g. right after a restart)."""
+        if self._latest is None:
+            try:
+                self._position()
+            except RaftlogSourceError:
+                return None  # the progress report must not fail the query
         return None if self._latest is None else {"index": self._latest}
 
     @one_line_errors
@@ -211,10 +234,15 @@ class RaftlogStreamReader(DataSourceStreamReader, _SupportsTriggerAvailableNow):
         return weighted_split(self.client, self.opts, self.spec, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_partition(self.opts, self.spec, partition)
+        return one_line_rows(read_partition(self.opts, self.spec, partition))
 
+    @one_line_errors
     def commit(self, end: dict[str, int]) -> None:
-        """Nothing to release: committed entries stay readable until compaction."""
+        """Spark committed the micro-batch ending at ``end``: the stream group's position
+        moves past it (``groupId``); otherwise nothing to release -- committed entries stay
+        readable until compaction."""
+        if self.group is not None:
+            self.group.commit(int(end["index"]))
 
     def stop(self) -> None:
         if self._client is not None:

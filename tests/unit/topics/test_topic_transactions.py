@@ -375,3 +375,62 @@ def test_a_page_of_a_large_commit_reads_only_the_stores_it_touches(
     page = read(machine, "a", from_index=commit, from_position=8, limit=1)
     assert values(page) == [b"4-0"] and page.more
     assert asked == [stores[4]]
+
+
+def test_counts_list_the_commits_of_a_range_with_their_stores(
+    log: TxLog, machine: TopicStateMachine
+) -> None:
+    """Issue #31: one ``TC`` answer resolves every commit of a range (a reader needs no
+    ``TR`` round trip per commit); aborted and rolled-back ones are not listed, and the wire
+    form round-trips."""
+    log.create("a")
+    log.create("b")
+    log.create("c")
+    log.begin("x")
+    s1 = log.put("x", Record("a", b"1"), Record("b", b"2"))
+    log.begin("y")
+    s2 = log.put("x", Record("a", b"3"))
+    log.put("y", Record("a", b"4"))
+    cx = log.commit("x")
+    log.rollback("y")
+    log.begin("z")
+    log.put("z", Record("b", b"5"))
+    log.add(encode_command(TopicCommand("delete", "b")))
+    cz = log.commit("z")  # aborted: b is gone
+    log.apply(machine)
+    last = log.store.last_index
+    req = topic_counts.CountsRequest(1, last, last, commits=True)
+    result = machine.counts(
+        topic_counts.decode_counts_request(topic_counts.encode_counts_request(req))
+    )
+    assert result.commits == ((cx, ((s1, 2), (s2, 1))),) and result.commits_to == last
+    assert cz > cx
+    wire = topic_counts.encode_counts_response(result)
+    assert topic_counts.decode_counts_response(wire) == result
+    plain = machine.counts(topic_counts.CountsRequest(1, last, last))
+    assert plain.commits is None
+    assert topic_counts.decode_counts_response(topic_counts.encode_counts_response(plain)) == plain
+    of_a = machine.counts(topic_counts.CountsRequest(1, last, last, ("a",), commits=True))
+    assert of_a.commits == result.commits  # the commit made records of a visible
+    of_c = machine.counts(topic_counts.CountsRequest(1, last, last, ("c",), commits=True))
+    assert of_c.commits == ()  # a reader of c does not learn of other topics' commits
+    only_first = machine.counts(topic_counts.CountsRequest(1, cx - 1, 1, commits=True))
+    assert only_first.commits == ()
+
+
+def test_a_long_commit_list_is_cut_and_says_where(
+    log: TxLog, machine: TopicStateMachine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log.create("a")
+    commits = []
+    for txid in ("x", "y"):
+        log.begin(txid)
+        log.put(txid, Record("a", b"1"))
+        log.put(txid, Record("a", b"2"))
+        commits.append(log.commit(txid))
+    log.apply(machine)
+    monkeypatch.setattr(topic_counts, "MAX_COMMIT_STORES", 3)
+    last = log.store.last_index
+    result = machine.counts(topic_counts.CountsRequest(1, last, last, commits=True))
+    assert [index for index, _ in result.commits or ()] == commits[:1]
+    assert result.commits_to == commits[1] - 1
