@@ -108,7 +108,7 @@ def main(argv: list[str]) -> int:
     entries, batch = int(argv[0]), int(argv[1])
     ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     url = f"tcp://127.0.0.1:{int(argv[2])}"
-    sock = sockets.peer_router(ctx, url, max_message_size=0)
+    sock = sockets.peer_router(ctx, url, max_message_size=-1)  # -1: no limit (0 refuses all)
     threading.Thread(target=_NullServer(sock, url, entries, batch).serve, daemon=True).start()
     print(url, flush=True)
     sys.stdin.read()  # until the benchmark closes our standard input
