@@ -5,7 +5,8 @@ observer its parts once and calls it at three points (each timer pass, each role
 close). The observer wraps the synced write, the applied callback, the executor's snapshot
 store and outbox with their metrics, keeps the ring of recent leader changes, counts the
 ROUTER's connections, publishes the :class:`PeerView` at most every 200 ms, and runs the
-HTTP listener when the peer has an ``http_url``, and notifies the HTTP side's waits
+HTTP listener when the peer has an ``http_url`` (and the Kafka listener, issue #30, when it
+has a ``kafka_url``), and notifies the HTTP side's waits
 (:class:`~raftlog.server.apply_signal.ApplySignal`) after each applied batch.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import zmq
 from aiohttp import web
@@ -43,6 +45,12 @@ from raftlog.server.ready_executor import Outbox
 from raftlog.storage.base import ReadyStore, SnapshotStore
 
 
+class Stoppable(Protocol):
+    """A listener the observer runs for the peer (the Kafka listener)."""
+
+    def stop(self) -> None: ...
+
+
 class PeerObserver:
     """The monitoring side of one peer (see the module docstring)."""
 
@@ -57,6 +65,7 @@ class PeerObserver:
         """This peer's applied index for the HTTP side's waits (long polls, catch-up)."""
         self._publisher: ViewPublisher | None = None
         self._http: HttpListener | None = None
+        self._kafka: Stoppable | None = None
         self._connections: ConnectionMonitor | None = None
 
     def timed(self, store: ReadyStore) -> ReadyStore:
@@ -128,6 +137,10 @@ class PeerObserver:
                 security=settings.security,
                 tls=settings.http_url.startswith("https:"),
             )
+        if settings.kafka is not None:  # imported here: the Kafka side needs the REST gateway
+            from raftlog.kafka.listener import start_kafka  # noqa: PLC0415
+
+            self._kafka = start_kafka(settings, self.applied, self.views)
 
     def on_timer(self, now: float) -> None:
         """Each timer pass of the loop: a fresh view if the last one is old enough."""
@@ -157,3 +170,6 @@ class PeerObserver:
         if self._http is not None:
             self._http.stop()
             self._http = None
+        if self._kafka is not None:
+            self._kafka.stop()
+            self._kafka = None

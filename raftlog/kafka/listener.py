@@ -1,0 +1,179 @@
+"""The Kafka listener: an asyncio TCP server in a daemon thread of the peer process.
+
+Why a thread with its own loop, like the HTTP listener: the consensus loop never waits on
+a socket it does not own; the listener reaches the cluster through its own client (the
+REST gateway's, on this loop) and learns the applied index from the peer's
+:class:`~raftlog.server.apply_signal.ApplySignal`.
+
+Each connection reads one request at a time (4-byte size, then the message), answers it,
+then reads the next: Kafka's own rule, which keeps one producer connection's batches in
+order. Nothing a client sends stops the listener: an oversize frame or a request that does
+not parse closes that connection (what a Kafka broker does); a handler failure is logged
+and closes that connection; every other connection carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import structlog
+
+from raftlog.config import PeerSettings
+from raftlog.kafka import admin, produce, reading
+from raftlog.kafka.context import KafkaContext
+from raftlog.kafka.protocol import (
+    MalformedRequestError,
+    Request,
+    encode_response,
+    frame_size,
+    parse_request,
+    unsupported_response,
+)
+from raftlog.kafka.settings import split_kafka_url
+from raftlog.observability.view import ViewBox
+from raftlog.rest.gateway import ClusterGateway
+from raftlog.server.apply_signal import ApplySignal
+
+START_TIMEOUT: Final = 10.0
+log = structlog.get_logger("raftlog.kafka")
+
+Handler = Callable[[KafkaContext, Request], Awaitable[Any]]
+HANDLERS: dict[int, Handler] = {
+    0: produce.produce,
+    1: reading.fetch,
+    2: reading.list_offsets,
+    3: admin.metadata,
+    18: admin.api_versions,
+    19: admin.create_topics,
+    20: admin.delete_topics,
+    22: produce.init_producer_id,
+    32: admin.describe_configs,
+}
+"""API key -> handler; :data:`raftlog.kafka.protocol.SUPPORTED` lists the versions."""
+
+
+class KafkaListenerError(RuntimeError):
+    """The listener could not bind its ``kafka_url``."""
+
+
+async def answer(ctx: KafkaContext, frame: bytes) -> bytes | None:
+    """The response bytes to one request frame (None: no answer, ``acks=0``); raises
+    ``MalformedRequestError`` for a frame that does not parse."""
+    request = parse_request(frame)
+    if not isinstance(request, Request):
+        return unsupported_response(request)
+    handler = HANDLERS[request.api_key]  # SUPPORTED lists only keys that have a handler
+    payload = await handler(ctx, request)
+    return None if payload is None else encode_response(request.correlation_id, payload)
+
+
+class KafkaListener:
+    """Serves the Kafka protocol on ``settings.kafka.url`` until :meth:`stop`."""
+
+    def __init__(self, settings: PeerSettings, applied: ApplySignal, views: ViewBox) -> None:
+        kafka = settings.kafka
+        if kafka is None:
+            raise ValueError("the peer has no kafka_url")
+        self._host, self._port = split_kafka_url(kafka.url)
+        self._max_frame = kafka.max_request_bytes
+        self.gateway = ClusterGateway(
+            [peer.url for peer in settings.peers] or [settings.url], settings.url,
+            settings.ident, max_entry_size=settings.options.max_log_entry_data_size,
+            timeout=settings.rest.request_timeout_ms / 1000, applied=applied)
+        self.ctx = KafkaContext(
+            kafka, self.gateway, views, peer_id=settings.id, cluster_id=settings.ident,
+            max_entry_bytes=settings.options.max_log_entry_data_size,
+            request_id_ttl_ms=settings.options.request_id_ttl)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="raftlog-kafka", daemon=True)
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    def start(self) -> None:
+        """Bind and serve; raises ``KafkaListenerError`` when the port cannot be bound."""
+        self._thread.start()
+        where = f"{self._host}:{self._port}"
+        if not self._started.wait(START_TIMEOUT):
+            raise KafkaListenerError(f"Kafka listener on {where} did not start")
+        if self._error is not None:
+            raise KafkaListenerError(f"cannot serve Kafka on {where}: {self._error}")
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._open())
+        except BaseException as exc:  # reported to start() in the peer's thread
+            self._error = exc
+            self._started.set()
+            self._loop.close()
+            return
+        self._started.set()
+        self._loop.run_forever()
+        self._loop.run_until_complete(self._close())
+        self._loop.close()
+
+    async def _open(self) -> None:
+        await self.gateway.start()
+        self._server = await asyncio.start_server(self._serve, self._host, self._port,
+                                                  reuse_address=True)
+
+    async def _close(self) -> None:
+        self.gateway.shutting_down()
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        for task in list(self._connections):
+            with contextlib.suppress(BaseException):
+                await task
+        await self.gateway.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        try:
+            while True:
+                size = frame_size(await reader.readexactly(4))
+                if not 0 < size <= self._max_frame:
+                    log.warning("kafka_bad_frame", peer=str(peer), size=size)
+                    return
+                reply = await answer(self.ctx, await reader.readexactly(size))
+                if reply is not None:
+                    writer.write(reply)
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        except MalformedRequestError as exc:
+            log.warning("kafka_bad_request", peer=str(peer), reason=str(exc))
+        except asyncio.CancelledError:  # the listener stops: end this connection quietly
+            return
+        except Exception:  # a handler bug must not end the listener: this connection only
+            log.exception("kafka_handler_failed", peer=str(peer))
+        finally:
+            if task is not None:
+                self._connections.discard(task)
+            writer.close()
+
+    def stop(self) -> None:
+        """Close the server and every connection, end the thread (idempotent)."""
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(START_TIMEOUT)
+
+
+def start_kafka(settings: PeerSettings, applied: ApplySignal,
+                views: ViewBox) -> KafkaListener | None:
+    """The running listener of a peer with a ``kafka_url``; None without one."""
+    if settings.kafka is None:
+        return None
+    listener = KafkaListener(settings, applied, views)
+    listener.start()
+    return listener
