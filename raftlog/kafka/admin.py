@@ -11,6 +11,7 @@ topic properties: ``retention.ms`` = ``retention_ms``, ``retention.bytes`` = ``m
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
@@ -26,6 +27,8 @@ CONFIGS: Final = {
     "max.message.bytes": "max_record_bytes",
 }
 """Kafka topic config -> raftlog topic property."""
+NO_TOPIC_ID: Final = uuid.UUID(int=0)
+"""Topic ids (KIP-516) are not kept: the all-zero id is Kafka's "none"."""
 TOPIC_RESOURCE: Final = 2
 DEFAULT_CONFIG: Final = 5  # config_source DEFAULT_CONFIG
 TOPIC_CONFIG: Final = 1  # config_source TOPIC_CONFIG
@@ -66,7 +69,7 @@ async def metadata(ctx: KafkaContext, req: Request) -> Any:
             partition_index=0, leader_id=leader, leader_epoch=-1, replica_nodes=nodes,
             isr_nodes=nodes, offline_replicas=()),)
         topics.append(make(schema, "MetadataResponseTopic", error_code=error, name=name,
-                           is_internal=False, partitions=partitions,
+                           topic_id=NO_TOPIC_ID, is_internal=False, partitions=partitions,
                            topic_authorized_operations=-2147483648))
     brokers = tuple(make(schema, "MetadataResponseBroker", node_id=b.node_id, host=b.host,
                          port=b.port, rack=None) for b in ctx.brokers)
