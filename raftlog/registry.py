@@ -51,6 +51,7 @@ from raftlog.rpc.messages import (
     RequestUpdate,
     RequestVote,
 )
+from raftlog.topics.groups.wire import TYPE_GROUP_DESCRIBE, TYPE_GROUP_LEASED, TYPE_GROUP_LIST
 from raftlog.topics.wire import TYPE_DESCRIBE, TYPE_LIST, TYPE_PUBLISH, TYPE_READ
 from raftlog.topics.wire_counts import TYPE_COUNTS
 from raftlog.topics.wire_tx import TYPE_TX_STATUS
@@ -153,6 +154,12 @@ ROWS: Final[tuple[MessageRow, ...]] = (
         _R, AclScope.READ_TOPICS, _TOPIC, "record counts per index bucket (Spark planning)"),
     MessageRow(TYPE_TX_STATUS, "TransactionStatus", ClientDispatch, _MACHINE,
         _R, AclScope.OWNER, _TOPIC, "a transaction's state (its owner or an admin)"),
+    MessageRow(TYPE_GROUP_DESCRIBE, "GroupDescribe", ClientDispatch, _MACHINE,
+        _R, AclScope.NONE, _TOPIC, "a consumer group's state (positions, leases, counters)"),
+    MessageRow(TYPE_GROUP_LIST, "GroupList", ClientDispatch, _MACHINE,
+        _R, AclScope.NONE, _TOPIC, "consumer group names"),
+    MessageRow(TYPE_GROUP_LEASED, "GroupLeased", ClientDispatch, _MACHINE,
+        _R, AclScope.NONE, _TOPIC, "the records a queue group leased to a member"),
     MessageRow(TYPE_CLOCK, "Clock", ClientDispatch, "clock.reading",
         _R, AclScope.NONE, _EXT, "the peer's cluster clock reading"),
     MessageRow(TYPE_COMPACT, "Compact", ClientDispatch, "info.compact",

@@ -36,6 +36,7 @@ from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.client_stream import POLL_INTERVAL, subscribe
 from raftlog.topics.client_tx import Transaction, begin_data, new_txid
+from raftlog.topics.groups.client import GroupCalls
 from raftlog.topics.record_builder import make_record
 from raftlog.topics.records import (
     AdminOp,
@@ -65,8 +66,9 @@ def admin_data(
     return encode_command(TopicCommand(op, topic, dict(properties or {})))
 
 
-class TopicClient:
-    """Topic operations over a :class:`RaftClient` (which it does not close).
+class TopicClient(GroupCalls):
+    """Topic operations over a :class:`RaftClient` (which it does not close); the consumer
+    group calls come from ``GroupCalls`` (``raftlog.topics.groups.client``).
 
     Every request travels on the RaftClient's transport: publishes with
     :meth:`RaftClient.leader_request` (leader discovery, "not leader" redirects, resends

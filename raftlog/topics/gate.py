@@ -31,6 +31,8 @@ from typing import Protocol
 
 from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.server.disk_guard import DiskGuard
+from raftlog.topics.groups.entry import GroupCommand
+from raftlog.topics.groups.host import GroupHost
 from raftlog.topics.record_scan import batch_fits, summarize_batch
 from raftlog.topics.records import ClockTick, RecordFormatError, TopicError, is_topic_data
 from raftlog.topics.records_tx import TxControl, TxStore, decode_any_entry
@@ -54,6 +56,11 @@ class TopicView(Protocol):
 
     def check_transaction(self, entry: TxControl | TxStore, now_ms: int) -> TopicError | None:
         """Why a transaction entry stamped ``now_ms`` would be refused (issue #18)."""
+        ...
+
+    @property
+    def groups(self) -> GroupHost:
+        """The consumer groups (issue #27): a group command is checked against them."""
         ...
 
 
@@ -98,6 +105,9 @@ class TopicGate:
         if isinstance(entry, ClockTick):  # issue #11: the leader's own (raftlog.topics.clock)
             return RecordFormatError("clock ticks are appended by the leader only")
         now = self._now_ms()
+        if isinstance(entry, GroupCommand):  # issue #27: checked against the applied groups
+            refusal = self._machine.groups.table.check(entry)
+            return refusal if refusal is not None else self.clock.stamp(data, now)
         if isinstance(entry, TxControl | TxStore):  # the stamp it would get decides expiry
             error = self._machine.check_transaction(entry, max(self.clock.last_ms, now))
             if error is not None:

@@ -4,33 +4,25 @@ Every peer applies the same committed entries in the same order, so every peer b
 same index and serves records in the same order. Rules applied to each STATE entry carrying
 a topic entry (``raftlog.topics.records``), deterministic because they depend on the log alone:
 
-* record batch: refused as a whole (not indexed) if a record names a topic that does not
-  exist -- unless the leader set AUTO_CREATE, which creates it with default properties --
-  or exceeds its topic's ``max_record_bytes``. The leader checks the same rules before
-  proposing (``raftlog.topics.gate``), so a refusal here only happens when an admin
-  command committed in between, or when the entry came through a leader that does not check.
-* the log clock = max(leader's stamp, previous log clock) over every stamped topic entry
-  (records, admin commands, clock ticks): non-decreasing in log order even across leaders
-  with skewed clocks, which makes "records appended at or after T" a single seek and exact,
-  and drives retention identically on every peer (``topic_reads``).
+* record batch: refused whole (not indexed) if a record names a missing topic (unless the
+  leader set AUTO_CREATE: created with default properties) or exceeds its topic's
+  ``max_record_bytes``. The leader's gate (``raftlog.topics.gate``) checks the same rules,
+  so a refusal here means an admin command committed in between (or an unchecking leader).
+* the log clock = max(leader's stamp, previous log clock) over every stamped topic entry:
+  non-decreasing in log order even across skewed leaders, so "appended at or after T" is
+  one exact seek, and retention runs identically on every peer (``topic_reads``).
 * admin: create of an existing topic, update/delete of a missing one: no-ops. Delete
   drops the topic's records; a re-created topic starts empty. An update moves the topic's
   low-water mark up to what retention removed so far, so a raised limit resurrects nothing.
 * malformed topic entries are skipped (logged): a peer never stops on application data.
 
-Records and log compaction (issue #11): records are read from the log, and the log is never
-compacted past the first record any topic still retains (``compaction_limit``, honoured by
-the peer's ``compact``). A topic record therefore disappears only by its topic's retention
-or deletion; a snapshot only needs the topic metadata, and a peer that installs it receives
-every retained record as ordinary log entries after it (see docs/topics.md for why).
-
-Durability: the index and ``last_applied`` are written in one unsynced batch per ``apply``;
-after a crash ``catch_up`` re-applies from the log what the index misses (restoring the
-snapshot first if the log was compacted past it). Snapshots hold topic metadata (low-water
-raised past every record at or below the snapshot index) and the log clock there.
-
+Records are read from the log, never compacted past the first retained record
+(``compaction_limit``); a snapshot holds only metadata (#11). The index and ``last_applied``
+are written in one unsynced batch per ``apply``; after a crash ``catch_up`` re-applies from
+the log what the index misses (restoring the snapshot first if the log was compacted past it).
 Transactions (issue #18): stores are invisible until their commit indexes them as one entry
 at the commit's index; the rules, timeouts and their compaction floor: ``topic_tx``.
+Consumer groups (issue #27): group commands and lease expiry, ``raftlog.topics.groups``.
 """
 
 from __future__ import annotations
@@ -49,6 +41,8 @@ from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.commit import plan_commit
 from raftlog.topics.counters import TopicCounters
+from raftlog.topics.groups.entry import GroupCommand
+from raftlog.topics.groups.host import GroupHost, IndexRecords
 from raftlog.topics.index import TopicIndex, group_by_topic
 from raftlog.topics.reads import EntrySource, TopicReader
 from raftlog.topics.record_scan import BatchSummary, batch_fits, summarize_batch
@@ -63,7 +57,7 @@ from raftlog.topics.records import (
 from raftlog.topics.records_tx import TxControl, TxStore, decode_any_entry
 from raftlog.topics.requests import answer_request
 from raftlog.topics.rules import check_entry
-from raftlog.topics.snapshot import build_snapshot, parse_snapshot, snapshot_part
+from raftlog.topics.snapshot import build_snapshot, parse_snapshot_sections, snapshot_part
 from raftlog.topics.state import TopicState
 from raftlog.topics.tx import Finished, TransactionTable
 
@@ -103,6 +97,9 @@ class TopicStateMachine:
         self.refused_entries = 0
         self._recent_refusals: OrderedDict[int, TopicError] = OrderedDict()
         self.malformed_entries = 0
+        position = lambda: (self._last_time, self._applied)  # noqa: E731
+        records = IndexRecords(self._index, self._reader, lambda: self._topics, position)
+        self.groups = GroupHost(self._index, records)  # consumer groups (#27)
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -113,9 +110,8 @@ class TopicStateMachine:
     @property
     def last_time(self) -> int:
         """The log clock (``raftlog.cluster_clock``): the latest cluster time stamped in the
-        applied log -- topic entries, clock ticks and time checkpoints. Every time-based
-        decision of every peer (retention, TTL, transaction timeouts, request-id expiry)
-        is taken against it, so the same log gives the same decision everywhere."""
+        applied log. Every time-based decision (retention, TTL, transaction timeouts, leases,
+        request-id expiry) is taken against it: the same log, the same decision everywhere."""
         return self._last_time
 
     @property
@@ -129,8 +125,7 @@ class TopicStateMachine:
 
     # -- StateMachine ----------------------------------------------------------------------
     def refusal_at(self, index: int) -> TopicError | None:
-        """Why the record batch at ``index`` was refused when applied (a topic deleted
-        between the leader's check and the apply), if it was and it is still remembered."""
+        """Why the record batch at ``index`` was refused at apply (if it was, still known)."""
         return self._recent_refusals.get(index)
 
     def apply(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
@@ -150,6 +145,7 @@ class TopicStateMachine:
                 stamp = decode_time_checkpoint(raw[ENTRY_HEADER_SIZE:])
                 if stamp is not None:
                     self._advance_clock(self._batch, first_index + offset, stamp)
+        self.groups.flush(self._batch)
         self._index.put_position(self._batch, last, self._last_time)
         self._index.write(self._batch, "topic index")
         self._applied = last
@@ -177,6 +173,9 @@ class TopicStateMachine:
         self._advance_clock(batch, index, entry.append_time_ms)
         if isinstance(entry, ClockTick):
             return
+        if isinstance(entry, GroupCommand):  # it may read the index: write it through
+            self.groups.apply(index, entry, self._last_time, self._write_through)
+            return
         if isinstance(entry, TxControl | TxStore):
             self._apply_tx(batch, index, entry)
             return
@@ -203,6 +202,7 @@ class TopicStateMachine:
         """Entry ``index`` is stamped ``stamp_ms``: the log clock moves, and every open
         transaction it passed times out before the entry applies (both apply paths)."""
         self._last_time = max(self._last_time, stamp_ms)
+        self.groups.tick(self._last_time)
         if self._tx.open:
             self._tx.expire(batch, index, self._last_time)
 
@@ -295,12 +295,8 @@ class TopicStateMachine:
             self.counters.created(name, index)
         elif command.op == "update":
             old = self._topics[name]
-            # What retention removed so far stays removed, whatever the new limits say. The
-            # reader sees the database only: write what this apply call indexed so far
-            # (with the matching position, so a crash in between replays consistently).
-            self._index.put_position(batch, index - 1, self._last_time)
-            self._index.write(batch, "topic index")
-            batch = self._batch = self._index.batch()
+            # What retention removed so far stays removed, whatever the new limits say.
+            batch = self._write_through(index)
             start = self._reader.start(name, old, self._last_time, index - 1)
             low = self._reader.low_water(name, old, start)
             self._set(
@@ -314,6 +310,15 @@ class TopicStateMachine:
             self._index.delete_topic_records(batch, name)
             self._published.pop(name, None)
             self.counters.deleted(name)
+
+    def _write_through(self, index: int) -> Any:
+        """Write what this apply indexed before ``index`` (readers see the database only),
+        with the matching position; returns the batch the rest of the call writes into."""
+        self.groups.flush(self._batch)
+        self._index.put_position(self._batch, index - 1, self._last_time)
+        self._index.write(self._batch, "topic index")
+        self._batch = self._index.batch()
+        return self._batch
 
     def _set(self, batch: Any, name: str, index: int, state: TopicState | None) -> None:
         if state is None:
@@ -330,14 +335,16 @@ class TopicStateMachine:
         """Topic metadata, the log clock and the open transactions, all exactly as of
         ``index`` (see ``topic_snapshot.build_snapshot``)."""
         open_transactions = self._tx.snapshot(index, self._reader.store_data)
-        return build_snapshot(self._index, index, self._base_time, open_transactions)
+        groups = {"groups": self.groups.snapshot_section(self._applied)}
+        return build_snapshot(self._index, index, self._base_time, open_transactions, groups)
 
     def restore(self, index: int, term: int, data: bytes) -> None:
         """Replace everything by the snapshot's metadata; the records below ``index`` are
         gone from the log (none of them retained), so the record indexes restart empty."""
-        topics, base_time, open_transactions = parse_snapshot(data)
+        topics, base_time, open_transactions, sections = parse_snapshot_sections(data)
         batch = self._index.batch()
         self._index.clear(batch)
+        self.groups.restore(batch, sections.get("groups"))
         for name, state in topics.items():
             self._index.put_version(batch, name, index, state)
         TransactionTable.restore(batch, open_transactions)
@@ -419,21 +426,20 @@ class TopicStateMachine:
         dues = (
             deadlines[0] if deadlines else None,
             self._tx.next_deadline(),  # transaction timeouts need the log clock to move too
+            self.groups.table.next_deadline,  # and lease deadlines (#27)
             self._reader.retention_due(self._topics, self._last_time, self._applied),
         )
         return min((due for due in dues if due is not None), default=None)
 
     def counts(self, req: topic_counts.CountsRequest) -> topic_counts.CountsResult:
-        """Records per index bucket (``TC``): every topic, or the named ones (each must
-        exist: ``UnknownTopic`` otherwise)."""
+        """Records per index bucket (``TC``): every topic, or the named (existing) ones."""
         names = list(self._topics) if req.topics is None else req.topics
         states = {name: self._state(name) for name in names}
         return self._reader.counts(req, states, self._applied, self._last_time)
 
     # -- housekeeping ----------------------------------------------------------------------
     def _collect(self) -> None:
-        """Drop index keys of entries compacted out of the log (reads skip them anyway;
-        this bounds the index's space)."""
+        """Drop index keys of entries compacted out of the log (bounds the index's space)."""
         floor = self._entries.first_index
         if floor > self._gc_floor:
             batch = self._index.batch()

@@ -30,6 +30,7 @@ from typing import Final, Literal, TypeAlias
 
 import msgpack
 
+from raftlog.topics.groups.entry import KIND_GROUP, GroupCommand, decode_group_body
 from raftlog.topics.records import (
     _HEADER,
     _KNOWN_FLAGS,
@@ -224,10 +225,13 @@ def decode_tx_body(kind: int, flags: int, append_time: int, body: object) -> TxE
     return TxStore(check_txid(body[0]), _records(body[1]), append_time, flags, actor)
 
 
-def decode_any_entry(data: bytes) -> TopicEntry | TxEntry | None:
+_OWN_KINDS: Final = (KIND_TX, KIND_TX_STORE, KIND_GROUP)
+
+
+def decode_any_entry(data: bytes) -> TopicEntry | TxEntry | GroupCommand | None:
     """Any topic entry, transaction kinds included (``raftlog.topics.records.decode_entry``'s
     rules otherwise): None without the magic, ``RecordFormatError`` when malformed."""
-    if len(data) <= HEADER_SIZE or data[:4] != MAGIC or data[5] not in (KIND_TX, KIND_TX_STORE):
+    if len(data) <= HEADER_SIZE or data[:4] != MAGIC or data[5] not in _OWN_KINDS:
         return decode_entry(data)
     _, version, kind, flags, append_time = _HEADER.unpack_from(data)
     if version != VERSION:  # the header checks of decode_entry
@@ -236,6 +240,8 @@ def decode_any_entry(data: bytes) -> TopicEntry | TxEntry | None:
         raise RecordFormatError(f"unknown flags {flags:#x}")
     if append_time > MAX_UINT:
         raise RecordFormatError(f"append time {append_time} is out of range")
+    if kind == KIND_GROUP:  # issue #27: consumer groups (raftlog.topics.groups.entry)
+        return decode_group_body(flags, append_time, _unpack(data[HEADER_SIZE:]))
     return decode_tx_body(kind, flags, append_time, _unpack(data[HEADER_SIZE:]))
 
 

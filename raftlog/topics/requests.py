@@ -13,6 +13,8 @@ from raftlog.errors import TopicError, transaction_error
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics import wire_tx as tx_rpc
+from raftlog.topics.groups.host import GroupHost
+from raftlog.topics.groups.requests import GROUP_ANSWERS
 from raftlog.topics.state import TopicState
 from raftlog.topics.wire_errors import encode_error
 
@@ -39,6 +41,19 @@ class TopicQueries(Protocol):
 
     def transaction(self, txid: str) -> tx_rpc.TransactionInfo:
         """``TS``."""
+        ...
+
+    @property
+    def groups(self) -> GroupHost:
+        """``GD``, ``GL``, ``GQ`` (issue #27)."""
+        ...
+
+    @property
+    def last_applied(self) -> int:
+        ...
+
+    @property
+    def last_time(self) -> int:
         ...
 
 
@@ -80,6 +95,7 @@ ANSWERS: Final[Mapping[bytes, Callable[[TopicQueries, Sequence[bytes]], list[byt
     rpc.TYPE_LIST: _list,
     tx_rpc.TYPE_TX_STATUS: _status,
     topic_counts.TYPE_COUNTS: _counts,
+    **GROUP_ANSWERS,
 }
 """The topic read requests the machine answers: one lookup, no chain of comparisons (the
 registry, ``raftlog.registry``, routes these types to the state machine)."""

@@ -29,6 +29,7 @@ from raftlog.security.settings import CurveClient
 from raftlog.topics import wire as rpc
 from raftlog.topics.client import TopicClient
 from raftlog.topics.client_stream import POLL_INTERVAL
+from raftlog.topics.groups.sync_client import SyncGroupCalls
 from raftlog.topics.records import LoggedRecord, PropertyValue, Record, RecordId
 from raftlog.topics.sync_client_tx import SyncTransaction
 from raftlog.topics.wire_tx import TransactionInfo
@@ -47,10 +48,10 @@ async def _close(stream: AsyncIterator[LoggedRecord]) -> None:
         await aclose()
 
 
-class SyncTopicClient:
-    """Blocking topic operations. Give it ``peers`` and ``ident`` (it then owns a
-    :class:`SyncRaftClient` and closes it), or ``client=`` an existing one to share (left
-    open)."""
+class SyncTopicClient(SyncGroupCalls):
+    """Blocking topic operations (the group calls: ``SyncGroupCalls``). Give it ``peers``
+    and ``ident`` (it then owns a :class:`SyncRaftClient` and closes it), or ``client=`` an
+    existing one to share (left open)."""
 
     def __init__(
         self,

@@ -66,7 +66,7 @@ def test_rows_and_snapshots_are_now_written_as_named_maps() -> None:
     assert _unpack_state(_pack_state(FULL)) == FULL
     assert _unpack_state(_pack_state(BARE)) == BARE
     assert _pack_state(None) == b""
-    assert SNAPSHOT_VERSION == 3
+    assert SNAPSHOT_VERSION == 4  # 4 = 3 + optional sections (#27 groups)
 
 
 def test_every_property_goes_through_the_codec() -> None:

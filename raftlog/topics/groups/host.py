@@ -1,0 +1,157 @@
+"""``GroupHost``: the topic state machine's consumer groups (issue #27) -- the table, the
+topics it reads, its rows in the topic index and its section of the topic snapshot.
+
+Durability follows the topic index's: changed groups are written into the same unsynced
+batch as the applied index (``G<name>`` rows), so after a crash the catch-up re-applies
+exactly the group commands the rows miss.
+
+Snapshots: a topic snapshot at index *s* is taken while the machine may have applied up to
+*a* >= *s*. Topic metadata is versioned and written exactly as of *s*; groups are not
+versioned, so the ``"groups"`` section holds them as of *a* and says so (``applied``). A
+peer restoring it re-applies the entries after *s*, skipping the group commands at or
+below *a* (already in the state); every later command, and the clock-driven lease expiry
+(a no-op for what *a*'s state already reclaimed), applies as on every other peer. The
+result is the same group state everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+import msgpack
+
+from raftlog.topics.groups.codec import decode_group, encode_group
+from raftlog.topics.groups.entry import GroupCommand
+from raftlog.topics.groups.table import GroupTable
+from raftlog.topics.index import TopicIndex
+from raftlog.topics.reads import TopicReader
+from raftlog.topics.records import LoggedRecord, RecordId
+from raftlog.topics.state import TopicState
+
+ROW_PREFIX: Final = b"G"
+ROW_END: Final = b"H"
+SKIP_KEY: Final = b"mgroups_skip"
+
+
+class IndexRecords:
+    """The ``RecordSource`` of the table over the topic index (record ids only: leasing
+    never reads record values, so it costs one index scan)."""
+
+    def __init__(
+        self,
+        index: TopicIndex,
+        reader: TopicReader,
+        topics: Callable[[], Mapping[str, TopicState]],
+        position: Callable[[], tuple[int, int]],
+    ) -> None:
+        self._index = index
+        self._reader = reader
+        self._topics = topics
+        self._position = position  # (log clock, applied)
+        self.at: int | None = None
+        """While a command applies: the index before it (what the index holds, written
+        through), so every peer sees the same records whatever its apply batches."""
+
+    def topic_names(self) -> Iterable[str]:
+        return self._topics().keys()
+
+    def start(self, topic: str) -> RecordId:
+        state = self._topics().get(topic)
+        if state is None:
+            return RecordId(0, 0)
+        clock, applied = self._position()
+        return self._reader.start(topic, state, clock, applied if self.at is None else self.at)
+
+    def end(self, topic: str) -> RecordId:
+        applied = self._position()[1] if self.at is None else self.at
+        last = next(self._index.entries_before(topic, applied + 1), None)
+        if last is None:
+            return self.start(topic)
+        return max(RecordId(last.index, last.positions[-1] + 1), self.start(topic))
+
+    def read_record(self, topic: str, rid: RecordId, clock_ms: int) -> LoggedRecord | None:
+        """The record ``rid`` of ``topic`` (None: gone by retention or deletion)."""
+        if rid < self.start(topic):
+            return None
+        item = next(self._reader.records(topic, rid, clock_ms), None)
+        return item if item is not None and item.id == rid else None
+
+    def record_ids(self, topic: str, start: RecordId, limit: int) -> list[RecordId]:
+        out: list[RecordId] = []
+        for entry in self._index.entries(topic, start.index):
+            for position in entry.positions:
+                rid = RecordId(entry.index, position)
+                if rid >= start:
+                    out.append(rid)
+                    if len(out) >= limit:
+                        return out
+        return out
+
+
+class GroupHost:
+    """The groups of one topic machine (module docstring)."""
+
+    def __init__(self, index: TopicIndex, source: IndexRecords) -> None:
+        self._index = index
+        self.source = source
+        groups = {}
+        for _key, value in index.items(ROW_PREFIX, ROW_END, "groups"):
+            group = decode_group(msgpack.unpackb(value, raw=False))
+            groups[group.name] = group
+        self.table = GroupTable(groups)
+        skip = index.get(SKIP_KEY, "groups skip")
+        self._skip_upto = 0 if skip is None else int.from_bytes(skip, "big")
+
+    def apply(
+        self, index: int, command: GroupCommand, now: int, write_through: Callable[[int], Any]
+    ) -> None:
+        """Apply a committed group command (skipped when a restored snapshot holds it);
+        ``write_through(index)`` first makes the index hold every record before it."""
+        if index <= self._skip_upto:
+            return
+        if command.op in ("lease", "reset"):
+            write_through(index)
+        self.source.at = index - 1
+        try:
+            self.table.apply(index, command, now, self.source)
+        finally:
+            self.source.at = None
+
+    def tick(self, now: int) -> None:
+        """The log clock moved to ``now``: reclaim leases that ran out."""
+        if (due := self.table.next_deadline) is not None and now >= due:
+            self.table.expire(now)
+
+    def flush(self, batch: Any) -> None:
+        """Write the changed groups into the apply's batch."""
+        for name in self.table.dirty:
+            group = self.table.groups.get(name)
+            key = ROW_PREFIX + name.encode()
+            if group is None:
+                batch.delete(key)
+            else:
+                batch.put(key, msgpack.packb(encode_group(group), use_bin_type=True))
+        self.table.dirty.clear()
+
+    def snapshot_section(self, applied: int) -> dict[str, Any] | None:
+        """The ``"groups"`` section (None: no groups -- older peers read the snapshot)."""
+        if not self.table.groups:
+            return None
+        groups = [encode_group(g) for g in self.table.groups.values()]
+        return {"applied": applied, "groups": groups}
+
+    def restore(self, batch: Any, section: object) -> None:
+        """Replace every group by a snapshot's section (absent: none)."""
+        groups = {}
+        skip = 0
+        if isinstance(section, dict):
+            skip = int(section.get("applied", 0))
+            for body in section.get("groups", []):
+                group = decode_group(body)
+                groups[group.name] = group
+        self.table.reset_to(groups)
+        self.table.dirty = set(groups)
+        self._skip_upto = skip
+        batch.put(SKIP_KEY, skip.to_bytes(8, "big"))
+        self.flush(batch)
