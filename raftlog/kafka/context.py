@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from raftlog.kafka.coordinator import Coordinator
 from raftlog.kafka.settings import KafkaSettings, node_id, split_kafka_url
 from raftlog.observability.view import ViewBox
 from raftlog.rest.gateway import ClusterGateway
@@ -51,6 +52,8 @@ class KafkaContext:
             for pid, url in settings.brokers
         )
         self.node_id = node_id(peer_id)
+        self.coordinator = Coordinator()
+        """Consumer-group membership (used while this peer leads)."""
 
     @property
     def own_url(self) -> str:

@@ -23,7 +23,7 @@ from typing import Any, Final
 import structlog
 
 from raftlog.config import PeerSettings
-from raftlog.kafka import admin, produce, reading
+from raftlog.kafka import admin, groups, produce, reading
 from raftlog.kafka.context import KafkaContext
 from raftlog.kafka.protocol import (
     MalformedRequestError,
@@ -47,6 +47,13 @@ HANDLERS: dict[int, Handler] = {
     1: reading.fetch,
     2: reading.list_offsets,
     3: admin.metadata,
+    8: groups.offset_commit,
+    9: groups.offset_fetch,
+    10: groups.find_coordinator,
+    11: groups.join_group,
+    12: groups.heartbeat,
+    13: groups.leave_group,
+    14: groups.sync_group,
     18: admin.api_versions,
     19: admin.create_topics,
     20: admin.delete_topics,
@@ -93,6 +100,7 @@ class KafkaListener:
         self._started = threading.Event()
         self._error: BaseException | None = None
         self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Future[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
@@ -122,9 +130,19 @@ class KafkaListener:
         await self.gateway.start()
         self._server = await asyncio.start_server(self._serve, self._host, self._port,
                                                   reuse_address=True)
+        self._sweeper = asyncio.ensure_future(self._sweep())
+
+    async def _sweep(self) -> None:
+        """Evict group members whose session timed out, once a second."""
+        while True:
+            await asyncio.sleep(1.0)
+            self.ctx.coordinator.sweep()
 
     async def _close(self) -> None:
         self.gateway.shutting_down()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        self.ctx.coordinator.clear()
         if self._server is not None:
             self._server.close()
         for task in list(self._connections):

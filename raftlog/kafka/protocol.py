@@ -33,6 +33,13 @@ SUPPORTED: Final[dict[int, tuple[int, int]]] = {
     1: (4, 12),  # Fetch (v13+ names topics by id)
     2: (1, 7),  # ListOffsets
     3: (1, 12),  # Metadata
+    8: (2, 8),  # OffsetCommit
+    9: (1, 7),  # OffsetFetch
+    10: (0, 3),  # FindCoordinator
+    11: (0, 7),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 4),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
     18: (0, 3),  # ApiVersions
     19: (2, 5),  # CreateTopics
     20: (1, 5),  # DeleteTopics
@@ -140,10 +147,12 @@ def api_version_table(module: ModuleType) -> tuple[Any, ...]:
 def make(module: ModuleType, name: str, /, **values: Any) -> Any:
     """``module.name(**values)`` keeping only the fields this version has: the fields a
     version lacks are simply not on the wire in it, and a field it adds that ``values``
-    does not name takes its schema default."""
+    does not name takes its schema default. None for a string a version does not let be
+    null (JoinGroup's protocol name before v7) is sent as the empty string."""
     cls = getattr(module, name)
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in values.items() if k in names})
+    types = {f.name: f.type for f in dataclasses.fields(cls)}
+    return cls(**{k: ("" if v is None and types[k] is str else v)  # nullable from v7, say
+                  for k, v in values.items() if k in types})
 
 
 def has_field(entity: Any, name: str) -> bool:

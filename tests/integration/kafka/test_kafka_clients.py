@@ -211,3 +211,70 @@ def test_list_offsets_by_time(cluster: PeerCluster) -> None:
     finally:
         consumer.close()
     assert found[0].offset == offset_of(second)
+
+
+def _group_consumer(cluster: PeerCluster, group: str, **extra: object) -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group,
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                     "session.timeout.ms": 6000, "heartbeat.interval.ms": 500, **extra})
+
+
+def _drain(consumer: Consumer, until: int, timeout: float = 60) -> list[bytes]:
+    got: list[bytes] = []
+
+    def more() -> bool:
+        for msg in consumer.consume(num_messages=500, timeout=0.5):
+            if msg.error() is None:
+                got.append(bytes(msg.value() or b""))
+        return len(got) >= until
+
+    wait_for(f"{until} messages", more, timeout=timeout)
+    return got
+
+
+def test_consumer_group_commits_restarts_and_resumes(cluster: PeerCluster) -> None:
+    topic = _topic(cluster, "grouped")
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "linger.ms": 5})
+    for n in range(1000):
+        producer.produce(topic, b"%d" % n)
+    assert producer.flush(30) == 0
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    consumer = _group_consumer(cluster, group)
+    consumer.subscribe([topic])
+    try:
+        assert _drain(consumer, 1000) == [b"%d" % n for n in range(1000)]
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()  # LeaveGroup
+    # the committed offset is the raftlog stream group's position, durable in the log
+    with native(cluster) as topics:
+        positions = topics.group_positions(group)
+    assert topic in positions
+    for n in range(1000, 1010):
+        producer.produce(topic, b"%d" % n)
+    assert producer.flush(30) == 0
+    again = _group_consumer(cluster, group)
+    again.subscribe([topic])
+    try:  # resumes after the commit: nothing old, only the ten new
+        assert _drain(again, 10) == [b"%d" % n for n in range(1000, 1010)]
+        assert again.consume(num_messages=10, timeout=1.0) == []
+    finally:
+        again.close()
+
+
+def test_two_group_members_share_the_one_partition(cluster: PeerCluster) -> None:
+    topic = _topic(cluster, "shared")
+    group = f"s-{uuid.uuid4().hex[:6]}"
+    first, second = _group_consumer(cluster, group), _group_consumer(cluster, group)
+    try:
+        first.subscribe([topic])
+        second.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (first.assignment() or second.assignment()):
+            first.poll(0.2)
+            second.poll(0.2)
+        owners = [c for c in (first, second) if c.assignment()]
+        assert len(owners) == 1  # one partition: one member owns it, the other idles
+    finally:
+        first.close()
+        second.close()
