@@ -122,7 +122,7 @@ def test_requests_outside_the_table_are_answered() -> None:
     assert answer == struct.pack(">iih", 6, 4, 35)
     with pytest.raises(MalformedRequestError):
         parse_request(b"\x00\x03")
-    lo, hi = SUPPORTED[3]
+    _lo, hi = SUPPORTED[3]
     with pytest.raises(MalformedRequestError):
         parse_request(struct.pack(">hhih", 3, hi, 1, 0) + b"\xff" * 9)
 
