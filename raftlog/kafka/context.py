@@ -3,12 +3,15 @@ leads, its applied index, and the listener's settings, in one object."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
 
 from raftlog.kafka.coordinator import Coordinator
 from raftlog.kafka.settings import KafkaSettings, node_id, split_kafka_url
 from raftlog.observability.view import ViewBox
 from raftlog.rest.gateway import ClusterGateway
+from raftlog.security.quotas import Quota, QuotaBook
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,7 @@ class KafkaContext:
         cluster_id: str,
         max_entry_bytes: int,
         request_id_ttl_ms: int | None,
+        quota: Quota | None = None,
     ) -> None:
         self.settings = settings
         self.gateway = gateway
@@ -52,6 +56,9 @@ class KafkaContext:
             for pid, url in settings.brokers
         )
         self.node_id = node_id(peer_id)
+        self.quota = quota
+        """A plaintext cluster's ``[quotas]``, kept per client address like REST's."""
+        self.quotas = QuotaBook(None, per_address=True)
         self.coordinator = Coordinator()
         """Consumer-group membership (used while this peer leads)."""
 
@@ -69,6 +76,20 @@ class KafkaContext:
             if broker.peer_id == leader:
                 return broker.node_id
         return -1
+
+    async def throttle(self, source: str, records: int, nbytes: int) -> float:
+        """Hold a publish of ``records`` records, ``nbytes`` bytes from ``source`` until its
+        publish quota admits it; the seconds held (Kafka's throttle time). Kafka throttles
+        rather than refuses, so the batch is delayed, never lost."""
+        quota = self.quota
+        if quota is None or not quota.limits_publish:
+            return 0.0
+        held = 0.0
+        while wait := self.quotas.publish_wait(source, quota, records, nbytes,
+                                               time.monotonic()):
+            await asyncio.sleep(wait)
+            held += wait
+        return held
 
     def is_leader(self) -> bool:
         """Whether this peer leads (its last published view)."""

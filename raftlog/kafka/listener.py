@@ -67,10 +67,10 @@ class KafkaListenerError(RuntimeError):
     """The listener could not bind its ``kafka_url``."""
 
 
-async def answer(ctx: KafkaContext, frame: bytes) -> bytes | None:
-    """The response bytes to one request frame (None: no answer, ``acks=0``); raises
-    ``MalformedRequestError`` for a frame that does not parse."""
-    request = parse_request(frame)
+async def answer(ctx: KafkaContext, frame: bytes, source: str = "-") -> bytes | None:
+    """The response bytes to one request frame from address ``source`` (None: no answer,
+    ``acks=0``); raises ``MalformedRequestError`` for a frame that does not parse."""
+    request = parse_request(frame, source)
     if not isinstance(request, Request):
         return unsupported_response(request)
     handler = HANDLERS[request.api_key]  # SUPPORTED lists only keys that have a handler
@@ -94,7 +94,7 @@ class KafkaListener:
         self.ctx = KafkaContext(
             kafka, self.gateway, views, peer_id=settings.id, cluster_id=settings.ident,
             max_entry_bytes=settings.options.max_log_entry_data_size,
-            request_id_ttl_ms=settings.options.request_id_ttl)
+            request_id_ttl_ms=settings.options.request_id_ttl, quota=settings.quotas)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="raftlog-kafka", daemon=True)
         self._started = threading.Event()
@@ -157,13 +157,14 @@ class KafkaListener:
         if task is not None:
             self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        source = str(peer[0]) if isinstance(peer, tuple) and peer else "-"
         try:
             while True:
                 size = frame_size(await reader.readexactly(4))
                 if not 0 < size <= self._max_frame:
                     log.warning("kafka_bad_frame", peer=str(peer), size=size)
                     return
-                reply = await answer(self.ctx, await reader.readexactly(size))
+                reply = await answer(self.ctx, await reader.readexactly(size), source)
                 if reply is not None:
                     writer.write(reply)
                     await writer.drain()

@@ -5,7 +5,9 @@ entry) through the peer's cluster client, so the answer is sent once the entry i
 and applied: fsynced on a majority. ``acks=-1`` (all) is that durable commit; ``acks=1`` is
 served the same way (a raftlog leader has nothing weaker to acknowledge: an entry only on
 its own disk is not yet a promise); ``acks=0`` publishes the same way and sends no answer,
-as Kafka does. A connection's requests are handled one at a time in order (Kafka's rule
+as Kafka does. A plaintext cluster's ``[quotas]`` publish rate holds a batch until its
+bucket admits it (Kafka throttles rather than refuses; ``throttle_time_ms`` reports it).
+A connection's requests are handled one at a time in order (Kafka's rule
 too), so the batches of one producer connection are appended in the order it sent them.
 
 Idempotence: InitProducerId hands out ``producer id = seconds << 24 | 24 random bits`` (no
@@ -19,6 +21,7 @@ new one, before its request ids could age out of deduplication.
 
 from __future__ import annotations
 
+import datetime
 import secrets
 import time
 from typing import Any, Final
@@ -108,8 +111,8 @@ async def _publish(ctx: KafkaContext, batch: ProducedBatch) -> RecordId:
     raise AssertionError("unreachable")
 
 
-async def _produce_partition(ctx: KafkaContext, topic: str, part: Any) -> tuple[ErrorCode, int,
-                                                                                str | None]:
+async def _produce_partition(ctx: KafkaContext, topic: str, part: Any, source: str,
+                             throttled: list[float]) -> tuple[ErrorCode, int, str | None]:
     if part.index != 0:
         return ErrorCode.unknown_topic_or_partition, -1, "raftlog topics have one partition"
     if not ctx.is_leader():
@@ -124,6 +127,7 @@ async def _produce_partition(ctx: KafkaContext, topic: str, part: Any) -> tuple[
             if size > ctx.max_entry_bytes:
                 raise RefusedError(ErrorCode.message_too_large,
                                f"batch of {size} bytes > max_log_entry_data_size")
+            throttled[0] += await ctx.throttle(source, len(batch.records), size)
             got = await _publish(ctx, batch)
             first = got if first is None else first
         return ErrorCode.none, -1 if first is None else offset_of(first), None
@@ -145,10 +149,12 @@ async def produce(ctx: KafkaContext, req: Request) -> Any | None:
     """Produce (see the module docstring); None for ``acks=0`` (no answer is sent)."""
     schema = req.schema
     topics = []
+    throttled = [0.0]
     for topic in req.body.topic_data:
         parts = []
         for part in topic.partition_data:
-            code, base, message = await _produce_partition(ctx, topic.name, part)
+            code, base, message = await _produce_partition(ctx, topic.name, part, req.source,
+                                                           throttled)
             parts.append(make(schema, "PartitionProduceResponse", index=part.index,
                               error_code=code, base_offset=base, log_append_time=None,
                               log_start_offset=-1, record_errors=(), error_message=message))
@@ -156,4 +162,5 @@ async def produce(ctx: KafkaContext, req: Request) -> Any | None:
                            partition_responses=tuple(parts)))
     if req.body.acks == 0:
         return None
-    return make(schema, "ProduceResponse", responses=tuple(topics), throttle_time=NO_THROTTLE)
+    return make(schema, "ProduceResponse", responses=tuple(topics),
+                throttle_time=datetime.timedelta(seconds=throttled[0]))

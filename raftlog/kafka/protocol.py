@@ -70,6 +70,8 @@ class Request:
     client_id: str | None
     body: Any
     """The kio request dataclass of (api_key, version)."""
+    source: str = "-"
+    """The client's address (what a plaintext cluster's ``[quotas]`` are kept per)."""
 
     @property
     def schema(self) -> ModuleType:
@@ -91,8 +93,9 @@ def frame_size(prefix: bytes) -> int:
     return int(_SIZE.unpack(prefix)[0])
 
 
-def parse_request(frame: bytes) -> Request | Unsupported:
-    """The request in ``frame`` (``MalformedRequestError`` when it is malformed)."""
+def parse_request(frame: bytes, source: str = "-") -> Request | Unsupported:
+    """The request in ``frame`` from ``source`` (``MalformedRequestError`` when it is
+    malformed)."""
     if len(frame) < _PEEK.size:
         raise MalformedRequestError("request shorter than its header")
     key, version, correlation = _PEEK.unpack_from(frame)
@@ -110,7 +113,7 @@ def parse_request(frame: bytes) -> Request | Unsupported:
     if used + size != len(frame):
         raise MalformedRequestError(f"{cls.__name__} v{version} has {len(frame) - used - size} "
                          "bytes after its end")
-    return Request(key, version, correlation, header.client_id, body)
+    return Request(key, version, correlation, header.client_id, body, source)
 
 
 def encode_response(correlation_id: int, payload: Any) -> bytes:

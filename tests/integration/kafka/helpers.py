@@ -17,9 +17,11 @@ KCAT = shutil.which("kcat")
 needs_kcat = pytest.mark.skipif(KCAT is None, reason="kcat is not installed (make kcat)")
 
 
-def start_kafka_cluster(directory: Path, *, auto_create: bool = False) -> PeerCluster:
-    """Three peers, each with a ``kafka_url``; returns once a leader is stable."""
-    extra = ["[kafka]", f"auto_create_topics = {'true' if auto_create else 'false'}"]
+def start_kafka_cluster(directory: Path, *, auto_create: bool = False,
+                        extra: tuple[str, ...] = ()) -> PeerCluster:
+    """Three peers, each with a ``kafka_url``; returns once a leader is stable. ``extra``:
+    more lines of the cluster file (a ``[quotas]`` table, say)."""
+    extra = ("[kafka]", f"auto_create_topics = {'true' if auto_create else 'false'}", *extra)
     cluster = PeerCluster(directory, kafka=True, extra_toml=extra)
     cluster.start()
     try:

@@ -9,6 +9,7 @@ import datetime
 import random
 import struct
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -27,7 +28,9 @@ ZERO = datetime.timedelta(0)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
-    c = start_kafka_cluster(tmp_path_factory.mktemp("kafka-raw"))
+    # a publish quota per source address (plaintext [quotas]): Kafka produce is throttled
+    c = start_kafka_cluster(tmp_path_factory.mktemp("kafka-raw"),
+                            extra=("[quotas]", "records_per_s = 200"))
     try:
         yield c
     finally:
@@ -36,6 +39,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
 
 def _raw(cluster: PeerCluster, peer_id: str) -> RawKafka:
     return RawKafka(*split_kafka_url(str(cluster.peers[peer_id].kafka_url)))
+
+
+def _produce_full(k: RawKafka, topic: str, batch: bytes) -> Any:
+    mod = k.module(0, 9)
+    return k.call(0, 9, "ProduceRequest", transactional_id=None, acks=-1,
+                  timeout=datetime.timedelta(seconds=20), topic_data=(mod.TopicProduceData(
+                      name=topic, partition_data=(mod.PartitionProduceData(
+                          index=0, records=batch),)),))
 
 
 def _produce(k: RawKafka, topic: str, batch: bytes) -> tuple[ErrorCode, int]:
@@ -140,3 +151,21 @@ def test_retried_batch_is_appended_once_across_a_leader_kill(cluster: PeerCluste
         records = topics.read("dedup").records
     assert [r.record.value for r in records] == [b"a", b"b", b"c", b"d"]
     assert offset_of(records[0].id) == first
+
+
+def test_publish_quota_throttles_kafka_produce(cluster: PeerCluster) -> None:
+    with native(cluster) as topics:
+        topics.create_topic("quota")
+    leader = cluster.wait_stable_leader()
+    pid = new_producer_id()
+    throttles = []
+    with _raw(cluster, leader) as k:
+        for seq in range(0, 600, 150):  # 600 records at 200/s: the later batches wait
+            resp = _produce_full(k, "quota", idempotent_batch(
+                "quota", [b"q"] * 150, pid, seq))
+            assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
+            throttles.append(resp.throttle_time)
+    assert throttles[0] == ZERO  # within the burst
+    assert max(throttles) > ZERO  # held, not refused: every record is there
+    with native(cluster) as topics:
+        assert len(topics.read("quota", limit=1000).records) == 600
