@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from raftlog.errors import TopicError
 from raftlog.kafka.context import KafkaContext
 from raftlog.kafka.protocol import NO_THROTTLE, Request, api_version_table, make
+from raftlog.security.policy import Role
 from raftlog.topics.records import TopicProperties
 
 CONFIGS: Final = {
@@ -48,16 +49,20 @@ async def metadata(ctx: KafkaContext, req: Request) -> Any:
     client = ctx.gateway.topics
     existing = set(await client.list_topics(url=ctx.own_url))
     wanted = req.body.topics
-    names = sorted(existing) if wanted is None else [t.name for t in wanted]
+    names = (sorted(n for n in existing if ctx.allowed(req.who, Role.READER, read=n))
+             if wanted is None else [t.name for t in wanted])
     allow_create = getattr(req.body, "allow_auto_topic_creation", True)
     leader = ctx.leader_node()
     nodes = tuple(b.node_id for b in ctx.brokers)
     topics = []
     for name in names:
         error = ErrorCode.none
-        if name not in existing:
+        if not ctx.allowed(req.who, Role.READER, read=name):
+            error = ErrorCode.topic_authorization_failed
+        elif name not in existing:
             error = ErrorCode.unknown_topic_or_partition
-            if name and ctx.settings.auto_create_topics and allow_create:
+            if (name and ctx.settings.auto_create_topics and allow_create
+                    and ctx.allowed(req.who, Role.ADMIN)):
                 try:
                     await client.create_topic(name, exist_ok=True)
                     error = ErrorCode.leader_not_available  # Kafka's answer to a new topic
@@ -97,7 +102,9 @@ async def create_topics(ctx: KafkaContext, req: Request) -> Any:
     for topic in req.body.topics:
         error, message = ErrorCode.none, None
         try:
-            if topic.num_partitions not in (-1, 1):
+            if not ctx.allowed(req.who, Role.ADMIN):
+                error, message = ErrorCode.topic_authorization_failed, "needs role admin"
+            elif topic.num_partitions not in (-1, 1):
                 error, message = ErrorCode.invalid_partitions, "raftlog topics have one partition"
             else:
                 props = _properties(topic.configs)
@@ -127,7 +134,11 @@ async def delete_topics(ctx: KafkaContext, req: Request) -> Any:
     for name in req.body.topic_names:
         error, message = ErrorCode.none, None
         try:
+            if not ctx.allowed(req.who, Role.ADMIN):
+                raise PermissionError(name)
             await ctx.gateway.topics.delete_topic(name)
+        except PermissionError:
+            error, message = ErrorCode.topic_authorization_failed, "needs role admin"
         except TopicError as exc:
             error = (ErrorCode.unknown_topic_or_partition if exc.name == "UnknownTopic"
                      else ErrorCode.invalid_request)
@@ -152,6 +163,8 @@ async def describe_configs(ctx: KafkaContext, req: Request) -> Any:
         error, message = ErrorCode.none, None
         if res.resource_type != TOPIC_RESOURCE:
             error, message = ErrorCode.invalid_request, "only topic configs are described"
+        elif not ctx.allowed(req.who, Role.READER, read=res.resource_name):
+            error, message = ErrorCode.topic_authorization_failed, "may not read this topic"
         else:
             try:
                 info = await ctx.gateway.topics.describe(res.resource_name, url=ctx.own_url)

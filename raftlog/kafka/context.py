@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from raftlog.kafka.coordinator import Coordinator
 from raftlog.kafka.settings import KafkaSettings, node_id, split_kafka_url
 from raftlog.observability.view import ViewBox
+from raftlog.rest.auth import Authenticator
 from raftlog.rest.gateway import ClusterGateway
+from raftlog.security.policy import Principal, Role
 from raftlog.security.quotas import Quota, QuotaBook
 
 
@@ -43,6 +45,7 @@ class KafkaContext:
         max_entry_bytes: int,
         request_id_ttl_ms: int | None,
         quota: Quota | None = None,
+        auth: Authenticator | None = None,
     ) -> None:
         self.settings = settings
         self.gateway = gateway
@@ -56,9 +59,12 @@ class KafkaContext:
             for pid, url in settings.brokers
         )
         self.node_id = node_id(peer_id)
+        self.auth = auth if auth is not None else Authenticator(None)
+        """Checks SASL/PLAIN passwords against the allowlist's REST tokens."""
+        self.secure = self.auth.enabled
         self.quota = quota
         """A plaintext cluster's ``[quotas]``, kept per client address like REST's."""
-        self.quotas = QuotaBook(None, per_address=True)
+        self.quotas = QuotaBook(None, per_address=not self.secure)
         self.coordinator = Coordinator()
         """Consumer-group membership (used while this peer leads)."""
 
@@ -77,15 +83,31 @@ class KafkaContext:
                 return broker.node_id
         return -1
 
-    async def throttle(self, source: str, records: int, nbytes: int) -> float:
-        """Hold a publish of ``records`` records, ``nbytes`` bytes from ``source`` until its
-        publish quota admits it; the seconds held (Kafka's throttle time). Kafka throttles
-        rather than refuses, so the batch is delayed, never lost."""
-        quota = self.quota
+    def allowed(self, who: Principal | None, role: Role, *, publish: str | None = None,
+                read: str | None = None) -> bool:
+        """Whether the connection's client has ``role`` (and may publish to / read the
+        topic): the REST rule (``raftlog.rest.auth``); always on a plaintext listener."""
+        if not self.secure:
+            return True
+        if who is None or who.role is None or who.role < role:
+            return False
+        if publish is not None and not who.publish.allows(publish):
+            return False
+        return read is None or who.read.allows(read)
+
+    async def throttle(self, source: str, who: Principal | None, records: int,
+                       nbytes: int) -> float:
+        """Hold a publish of ``records`` records, ``nbytes`` bytes until its publish quota
+        admits it -- the client's own on a secure cluster, else the source address's -- and
+        return the seconds held (Kafka's throttle time). Kafka throttles rather than
+        refuses, so the batch is delayed, never lost."""
+        quota, name = (None, source) if self.secure else (self.quota, source)
+        if self.secure and who is not None:
+            quota, name = who.quota, who.name
         if quota is None or not quota.limits_publish:
             return 0.0
         held = 0.0
-        while wait := self.quotas.publish_wait(source, quota, records, nbytes,
+        while wait := self.quotas.publish_wait(name, quota, records, nbytes,
                                                time.monotonic()):
             await asyncio.sleep(wait)
             held += wait

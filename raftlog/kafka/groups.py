@@ -19,6 +19,7 @@ from raftlog.kafka.context import KafkaContext
 from raftlog.kafka.coordinator import assignments_of
 from raftlog.kafka.offsets import offset_of, record_at
 from raftlog.kafka.protocol import NO_THROTTLE, Request, make
+from raftlog.security.policy import Role
 
 ALL_TOPICS: Final = "*"
 GROUP_ERRORS: Final = {"InvalidGroupName": ErrorCode.invalid_group_id,
@@ -38,6 +39,14 @@ def _not_leader(ctx: KafkaContext) -> bool:
     return True
 
 
+def _refused(ctx: KafkaContext, req: Request) -> ErrorCode | None:
+    """Why this group request is not served here (None: it is): group membership needs
+    role reader, and only the leader's listener coordinates."""
+    if not ctx.allowed(req.who, Role.READER):
+        return ErrorCode.group_authorization_failed
+    return ErrorCode.not_coordinator if _not_leader(ctx) else None
+
+
 async def find_coordinator(ctx: KafkaContext, req: Request) -> Any:
     """FindCoordinator: the Raft leader's listener coordinates every group."""
     leader = ctx.leader_node()
@@ -54,9 +63,9 @@ async def find_coordinator(ctx: KafkaContext, req: Request) -> Any:
 async def join_group(ctx: KafkaContext, req: Request) -> Any:
     """JoinGroup (``raftlog.kafka.coordinator``)."""
     body, schema = req.body, req.schema
-    if _not_leader(ctx):
+    if (refusal := _refused(ctx, req)) is not None:
         return make(schema, "JoinGroupResponse", throttle_time=NO_THROTTLE,
-                    error_code=ErrorCode.not_coordinator, generation_id=-1, protocol_type=None,
+                    error_code=refusal, generation_id=-1, protocol_type=None,
                     protocol_name=None, leader="", member_id=body.member_id, members=())
     session = _seconds(body.session_timeout, 45.0)
     result = await ctx.coordinator.join(
@@ -77,8 +86,8 @@ async def join_group(ctx: KafkaContext, req: Request) -> Any:
 async def sync_group(ctx: KafkaContext, req: Request) -> Any:
     """SyncGroup."""
     body = req.body
-    if _not_leader(ctx):
-        error, assignment = ErrorCode.not_coordinator, b""
+    if (refusal := _refused(ctx, req)) is not None:
+        error, assignment = refusal, b""
     else:
         error, assignment = await ctx.coordinator.sync(
             body.group_id, body.generation_id, body.member_id, assignments_of(body))
@@ -92,7 +101,7 @@ async def sync_group(ctx: KafkaContext, req: Request) -> Any:
 async def heartbeat(ctx: KafkaContext, req: Request) -> Any:
     """Heartbeat."""
     body = req.body
-    error = ErrorCode.not_coordinator if _not_leader(ctx) else ctx.coordinator.heartbeat(
+    error = _refused(ctx, req) or ctx.coordinator.heartbeat(
         body.group_id, body.generation_id, body.member_id)
     return make(req.schema, "HeartbeatResponse", throttle_time=NO_THROTTLE, error_code=error)
 
@@ -101,8 +110,8 @@ async def leave_group(ctx: KafkaContext, req: Request) -> Any:
     """LeaveGroup (one member before v3, a list from v3)."""
     body, schema = req.body, req.schema
     ids = [m.member_id for m in body.members] if hasattr(body, "members") else [body.member_id]
-    if _not_leader(ctx):
-        errors = [ErrorCode.not_coordinator for _ in ids]
+    if (refusal := _refused(ctx, req)) is not None:
+        errors = [refusal for _ in ids]
     else:
         errors = [ctx.coordinator.leave(body.group_id, mid) for mid in ids]
     members = tuple(make(schema, "MemberResponse", member_id=mid, group_instance_id=None,
@@ -120,7 +129,7 @@ async def offset_commit(ctx: KafkaContext, req: Request) -> Any:
     body, schema = req.body, req.schema
     generation = getattr(body, "generation_id_or_member_epoch",
                          getattr(body, "generation_id", -1))
-    check = ErrorCode.not_coordinator if _not_leader(ctx) else ctx.coordinator.check_commit(
+    check = _refused(ctx, req) or ctx.coordinator.check_commit(
         body.group_id, generation, body.member_id)
     topics = []
     created = False
@@ -130,6 +139,9 @@ async def offset_commit(ctx: KafkaContext, req: Request) -> Any:
             error = check
             if error is ErrorCode.none and part.partition_index != 0:
                 error = ErrorCode.unknown_topic_or_partition
+            if error is ErrorCode.none and not ctx.allowed(req.who, Role.READER,
+                                                           read=topic.name):
+                error = ErrorCode.topic_authorization_failed
             if error is ErrorCode.none:
                 try:
                     if not created:
@@ -155,6 +167,8 @@ async def offset_fetch(ctx: KafkaContext, req: Request) -> Any:
         positions = await ctx.gateway.topics.group_positions(body.group_id, url=ctx.own_url)
     except TopicError:
         positions = {}
+    positions = {t: p for t, p in positions.items()
+                 if ctx.allowed(req.who, Role.READER, read=t)}  # others: never committed
     wanted = ([(t.name, tuple(t.partition_indexes)) for t in body.topics]
               if body.topics is not None else [(name, (0,)) for name in sorted(positions)])
     topics = []

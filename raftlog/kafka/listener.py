@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import ssl
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -23,7 +25,7 @@ from typing import Any, Final
 import structlog
 
 from raftlog.config import PeerSettings
-from raftlog.kafka import admin, groups, produce, reading
+from raftlog.kafka import admin, groups, produce, reading, sasl
 from raftlog.kafka.context import KafkaContext
 from raftlog.kafka.protocol import (
     MalformedRequestError,
@@ -33,8 +35,11 @@ from raftlog.kafka.protocol import (
     parse_request,
     unsupported_response,
 )
+from raftlog.kafka.sasl import Session
 from raftlog.kafka.settings import split_kafka_url
+from raftlog.observability.http import ListenerError, tls_context
 from raftlog.observability.view import ViewBox
+from raftlog.rest.auth import Authenticator
 from raftlog.rest.gateway import ClusterGateway
 from raftlog.server.apply_signal import ApplySignal
 
@@ -67,14 +72,28 @@ class KafkaListenerError(RuntimeError):
     """The listener could not bind its ``kafka_url``."""
 
 
-async def answer(ctx: KafkaContext, frame: bytes, source: str = "-") -> bytes | None:
-    """The response bytes to one request frame from address ``source`` (None: no answer,
-    ``acks=0``); raises ``MalformedRequestError`` for a frame that does not parse."""
+class NotAuthenticatedError(Exception):
+    """A request other than ApiVersions/SASL before SASL authentication (closes)."""
+
+
+async def answer(ctx: KafkaContext, frame: bytes, source: str = "-",
+                 session: Session | None = None) -> bytes | None:
+    """The response bytes to one request frame from address ``source`` on a connection in
+    state ``session`` (None: no answer, ``acks=0``); raises ``MalformedRequestError`` for a
+    frame that does not parse, ``NotAuthenticatedError`` for a request SASL must precede."""
+    session = session if session is not None else Session(required=False)
     request = parse_request(frame, source)
     if not isinstance(request, Request):
         return unsupported_response(request)
-    handler = HANDLERS[request.api_key]  # SUPPORTED lists only keys that have a handler
-    payload = await handler(ctx, request)
+    if not session.admits_any and request.api_key not in sasl.BEFORE_AUTH:
+        raise NotAuthenticatedError(f"API {request.api_key} before SASL authentication")
+    if request.api_key == sasl.SASL_HANDSHAKE:
+        payload = sasl.handshake(session, request)
+    elif request.api_key == sasl.SASL_AUTHENTICATE:
+        payload = sasl.authenticate(session, ctx.auth, request)
+    else:
+        request = dataclasses.replace(request, who=session.who)
+        payload = await HANDLERS[request.api_key](ctx, request)  # SUPPORTED: a handler each
     return None if payload is None else encode_response(request.correlation_id, payload)
 
 
@@ -87,14 +106,24 @@ class KafkaListener:
             raise ValueError("the peer has no kafka_url")
         self._host, self._port = split_kafka_url(kafka.url)
         self._max_frame = kafka.max_request_bytes
+        security = settings.security
+        self._sasl = kafka.sasl
+        self._tls: ssl.SSLContext | None = None
+        if kafka.sasl:  # the [http] certificate; a clear start-up error without one
+            try:
+                self._tls = tls_context(settings.http)
+            except ListenerError as exc:
+                raise KafkaListenerError(f"sasl_ssl:// kafka_url: {exc}") from None
         self.gateway = ClusterGateway(
             [peer.url for peer in settings.peers] or [settings.url], settings.url,
             settings.ident, max_entry_size=settings.options.max_log_entry_data_size,
-            timeout=settings.rest.request_timeout_ms / 1000, applied=applied)
+            timeout=settings.rest.request_timeout_ms / 1000, applied=applied,
+            curve=None if security is None else security.client)
         self.ctx = KafkaContext(
             kafka, self.gateway, views, peer_id=settings.id, cluster_id=settings.ident,
             max_entry_bytes=settings.options.max_log_entry_data_size,
-            request_id_ttl_ms=settings.options.request_id_ttl, quota=settings.quotas)
+            request_id_ttl_ms=settings.options.request_id_ttl, quota=settings.quotas,
+            auth=Authenticator(security if kafka.sasl else None))
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="raftlog-kafka", daemon=True)
         self._started = threading.Event()
@@ -129,7 +158,7 @@ class KafkaListener:
     async def _open(self) -> None:
         await self.gateway.start()
         self._server = await asyncio.start_server(self._serve, self._host, self._port,
-                                                  reuse_address=True)
+                                                  reuse_address=True, ssl=self._tls)
         self._sweeper = asyncio.ensure_future(self._sweep())
 
     async def _sweep(self) -> None:
@@ -158,20 +187,24 @@ class KafkaListener:
             self._connections.add(task)
         peer = writer.get_extra_info("peername")
         source = str(peer[0]) if isinstance(peer, tuple) and peer else "-"
+        session = Session(required=self._sasl)
+        frame = b""
         try:
             while True:
                 size = frame_size(await reader.readexactly(4))
                 if not 0 < size <= self._max_frame:
                     log.warning("kafka_bad_frame", peer=str(peer), size=size)
                     return
-                reply = await answer(self.ctx, await reader.readexactly(size), source)
+                frame = await reader.readexactly(size)
+                reply = await answer(self.ctx, frame, source, session)
                 if reply is not None:
                     writer.write(reply)
                     await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             return
-        except MalformedRequestError as exc:
-            log.warning("kafka_bad_request", peer=str(peer), reason=str(exc))
+        except (MalformedRequestError, NotAuthenticatedError) as exc:
+            log.warning("kafka_bad_request", peer=str(peer), reason=str(exc),
+                        head=frame[:48].hex())
         except asyncio.CancelledError:  # the listener stops: end this connection quietly
             return
         except Exception:  # a handler bug must not end the listener: this connection only

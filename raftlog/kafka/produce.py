@@ -38,6 +38,7 @@ from raftlog.kafka.batches import BatchError, ProducedBatch, decode_batches
 from raftlog.kafka.context import KafkaContext
 from raftlog.kafka.offsets import MAX_POSITION, offset_of
 from raftlog.kafka.protocol import NO_THROTTLE, Request, make
+from raftlog.security.policy import Role
 from raftlog.topics.records import RecordFormatError, RecordId
 
 TOPIC_ERRORS: Final = {
@@ -68,6 +69,10 @@ def batch_request_id(producer_id: int, epoch: int, base_sequence: int) -> bytes:
 async def init_producer_id(ctx: KafkaContext, req: Request) -> Any:
     """InitProducerId for an idempotent producer; transactional ids are refused (Kafka
     transactions are not spoken: raftlog's own transactions are, natively)."""
+    if not ctx.allowed(req.who, Role.WRITER):
+        return make(req.schema, "InitProducerIdResponse", throttle_time=NO_THROTTLE,
+                    error_code=ErrorCode.cluster_authorization_failed,
+                    producer_id=-1, producer_epoch=-1)
     if req.body.transactional_id is not None:
         return make(req.schema, "InitProducerIdResponse", throttle_time=NO_THROTTLE,
                     error_code=ErrorCode.transactional_id_authorization_failed,
@@ -111,8 +116,10 @@ async def _publish(ctx: KafkaContext, batch: ProducedBatch) -> RecordId:
     raise AssertionError("unreachable")
 
 
-async def _produce_partition(ctx: KafkaContext, topic: str, part: Any, source: str,
+async def _produce_partition(ctx: KafkaContext, req: Request, topic: str, part: Any,
                              throttled: list[float]) -> tuple[ErrorCode, int, str | None]:
+    if not ctx.allowed(req.who, Role.WRITER, publish=topic):
+        return ErrorCode.topic_authorization_failed, -1, "this client may not publish here"
     if part.index != 0:
         return ErrorCode.unknown_topic_or_partition, -1, "raftlog topics have one partition"
     if not ctx.is_leader():
@@ -127,7 +134,7 @@ async def _produce_partition(ctx: KafkaContext, topic: str, part: Any, source: s
             if size > ctx.max_entry_bytes:
                 raise RefusedError(ErrorCode.message_too_large,
                                f"batch of {size} bytes > max_log_entry_data_size")
-            throttled[0] += await ctx.throttle(source, len(batch.records), size)
+            throttled[0] += await ctx.throttle(req.source, req.who, len(batch.records), size)
             got = await _publish(ctx, batch)
             first = got if first is None else first
         return ErrorCode.none, -1 if first is None else offset_of(first), None
@@ -153,7 +160,7 @@ async def produce(ctx: KafkaContext, req: Request) -> Any | None:
     for topic in req.body.topic_data:
         parts = []
         for part in topic.partition_data:
-            code, base, message = await _produce_partition(ctx, topic.name, part, req.source,
+            code, base, message = await _produce_partition(ctx, req, topic.name, part,
                                                            throttled)
             parts.append(make(schema, "PartitionProduceResponse", index=part.index,
                               error_code=code, base_offset=base, log_append_time=None,

@@ -31,6 +31,7 @@ from raftlog.kafka.batches import encode_batch, group_by_entry
 from raftlog.kafka.context import KafkaContext
 from raftlog.kafka.offsets import offset_of, record_at
 from raftlog.kafka.protocol import NO_THROTTLE, Request, make
+from raftlog.security.policy import Role
 from raftlog.topics.records import RecordId
 from raftlog.topics.wire import MAX_READ_LIMIT, MAX_READ_WAIT_MS
 
@@ -76,6 +77,9 @@ async def list_offsets(ctx: KafkaContext, req: Request) -> Any:
         for part in topic.partitions:
             offset, error = -1, ErrorCode.none
             try:
+                if not ctx.allowed(req.who, Role.READER, read=topic.name):
+                    error = ErrorCode.topic_authorization_failed
+                    raise PermissionError(topic.name)
                 if part.partition_index != 0:
                     raise TopicError("UnknownTopic", "one partition per topic")
                 ts = int(part.timestamp)
@@ -86,6 +90,8 @@ async def list_offsets(ctx: KafkaContext, req: Request) -> Any:
                     offset = await _offset_for_time(ctx, topic.name, max(ts, 0))
             except TopicError:
                 error = ErrorCode.unknown_topic_or_partition
+            except PermissionError:
+                pass
             parts.append(make(schema, "ListOffsetsPartitionResponse",
                               partition_index=part.partition_index, error_code=error,
                               timestamp=-1, offset=offset, leader_epoch=-1,
@@ -153,6 +159,9 @@ async def fetch(ctx: KafkaContext, req: Request) -> Any:
         total = 0
         for part in parts:
             part.error, part.records = ErrorCode.none, b""
+            if not ctx.allowed(req.who, Role.READER, read=part.topic):
+                part.error = ErrorCode.topic_authorization_failed
+                continue
             await _read_part(ctx, part, max(max_bytes - total, 1))
             total += len(part.records)
         failed = any(part.error is not ErrorCode.none for part in parts)

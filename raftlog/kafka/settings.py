@@ -30,6 +30,9 @@ class KafkaSettings:
     """Produce/Metadata to an unknown topic creates it (``[kafka] auto_create_topics``); off
     by default, so a typo in a topic name is an error rather than a new topic."""
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    sasl: bool = False
+    """``sasl_ssl://``: TLS with the ``[http]`` certificate, then SASL/PLAIN whose password
+    is a REST token of the allowlist (a secure cluster's only Kafka door)."""
 
 
 def node_id(peer_id: str) -> int:
@@ -40,19 +43,25 @@ def node_id(peer_id: str) -> int:
     return zlib.crc32(peer_id.encode()) & 0x7FFFFFFF
 
 
+SCHEMES: Final = ("tcp://", "sasl_ssl://")
+
+
 def split_kafka_url(url: str) -> tuple[str, int]:
     """(host, port) of a validated ``kafka_url``."""
-    host, _, port = url.removeprefix("tcp://").rpartition(":")
+    host, _, port = url.partition("://")[2].rpartition(":")
     return host.strip("[]"), int(port)
 
 
 def validate_kafka_url(url: object, what: str) -> str:
-    """``tcp://HOST:PORT`` with a concrete host (clients are told to connect to it)."""
-    if not isinstance(url, str) or not url.startswith("tcp://"):
-        raise ConfigError(f"{what} must look like tcp://HOST:PORT, got {url!r}")
-    host, _, port = url[6:].rpartition(":")
+    """``tcp://HOST:PORT`` (plaintext) or ``sasl_ssl://HOST:PORT`` with a concrete host
+    (clients are told to connect to it)."""
+    if not isinstance(url, str) or not url.startswith(SCHEMES):
+        raise ConfigError(f"{what} must look like tcp://HOST:PORT or sasl_ssl://HOST:PORT, "
+                          f"got {url!r}")
+    host, _, port = url.partition("://")[2].rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) <= 65535:
-        raise ConfigError(f"{what} must look like tcp://HOST:PORT, got {url!r}")
+        raise ConfigError(f"{what} must look like tcp://HOST:PORT or sasl_ssl://HOST:PORT, "
+                          f"got {url!r}")
     if host in ("*", "0.0.0.0", "[::]"):
         raise ConfigError(f"{what}: clients connect to this address; name the host")
     return url
@@ -63,8 +72,9 @@ def kafka_settings(
 ) -> KafkaSettings | None:
     """This peer's Kafka settings, or None when it has no ``kafka_url`` (listener off).
 
-    A plaintext Kafka listener on a secure (CURVE) cluster would be a door around the
-    allowlist: refused with a clear error until SASL over TLS is configured."""
+    A plaintext (``tcp://``) Kafka listener on a secure (CURVE) cluster would be a door
+    around the allowlist: refused with a clear error; such a cluster uses ``sasl_ssl://``.
+    SASL on a plaintext cluster is refused too: there is no allowlist to check tokens in."""
     table = doc.get("kafka", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: [kafka] must be a table")
@@ -93,10 +103,16 @@ def kafka_settings(
             mine = url
     if mine is None:
         return None
-    if secure:
+    sasl = mine.startswith("sasl_ssl://")
+    if secure and not sasl:
         raise ConfigError(
-            f"{source}: peer {peer_id} has a kafka_url on a secure cluster: the Kafka "
-            "listener speaks plaintext only, which would bypass CURVE and the allowlist; "
-            "remove kafka_url (SASL over TLS is not available yet, docs/kafka.md)"
+            f"{source}: peer {peer_id} has a plaintext kafka_url ({mine}) on a secure "
+            "cluster: it would bypass CURVE and the allowlist; use sasl_ssl://HOST:PORT "
+            "(TLS with the [http] certificate, SASL/PLAIN with a REST token; docs/kafka.md)"
         )
-    return KafkaSettings(mine, tuple(brokers), auto, limit)
+    if sasl and not secure:
+        raise ConfigError(
+            f"{source}: peer {peer_id} has a sasl_ssl:// kafka_url on a plaintext cluster: "
+            "SASL checks REST tokens of the allowlist, which needs [security] curve"
+        )
+    return KafkaSettings(mine, tuple(brokers), auto, limit, sasl)

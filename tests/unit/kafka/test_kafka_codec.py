@@ -134,8 +134,13 @@ def test_settings_off_without_kafka_url_and_refused_on_a_secure_cluster() -> Non
                           secure=False)
     assert mine is not None and mine.auto_create_topics and mine.brokers == (
         ("1", "tcp://127.0.0.1:9092"),)
-    with pytest.raises(ConfigError, match="secure cluster"):
+    with pytest.raises(ConfigError, match=r"plaintext kafka_url .* on a secure cluster"):
         kafka_settings({}, "f", peers, "1", secure=True)
+    sasl = [{"id": "1", "kafka_url": "sasl_ssl://127.0.0.1:9092"}]
+    found = kafka_settings({}, "f", sasl, "1", secure=True)
+    assert found is not None and found.sasl
+    with pytest.raises(ConfigError, match="plaintext cluster"):
+        kafka_settings({}, "f", sasl, "1", secure=False)
     with pytest.raises(ConfigError, match="unknown key"):
         kafka_settings({"kafka": {"sasl": 1}}, "f", peers, "1", secure=False)
     with pytest.raises(ConfigError, match="name the host"):
