@@ -278,3 +278,48 @@ def test_two_group_members_share_the_one_partition(cluster: PeerCluster) -> None
     finally:
         first.close()
         second.close()
+
+
+def test_kafka_python_and_aiokafka_groups_commit_and_resume(cluster: PeerCluster) -> None:
+    """The other clients' group protocol versions (JoinGroup, OffsetCommit, OffsetFetch):
+    kafka-python commits, aiokafka in the same group resumes after it."""
+    topic = _topic(cluster, "pygroups")
+    group = f"py-{uuid.uuid4().hex[:6]}"
+    servers = bootstrap(cluster)
+    with native(cluster) as topics:
+        for n in range(10):
+            topics.publish(topic, b"%d" % n)
+    consumer = KafkaConsumer(topic, bootstrap_servers=servers.split(","), group_id=group,
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             consumer_timeout_ms=20_000)
+    try:
+        got = []
+        for msg in consumer:
+            got.append(msg.value)
+            if len(got) == 6:
+                break
+        consumer.commit()  # up to the sixth
+    finally:
+        consumer.close()
+    assert got == [b"%d" % n for n in range(6)]
+
+    async def resume() -> list[bytes]:
+        aio = AIOKafkaConsumer(topic, bootstrap_servers=servers, group_id=group,
+                               auto_offset_reset="earliest", enable_auto_commit=False)
+        await aio.start()
+        out: list[bytes] = []
+        try:
+            async with asyncio.timeout(40):
+                async for msg in aio:
+                    out.append(msg.value)
+                    if len(out) == 4:
+                        break
+            await aio.commit()
+        finally:
+            await aio.stop()
+        return out
+
+    assert asyncio.run(resume()) == [b"%d" % n for n in range(6, 10)]
+    with native(cluster) as topics:
+        position = topics.group_positions(group)[topic]
+    assert offset_of(position.next_record) > 0
