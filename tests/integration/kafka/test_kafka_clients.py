@@ -17,6 +17,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from integration.cluster import PeerCluster, wait_for
 from raftlog.kafka.offsets import offset_of
+from raftlog.topics.records import LoggedRecord
 
 from .helpers import bootstrap, consume_all, kcat, native, needs_kcat, start_kafka_cluster
 
@@ -201,16 +202,26 @@ def test_list_offsets_by_time(cluster: PeerCluster) -> None:
     topic = _topic(cluster, "bytime")
     with native(cluster) as topics:
         topics.publish(topic, b"early")
-        wait_for("the log clock to move", lambda: time.sleep(0.05) or True)
-        middle = int(time.time() * 1000) + 5
-        time.sleep(0.05)
-        second = topics.publish(topic, b"late")
+        early = topics.read(topic).records[0]
+
+        def later() -> LoggedRecord | None:  # a record appended in a later millisecond
+            topics.publish(topic, b"late")
+            last = topics.read(topic, limit=1000).records[-1]
+            return last if last.append_time_ms > early.append_time_ms else None
+
+        late = wait_for("a later append time", later)
+        records = topics.read(topic, limit=1000).records
+    expected = next(r for r in records if r.append_time_ms >= late.append_time_ms)
     consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "t"})
     try:
-        found = consumer.offsets_for_times([TopicPartition(topic, 0, middle)], timeout=20)
+        found = consumer.offsets_for_times(
+            [TopicPartition(topic, 0, late.append_time_ms)], timeout=20)
+        after = consumer.offsets_for_times(
+            [TopicPartition(topic, 0, late.append_time_ms + 3_600_000)], timeout=20)
     finally:
         consumer.close()
-    assert found[0].offset == offset_of(second)
+    assert found[0].offset == offset_of(expected.id)  # the first appended at or after it
+    assert after[0].offset == -1  # none yet
 
 
 def _group_consumer(cluster: PeerCluster, group: str, **extra: object) -> Consumer:
