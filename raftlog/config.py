@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from raftlog.errors import ConfigError
+from raftlog.kafka.settings import KafkaSettings, kafka_settings
 from raftlog.observability.http_settings import HttpSettings, http_settings
 from raftlog.options import RaftOptions
 from raftlog.rest.settings import RestSettings, rest_settings
@@ -77,6 +78,8 @@ class PeerSettings:
     """Quota per source address on a plaintext cluster (the ``[quotas]`` table,
     ``raftlog.security.quotas``); None: unlimited. CURVE clusters set quotas per client in
     the allowlist instead."""
+    kafka: KafkaSettings | None = None
+    """The Kafka-protocol listener (``kafka_url``, ``[kafka]``; docs/kafka.md); None: off."""
 
     @property
     def is_member(self) -> bool:
@@ -164,7 +167,8 @@ def load_peer_config(
     source = str(path)
     doc = load_cluster_file(path)
     cluster = _table(doc, "cluster", source)
-    unknown = set(doc) - {"cluster", "raft", "peers", "security", "rest", "http", "quotas"}
+    unknown = set(doc) - {"cluster", "raft", "peers", "security", "rest", "http", "quotas",
+                         "kafka"}
     if unknown:
         raise ConfigError(f"{source}: unknown section(s) {sorted(unknown)}")
 
@@ -219,6 +223,7 @@ def load_peer_config(
         rest=rest_settings(doc, source),
         http=http,
         quotas=quotas,
+        kafka=kafka_settings(doc, source, raw_peers, peer_id, secure=security is not None),
     )
 
 

@@ -208,6 +208,12 @@ def _build(settings: PeerSettings, stop: Callable[[], None], releases: Releases)
                                  quota_refusals=metrics.quota_refusals)
     observed = (core, services.clients, services.entries, machines.topics, disk)
     observer.start(*observed, mount=rest_api)  # the peer's routes: REST (#26)
+    if settings.kafka is not None:  # kafka_url (#30); imported only then: kio's message
+        from raftlog.kafka.listener import start_kafka  # noqa: PLC0415  types take ~1.5 s
+
+        kafka = start_kafka(settings, observer.applied, observer.views)
+        if kafka is not None:
+            releases.add(kafka.stop)  # first to stop: no fetch waits on a closing peer
     return PeerParts(
         metrics, log, stores, machines, peer_sockets, core, services, executor, storage,
         observer, disk, limits, releases,

@@ -87,6 +87,12 @@ class Authenticator:
                     log.warning("rest_allowlist_reload_failed", error=str(exc))
         return self._policy
 
+    def token_principal(self, token: str) -> Principal | None:
+        """The client ``token`` belongs to under the current allowlist (None: unknown or
+        security off): what the Kafka listener's SASL/PLAIN checks a password against."""
+        policy = self._fresh_policy()
+        return None if policy is None or not token else policy.token_principal(token)
+
     def principal(self, request: web.Request) -> Principal | None:
         """The caller (None: security is off, everything is allowed); 401 without a known
         token."""

@@ -142,6 +142,8 @@ class PeerProcess:
     env: dict[str, str] = field(default_factory=dict)
     """Extra environment of the next start (e.g. ``RAFTLOG_FAILPOINTS``)."""
     http_url: str | None = None
+    kafka_url: str | None = None
+    """The peer's Kafka listener (``kafka=True`` on the cluster), e.g. ``tcp://127.0.0.1:N``."""
     nofile: int | None = None
     """``RLIMIT_NOFILE`` of the next start, soft and hard: a peer raises its soft limit to the
     hard one at start (docs/operations.md §11), so only a hard limit bounds it."""
@@ -165,11 +167,14 @@ class PeerCluster:
         ports: Sequence[int] | None = None,
         security: SecureSetup | None = None,
         http: bool = False,
+        kafka: bool = False,
+        extra_toml: Sequence[str] = (),
     ) -> None:
         """``ports`` optionally fixes the ``2 * len(ids)`` ports to use (router, pub for each
         peer in turn) instead of free ephemeral ones picked here; ``security`` runs the
         cluster with CURVE (probes then use its admin key); ``http`` gives every peer an
-        ``http_url`` on a free port (the monitoring listener)."""
+        ``http_url`` on a free port (the monitoring listener), ``kafka`` a ``kafka_url``;
+        ``extra_toml`` lines are appended to the file (e.g. a ``[kafka]`` table)."""
         self.directory = directory
         self.ident = ident
         self.security = security
@@ -189,6 +194,10 @@ class PeerCluster:
         if http:
             for peer, port in zip(self.peers.values(), free_ports(len(ids)), strict=True):
                 peer.http_url = f"http://127.0.0.1:{port}"
+        if kafka:
+            for peer, port in zip(self.peers.values(), free_ports(len(ids)), strict=True):
+                peer.kafka_url = f"tcp://127.0.0.1:{port}"
+        self._extra_toml = list(extra_toml)
         self._outsiders: set[str] = set()
         self.config_path = directory / "cluster.toml"
         self._raft = dict(raft or {})
@@ -214,9 +223,12 @@ class PeerCluster:
                 lines.append(f'bind = "{peer.bind_url}"')
             if peer.http_url is not None:
                 lines.append(f'http_url = "{peer.http_url}"')
+            if peer.kafka_url is not None:
+                lines.append(f'kafka_url = "{peer.kafka_url}"')
         for peer_id, url, pub_port in self._extra:
             lines += ["[[peers]]", f'id = "{peer_id}"', f'url = "{url}"']
             lines.append(f'pub_url = "{url.rsplit(":", 1)[0]}:{pub_port}"')
+        lines += self._extra_toml
         self.config_path.write_text("\n".join(lines) + "\n")
 
     # -- processes -------------------------------------------------------------------------

@@ -1,0 +1,245 @@
+"""Kafka consumer-group membership: soft state on the leader's listener, like Kafka's
+group coordinator.
+
+Why soft state: membership (who is in a group now, its generation, the leader's partition
+assignment) is only meaningful while the members' connections and heartbeats are; Kafka
+itself rebuilds it after a coordinator moves. What must survive -- the committed offsets --
+is durable: OffsetCommit goes to the stream-mode consumer group of the same name
+(``raftlog.topics.groups``), replicated in the log. FindCoordinator names the Raft leader's
+listener; any other listener answers group requests with NOT_COORDINATOR, and after a
+leader change the members rejoin at the new leader and resume from the committed offsets.
+
+The protocol, simplified but the same to clients: a JoinGroup starts (or joins) a
+rebalance, which completes when every current member has rejoined -- or after the largest
+rebalance timeout, evicting those that did not -- or, for members joining an empty group,
+after a short window (:data:`JOIN_WINDOW`) that lets consumers started together land in one
+generation. The first member to join is the leader; it gets every member's subscription and
+sends the assignment with SyncGroup. Heartbeats answer REBALANCE_IN_PROGRESS while a
+rebalance runs, so members rejoin; a member whose session timeout passes without a heartbeat
+is evicted (a sweep once a second).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kio.schema.errors import ErrorCode
+
+JOIN_WINDOW: Final = 0.3
+"""Seconds a rebalance of a group without members waits for more joiners."""
+SYNC_WAIT: Final = 30.0
+"""Seconds a follower member's SyncGroup waits for the leader's assignment."""
+MAX_REBALANCE_WAIT: Final = 60.0
+
+
+@dataclass(slots=True)
+class Member:
+    """One consumer in a group."""
+
+    member_id: str
+    instance_id: str | None
+    protocols: dict[str, bytes]
+    session_s: float
+    rebalance_s: float
+    last_seen: float = field(default_factory=time.monotonic)
+    assignment: bytes = b""
+
+
+@dataclass(slots=True)
+class GroupState:
+    """A group's membership on this (the leader's) listener."""
+
+    group_id: str
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader: str = ""
+    members: dict[str, Member] = field(default_factory=dict)
+    rebalancing: bool = False
+    joiners: dict[str, asyncio.Future[None]] = field(default_factory=dict)
+    synced: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass(frozen=True, slots=True)
+class JoinResult:
+    """What one member's JoinGroup is answered with."""
+
+    error: ErrorCode
+    generation: int = -1
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    members: tuple[tuple[str, str | None, bytes], ...] = ()
+
+
+class Coordinator:
+    """Every group's membership (one per listener; used only while this peer leads)."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, GroupState] = {}
+
+    def _group(self, group_id: str) -> GroupState:
+        return self.groups.setdefault(group_id, GroupState(group_id))
+
+    async def join(self, group_id: str, member_id: str, *, instance_id: str | None,
+                   protocol_type: str, protocols: dict[str, bytes], session_s: float,
+                   rebalance_s: float) -> JoinResult:
+        """JoinGroup (see the module docstring)."""
+        group = self._group(group_id)
+        if group.members and group.protocol_type not in (None, protocol_type):
+            return JoinResult(ErrorCode.inconsistent_group_protocol)
+        if member_id and member_id not in group.members:
+            return JoinResult(ErrorCode.unknown_member_id)
+        member_id = member_id or f"{instance_id or 'member'}-{uuid.uuid4()}"
+        group.members[member_id] = Member(member_id, instance_id, protocols, session_s,
+                                          rebalance_s)
+        group.protocol_type = protocol_type
+        if not group.rebalancing:
+            self._start_rebalance(group)
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        old = group.joiners.pop(member_id, None)
+        if old is not None and not old.done():
+            old.cancel()
+        group.joiners[member_id] = future
+        self._maybe_complete(group)
+        try:
+            await future
+        except asyncio.CancelledError:
+            return JoinResult(ErrorCode.rebalance_in_progress)
+        if member_id not in group.members:
+            return JoinResult(ErrorCode.unknown_member_id)
+        members = tuple((m.member_id, m.instance_id, m.protocols.get(group.protocol or "", b""))
+                        for m in group.members.values()) if member_id == group.leader else ()
+        return JoinResult(ErrorCode.none, group.generation, group.protocol_type,
+                          group.protocol, group.leader, member_id, members)
+
+    def _start_rebalance(self, group: GroupState) -> None:
+        group.rebalancing = True
+        group.synced = asyncio.Event()
+        empty = len(group.members) <= 1 and not group.joiners
+        wait = JOIN_WINDOW if empty else min(
+            max(m.rebalance_s for m in group.members.values()), MAX_REBALANCE_WAIT)
+        asyncio.get_running_loop().call_later(wait, self._deadline, group, group.generation)
+
+    def _deadline(self, group: GroupState, generation: int) -> None:
+        if group.rebalancing and group.generation == generation:
+            for member_id in [m for m in group.members if m not in group.joiners]:
+                del group.members[member_id]  # did not rejoin in time
+            self._complete(group)
+
+    def _maybe_complete(self, group: GroupState) -> None:
+        if len(group.members) > 1 and set(group.members) <= set(group.joiners):
+            self._complete(group)
+
+    def _complete(self, group: GroupState) -> None:
+        if not group.joiners:
+            group.rebalancing = False
+            return
+        group.generation += 1
+        group.rebalancing = False
+        group.leader = next(iter(group.joiners))
+        common = [name for name in group.members[group.leader].protocols
+                  if all(name in m.protocols for m in group.members.values())]
+        group.protocol = common[0] if common else None
+        joiners, group.joiners = group.joiners, {}
+        for future in joiners.values():
+            if not future.done():
+                future.set_result(None)
+
+    async def sync(self, group_id: str, generation: int, member_id: str,
+                   assignments: dict[str, bytes]) -> tuple[ErrorCode, bytes]:
+        """SyncGroup: the leader hands out ``assignments``; everyone gets their own."""
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return ErrorCode.unknown_member_id, b""
+        if generation != group.generation:
+            return ErrorCode.illegal_generation, b""
+        if group.rebalancing:
+            return ErrorCode.rebalance_in_progress, b""
+        group.members[member_id].last_seen = time.monotonic()
+        if member_id == group.leader:
+            for mid, data in assignments.items():
+                if mid in group.members:
+                    group.members[mid].assignment = data
+            group.synced.set()
+        else:
+            try:
+                await asyncio.wait_for(group.synced.wait(), SYNC_WAIT)
+            except TimeoutError:
+                return ErrorCode.rebalance_in_progress, b""
+        if generation != group.generation or member_id not in group.members:
+            return ErrorCode.rebalance_in_progress, b""
+        return ErrorCode.none, group.members[member_id].assignment
+
+    def heartbeat(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
+        """Heartbeat: keeps the member's session; tells it when to rejoin."""
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        group.members[member_id].last_seen = time.monotonic()
+        if group.rebalancing:
+            return ErrorCode.rebalance_in_progress
+        if generation != group.generation:
+            return ErrorCode.illegal_generation
+        return ErrorCode.none
+
+    def leave(self, group_id: str, member_id: str) -> ErrorCode:
+        """LeaveGroup: the member goes; the others rebalance."""
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        del group.members[member_id]
+        self._after_removal(group)
+        return ErrorCode.none
+
+    def _after_removal(self, group: GroupState) -> None:
+        if not group.members:
+            group.generation += 1  # an empty group: the old generation's commits are stale
+            group.rebalancing = False
+            group.leader = ""
+        elif not group.rebalancing:
+            self._start_rebalance(group)
+        else:
+            self._maybe_complete(group)
+
+    def check_commit(self, group_id: str, generation: int, member_id: str) -> ErrorCode:
+        """Whether an OffsetCommit may be applied: generation -1 is a commit of a consumer
+        that assigns partitions itself (no membership); others must be current members."""
+        if generation < 0:
+            return ErrorCode.none
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        if generation != group.generation:
+            return ErrorCode.illegal_generation
+        return ErrorCode.none
+
+    def sweep(self) -> None:
+        """Evict members whose session timed out (called once a second)."""
+        now = time.monotonic()
+        for group in list(self.groups.values()):
+            gone = [m for m in group.members.values() if now - m.last_seen > m.session_s
+                    and m.member_id not in group.joiners]
+            for member in gone:
+                del group.members[member.member_id]
+            if gone:
+                self._after_removal(group)
+            if not group.members and not group.joiners:
+                del self.groups[group.group_id]
+
+    def clear(self) -> None:
+        """This peer stopped leading: membership lives on at the next leader's listener."""
+        for group in self.groups.values():
+            for future in group.joiners.values():
+                future.cancel()
+        self.groups.clear()
+
+
+def assignments_of(request: Any) -> dict[str, bytes]:
+    """SyncGroup's assignments as a map."""
+    return {a.member_id: bytes(a.assignment) for a in request.assignments}

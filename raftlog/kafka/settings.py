@@ -1,0 +1,118 @@
+"""The Kafka listener's settings: ``kafka_url`` per peer and the ``[kafka]`` table.
+
+Why its own module: ``raftlog.config`` reads the cluster file for every part of the peer;
+what the Kafka side needs (every peer's listener, for Metadata; its options) is parsed here
+and handed over as one frozen value, so config.py carries one call and one field.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Any, Final
+
+from raftlog.errors import ConfigError
+
+DEFAULT_MAX_REQUEST_BYTES: Final = 100 * 1024 * 1024
+"""A Kafka request larger than this is refused and its connection closed (Kafka's
+``socket.request.max.bytes`` default), before any of it is buffered."""
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    """This peer's Kafka listener and what Metadata tells clients about the others."""
+
+    url: str
+    """``tcp://HOST:PORT`` this peer's listener binds and advertises."""
+    brokers: tuple[tuple[str, str], ...]
+    """(peer id, kafka_url) of every peer in the file that has one."""
+    auto_create_topics: bool = False
+    """Produce/Metadata to an unknown topic creates it (``[kafka] auto_create_topics``); off
+    by default, so a typo in a topic name is an error rather than a new topic."""
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    sasl: bool = False
+    """``sasl_ssl://``: TLS with the ``[http]`` certificate, then SASL/PLAIN whose password
+    is a REST token of the allowlist (a secure cluster's only Kafka door)."""
+
+
+def node_id(peer_id: str) -> int:
+    """The Kafka broker id of a raftlog peer: the id itself when it is a small integer
+    (``"1"`` -> 1, what people expect), otherwise a stable 31-bit hash of it."""
+    if peer_id.isdigit() and int(peer_id) < 2**31:
+        return int(peer_id)
+    return zlib.crc32(peer_id.encode()) & 0x7FFFFFFF
+
+
+SCHEMES: Final = ("tcp://", "sasl_ssl://")
+
+
+def split_kafka_url(url: str) -> tuple[str, int]:
+    """(host, port) of a validated ``kafka_url``."""
+    host, _, port = url.partition("://")[2].rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def validate_kafka_url(url: object, what: str) -> str:
+    """``tcp://HOST:PORT`` (plaintext) or ``sasl_ssl://HOST:PORT`` with a concrete host
+    (clients are told to connect to it)."""
+    if not isinstance(url, str) or not url.startswith(SCHEMES):
+        raise ConfigError(f"{what} must look like tcp://HOST:PORT or sasl_ssl://HOST:PORT, "
+                          f"got {url!r}")
+    host, _, port = url.partition("://")[2].rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise ConfigError(f"{what} must look like tcp://HOST:PORT or sasl_ssl://HOST:PORT, "
+                          f"got {url!r}")
+    if host in ("*", "0.0.0.0", "[::]"):
+        raise ConfigError(f"{what}: clients connect to this address; name the host")
+    return url
+
+
+def kafka_settings(
+    doc: dict[str, Any], source: str, raw_peers: list[Any], peer_id: str, *, secure: bool
+) -> KafkaSettings | None:
+    """This peer's Kafka settings, or None when it has no ``kafka_url`` (listener off).
+
+    A plaintext (``tcp://``) Kafka listener on a secure (CURVE) cluster would be a door
+    around the allowlist: refused with a clear error; such a cluster uses ``sasl_ssl://``.
+    SASL on a plaintext cluster is refused too: there is no allowlist to check tokens in."""
+    table = doc.get("kafka", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: [kafka] must be a table")
+    unknown = set(table) - {"auto_create_topics", "max_request_bytes"}
+    if unknown:
+        raise ConfigError(f"{source}: [kafka] has unknown key(s) {sorted(unknown)}")
+    auto = table.get("auto_create_topics", False)
+    if not isinstance(auto, bool):
+        raise ConfigError(f"{source}: [kafka] auto_create_topics must be true or false")
+    limit = table.get("max_request_bytes", DEFAULT_MAX_REQUEST_BYTES)
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1024:
+        raise ConfigError(f"{source}: [kafka] max_request_bytes must be an integer >= 1024")
+    brokers: list[tuple[str, str]] = []
+    mine: str | None = None
+    ids: dict[int, str] = {}
+    for raw in raw_peers:
+        if not isinstance(raw, dict) or raw.get("kafka_url") is None:
+            continue
+        pid = str(raw.get("id"))
+        url = validate_kafka_url(raw["kafka_url"], f"{source}: peer {pid} kafka_url")
+        other = ids.setdefault(node_id(pid), pid)
+        if other != pid:
+            raise ConfigError(f"{source}: peers {other} and {pid} map to one Kafka broker id")
+        brokers.append((pid, url))
+        if pid == peer_id:
+            mine = url
+    if mine is None:
+        return None
+    sasl = mine.startswith("sasl_ssl://")
+    if secure and not sasl:
+        raise ConfigError(
+            f"{source}: peer {peer_id} has a plaintext kafka_url ({mine}) on a secure "
+            "cluster: it would bypass CURVE and the allowlist; use sasl_ssl://HOST:PORT "
+            "(TLS with the [http] certificate, SASL/PLAIN with a REST token; docs/kafka.md)"
+        )
+    if sasl and not secure:
+        raise ConfigError(
+            f"{source}: peer {peer_id} has a sasl_ssl:// kafka_url on a plaintext cluster: "
+            "SASL checks REST tokens of the allowlist, which needs [security] curve"
+        )
+    return KafkaSettings(mine, tuple(brokers), auto, limit, sasl)
