@@ -26,15 +26,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Final
 
 from raftlog.client.consistency import ReadLevel
-from raftlog.client.dealer import CLOSED, next_delivery, raise_if_denied
+from raftlog.client.dealer import (
+    CLOSED,
+    DealerChannel,
+    Inbox,
+    Waiters,
+    next_delivery,
+    raise_if_denied,
+)
 from raftlog.client.models import IndexedEntry, StreamItem
 from raftlog.client.routing import ClusterLink
+from raftlog.entry import LogEntry
 from raftlog.errors import ClientClosedError, RemoteProtocolError
 from raftlog.rpc import decode_response, encode_request
 from raftlog.rpc.messages import (
@@ -42,6 +50,7 @@ from raftlog.rpc.messages import (
     EntriesStatus,
     RequestEntries,
     RequestEntriesResponse,
+    SnapshotChunk,
 )
 
 MAX_TIMEOUT_FACTOR: Final = 5
@@ -121,6 +130,222 @@ def _frames(link: ClusterLink, req_id: bytes, msg: RequestEntries) -> list[bytes
     return encode_request(msg, ident=link.ident, id=req_id)
 
 
+_SKIP: Final = object()
+"""A response to ignore (malformed, stale or duplicated); the stream waits for the next."""
+_DONE: Final = object()
+"""The stream has delivered what was asked (or the server said it was the last batch)."""
+
+
+@dataclass(slots=True)
+class _Cursor:
+    """What the steps of one stream share across its attempts: where it is (``state``, the
+    snapshot in progress) and how long it waits (the per-response timeout that grows on
+    silence, the deadline that moves on progress)."""
+
+    state: _State
+    level: ReadLevel
+    base_timeout: float
+    timeout: float
+    started: float
+    deadline: float
+    peer_timeout: float
+    any_peer: bool = False
+    """Whether the current attempt asks a chosen peer for committed entries (not the leader)."""
+    snap_prev: int | None = None
+    """The original prevIndex while inside a snapshot."""
+    snap_next: int = 0
+    """The next expected snapshot byte offset."""
+    snap_id: tuple[int, int, int] | None = None
+    """(index, term, size) of the snapshot being streamed."""
+    pipeline_open: bool = False
+    """Whether the server may still be sending on the current attempt (then a stop is due)."""
+    outcome: object = None
+    """What :meth:`deliver` decided: the acknowledgement to send, ``_SKIP``, ``_DONE``, or
+    a reason (``str``) to restart the attempt."""
+
+    def ask(self, prev: int, count: int | None, offset: int | None) -> RequestEntries:
+        """A request of this stream at the read level it was asked for."""
+        level = self.level
+        return RequestEntries(
+            prev, count, offset, self.any_peer, level.min_index, level.linearizable
+        )
+
+    def first_request(self) -> RequestEntries:
+        """An attempt's request: resume after the last entry, or mid-snapshot at its offset."""
+        prev = self.state.last if self.snap_prev is None else self.snap_prev
+        offset = self.snap_next if self.snap_prev is not None and self.snap_next else None
+        return self.ask(prev, self.state.remaining, offset)
+
+    def send_wait(self, now: float) -> float:
+        return min(self.base_timeout, self.deadline - now)
+
+    def snapshot_step(
+        self, chunk: SnapshotChunk | None
+    ) -> object | str | tuple[SnapshotChunk, RequestEntries | None]:
+        """Take one snapshot chunk: ``_SKIP``, a reason to restart the attempt, or the chunk
+        to deliver with the acknowledgement to send after it (None: the stream is done)."""
+        state = self.state
+        if chunk is None or chunk.index <= state.last:
+            return _SKIP  # a stale chunk, re-sent after the snapshot was done
+        snap = (chunk.index, chunk.term, chunk.total_size)
+        if snap != self.snap_id:  # a first or a different snapshot: from byte 0
+            self.snap_id, self.snap_next = snap, 0
+            if chunk.offset != 0:
+                return "snapshot changed under the stream"
+        if chunk.offset < self.snap_next:
+            return _SKIP  # a duplicate chunk
+        if chunk.offset > self.snap_next:
+            return "snapshot chunk out of order"
+        if self.snap_prev is None:
+            self.snap_prev = state.last
+        self.snap_next = chunk.offset + len(chunk.data)
+        if self.snap_next < chunk.total_size:
+            return chunk, self.ask(self.snap_prev, None, self.snap_next)
+        # final chunk: continue with the entries after the snapshot
+        state.last, self.snap_prev, self.snap_next, self.snap_id = chunk.index, None, 0, None
+        if state.remaining is not None:
+            state.remaining -= 1
+        if state.remaining == 0:
+            return chunk, None
+        return chunk, self.ask(state.last, state.remaining, None)
+
+    def deliver(self, resp: RequestEntriesResponse) -> Iterator[StreamItem]:
+        """The items of a snapshot chunk or an entry batch, one by one as the consumer pulls
+        them; sets :attr:`outcome` for the stream's next move."""
+        if resp.status is EntriesStatus.SNAPSHOT:
+            yield from self._deliver_chunk(resp.snapshot)
+        else:
+            yield from self._deliver_batch(resp)
+
+    def _deliver_chunk(self, chunk: SnapshotChunk | None) -> Iterator[StreamItem]:
+        step = self.snapshot_step(chunk)
+        if not isinstance(step, tuple):
+            self.outcome = step
+            return
+        delivered, ack = step
+        if ack is None:
+            self.pipeline_open = False  # the server closed it already
+            self.outcome = _DONE
+        else:
+            self.outcome = ack
+        yield delivered
+
+    def _deliver_batch(self, resp: RequestEntriesResponse) -> Iterator[StreamItem]:
+        first_index = self.batch_start(resp)
+        if isinstance(first_index, str):
+            self.outcome = first_index
+            return
+        yield from self.new_entries(resp.entries, first_index)
+        state = self.state
+        batch_last = first_index + len(resp.entries) - 1  # resp.last_index
+        if state.remaining == 0 and batch_last > state.last:
+            self.outcome = _DONE  # the count was reached inside the batch
+        elif resp.status is EntriesStatus.LAST:
+            self.pipeline_open = False
+            self.outcome = _DONE
+        elif state.remaining == 0:
+            self.outcome = _DONE
+        else:
+            # §10.5: ack every status-2 batch; the count makes a restart (if the server
+            # dropped the pipeline meanwhile) keep the original bound.
+            self.outcome = self.ask(batch_last, state.remaining, None)
+
+    def batch_start(self, resp: RequestEntriesResponse) -> int | str:
+        """The index of a batch's first entry, or a reason to restart the attempt."""
+        if resp.last_index is None or self.snap_prev is not None:
+            return "entries while a snapshot was expected"
+        first_index = resp.last_index - len(resp.entries) + 1
+        if resp.entries and first_index > self.state.last + 1:
+            return "entries out of order"
+        return first_index
+
+    def new_entries(self, entries: Sequence[LogEntry], first_index: int) -> Iterator[IndexedEntry]:
+        """The batch's entries past the last delivered (overlap skipped), counted as each is
+        pulled, so ``last_index`` never runs ahead of the consumer."""
+        state = self.state
+        for position, entry in enumerate(entries):
+            index = first_index + position
+            if index <= state.last:
+                continue
+            if state.remaining == 0:
+                return
+            if state.remaining is not None:
+                state.remaining -= 1
+            state.last = index
+            yield IndexedEntry(index, entry)
+
+
+async def _send(
+    link: ClusterLink,
+    url: str,
+    channel: DealerChannel,
+    req_id: bytes,
+    msg: RequestEntries,
+    *,
+    wait: float,
+) -> bool:
+    """Send one request of the stream; False (noted, the leader forgotten): unreachable."""
+    if await channel.send(_frames(link, req_id, msg), wait):
+        return True
+    link.note(url, "unreachable")
+    link.forget_leader(url)
+    return False
+
+
+async def _next_response(
+    link: ClusterLink, url: str, inbox: Inbox, cur: _Cursor
+) -> RequestEntriesResponse | object | None:
+    """The next response of an attempt, ``_SKIP``, or None after silence (noted, the wait
+    grown); raises once the stream made no progress within its timeout."""
+    wait = min(cur.peer_timeout, cur.deadline - link.now())
+    delivery = await next_delivery(inbox, wait)
+    if delivery is None:
+        if link.now() >= cur.deadline:
+            raise link.unavailable(cur.started, "entries stream stalled")
+        link.note(url, "no response")
+        link.forget_leader(url)
+        cur.peer_timeout = min(
+            cur.peer_timeout + cur.base_timeout, MAX_TIMEOUT_FACTOR * cur.base_timeout
+        )
+        return None
+    if delivery is CLOSED:
+        raise ClientClosedError("the raftlog client is closed")
+    raise_if_denied(delivery.frames)
+    try:
+        resp = decode_response(TYPE_REQUEST_ENTRIES, delivery.frames)[1]
+    except RemoteProtocolError as exc:
+        link.note(url, f"malformed response ({exc})")
+        return _SKIP
+    if not isinstance(resp, RequestEntriesResponse):
+        return _SKIP
+    cur.deadline = link.now() + cur.timeout
+    return resp
+
+
+async def _not_leader(
+    link: ClusterLink, url: str, resp: RequestEntriesResponse, cur: _Cursor
+) -> None:
+    """Follow a "not leader" answer: to the hinted leader, or after an election's grace."""
+    cur.pipeline_open = False
+    link.note(url, f"not leader (leader {resp.leader_id or 'unknown'})")
+    if link.leader_hint(resp.leader_id, url) is None:
+        cur.peer_timeout = cur.base_timeout
+        await asyncio.sleep(link.election_grace)
+
+
+async def _close_attempt(
+    link: ClusterLink, cur: _Cursor, pair: tuple[DealerChannel, Waiters], req_id: bytes
+) -> None:
+    """Send the stop request if the server may still be sending, and drop the connection."""
+    linger = 0
+    if cur.pipeline_open:
+        stop = cur.ask(cur.state.last, 0, None)
+        if pair[0].send_nowait(_frames(link, req_id, stop)):
+            linger = STOP_LINGER_MS
+    with contextlib.suppress(Exception):
+        await link.close_stream_channel(pair, linger)
+
+
 async def _stream(
     link: ClusterLink,
     state: _State,
@@ -128,146 +353,51 @@ async def _stream(
     from_peer: str | None = None,
     level: ReadLevel = ANY,
 ) -> AsyncGenerator[StreamItem, None]:
-    base_timeout = link.response_timeout
-    peer_timeout = base_timeout
     started = link.now()
-    progress_deadline = started + timeout
-    snap_prev: int | None = None  # original prevIndex while inside a snapshot
-    snap_next = 0  # next expected snapshot byte offset
-    snap_id: tuple[int, int, int] | None = None  # (index, term, size) of that snapshot
+    base_timeout = link.response_timeout
+    cur = _Cursor(state, level, base_timeout, timeout, started, started + timeout, base_timeout)
     if state.remaining == 0:
         return
     preferred = from_peer  # asked first, for committed entries (any_peer); then the leader
     if preferred is not None and level.linearizable:
-        level = await level.for_follower()  # the leader's read index (RI) as the minimum
+        cur.level = await level.for_follower()  # the leader's read index (RI) as the minimum
     while True:
-        any_peer = preferred is not None
-
-        def ask(
-            prev: int, count: int | None, offset: int | None, peer: bool = any_peer
-        ) -> RequestEntries:
-            return RequestEntries(prev, count, offset, peer, level.min_index, level.linearizable)
-
-        url = (
-            preferred
-            if preferred is not None
-            else await link.leader_url(progress_deadline, started)
-        )
+        cur.any_peer = preferred is not None
+        url = preferred if preferred is not None else await link.leader_url(cur.deadline, started)
         preferred = None  # whatever ends this attempt, the next one goes to the leader
         pair = link.open_stream_channel(url)
         channel, waiters = pair
         req_id = link.new_id()
-        pipeline_open = False
+        cur.pipeline_open = False
         try:
             with waiters.register(req_id) as inbox:
-                prev = state.last if snap_prev is None else snap_prev
-                offset = snap_next if snap_prev is not None and snap_next else None
-                first = ask(prev, state.remaining, offset)
-                wait = min(base_timeout, progress_deadline - link.now())
-                if not await channel.send(_frames(link, req_id, first), wait):
-                    link.note(url, "unreachable")
-                    link.forget_leader(url)
-                    if link.now() >= progress_deadline:
+                first = cur.first_request()
+                wait = cur.send_wait(link.now())
+                if not await _send(link, url, channel, req_id, first, wait=wait):
+                    if link.now() >= cur.deadline:
                         raise link.unavailable(started, "entries stream stalled")
                     continue
-                pipeline_open = True
+                cur.pipeline_open = True
                 while True:
-                    wait = min(peer_timeout, progress_deadline - link.now())
-                    delivery = await next_delivery(inbox, wait)
-                    if delivery is None:
-                        if link.now() >= progress_deadline:
-                            raise link.unavailable(started, "entries stream stalled")
-                        link.note(url, "no response")
-                        link.forget_leader(url)
-                        peer_timeout = min(peer_timeout + base_timeout, 5 * base_timeout)
+                    resp = await _next_response(link, url, inbox, cur)
+                    if resp is None:
                         break
-                    if delivery is CLOSED:
-                        raise ClientClosedError("the raftlog client is closed")
-                    raise_if_denied(delivery.frames)
-                    try:
-                        resp = decode_response(TYPE_REQUEST_ENTRIES, delivery.frames)[1]
-                    except RemoteProtocolError as exc:
-                        link.note(url, f"malformed response ({exc})")
-                        continue
                     if not isinstance(resp, RequestEntriesResponse):
                         continue
-                    progress_deadline = link.now() + timeout
-                    ack: RequestEntries | None
                     if resp.status is EntriesStatus.NOT_LEADER:
-                        pipeline_open = False
-                        link.note(url, f"not leader (leader {resp.leader_id or 'unknown'})")
-                        if link.leader_hint(resp.leader_id, url) is None:
-                            peer_timeout = base_timeout
-                            await asyncio.sleep(link.election_grace)
+                        await _not_leader(link, url, resp, cur)
                         break
-                    if resp.status is EntriesStatus.SNAPSHOT:
-                        chunk = resp.snapshot
-                        if chunk is None or chunk.index <= state.last:
-                            continue  # a stale chunk, re-sent after the snapshot was done
-                        snap = (chunk.index, chunk.term, chunk.total_size)
-                        if snap != snap_id:  # a first or a different snapshot: from byte 0
-                            snap_id, snap_next = snap, 0
-                            if chunk.offset != 0:
-                                link.note(url, "snapshot changed under the stream")
-                                break
-                        if chunk.offset < snap_next:
-                            continue  # a duplicate chunk
-                        if chunk.offset > snap_next:
-                            link.note(url, "snapshot chunk out of order")
-                            break
-                        if snap_prev is None:
-                            snap_prev = state.last
-                        snap_next = chunk.offset + len(chunk.data)
-                        if snap_next < chunk.total_size:
-                            yield chunk
-                            ack = ask(snap_prev, None, snap_next)
-                        else:  # final chunk: continue with the entries after the snapshot
-                            state.last, snap_prev, snap_next, snap_id = chunk.index, None, 0, None
-                            if state.remaining is not None:
-                                state.remaining -= 1
-                            if state.remaining == 0:
-                                pipeline_open = False  # the server closed it already
-                                yield chunk
-                                return
-                            yield chunk
-                            ack = ask(state.last, state.remaining, None)
-                    else:
-                        if resp.last_index is None or snap_prev is not None:
-                            link.note(url, "entries while a snapshot was expected")
-                            break
-                        entries = resp.entries
-                        first_index = resp.last_index - len(entries) + 1
-                        if entries and first_index > state.last + 1:
-                            link.note(url, "entries out of order")
-                            break
-                        for position, entry in enumerate(entries):
-                            index = first_index + position
-                            if index <= state.last:
-                                continue
-                            if state.remaining is not None:
-                                if state.remaining == 0:
-                                    return
-                                state.remaining -= 1
-                            state.last = index
-                            yield IndexedEntry(index, entry)
-                        if resp.status is EntriesStatus.LAST:
-                            pipeline_open = False
-                            return
-                        if state.remaining == 0:
-                            return
-                        # §10.5: ack every status-2 batch; the count makes a restart (if the
-                        # server dropped the pipeline meanwhile) keep the original bound.
-                        ack = ask(resp.last_index, state.remaining, None)
-                    wait = min(base_timeout, progress_deadline - link.now())
-                    if not await channel.send(_frames(link, req_id, ack), wait):
-                        link.note(url, "unreachable")
-                        link.forget_leader(url)
+                    for item in cur.deliver(resp):
+                        yield item
+                    if cur.outcome is _DONE:
+                        return
+                    if isinstance(cur.outcome, str):
+                        link.note(url, cur.outcome)
+                        break
+                    if not isinstance(cur.outcome, RequestEntries):
+                        continue
+                    wait = cur.send_wait(link.now())
+                    if not await _send(link, url, channel, req_id, cur.outcome, wait=wait):
                         break
         finally:
-            linger = 0
-            if pipeline_open:
-                stop = ask(state.last, 0, None)
-                if channel.send_nowait(_frames(link, req_id, stop)):
-                    linger = STOP_LINGER_MS
-            with contextlib.suppress(Exception):
-                await link.close_stream_channel(pair, linger)
+            await _close_attempt(link, cur, pair, req_id)

@@ -43,7 +43,13 @@ from raftlog_spark.anchors import (
 )
 from raftlog_spark.balance import ENTRY_COST, bucket_step, rows_upto, weigh
 from raftlog_spark.columns import record_columns
-from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError, diagnose
+from raftlog_spark.errors import (
+    RaftlogDataLossError,
+    RaftlogSourceError,
+    data_lost,
+    diagnose,
+    stalled_range,
+)
 from raftlog_spark.filters import MAX_INDEX, ScanSpec, TimeBounds, eval_topic, push_filters
 from raftlog_spark.options import parse_options
 from raftlog_spark.planning import LogPosition, StampIndex, batch_ranges, plan_batch, split
@@ -696,3 +702,19 @@ def test_the_consistency_option_takes_any_or_linearizable() -> None:
     assert parse_options({**base, "consistency": "linearizable"}).consistency == "linearizable"
     with pytest.raises(RaftlogSourceError, match="consistency"):
         parse_options({**base, "consistency": "read_your_writes"})
+
+
+def test_range_errors_say_what_is_left_and_how_to_skip() -> None:
+    """The wording ``LogClient.stream_range`` raises with (moved to errors.py, #26)."""
+    lost = data_lost(10, 19, 20, 30)
+    assert isinstance(lost, RaftlogDataLossError)
+    assert str(lost) == (
+        "raftlog source: entries 10..19 are no longer in the log (compacted into a snapshot; "
+        "available: 20..30); set failOnDataLoss=false to skip them"
+    )
+    assert "no entry is available now; the next one will be 31" in str(data_lost(10, 19, 31, 30))
+    stalled = stalled_range(5, 9, 2.0, ["tcp://a:1"], None)
+    assert str(stalled) == (
+        "raftlog source: no progress reading entries 5..9 for 2s (peers tcp://a:1): "
+        "the leader serves no further entries"
+    )

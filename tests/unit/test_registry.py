@@ -14,9 +14,10 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
+from raftlog.errors import LocalProtocolError
 from raftlog.registry import BY_TYPE, ROWS, AclScope, MessageRow, Permission, permission_table
 from raftlog.rpc import admin, clock, messages
-from raftlog.rpc.codec import CORE_TYPES
+from raftlog.rpc.codec import CORE_TYPES, REQUEST_DECODERS, decode_request_args, dispatch_decoder
 from raftlog.rpc.messages import ClientDispatch
 from raftlog.security.guard import topic_refusal
 from raftlog.security.policy import Principal, Role, TopicFilter, needed_permission
@@ -87,6 +88,28 @@ def test_the_message_column_agrees_with_the_codec() -> None:
         else:
             assert row.message is ClientDispatch, row.name
     assert set(BY_TYPE) >= CORE_TYPES
+
+
+def test_the_decoder_column_agrees_with_the_codec() -> None:
+    """``rpc.codec`` (a leaf, which cannot import the registry) decodes every type with the
+    function its row names: a core type's own decoder, or a ClientDispatch that keeps the
+    frames as they came."""
+    assert set(REQUEST_DECODERS) == CORE_TYPES
+    request_id, args = b"\x01" * 12, (b"a", b"\x02", b"")
+    for row in ROWS:
+        if row.code in CORE_TYPES:
+            assert row.decoder is REQUEST_DECODERS[row.code], row.name
+        else:
+            decoded = row.decoder(request_id, args)
+            assert decoded == decode_request_args(row.code, request_id, args), row.name
+            assert decoded == ClientDispatch(row.code, args), row.name
+
+
+def test_an_extension_row_cannot_name_a_core_decoder() -> None:
+    with pytest.raises(LocalProtocolError):
+        dispatch_decoder(messages.TYPE_REQUEST_VOTE)
+    with pytest.raises(KeyError):
+        REQUEST_DECODERS[TYPE_COUNTS]
 
 
 def test_the_handler_table_derives_from_the_registry() -> None:

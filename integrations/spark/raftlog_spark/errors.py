@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import socket
+from collections.abc import Sequence
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -102,3 +103,31 @@ def diagnose(
             parts.append(f"{named}: {_STATES.get(state, state)}")
     took = _elapsed(cause, timeout) if waited is None else f"{waited:.1f}s"
     return f"raftlog source: the cluster did not answer ({took}): {'; '.join(parts)}"
+
+
+def stalled_range(
+    next_index: int, hi: int, timeout: float, peers: Sequence[str], cause: BaseException | None
+) -> RaftlogSourceError:
+    """A task's range that stopped for ``timeout`` while the cluster still answered: the
+    leader serves no further entries, or its answers failed (``cause``)."""
+    return RaftlogSourceError(
+        f"raftlog source: no progress reading entries {next_index}..{hi} for "
+        f"{timeout:g}s (peers {', '.join(peers)}): "
+        f"{cause or 'the leader serves no further entries'}"
+    )
+
+
+def data_lost(next_index: int, last_lost: int, first_index: int, last: int) -> RaftlogDataLossError:
+    """Entries ``next_index..last_lost`` were compacted away; the log now holds
+    ``first_index..last`` (none when ``first_index > last``). Says what is left and how to
+    skip the loss."""
+    available = (
+        f"available: {first_index}..{last}"
+        if first_index <= last
+        else f"no entry is available now; the next one will be {last + 1}"
+    )
+    return RaftlogDataLossError(
+        f"raftlog source: entries {next_index}..{last_lost} are no longer in the log "
+        f"(compacted into a snapshot; {available}); "
+        "set failOnDataLoss=false to skip them"
+    )

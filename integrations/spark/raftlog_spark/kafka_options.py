@@ -14,7 +14,7 @@ import json
 from typing import Final, Literal
 
 from raftlog.topics.records import check_topic_name
-from raftlog_spark.errors import RaftlogSourceError
+from raftlog_spark.option_values import option_error
 
 Isolation = Literal["read_committed", "read_uncommitted"]
 ISOLATION_LEVELS: Final = ("read_committed", "read_uncommitted")
@@ -25,17 +25,13 @@ BY_TIMESTAMP_FORM: Final = (
 )
 
 
-def _fail(name: str, value: str, rule: str) -> RaftlogSourceError:
-    return RaftlogSourceError(f"raftlog source: option {name}={value!r} is invalid: {rule}")
-
-
 def _object(name: str, value: str, form: str) -> dict[str, object]:
     try:
         parsed = json.loads(value)
     except ValueError:
         parsed = None
     if not isinstance(parsed, dict) or not parsed:
-        raise _fail(name, value, f"must be {form}")
+        raise option_error(name, value, f"must be {form}")
     return parsed
 
 
@@ -46,9 +42,9 @@ def parse_assign(value: str) -> frozenset[str]:
         try:
             check_topic_name(topic)
         except ValueError as exc:
-            raise _fail("assign", value, str(exc)) from None
+            raise option_error("assign", value, str(exc)) from None
         if not isinstance(partitions, list) or any(p != 0 for p in partitions):
-            raise _fail(
+            raise option_error(
                 "assign",
                 value,
                 f"topic {topic!r}: a raftlog topic has one partition, 0; must be {ASSIGN_FORM}",
@@ -63,13 +59,13 @@ def parse_by_timestamp(name: str, value: str) -> tuple[frozenset[str], int]:
     times: set[int] = set()
     for topic, by_partition in parsed.items():
         if not isinstance(by_partition, dict) or set(by_partition) - {"0"} or not by_partition:
-            raise _fail(name, value, f"topic {topic!r}: must be {BY_TIMESTAMP_FORM}")
+            raise option_error(name, value, f"topic {topic!r}: must be {BY_TIMESTAMP_FORM}")
         ms = by_partition["0"]
         if type(ms) is not int or ms < 0:
-            raise _fail(name, value, f"topic {topic!r}: the time must be ms >= 0")
+            raise option_error(name, value, f"topic {topic!r}: the time must be ms >= 0")
         times.add(ms)
     if len(times) != 1:
-        raise _fail(
+        raise option_error(
             name,
             value,
             "a raftlog read is one index range of one log, so every topic needs the same "
@@ -85,7 +81,7 @@ def parse_isolation(value: str) -> Isolation:
         return "read_committed"
     if level == "read_uncommitted":
         return "read_uncommitted"
-    raise _fail(
+    raise option_error(
         "isolation.level",
         value,
         "must be read_committed (the default: committed transactional records at their "

@@ -33,7 +33,7 @@ from raftlog.topics.client import TopicClient
 from raftlog.topics.client_view import TopicView
 from raftlog.topics.records import Record
 from raftlog.topics.wire_counts import CountsResult
-from raftlog_spark.errors import RaftlogDataLossError, RaftlogSourceError, diagnose
+from raftlog_spark.errors import RaftlogSourceError, data_lost, diagnose, stalled_range
 
 T = TypeVar("T")
 
@@ -434,25 +434,12 @@ class LogClient:
             return RaftlogSourceError(
                 f"{self._diagnose(last_error, waited)}; reading entries {next_index}..{hi}"
             )
-        return RaftlogSourceError(
-            f"raftlog source: no progress reading entries {next_index}..{hi} for "
-            f"{self.timeout:g}s (peers {', '.join(self.peers)}): "
-            f"{last_error or 'the leader serves no further entries'}"
-        )
+        return stalled_range(next_index, hi, self.timeout, self.peers, last_error)
 
     def _lost(self, next_index: int, first_index: int, hi: int, fail: bool) -> int:
         last_lost = min(first_index - 1, hi)
         if fail:
             info = self.log_info()
             last = min(info.commit_index, info.last_applied)
-            available = (
-                f"available: {info.first_index}..{last}"
-                if info.first_index <= last
-                else f"no entry is available now; the next one will be {last + 1}"
-            )
-            raise RaftlogDataLossError(
-                f"raftlog source: entries {next_index}..{last_lost} are no longer in the log "
-                f"(compacted into a snapshot; {available}); "
-                "set failOnDataLoss=false to skip them"
-            )
+            raise data_lost(next_index, last_lost, info.first_index, last)
         return last_lost + 1

@@ -7,7 +7,6 @@ raises :class:`RaftlogSourceError` when the DataFrame is created, naming the opt
 
 from __future__ import annotations
 
-import datetime as dt
 import difflib
 import re
 from collections.abc import Mapping
@@ -24,6 +23,15 @@ from raftlog_spark.kafka_options import (
     parse_assign,
     parse_by_timestamp,
     parse_isolation,
+)
+from raftlog_spark.option_values import (
+    option_error,
+    parse_bool,
+    parse_consistency,
+    parse_duration,
+    parse_int,
+    parse_offset,
+    parse_timestamp_ms,
 )
 
 Mode = Literal["any", "batch", "stream"]
@@ -81,16 +89,6 @@ KNOWN: Final = {name.lower(): name for name in (*COMMON, *BATCH_ONLY, *STREAM_ON
 DEFAULT_MAX_TRIGGER_DELAY_S: Final = 15 * 60.0
 
 _URL = re.compile(r"(tcp://[^\s,:/]+:\d{1,5}|ipc://\S+|inproc://\S+)")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|sec|m|min|h)?")
-_DURATION_UNITS: Final = {
-    None: 1.0,
-    "ms": 0.001,
-    "s": 1.0,
-    "sec": 1.0,
-    "m": 60.0,
-    "min": 60.0,
-    "h": 3600.0,
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +150,7 @@ class SourceOptions:
                 f"raftlog source: option {', '.join(bad)} applies to {other} only"
             )
         if mode == "batch" and self.starting_offsets == "latest":
-            raise _fail(
+            raise option_error(
                 "startingOffsets",
                 "latest",
                 'a batch read starts at earliest, an index N >= 0, or {"index": N} (latest is '
@@ -163,81 +161,6 @@ class SourceOptions:
     @property
     def topic_filtered(self) -> bool:
         return self.topics is not None or self.topic_pattern is not None
-
-
-def _fail(name: str, value: str, rule: str) -> RaftlogSourceError:
-    return RaftlogSourceError(f"raftlog source: option {name}={value!r} is invalid: {rule}")
-
-
-def _int(name: str, value: str, minimum: int) -> int:
-    try:
-        number = int(value.strip())
-    except ValueError:
-        raise _fail(name, value, "must be an integer") from None
-    if number < minimum:
-        raise _fail(name, value, f"must be >= {minimum}")
-    return number
-
-
-def _bool(name: str, value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in ("true", "1", "yes"):
-        return True
-    if lowered in ("false", "0", "no"):
-        return False
-    raise _fail(name, value, "must be true or false")
-
-
-OFFSET_FORMS: Final = {
-    "startingOffsets": 'earliest, latest (streams only), an index N >= 0, or {"index": N}',
-    "endingOffsets": 'latest, an index N >= 0, or {"index": N}',
-}
-"""Every valid form of the offset options, for their error messages."""
-
-
-def _offset(name: str, value: str) -> int:
-    """An index, given plainly or as the source's offset ``{"index": N}``."""
-    text = value.strip()
-    match = re.fullmatch(r'\{\s*"index"\s*:\s*(\d+)\s*\}', text)
-    number = match.group(1) if match else text
-    if not re.fullmatch(r"\d+", number):
-        raise _fail(name, value, f"must be {OFFSET_FORMS.get(name, 'an index N >= 0')}")
-    return int(number)
-
-
-def _duration(name: str, value: str) -> float:
-    """Seconds from ``15m``, ``30s``, ``500ms``, ``1h`` or a plain number of seconds."""
-    match = _DURATION.fullmatch(value.strip().lower())
-    if match is None:
-        raise _fail(name, value, "must be a duration like 30s, 15m or 1h")
-    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-
-
-def _consistency(value: str) -> str:
-    """``any`` or ``linearizable``; a source has written nothing in its own session, so
-    ``read_your_writes`` would mean nothing more than ``any`` and is refused."""
-    if value in ("any", "linearizable"):
-        return value
-    raise _fail("consistency", value, "any or linearizable")
-
-
-def parse_timestamp_ms(name: str, value: str) -> int:
-    """Milliseconds since the epoch, from an integer (ms) or an ISO-8601 time (naive = UTC)."""
-    text = value.strip()
-    if re.fullmatch(r"-?\d+", text):
-        number = int(text)
-        if number < 0:
-            raise _fail(name, value, "must not be negative")
-        return number
-    try:
-        when = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise _fail(
-            name, value, "must be milliseconds since the epoch or an ISO-8601 time"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return int(when.timestamp() * 1000)
 
 
 def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptions:
@@ -266,7 +189,7 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
     peers = tuple(p.strip() for p in values["peers"].split(",") if p.strip())
     for url in peers:
         if not _URL.fullmatch(url):
-            raise _fail("peers", values["peers"], f"{url!r} is not a peer URL like tcp://host:port")
+            raise option_error("peers", values["peers"], f"{url!r} is not a peer URL like tcp://host:port")
     ident = values.get("ident", "")
     if not ident:
         raise RaftlogSourceError(
@@ -285,22 +208,22 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
     if "topics" in values:
         names = [t.strip() for t in values["topics"].split(",") if t.strip()]
         if not names:
-            raise _fail("topics", values["topics"], "name at least one topic")
+            raise option_error("topics", values["topics"], "name at least one topic")
         for topic in names:
             try:
                 check_topic_name(topic)
             except ValueError as exc:
-                raise _fail("topics", values["topics"], str(exc)) from None
+                raise option_error("topics", values["topics"], str(exc)) from None
         topics = frozenset(names)
 
     def opt_int(name: str, minimum: int) -> int | None:
-        return _int(name, values[name], minimum) if name in values else None
+        return parse_int(name, values[name], minimum) if name in values else None
 
     def opt_time(name: str) -> int | None:
         return parse_timestamp_ms(name, values[name]) if name in values else None
 
     def opt_bool(name: str, default: bool) -> bool:
-        return _bool(name, values[name]) if name in values else default
+        return parse_bool(name, values[name]) if name in values else default
 
     num_partitions = opt_int("numPartitions", 1)
     entries_per_partition = opt_int("entriesPerPartition", 1)
@@ -320,9 +243,10 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
         try:
             timeout = float(values["timeout"])
         except ValueError:
-            raise _fail("timeout", values["timeout"], "must be a number of seconds") from None
+            rule = "must be a number of seconds"
+            raise option_error("timeout", values["timeout"], rule) from None
         if not timeout > 0:
-            raise _fail("timeout", values["timeout"], "must be > 0 seconds")
+            raise option_error("timeout", values["timeout"], "must be > 0 seconds")
 
     pattern = values.get("topicPattern")
     if pattern is not None:
@@ -334,13 +258,14 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise _fail("topicPattern", pattern, f"not a regular expression: {exc}") from None
+            rule = f"not a regular expression: {exc}"
+            raise option_error("topicPattern", pattern, rule) from None
 
     starting: str | None = None
     if "startingOffsets" in values:
         starting = values["startingOffsets"].strip().lower()
         if starting not in ("earliest", "latest"):
-            starting = str(_offset("startingOffsets", values["startingOffsets"]))
+            starting = str(parse_offset("startingOffsets", values["startingOffsets"]))
     ending_index = opt_int("endingIndex", 0)
     if "endingOffsets" in values:
         if ending_index is not None:
@@ -349,7 +274,7 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
             )
         text = values["endingOffsets"].strip().lower()
         if text != "latest":
-            ending_index = _offset("endingOffsets", values["endingOffsets"])
+            ending_index = parse_offset("endingOffsets", values["endingOffsets"])
     if "startingIndex" in values and starting is not None:
         raise RaftlogSourceError(
             "raftlog source: startingOffsets is an alias of startingIndex in batch reads: "
@@ -403,13 +328,13 @@ def parse_options(options: Mapping[str, str], mode: Mode = "any") -> SourceOptio
         max_entries_per_trigger=opt_int("maxEntriesPerTrigger", 1),
         max_records_per_trigger=opt_int("maxRecordsPerTrigger", 1),
         min_records_per_trigger=opt_int("minOffsetsPerTrigger", 1),
-        max_trigger_delay_s=_duration("maxTriggerDelay", values["maxTriggerDelay"])
+        max_trigger_delay_s=parse_duration("maxTriggerDelay", values["maxTriggerDelay"])
         if "maxTriggerDelay" in values
         else DEFAULT_MAX_TRIGGER_DELAY_S,
         given=frozenset(values),
         key_file=values.get("keyFile"),
         server_key_file=values.get("serverKeyFile"),
-        consistency=_consistency(values.get("consistency", "any")),
+        consistency=parse_consistency(values.get("consistency", "any")),
         min_partitions=opt_int("minPartitions", 1),
         group_id=values.get("groupId"),
         isolation=parse_isolation(values.get("isolation.level", "read_committed")),
