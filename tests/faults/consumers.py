@@ -20,14 +20,20 @@ state machine -- the model -- and:
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from faults.cluster import IDENT, FaultCluster
+from faults.history import Report
+from raftlog.client import RaftClient
 from raftlog.entry import LogEntry
 from raftlog.errors import TopicError
 from raftlog.storage.memory import MemoryLogStore
+from raftlog.topics.client import TopicClient
 from raftlog.topics.groups.entry import GroupCommand
 from raftlog.topics.groups.model import GroupInfo
 from raftlog.topics.machine import TopicStateMachine
@@ -143,3 +149,35 @@ def _open(model: TopicStateMachine, name: str) -> set[tuple[str, RecordId]]:
         cursor = group.cursors.get(topic, RecordId(0, 0))
         out |= {(topic, rid) for rid in model.groups.source.record_ids(topic, cursor, 1 << 20)}
     return out
+
+
+async def served_groups(
+    cluster: FaultCluster, ids: Sequence[str], timeout: float = 30.0
+) -> tuple[int, dict[str, Mapping[str, GroupInfo]]]:
+    """Every group as each peer serves it (``GD``), once all of them answer at the same
+    applied index; returns that index too (the log the checker replays ends there)."""
+    deadline = time.monotonic() + timeout
+    async with RaftClient(cluster.urls, IDENT, timeout=10.0) as raft, TopicClient(raft) as tc:
+        while True:
+            names = await tc.list_groups(url=cluster.direct_url(ids[0]))
+            served = {
+                peer: {n: await tc.describe_group(n, url=cluster.direct_url(peer)) for n in names}
+                for peer in ids
+            }
+            applied = {info.applied for groups in served.values() for info in groups.values()}
+            if len(applied) <= 1:
+                return (applied.pop() if applied else 0), served
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the peers' groups never settled: applied {applied}")
+            await asyncio.sleep(0.2)
+
+
+def record_problems(groups: GroupReport, report: Report) -> None:
+    """The group checker's findings as violations of the run's report (``faults.history``):
+    diverged state is divergence, a record handed out or acked too often a duplicate, a
+    record unaccounted for lost."""
+    for kind, problems in (("divergent", groups.diverged), ("duplicated", groups.over_delivered),
+                           ("duplicated", groups.double_acked), ("lost", groups.unbalanced),
+                           ("lost", groups.lost)):
+        for problem in problems:
+            report.add(kind, f"group {problem}")
