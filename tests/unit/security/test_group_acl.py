@@ -3,6 +3,7 @@ group plus read on the topics for consuming, the read filter written into leases
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -11,7 +12,7 @@ from raftlog.errors import TopicError
 from raftlog.registry import BY_TYPE, AclScope
 from raftlog.security.group_acl import command_refusal, request_refusal, with_read_filter
 from raftlog.security.guard import stamp_principal, topic_refusal
-from raftlog.security.policy import Principal, Role, TopicFilter
+from raftlog.security.policy import Principal, Role, TopicFilter, load_clients, token_digest
 from raftlog.topics.groups.client import group_data
 from raftlog.topics.groups.entry import GroupCommand
 from raftlog.topics.groups.requests import GROUP_ANSWERS
@@ -104,3 +105,15 @@ def test_a_group_listing_holds_only_the_groups_the_key_may_consume() -> None:
     assert listed(client(Role.ADMIN, consume=["audit"]), names) == names  # admin sees all
     with pytest.raises(TopicError, match="GL takes no frame or one"):
         GROUP_ANSWERS[TYPE_GROUP_LIST](_Groups(names), [b"{}"])  # type: ignore[arg-type]
+
+
+def test_a_clients_file_may_give_a_key_its_consume_right(tmp_path: Path) -> None:
+    """Regression: ``consume`` was parsed but refused as an unknown field of clients.toml."""
+    (tmp_path / "clients.toml").write_text(
+        "[[clients]]\nname = 'w'\nrole = 'writer'\ntoken_sha256 = "
+        f"'{token_digest('t')}'\nconsume = ['workers', 'billing-*']\n"
+    )
+    allowed = load_clients(tmp_path / "clients.toml", tmp_path)
+    consume = allowed.clients[0].consume
+    assert consume.allows("workers") and consume.allows("billing-7")
+    assert not consume.allows("audit")
