@@ -168,7 +168,8 @@ class _Transport:
     min_bytes: int | None = None
     max_bytes: int | None = None
     push: bool = True
-    """False once a peer answered ``TF`` with ``BadRequest`` or silence where ``TR`` worked."""
+    """False once a peer answered ``TF`` with ``BadRequest``, or with silence where ``TR``
+    then worked on that same peer."""
 
     def target(self, client: TopicClient) -> str | None:
         """The peer a push fetch or a waiting read goes to."""
@@ -192,14 +193,14 @@ class _Transport:
                     raise
                 self.push = False  # the same read as TR below: if that fails, it was not TF
             except ClusterUnavailableError:
-                self.push = False  # an older peer drops TF unanswered; TR tells if it is down
-                try:
-                    return await self._read(
-                        client, cursor, start, target if wait_ms else self.url, wait_ms
-                    )
-                except BaseException:
-                    self.push = True  # not TF's fault: the peer is gone, TF stays for later
-                    raise
+                # an older peer drops TF unanswered; a TR tells whether it is just down (the
+                # leader-routed read of a page without ``url`` also fails over to a new one)
+                page = await self._read(
+                    client, cursor, start, target if wait_ms else self.url, wait_ms
+                )
+                if target in (self.url, client.leader_url):  # the same peer answered TR
+                    self.push = False
+                return page
         return await self._read(client, cursor, start, target if wait_ms else self.url, wait_ms)
 
     async def _read(

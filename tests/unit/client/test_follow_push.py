@@ -126,6 +126,19 @@ async def test_silence_from_a_peer_that_is_gone_keeps_push_fetch() -> None:
         await transport.page(_Gone("silent"), _Cursor("t"))  # type: ignore[arg-type]
     assert transport.push  # TR failed too: the peer is down, not older
 
+    moved = _Peer("silent")  # the leader died: the leader-routed TR reached another peer
+    moved.publish(b"one")
+    transport = _Transport(None, max_bytes=64)
+
+    async def elsewhere(topic: str, **kw: Any) -> ReadResult:
+        moved.leader_url = "tcp://new-leader"
+        return await _Peer.read(moved, topic, **kw)
+
+    moved.read = elsewhere  # type: ignore[method-assign]
+    page = await transport.page(moved, _Cursor("t"))  # type: ignore[arg-type]
+    assert [r.record.value for r in page.records] == [b"one"]
+    assert transport.push  # another peer answered: nothing learnt about the silent one
+
 
 async def test_bad_thresholds_fail_at_once() -> None:
     with pytest.raises(TopicError, match="max_bytes"):
