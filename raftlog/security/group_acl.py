@@ -11,7 +11,8 @@ Group commands travel in ``TP`` like every topic entry (``raftlog.topics.groups.
   leases only records of topics the key may read (decided in the log, so on every peer);
 * ``dead`` is the leader's own (the dead-letter mover): members only.
 
-``GD`` and ``GQ`` name a group: the ``consume`` right on it.
+``GD`` and ``GQ`` name a group: the ``consume`` right on it. ``GL`` lists only the groups
+the key may consume from (an admin key sees every group): the guard writes the filter in.
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ from collections.abc import Sequence
 from raftlog.errors import TopicError
 from raftlog.security.policy import Principal, Role, TopicFilter
 from raftlog.topics.groups.entry import GroupCommand, encode_group_command
-from raftlog.topics.groups.wire import TYPE_GROUP_LEASED, decode_leased_request, decode_name_request
+from raftlog.topics.groups.wire import (
+    TYPE_GROUP_LEASED,
+    decode_leased_request,
+    decode_name_request,
+    encode_list_request,
+)
 from raftlog.topics.records_tx import decode_any_entry
 
 
@@ -48,6 +54,17 @@ def command_refusal(principal: Principal, command: GroupCommand) -> str | None:
         if not principal.may_read(topic):
             return f"{principal.name} may not read topic {topic!r}"
     return None
+
+
+def list_filter(principal: Principal) -> list[bytes] | None:
+    """The ``GL`` arguments that list only the groups ``principal`` may consume from (None:
+    it sees every group -- an unrestricted ``consume`` right, or role admin, which may
+    create and delete any group anyway)."""
+    if principal.consume.unrestricted:
+        return None
+    if principal.role is not None and principal.role >= Role.ADMIN:
+        return None
+    return encode_list_request(read_patterns(principal.consume))
 
 
 def request_refusal(principal: Principal, msg_type: bytes, args: Sequence[bytes]) -> str | None:

@@ -14,7 +14,8 @@ The guard also writes who is asking where a handler needs it (issue #25), replac
 whatever the client put there: the actor (``[name, admin]``) of every transaction entry --
 the begin's becomes the transaction's owner, and only the owner or an admin may use it
 later -- and of a ``TS`` status request, and the key's read ACL as the filter of a ``TL``
-topic listing. Members are trusted to assert an actor (a peer's REST gateway acts for the
+topic listing, and the key's ``consume`` right as the filter of a ``GL`` group listing
+(issue #27). Members are trusted to assert an actor (a peer's REST gateway acts for the
 token's client) and are not rewritten.
 
 A refusal is answered on the wire (``raftlog.rpc.denied``) so the client can tell "not
@@ -35,6 +36,7 @@ from raftlog.rpc.messages import PEER_RPC_TYPES, TYPE_REQUEST_UPDATE
 from raftlog.security import group_acl
 from raftlog.security.policy import PolicyHolder, Principal, Role
 from raftlog.topics.groups.entry import KIND_GROUP, GroupCommand
+from raftlog.topics.groups.wire import TYPE_GROUP_LIST
 from raftlog.topics.records import RecordBatch, TopicCommand, TopicError
 from raftlog.topics.records_tx import (
     KIND_TX,
@@ -190,6 +192,8 @@ def stamp_principal(principal: Principal, msg_type: bytes, frames: list[bytes]) 
     elif msg_type == TYPE_LIST and not principal.read.unrestricted:
         patterns = [*sorted(principal.read.exact), *(p + "*" for p in principal.read.prefixes)]
         frames[SENDER_FRAME:] = encode_list_request(patterns)
+    elif msg_type == TYPE_GROUP_LIST and (listed := group_acl.list_filter(principal)):
+        frames[SENDER_FRAME:] = listed
 
 
 def _publish_refusal(principal: Principal, data: bytes) -> str | None:

@@ -248,7 +248,9 @@ def load_clients(path: Path, keys_dir: Path) -> Allowlist:
         what = f"{path}: client {n}"
         if not isinstance(raw, dict):
             raise ConfigError(f"{what} must be a table")
-        extra = set(raw) - {"name", "key", "role", "publish", "read", "token_sha256", "quota"}
+        extra = set(raw) - {
+            "name", "key", "role", "publish", "read", "consume", "token_sha256", "quota"
+        }
         if extra:
             raise ConfigError(f"{what}: unknown field(s) {sorted(extra)}")
         name = raw.get("name")

@@ -370,10 +370,15 @@ class TopicClient(GroupCalls):
         url: str | None = None,
         poll_interval: float = POLL_INTERVAL,
         pattern: str | None = None,
+        min_records: int = 1,
+        min_bytes: int | None = None,
+        max_bytes: int | None = None,
     ) -> AsyncIterator[LoggedRecord]:
         """Records of ``topics`` (and of the topics matching glob ``pattern``, later ones
         too) from an index (inclusive), a time or the end; catch up, then live -- the same
-        records ``read`` gives (see :func:`raftlog.topics.client_stream.subscribe`)."""
+        records ``read`` gives, through ``TF`` push fetches (``min_records``/``min_bytes``
+        an idle follower waits for, ``max_bytes`` the credit per answer; see
+        :func:`raftlog.topics.client_stream.subscribe`)."""
         return subscribe(
             self,
             topics,
@@ -383,6 +388,9 @@ class TopicClient(GroupCalls):
             url=url,
             poll_interval=poll_interval,
             pattern=pattern,
+            min_records=min_records,
+            min_bytes=min_bytes,
+            max_bytes=max_bytes,
         )
 
     @property

@@ -24,7 +24,7 @@ import json
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from typing import Any
 from integration.cluster import wait_for
 
 from faults.cluster import IDENT, FaultCluster
+from faults.consumers import check_groups, record_problems, served_groups
 from faults.history import (
     Op,
     PeerLog,
@@ -45,8 +46,9 @@ from faults.history import (
 from faults.transactions import TX_TOPIC, check_transactions
 from faults.workload import TOPIC, Workload, WorkloadSpec, max_unavailability
 from raftlog.client import RaftClient
-from raftlog.entry import EntryType
+from raftlog.entry import EntryType, LogEntry
 from raftlog.topics.client import TopicClient
+from raftlog.topics.groups.model import GroupInfo
 
 
 @dataclass
@@ -106,6 +108,8 @@ class RunResult:
     max_unavailability: float
     did: dict[str, int]
     directory: Path
+    groups: tuple[dict[int, LogEntry], dict[str, Mapping[str, GroupInfo]]] | None = None
+    """With ``check_groups``: the log replayed and what each peer served (negative controls)."""
 
     def row(self) -> dict[str, Any]:
         r = self.report
@@ -144,6 +148,9 @@ class RunOptions:
     topic_retention_ms: int | None = None
     """Create ``TOPIC`` with this time retention before the load (None: auto-created, kept
     forever). A retained record bounds compaction, so compacting schedules set it."""
+    check_groups: bool = False
+    """Check the consumer groups too (``faults.consumers``): every peer's ``GD`` answers
+    against a replay of the committed log (the run must not compact)."""
 
 
 def run_schedule(
@@ -187,6 +194,11 @@ def run_schedule(
         ops = workload.snapshot()
         elections = cluster.elections() - elections_before
         commit = cluster.wait_converged(chaos.members, options.converge_timeout)
+        served = None
+        if options.check_groups:
+            group_applied, served = asyncio.run(served_groups(cluster, chaos.members))
+            while group_applied > commit:  # a clock tick committed meanwhile
+                commit = cluster.wait_converged(chaos.members, options.converge_timeout)
         reads = asyncio.run(read_topic(cluster, chaos.members, options.topic_retention_ms))
         tx_reads = []
         if options.spec.transactors:
@@ -199,6 +211,11 @@ def run_schedule(
     if options.own_entries is not None:
         ops += schedule_ops(logs, options.own_entries)
     report = check(ops, logs, reads)
+    group_log = None
+    if served is not None:
+        committed = committed_log(logs, Report())
+        group_log = {i: e for i, e in committed.items() if i <= group_applied}
+        record_problems(check_groups(group_log, served), report)
     if options.spec.transactors:
         compacted = min((p.first_index for p in logs), default=1) - 1
         committed = committed_log(logs, Report())
@@ -212,6 +229,7 @@ def run_schedule(
         max_unavailability(ops, started, ended),
         dict(chaos.did),
         directory,
+        (group_log, served) if served is not None and group_log is not None else None,
     )
     write_artifacts(result, ops)
     return result

@@ -22,6 +22,7 @@ from faults.clock_schedules import (
     clock_step_leader,
 )
 from faults.cluster import IDENT, FaultCluster
+from faults.group_schedule import GroupLoad, group_options
 from faults.harness import Chaos, FaultFunction, RunOptions
 from raftlog import sockets
 from raftlog.client import RaftClient
@@ -44,6 +45,19 @@ def leader_kill_loop(chaos: Chaos) -> None:
         chaos.pause_for(chaos.rng.uniform(0.2, 1.0))
         chaos.restart(leader)
         chaos.wait_acks(5)
+
+
+def queue_group_leader_kill(chaos: Chaos) -> None:
+    """kill -9 the leader while two members lease and ack a queue group (``leader_kill_loop``
+    with the group load beside the workload)."""
+    load = GroupLoad(chaos.cluster.urls)
+    load.start()
+    try:
+        leader_kill_loop(chaos)
+    finally:
+        load.stop()
+    chaos.did["group_acks"] = load.acks
+    chaos.did["group_call_failures"] = load.failures
 
 
 def random_kill_loop(chaos: Chaos) -> None:
@@ -263,6 +277,12 @@ SCHEDULES: dict[str, Schedule] = {
         ),
         Schedule("cpu_starvation", cpu_starvation, {"hogs": 1}),
         Schedule("entries_burst", entries_burst, {"bursts": 1}),
+        Schedule(
+            "queue_group_leader_kill",
+            queue_group_leader_kill,
+            {"leader_kills": 1, "group_acks": 20},
+            group_options,
+        ),
         Schedule(
             "clock_step_leader",
             clock_step_leader,

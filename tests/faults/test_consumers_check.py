@@ -97,3 +97,23 @@ def test_a_record_acked_twice_is_caught(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(table.GroupTable, "_ack", buggy_ack)
     report = check_groups(log, {})
     assert report.unbalanced and not report.valid, report
+
+
+def test_a_record_lost_by_an_ack_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Negative control: an ack that also drops another record the member holds (a bug: that
+    record is never acked, redelivered or dead-lettered) is caught as lost."""
+    real_ack = table.GroupTable._ack
+
+    def losing_ack(self: table.GroupTable, group: table.Group, member: str,
+                   ids: list[list[object]]) -> None:
+        real_ack(self, group, member, ids)  # type: ignore[arg-type]
+        for key, lease in list(group.leases.items()):
+            if lease.member == member:
+                del group.leases[key]  # the bug
+                return
+
+    log = history()
+    assert check_groups(log, {}).valid
+    monkeypatch.setattr(table.GroupTable, "_ack", losing_ack)
+    report = check_groups(log, {})
+    assert report.lost and not report.valid, report

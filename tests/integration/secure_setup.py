@@ -23,6 +23,8 @@ class ClientSpec:
     role: str
     publish: list[str] | None = None
     read: list[str] | None = None
+    consume: list[str] | None = None
+    """Consumer groups it may consume from (issue #27; None: every group)."""
     token: str | None = None
     """A REST / monitoring bearer token of this client (its SHA-256 goes in the file)."""
     quota: str | None = None
@@ -64,6 +66,8 @@ class SecureSetup:
                 lines.append("publish = [" + ", ".join(f'"{t}"' for t in spec.publish) + "]")
             if spec.read is not None:
                 lines.append("read = [" + ", ".join(f'"{t}"' for t in spec.read) + "]")
+            if spec.consume is not None:
+                lines.append("consume = [" + ", ".join(f'"{g}"' for g in spec.consume) + "]")
             if spec.token is not None:  # a token alone would make it a REST-only client
                 lines.append(f'key = "{spec.name}"')
                 lines.append(f'token_sha256 = "{token_digest(spec.token)}"')

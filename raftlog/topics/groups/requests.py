@@ -9,7 +9,7 @@ from typing import Final, Protocol
 from raftlog.errors import TopicError
 from raftlog.topics.groups import wire
 from raftlog.topics.groups.host import GroupHost
-from raftlog.topics.wire import bad_request
+from raftlog.topics.wire import topic_matches
 
 
 class GroupQueries(Protocol):
@@ -35,9 +35,11 @@ def _describe(machine: GroupQueries, args: Sequence[bytes]) -> list[bytes]:
 
 
 def _list(machine: GroupQueries, args: Sequence[bytes]) -> list[bytes]:
-    if args:
-        raise bad_request("GL takes no arguments")
-    return wire.encode_list_response(list(machine.groups.table.groups))
+    patterns = wire.decode_list_request(args)
+    names = list(machine.groups.table.groups)
+    if patterns is not None:  # the consume right of a CURVE key (the request guard)
+        names = [n for n in names if topic_matches(patterns, n)]
+    return wire.encode_list_response(names)
 
 
 def _leased(machine: GroupQueries, args: Sequence[bytes]) -> list[bytes]:

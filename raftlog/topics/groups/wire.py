@@ -10,7 +10,9 @@ metadata, committed_at_ms, member]}, queue {topic: [cursor index, cursor positio
 waiting]}, members {member: leased}, stats [delivered, acked, redelivered, dead_lettered],
 applied}``.
 
-``GL`` list -- ``[id, "GL", ident]`` -> ``[id, 01, json [name, ...]]`` (sorted).
+``GL`` list -- ``[id, "GL", ident]`` -> ``[id, 01, json [name, ...]]`` (sorted); a request
+``[id, "GL", ident, json [name or "prefix*", ...]]`` lists only the groups matching one
+(on a CURVE cluster the request guard writes the key's ``consume`` right there).
 
 ``GQ`` leased records -- ``[id, "GQ", ident, json {group, member, min_applied?, limit?}]``
 -> ``[id, 01, json {applied, leases: [[topic, index, position, deliveries, deadline_ms],
@@ -139,6 +141,23 @@ def decode_info(frames: Sequence[bytes]) -> GroupInfo:
         )
     except (AssertionError, KeyError, TypeError, ValueError, TopicError) as exc:
         raise RemoteProtocolError(f"bad group info: {exc}", 1) from None
+
+
+def encode_list_request(patterns: Sequence[str] | None = None) -> list[bytes]:
+    """``GL``'s arguments: none (every group), or one JSON frame of group names and
+    ``prefix*`` patterns: the listing then holds only the groups matching one of them, so a
+    key never learns the names of groups it may not consume from (the guard puts them)."""
+    return rpc.encode_list_request(patterns)
+
+
+def decode_list_request(args: Sequence[bytes]) -> tuple[str, ...] | None:
+    """The patterns of a ``GL`` request (None: every group); ``BadRequest`` when malformed."""
+    try:
+        return rpc.decode_list_request(args)
+    except TopicError:
+        raise rpc.bad_request(
+            "GL takes no frame or one: a JSON array of group names and 'prefix*' patterns"
+        ) from None
 
 
 def encode_list_response(names: Sequence[str]) -> list[bytes]:

@@ -22,6 +22,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from faults.consumers import check_groups
@@ -34,6 +35,7 @@ from raftlog.topics.client import TopicClient
 from raftlog.topics.groups.consumer import SyncConsumer
 from raftlog.topics.groups.model import GroupInfo
 from raftlog.topics.sync_client import SyncTopicClient
+from raftlog.topics.wire import ReadResult
 
 pytestmark = pytest.mark.timeout(120)
 TESTS = Path(__file__).resolve().parents[2]
@@ -257,6 +259,38 @@ async def test_push_fetch_waits_for_min_records_within_credit(cluster: RestClust
         # woken by the third record; the 12-byte credit carries two (5 bytes each)
         assert [r.record.value for r in result.records] == [b"abcd0", b"abcd1"]
         assert result.more
+
+
+async def test_a_follow_is_pushed_records_within_its_credit(cluster: RestCluster) -> None:
+    """Topic follow uses ``TF``: a live record reaches a follower that never polls (its
+    poll interval is an hour), and no answer carries more than the credit."""
+    async with (
+        RaftClient(cluster.urls, cluster.ident, timeout=15.0) as raft,
+        TopicClient(raft) as topics,
+    ):
+        await topics.create_topic("pushed", exist_ok=True)
+        for n in range(5):
+            await topics.publish("pushed", b"abcd%d" % n)  # 5 bytes each
+        answers: list[tuple[int, bool]] = []
+        fetch = topics.fetch
+
+        async def counted(*args: Any, **kwargs: Any) -> ReadResult:
+            result = await fetch(*args, **kwargs)
+            answers.append((sum(r.record.size for r in result.records), result.more))
+            return result
+
+        topics.fetch = counted  # type: ignore[method-assign]
+        stream = topics.subscribe(["pushed"], max_bytes=12, poll_interval=3600)
+        values = [(await asyncio.wait_for(stream.__anext__(), 15)).record.value
+                  for _ in range(5)]
+        assert values == [b"abcd%d" % n for n in range(5)]
+        assert answers and all(size <= 12 for size, _ in answers)
+        assert any(more for _, more in answers)  # the credit cut a batch
+        live = asyncio.ensure_future(stream.__anext__())
+        await asyncio.sleep(0.2)  # parked in a waiting fetch by now (or soon: either works)
+        await topics.publish("pushed", b"live")
+        assert (await asyncio.wait_for(live, 15)).record.value == b"live"
+        await stream.aclose()  # type: ignore[attr-defined]
 
 
 async def test_a_pattern_follow_picks_up_topics_created_later(cluster: RestCluster) -> None:

@@ -46,6 +46,8 @@ CLIENTS = [
     ClientSpec("reader", "reader", read=["orders"]),
     ClientSpec("slow-writer", "writer", publish=["orders"], quota="{ records_per_s = 0.2 }"),
     ClientSpec("slow-reader", "reader", read=["orders"], quota="{ waiting_reads = 1 }"),
+    ClientSpec("jobs-worker", "writer", read=["jobs"], consume=["workers"]),
+    ClientSpec("nosy-worker", "writer", read=["jobs"], consume=["other-*"]),
 ]
 
 
@@ -177,6 +179,36 @@ async def test_row_writer(cluster: PeerCluster, secure: SecureSetup, setup_topic
             await writer.publish("orders", b"unaffected")
 
 
+async def test_row_group_consumer(cluster: PeerCluster, secure: SecureSetup) -> None:
+    """Consumer groups (issue #27; before the admin row, whose ConfigUpdate leaves a peer
+    that does not exist in the configuration). Can: with ``read`` on the topic and
+    ``consume`` on the group, lease and ack its records, and see that group in a listing.
+    Cannot: lease from, describe or even see a group it may not consume from (a typed
+    refusal naming it)."""
+    async with client(cluster, secure, "admin") as raw, TopicClient(raw) as admin:
+        await admin.create_topic("jobs", exist_ok=True)
+        for name in ("workers", "audit"):
+            await admin.create_group(name, mode="queue", topics=["jobs"], exist_ok=True,
+                                     ack_wait_ms=60_000)
+        for n in range(2):
+            await admin.publish("jobs", b"job-%d" % n)
+        assert set(await admin.list_groups()) >= {"workers", "audit"}  # admin sees all
+    async with client(cluster, secure, "jobs-worker") as raw, TopicClient(raw) as worker:
+        held = await worker.lease("workers", "w1", 10)
+        assert [r.item.record.value for r in held if r.item] == [b"job-0", b"job-1"]
+        await worker.ack("workers", "w1", [(r.topic, r.id) for r in held])
+        assert (await worker.describe_group("workers")).stats.acked == 2
+        assert await worker.list_groups() == ("workers",)
+        with pytest.raises(AccessDeniedError, match="may not consume from group 'audit'"):
+            await worker.lease("audit", "w1", 10)
+    async with client(cluster, secure, "nosy-worker") as raw, TopicClient(raw) as nosy:
+        with pytest.raises(AccessDeniedError, match="may not consume from group 'workers'"):
+            await nosy.lease("workers", "n1", 10)
+        with pytest.raises(AccessDeniedError, match="may not consume from group 'workers'"):
+            await nosy.describe_group("workers")
+        assert await nosy.list_groups() == ()
+
+
 async def test_row_admin(cluster: PeerCluster, secure: SecureSetup, setup_topics: str) -> None:
     """Can: everything a client can, topic admin and membership changes, and use (or end)
     any principal's transaction. Cannot: speak as a member peer (vote, append entries)."""
@@ -205,3 +237,4 @@ def test_row_local_user(cluster: PeerCluster, secure: SecureSetup) -> None:
             assert not mode & 0o077, f"{path}: {mode:04o}"
     for secret in Path(secure.keys_dir).glob("*.key_secret"):
         assert stat.S_IMODE(secret.stat().st_mode) == 0o600, secret
+

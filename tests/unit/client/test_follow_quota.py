@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from raftlog.errors import QuotaExceededError
-from raftlog.topics.client_stream import _Cursor, _Idle
+from raftlog.topics.client_stream import _Cursor, _Idle, _Transport
 
 
 class _Refusing:
@@ -15,8 +17,13 @@ class _Refusing:
     async def read(self, *_args: Any, **_kwargs: Any) -> None:
         raise QuotaExceededError(1.0, "waiting_reads", "follower already has 1 waiting reads")
 
+    fetch = read  # a waiting TF counts against the same quota (issue #27)
 
-async def test_a_waiting_read_over_quota_means_poll() -> None:
+
+@pytest.mark.parametrize("push", [True, False])
+async def test_a_waiting_read_over_quota_means_poll(push: bool) -> None:
     idle = _Idle()
-    assert await idle.wait(_Refusing(), [_Cursor("orders")], None) is False  # type: ignore[arg-type]
+    transport = _Transport(None, push=push)
+    assert await idle.wait(_Refusing(), [_Cursor("orders")], transport) is False  # type: ignore[arg-type]
     assert idle.supported  # the peer does support waiting reads: try again next time
+    assert transport.push is push

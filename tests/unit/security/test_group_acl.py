@@ -3,16 +3,25 @@ group plus read on the topics for consuming, the read filter written into leases
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from raftlog.errors import TopicError
 from raftlog.registry import BY_TYPE, AclScope
 from raftlog.security.group_acl import command_refusal, request_refusal, with_read_filter
 from raftlog.security.guard import stamp_principal, topic_refusal
-from raftlog.security.policy import Principal, Role, TopicFilter
+from raftlog.security.policy import Principal, Role, TopicFilter, load_clients, token_digest
 from raftlog.topics.groups.client import group_data
 from raftlog.topics.groups.entry import GroupCommand
+from raftlog.topics.groups.requests import GROUP_ANSWERS
 from raftlog.topics.groups.wire import (
     TYPE_GROUP_DESCRIBE,
     TYPE_GROUP_LEASED,
+    TYPE_GROUP_LIST,
     LeasedRequest,
+    decode_list_response,
     encode_leased_request,
 )
 from raftlog.topics.records_tx import decode_any_entry
@@ -68,3 +77,43 @@ def test_a_lease_carries_the_key_read_filter() -> None:
     stamp_principal(client(read=["jobs", "pay.*"]), TYPE_PUBLISH, frames)
     entry = decode_any_entry(frames[4])
     assert isinstance(entry, GroupCommand) and entry.args["read"] == ["jobs", "pay.*"]
+
+
+class _Groups:
+    """The part of the topic state machine a ``GL`` answer reads."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.groups = SimpleNamespace(table=SimpleNamespace(groups=dict.fromkeys(names)))
+        self.last_applied = self.last_time = 1
+
+
+def listed(principal: Principal | None, names: list[str]) -> list[str]:
+    """``GL`` through the guard's rewrite (None: a plaintext cluster), then answered."""
+    frames = [b"r", b"m", TYPE_GROUP_LIST, b"ident"]
+    if principal is not None:
+        stamp_principal(principal, TYPE_GROUP_LIST, frames)
+    answer = GROUP_ANSWERS[TYPE_GROUP_LIST](_Groups(names), frames[4:])  # type: ignore[arg-type]
+    return list(decode_list_response(answer))
+
+
+def test_a_group_listing_holds_only_the_groups_the_key_may_consume() -> None:
+    names = ["audit", "billing-1", "billing-2", "workers"]  # GL answers sorted
+    assert listed(None, names) == names
+    assert listed(client(), names) == names  # unrestricted consume right
+    assert listed(client(consume=["billing-*", "audit"]), names) == names[:3]
+    assert listed(client(Role.READER, consume=[]), names) == []
+    assert listed(client(Role.ADMIN, consume=["audit"]), names) == names  # admin sees all
+    with pytest.raises(TopicError, match="GL takes no frame or one"):
+        GROUP_ANSWERS[TYPE_GROUP_LIST](_Groups(names), [b"{}"])  # type: ignore[arg-type]
+
+
+def test_a_clients_file_may_give_a_key_its_consume_right(tmp_path: Path) -> None:
+    """Regression: ``consume`` was parsed but refused as an unknown field of clients.toml."""
+    (tmp_path / "clients.toml").write_text(
+        "[[clients]]\nname = 'w'\nrole = 'writer'\ntoken_sha256 = "
+        f"'{token_digest('t')}'\nconsume = ['workers', 'billing-*']\n"
+    )
+    allowed = load_clients(tmp_path / "clients.toml", tmp_path)
+    consume = allowed.clients[0].consume
+    assert consume.allows("workers") and consume.allows("billing-7")
+    assert not consume.allows("audit")
