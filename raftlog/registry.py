@@ -201,7 +201,7 @@ ROWS: Final[tuple[MessageRow, ...]] = (
         _R, AclScope.GROUP, _TOPIC, "a consumer group's state (positions, leases, counters)"),
     MessageRow(TYPE_GROUP_LIST, "GroupList", ClientDispatch,
         _dispatch(TYPE_GROUP_LIST), _MACHINE,
-        _R, AclScope.NONE, _TOPIC, "consumer group names"),
+        _R, AclScope.NONE, _TOPIC, "the consumer group names the key may consume"),
     MessageRow(TYPE_GROUP_LEASED, "GroupLeased", ClientDispatch,
         _dispatch(TYPE_GROUP_LEASED), _MACHINE,
         _R, AclScope.GROUP, _TOPIC, "the records a queue group leased to a member"),
