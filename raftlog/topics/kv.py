@@ -26,29 +26,12 @@ from typing import Any, Literal, Protocol
 from raftlog.topics import wire_kv as kv_rpc
 from raftlog.topics.records import LoggedRecord, Record, RecordId
 from raftlog.topics.records_kv import Expected, encode_conditional, expectations
+from raftlog.topics.transport import TopicTransport
 
 
-class TopicRequests(Protocol):
+class TopicRequests(TopicTransport, Protocol):
     """What the view uses of ``TopicClient`` (a Protocol: the client module imports this
-    one to offer ``TopicClient.kv``)."""
-
-    async def request(
-        self,
-        url: str | None,
-        msg_type: bytes,
-        args: Sequence[bytes],
-        *,
-        timeout: float | None = None,
-        patience: float = 0.0,
-    ) -> list[bytes]:
-        """One request, to ``url`` or the leader."""
-        ...
-
-    async def propose(
-        self, data: bytes, *, request_id: bytes | None = None, timeout: float | None = None
-    ) -> int:
-        """Publish a topic entry; its index."""
-        ...
+    one to offer ``TopicClient.kv``): its primitives, and following topics."""
 
     def subscribe(
         self,

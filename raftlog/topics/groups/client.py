@@ -14,33 +14,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from raftlog.errors import TopicError
 from raftlog.topics.groups import wire
 from raftlog.topics.groups.entry import GroupCommand, GroupOp, encode_group_command
 from raftlog.topics.groups.model import GroupInfo, GroupPosition
 from raftlog.topics.records import RecordId
+from raftlog.topics.transport import TopicTransport
 
 NOT_APPLIED_RETRY: float = 0.005
 """Pause before asking again when the peer has not applied a lease yet (rare: only after
 a leader change between the lease and the question)."""
 
 
-class _Transport(Protocol):
-    async def propose(
-        self, data: bytes, *, request_id: bytes | None = None, timeout: float | None = None
-    ) -> int: ...
-
-    async def request(
-        self,
-        url: str | None,
-        msg_type: bytes,
-        args: Sequence[bytes],
-        *,
-        timeout: float | None = None,
-        patience: float = 0.0,
-    ) -> list[bytes]: ...
 
 
 def group_data(op: GroupOp, group: str, args: dict[str, Any] | None = None) -> bytes:
@@ -56,7 +43,7 @@ class GroupCalls:
     """Mixed into ``TopicClient``: consumer groups (module docstring)."""
 
     async def create_group(
-        self: _Transport,
+        self: TopicTransport,
         /,
         name: str,
         *,
@@ -84,7 +71,7 @@ class GroupCalls:
         )
 
     async def commit_group_position(
-        self: _Transport,
+        self: TopicTransport,
         group: str,
         topic: str,
         next_record: RecordId,
@@ -100,7 +87,7 @@ class GroupCalls:
         return await self.propose(group_data("commit", group, body), timeout=timeout)
 
     async def describe_group(
-        self: _Transport, name: str, *, url: str | None = None, timeout: float | None = None
+        self: TopicTransport, name: str, *, url: str | None = None, timeout: float | None = None
     ) -> GroupInfo:
         """Group ``name`` as peer ``url`` (default: the leader) has applied it."""
         frames = await self.request(url, wire.TYPE_GROUP_DESCRIBE, [name.encode()],
@@ -108,7 +95,7 @@ class GroupCalls:
         return wire.decode_info(frames)
 
     async def group_positions(
-        self: _Transport, group: str, *, url: str | None = None, timeout: float | None = None
+        self: TopicTransport, group: str, *, url: str | None = None, timeout: float | None = None
     ) -> dict[str, GroupPosition]:
         """Stream group ``group``'s committed position per topic (absent: never committed)."""
         frames = await self.request(url, wire.TYPE_GROUP_DESCRIBE, [group.encode()],
@@ -116,7 +103,7 @@ class GroupCalls:
         return wire.decode_info(frames).positions
 
     async def claim_topic(
-        self: _Transport, group: str, topic: str, member: str, *, release: bool = False,
+        self: TopicTransport, group: str, topic: str, member: str, *, release: bool = False,
         timeout: float | None = None,
     ) -> int:
         """Stream groups: hold ``topic`` for ``member`` for the group's ``ack_wait_ms`` (claim
@@ -126,19 +113,19 @@ class GroupCalls:
         op: GroupOp = "release" if release else "claim"
         return await self.propose(group_data(op, group, body), timeout=timeout)
 
-    async def delete_group(self: _Transport, name: str, *, timeout: float | None = None) -> int:
+    async def delete_group(self: TopicTransport, name: str, *, timeout: float | None = None) -> int:
         """Delete group ``name`` and all its state; the delete's log index."""
         return await self.propose(group_data("delete", name), timeout=timeout)
 
     async def list_groups(
-        self: _Transport, *, url: str | None = None, timeout: float | None = None
+        self: TopicTransport, *, url: str | None = None, timeout: float | None = None
     ) -> tuple[str, ...]:
         """Every group's name, sorted."""
         frames = await self.request(url, wire.TYPE_GROUP_LIST, [], timeout=timeout)
         return wire.decode_list_response(frames)
 
     async def reset_group(
-        self: _Transport,
+        self: TopicTransport,
         name: str,
         *,
         topic: str | None = None,
@@ -153,7 +140,7 @@ class GroupCalls:
         return await self.propose(group_data("reset", name, body), timeout=timeout)
 
     async def lease(
-        self: _Transport,
+        self: TopicTransport,
         group: str,
         member: str,
         max_records: int,
@@ -192,7 +179,7 @@ class GroupCalls:
                 await asyncio.sleep(NOT_APPLIED_RETRY)
 
     async def ack(
-        self: _Transport,
+        self: TopicTransport,
         group: str,
         member: str,
         records: Iterable[tuple[str, RecordId]],
@@ -204,7 +191,7 @@ class GroupCalls:
         return await self.propose(group_data("ack", group, body), timeout=timeout)
 
     async def nack(
-        self: _Transport,
+        self: TopicTransport,
         group: str,
         member: str,
         records: Iterable[tuple[str, RecordId]],
