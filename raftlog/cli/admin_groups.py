@@ -19,8 +19,8 @@ import socket
 import time
 from typing import Any
 
-from raftlog.cli.admin_io import EXIT_OK, UsageError, say
-from raftlog.cli.admin_topics import _command, _jsonable, record_line
+from raftlog.cli.admin_io import EXIT_OK, UsageError, say, subcommand_example
+from raftlog.cli.admin_topics import _jsonable, record_line
 from raftlog.cli.formats import check_format
 from raftlog.client import RaftClient
 from raftlog.topics.client import TopicClient
@@ -42,11 +42,14 @@ def _output(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``groups`` with its actions, and ``consume``."""
-    groups = _command(sub, "groups", "create, list, describe, delete or reset consumer groups",
-                      "groups list")
+    groups = subcommand_example(
+        sub, "groups", "create, list, describe, delete or reset consumer groups", "groups list"
+    )
     gsub = groups.add_subparsers(dest="action", required=True, metavar="ACTION")
-    create = _command(gsub, "create", "create a consumer group",
-                      "groups create workers --topic jobs --mode queue --dead-letter jobs.dlq")
+    create = subcommand_example(
+        gsub, "create", "create a consumer group",
+        "groups create workers --topic jobs --mode queue --dead-letter jobs.dlq",
+    )
     _output(create).add_argument("name")
     create.add_argument("--topic", action="append", default=[], help="a topic (repeatable)")
     create.add_argument("--pattern", help="topics by glob, e.g. 'orders.*' (later ones too)")
@@ -57,17 +60,22 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     create.add_argument("--dead-letter", help="queue: the dead-letter topic (created if missing)")
     create.add_argument("--if-not-exists", action="store_true",
                         help="an existing group is not an error")
-    _output(_command(gsub, "list", "every consumer group", "groups list"))
+    _output(subcommand_example(gsub, "list", "every consumer group", "groups list"))
     for action, summary in (("describe", "a group's positions, leases and counters"),
                             ("delete", "delete a group and all its state")):
-        _output(_command(gsub, action, summary, f"groups {action} workers")).add_argument("name")
-    reset = _command(gsub, "reset", "move a group to the start, the end or a record id",
-                     "groups reset workers --to earliest")
+        example = f"groups {action} workers"
+        _output(subcommand_example(gsub, action, summary, example)).add_argument("name")
+    reset = subcommand_example(
+        gsub, "reset", "move a group to the start, the end or a record id",
+        "groups reset workers --to earliest",
+    )
     _output(reset).add_argument("name")
     reset.add_argument("--topic", help="only this topic (default: every topic of the group)")
     reset.add_argument("--to", default="earliest", help="earliest, latest or INDEX:POSITION")
-    consume = _command(sub, "consume", "consume records as a member of a consumer group",
-                       "consume --group workers --topic jobs --count 10")
+    consume = subcommand_example(
+        sub, "consume", "consume records as a member of a consumer group",
+        "consume --group workers --topic jobs --count 10",
+    )
     _output(consume).add_argument("--group", required=True)
     consume.add_argument("--topic", help="stream groups: the topic (queue groups: a check)")
     consume.add_argument("--count", type=int, help="stop after this many records")

@@ -65,6 +65,16 @@ def subcommand(
     )
 
 
+
+def subcommand_example(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, example: str
+) -> argparse.ArgumentParser:
+    """A subcommand whose ``--help`` ends with one example (``raftlog-admin EXAMPLE``): the
+    topics and kv actions, each with a single line to copy."""
+    parser = subcommand(sub, name, summary, "")
+    parser.epilog = f"example:\n  raftlog-admin {example}\n"
+    return parser
+
 def key_from_cwd(reference: str | None) -> str | None:
     """A key given on the command line (or in the environment) that names an existing file
     relative to the current directory, made absolute: a shell user typing

@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-from raftlog.cli.admin_io import EXIT_OK, EXIT_REFUSED, UsageError, say
+from raftlog.cli.admin_io import EXIT_OK, EXIT_REFUSED, UsageError, say, subcommand_example
 from raftlog.client import RaftClient
 from raftlog.topics.client import TopicClient
 from raftlog.topics.kv import KeyValueEvent
@@ -48,7 +48,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ksub = kv.add_subparsers(dest="action", required=True, metavar="ACTION")
-    put = _command(
+    put = subcommand_example(
         ksub,
         "put",
         "set a key ('-' as VALUE: read it from stdin)",
@@ -57,7 +57,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     put.add_argument("topic")
     put.add_argument("key")
     put.add_argument("value")
-    delete = _command(ksub, "del", "delete a key (a tombstone)", "kv del accounts alice")
+    delete = subcommand_example(ksub, "del", "delete a key (a tombstone)", "kv del accounts alice")
     delete.add_argument("topic")
     delete.add_argument("key")
     for parser in (put, delete):
@@ -66,15 +66,17 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             metavar="ID",
             help="only if the key's revision is this ('none': only if absent); exit 1 if not",
         )
-    get = _command(
+    get = subcommand_example(
         ksub, "get", "print a key's value (exit 1 when it has none)", "kv get accounts alice"
     )
     get.add_argument("topic")
     get.add_argument("key")
-    keys = _command(ksub, "keys", "list the live keys with a prefix", "kv keys accounts al")
+    keys = subcommand_example(
+        ksub, "keys", "list the live keys with a prefix", "kv keys accounts al"
+    )
     keys.add_argument("topic")
     keys.add_argument("prefix", nargs="?", default="")
-    watch = _command(
+    watch = subcommand_example(
         ksub,
         "watch",
         "print changes of keys with a prefix, live",
@@ -89,17 +91,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="start at this log index (the live keys changed since; default: from now on)",
     )
 
-
-def _command(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, example: str
-) -> argparse.ArgumentParser:
-    return sub.add_parser(
-        name,
-        help=summary,
-        description=summary[0].upper() + summary[1:] + ".",
-        epilog=f"example:\n  raftlog-admin {example}\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
 
 
 def conditional(args: argparse.Namespace) -> bool:

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from raftlog.cli import admin_kv
-from raftlog.cli.admin_io import EXIT_OK, UsageError, say
+from raftlog.cli.admin_io import EXIT_OK, UsageError, say, subcommand_example
 from raftlog.cli.admin_publish import PublishReport, publish_stream
 from raftlog.cli.admin_reads import read_options
 from raftlog.cli.formats import render
@@ -24,25 +24,16 @@ PUBLISH_IN_FLIGHT = 64
 READ_PAGE = 1000
 
 
-def _command(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, example: str
-) -> argparse.ArgumentParser:
-    return sub.add_parser(
-        name,
-        help=summary,
-        description=summary[0].upper() + summary[1:] + ".",
-        epilog=f"example:\n  raftlog-admin {example}\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``topics`` command and its actions, each with its own help and example; then
     ``kv`` and publish's conditional options (``admin_kv``)."""
     admin_kv.add_parsers(sub)
-    topics = _command(sub, "topics", "create, list, describe or delete topics", "topics list")
+    topics = subcommand_example(
+        sub, "topics", "create, list, describe or delete topics", "topics list"
+    )
     tsub = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
-    create = _command(
+    create = subcommand_example(
         tsub, "create", "create a topic", "topics create orders --retention-ms 86400000"
     )
     create.add_argument("name")
@@ -62,12 +53,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     create.add_argument(
         "--if-not-exists", action="store_true", help="an existing topic is not an error"
     )
-    _command(tsub, "list", "every topic", "topics list")
-    describe = _command(
+    subcommand_example(tsub, "list", "every topic", "topics list")
+    describe = subcommand_example(
         tsub, "describe", "a topic's properties and extent", "topics describe orders"
     )
     describe.add_argument("name")
-    delete = _command(
+    delete = subcommand_example(
         tsub, "delete", "delete a topic (its records are no longer served)", "topics delete orders"
     )
     delete.add_argument("name")
