@@ -50,9 +50,10 @@ def flush(s: CoreState) -> None:
         pump(s, progress)
 
 
-def pump(s: CoreState, pr: Progress) -> None:
+def pump(s: CoreState, pr: Progress, *, commit_lane: bool = False) -> None:
     """Send ``pr``'s peer what its state allows now (entries within the pipeline's limits, or the
-    next snapshot chunk)."""
+    next snapshot chunk). ``commit_lane``: an idle follower behind on the commit index gets a
+    commit-only message now (``send_commit``); only the tick asks for it (see there why)."""
     if pr.state is ProgressState.SNAPSHOT:
         if not pr.inflight:
             send_snapshot_chunk(s, pr)
@@ -70,8 +71,8 @@ def pump(s: CoreState, pr: Progress) -> None:
         if not send_append(s, pr):
             return
         sent = True
-    if not sent and not pr.inflight and pr.sent_commit < s.commit:
-        send_commit(s, pr)  # an idle follower learns the new commit index now
+    if commit_lane and not sent and not pr.inflight and pr.sent_commit < s.commit:
+        send_commit(s, pr)  # an idle follower learns the new commit index on this tick
     if read_index.wants_heartbeat(s, pr) and not pr.pipeline_full(
         cfg.max_inflight_messages, cfg.max_inflight_bytes
     ):
@@ -93,7 +94,20 @@ def send_commit(s: CoreState, pr: Progress) -> None:
     retransmission after a later append could cut that append off), and its answer is
     handled like any answer to a request no longer in flight (``handle_append_response``:
     a success can only raise ``match``, a rejection is ignored). The channel to a follower
-    is FIFO, so the follower sees it before the append that follows it."""
+    is FIFO, so the follower sees it before the append that follows it.
+
+    Why only on a tick, not as soon as the commit index moves: a new commit index rides on
+    the next AppendEntries anyway, and under any steady load that one leaves within a
+    fraction of a millisecond (at one update in flight: as soon as the client's next update
+    arrives). Sent at once, the commit-only message doubled the peer messages of a lightly
+    loaded cluster -- per update two more sends and two more answers to decode on the
+    leader, a receive, a step and a reply on each follower -- on the very cores the next
+    update needs (issue #28, a trace at one update in flight: the leader sent both before
+    it answered the client). Only a follower that stays idle gets it, within a tick
+    (``tick_ms``, 10 ms by default): that bounds how long its applied state (its PUB
+    broadcast, its committed reads) trails the leader's on an idle cluster. A read that
+    must see the leader's commit index confirms it with a heartbeat of its own
+    (``read_index``), which carries it."""
     log = s.log
     prev = pr.next - 1
     if prev < log.snapshot_index:
@@ -194,7 +208,7 @@ def tick(s: CoreState, count: int = 1) -> None:
             if now - pr.last_sent_at >= heartbeat:
                 send_append(s, pr, empty=True)
         elif not inflight:
-            pump(s, pr)
+            pump(s, pr, commit_lane=True)
     if s.cfg.check_quorum and s.role is Role.LEADER:
         leader.check_quorum(s, count)
 

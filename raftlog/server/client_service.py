@@ -6,10 +6,13 @@ proposes with the topic gate as the core's ``prepare`` -- so the request id is l
 once (by the core), a retry is never re-validated, and a topic entry is stamped only when it
 is really appended (``raftlog.topics.gate``).
 
-RequestUpdate (docs/protocol.md §10.3) is answered ``[true]`` at once and ``[true, index]``
-only once the state machine has applied ``index``; ConfigUpdate (§10.4) ``[1]`` at once and
-``[1, joint_index]`` when the core reports the change completed. When the peer stops leading,
-everything still pending is answered "not leader" with the new leader, if known (§10.3 (5)).
+RequestUpdate (docs/protocol.md §10.3) is answered ``[true, index]`` once ``index`` is
+committed -- in the pass that commits it, before the state machine applies it
+(``raftlog.server.update_waiters`` says why that is safe) -- and a ``TP`` publish once its
+entry is applied (only the apply knows whether it was refused); ConfigUpdate (§10.4)
+``[1]`` at once and ``[1, joint_index]`` when the core reports the change completed. When
+the peer stops leading, everything still pending is answered "not leader" with the new
+leader, if known (§10.3 (5)).
 ``TP`` answers like RequestUpdate, plus "refused" (``PublishStatus.REJECTED``) -- at once when
 the gate refuses, or instead of "done" when the state machine refused the batch at apply.
 A refused ``=`` update is ignored without an answer (RequestUpdate has no error answer a
@@ -24,7 +27,6 @@ after which clients give up on a silent peer.
 
 from __future__ import annotations
 
-import heapq
 import time
 from collections import deque
 from collections.abc import Callable
@@ -53,6 +55,7 @@ from raftlog.rpc.messages import (
 )
 from raftlog.server.interfaces import AppliedView, EventLog, Proposer, Replies
 from raftlog.server.replies import ServerReply
+from raftlog.server.update_waiters import UpdateWaiters, Waiter
 from raftlog.topics.records import TopicError
 from raftlog.topics.wire import PublishReply, PublishStatus
 
@@ -78,9 +81,6 @@ class UpdateGate(Protocol):
         ...
 
 
-
-_Waiter = tuple[bytes, bytes, bool]
-"""(routing id, request id, is a ``TP`` publish)."""
 
 
 class ClientService:
@@ -120,11 +120,11 @@ class ClientService:
         self._oversized = metrics.messages_dropped.labels(reason="oversized_update")
         self._refused = metrics.topic_publishes_refused
         self._accept_later: deque[tuple[float, int, bytes, bytes, bool]] = deque()
-        self._waiting: dict[int, list[_Waiter]] = {}
-        self._waiting_heap: list[int] = []
+        self._at_commit = UpdateWaiters()
+        """Plain RequestUpdates: answered once their entry is committed (``on_committed``)."""
+        self._at_apply = UpdateWaiters()
+        """``TP`` publishes: answered once their entry is applied (``on_applied``)."""
         self._config_waiting: dict[int, list[tuple[bytes, bytes]]] = {}
-        self._waiting_since: dict[int, float] = {}
-        """When the first update waiting on each index was accepted (latency histogram)."""
         self._latency = metrics.update_latency_seconds.labels()
         self._proposed = {
             kind: metrics.proposals.labels(result=kind)
@@ -135,7 +135,7 @@ class ClientService:
     @property
     def pending_updates(self) -> int:
         """Updates waiting for their entry to be applied."""
-        return sum(len(v) for v in self._waiting.values())
+        return len(self._at_commit) + len(self._at_apply)
 
     # -- the two ways in -------------------------------------------------------------------
     def request_update(self, routing: bytes, msg_id: bytes, msg: RequestUpdate) -> None:
@@ -176,13 +176,8 @@ class ClientService:
                     return
             now = self._clock()
             self._accept_later.append((now + self._accepted_delay, index, routing, rid, publish))
-            waiters = self._waiting.get(index)
-            if waiters is None:
-                self._waiting[index] = [(routing, rid, publish)]
-                self._waiting_since[index] = now
-                heapq.heappush(self._waiting_heap, index)
-            elif all(w[:2] != (routing, rid) for w in waiters):
-                waiters.append((routing, rid, publish))
+            waiting = self._at_apply if publish else self._at_commit
+            waiting.add(index, (routing, rid, publish), now)
         elif isinstance(result, NotLeader):
             self._proposed["not_leader"].inc()
             self._answer(routing, rid, publish, UpdateStatus.NOT_LEADER, leader_id=result.leader_id)
@@ -212,7 +207,7 @@ class ClientService:
             reply = RequestUpdateResponse(rid, status, index=index, leader_id=leader_id)
         self._replies.reply(routing, rid, reply)
 
-    def _answer_done(self, waiter: _Waiter, index: int) -> None:
+    def _answer_done(self, waiter: Waiter, index: int) -> None:
         routing, rid, publish = waiter
         if not publish:  # the common case, straight to the reply
             self._replies.update_done(routing, rid, index)
@@ -248,18 +243,24 @@ class ClientService:
             if index > applied:
                 self._answer(routing, rid, publish, UpdateStatus.ACCEPTED)
 
+    def on_committed(self, committed: int) -> None:
+        """Answer every plain RequestUpdate whose entry is now committed (called before the
+        state machine applies it: ``raftlog.server.update_waiters`` says why)."""
+        if self._at_commit.due(committed):
+            self._release(self._at_commit, committed)
+
     def on_applied(self, applied: int) -> None:
-        """Answer every update whose entry the state machine has now applied."""
-        heap = self._waiting_heap
-        if not heap or heap[0] > applied:
-            return
-        now = self._clock()
-        pop, waiting, waiting_since = heapq.heappop, self._waiting, self._waiting_since
+        """Answer every publish whose entry the state machine has now applied (and any
+        plain update still waiting: a driver without ``on_committed`` answers them here)."""
+        if self._at_apply.due(applied):
+            self._release(self._at_apply, applied)
+        if self._at_commit.due(applied):
+            self._release(self._at_commit, applied)
+
+    def _release(self, waiting: UpdateWaiters, through: int) -> None:
         answer, observe = self._answer_done, self._latency.observe
-        while heap and heap[0] <= applied:
-            index = pop(heap)
-            waited = now - waiting_since.pop(index, now)
-            for waiter in waiting.pop(index, ()):
+        for index, waited, waiters in waiting.release(through, self._clock()):
+            for waiter in waiters:
                 answer(waiter, index)
                 observe(waited)
 
@@ -291,12 +292,9 @@ class ClientService:
     # -- leadership lost -------------------------------------------------------------------
     def fail_all(self, leader_id: str | None) -> None:
         """§10.3 (5) / §10.4 (8): answer everything pending with "not leader"."""
-        for update_waiters in self._waiting.values():
-            for routing, rid, publish in update_waiters:
+        for waiting in (self._at_commit, self._at_apply):
+            for routing, rid, publish in waiting.drain():
                 self._answer(routing, rid, publish, UpdateStatus.NOT_LEADER, leader_id=leader_id)
-        self._waiting.clear()
-        self._waiting_heap.clear()
-        self._waiting_since.clear()
         for waiters in self._config_waiting.values():
             for routing, rid in waiters:
                 status = ConfigUpdateStatus.NOT_LEADER

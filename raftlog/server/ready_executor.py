@@ -15,7 +15,8 @@ Dispatch (``execute``), in order:
    with snapshot operations first waits for every write in flight, then is written inline:
    the hard state on its own, the snapshot operations, then the entries (rare; the hard
    state must not trail a snapshot that a crash could leave installed);
-5. apply ``committed`` and report progress (``applied``): the core hands out only entries
+5. tell ``on_committed`` (the leader answers plain updates), apply ``committed`` and
+   report progress (``applied``): the core hands out only entries
    that are durable here already, so this need not wait for the Ready's own write. Where it
    goes (issue #16: what waits for what on the path of an update): a Ready without
    ``messages_after_persist`` (a leader's) applies *before* 1-3, so the answers to clients
@@ -154,6 +155,7 @@ class ReadyExecutor:
         outbox: Outbox,
         writes: DurableWrites | None = None,
         on_applied: Callable[[int], None] | None = None,
+        on_committed: Callable[[int], None] | None = None,
         react: Callable[[Ready], None] | None = None,
         crash_point: CrashPoint = _never,
         inspect: Callable[[Ready], None] | None = None,
@@ -168,6 +170,9 @@ class ReadyExecutor:
         self._machine = machine
         self._outbox = outbox
         self._on_applied = on_applied
+        self._on_committed = on_committed
+        """Told the last index of each committed batch *before* the machine applies it:
+        the leader answers plain updates there (``raftlog.server.update_waiters``)."""
         self._react = react
         self._crash_point = crash_point
         self._inspect = inspect
@@ -298,6 +303,8 @@ class ReadyExecutor:
         here, so this never waits for the Ready's own write)."""
         committed = ready.committed
         if committed is not None:
+            if self._on_committed is not None:
+                self._on_committed(committed.first_index + len(committed.entries) - 1)
             raw = [entry.to_bytes() for entry in committed.entries]
             core = self.core
             term = core.term if core is not None else committed.entries[-1].term

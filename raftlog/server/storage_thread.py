@@ -4,8 +4,11 @@ Why: a synced RocksDB write costs one fdatasync (milliseconds, far more under a 
 disk). Done on the consensus loop, as before, it blocked receiving, replicating and replying
 for that long -- a third of a busy leader's loop time and half a follower's (profiles in
 docs/performance.md), and loop stalls of hundreds of milliseconds when the machine was
-starved (issue #12). rocksdict releases the GIL while RocksDB writes and syncs, so on this
-thread the fsync overlaps the loop's work.
+starved (issue #12). The fdatasync runs with the GIL released (``RocksDatabase.write`` syncs
+through ``flush_wal``: rocksdict's ``write`` itself keeps the GIL, which is why this thread
+measured slower than inline writes until issue #28 found it), so on this thread the fsync
+overlaps the loop's work. Small batches with nothing in flight are still written inline
+(``INLINE_ENTRIES``): at light load the hand-over would only add two wake-ups.
 
 How (``DurableWrites`` contract in ``raftlog.server.durable_writes``):
 
@@ -13,7 +16,7 @@ How (``DurableWrites`` contract in ``raftlog.server.durable_writes``):
   When no write is in flight, everything queued is merged (latest hard state,
   ``merge_appends``) and staged into one ``WriteBatch`` **on the loop thread** -- staging
   reads the store's cached bounds and request-id index, which only the loop thread touches --
-  and handed to the thread, which does only ``write(batch, sync=True)``. Readies queued
+  and handed to the thread, which does only the synced write (``write_synced``). Readies queued
   during that fsync go together into the next one.
 * **Bookkeeping on the loop thread.** When the write returns, the thread queues the outcome
   and writes a byte to a pipe whose read end (``fd``) the peer's poller watches; ``durable()``
@@ -29,7 +32,8 @@ How (``DurableWrites`` contract in ``raftlog.server.durable_writes``):
   thread by ``durable``/``wait``: the peer stops (exit code 3), as it did when the write ran
   on the loop -- nothing queued after it was acknowledged.
 
-Where it syncs: ``_run`` -> ``RocksLogStore.write_synced`` (one batch per write).
+Where it syncs: ``_run`` (or ``_write_inline``) -> ``RocksLogStore.write_synced`` (one batch
+per write).
 """
 
 from __future__ import annotations
@@ -81,6 +85,16 @@ class _Written:
         self.error = error
 
 
+INLINE_ENTRIES = int(os.environ.get("RAFTLOG_STORAGE_INLINE_ENTRIES", "1"))
+"""A batch of at most this many entries, with no write in flight, is written on the loop
+thread itself. Why: handing a write to the thread and back costs two wake-ups (the queue, the
+pipe) on the critical path of every update when the load is light -- at one update in
+flight it is all the loop would do meanwhile anyway (issue #28: p50 1.76 ms inline against
+2.40 ms handed over, a loaded machine) -- while a larger batch means updates are queuing,
+and then the loop gains by receiving and proposing during the fsync. The environment
+variable is for benchmarks that compare thresholds."""
+
+
 class StorageThread:
     """``DurableWrites`` over a peer's RocksDB log and hard-state stores (one database)."""
 
@@ -89,7 +103,9 @@ class StorageThread:
         log: RocksLogStore,
         hard_state: RocksHardStateStore,
         metrics: PeerMetrics | None = None,
+        inline_entries: int = INLINE_ENTRIES,
     ) -> None:
+        self._inline_entries = inline_entries
         self._log = log
         self._hard_state = hard_state
         metrics = metrics if metrics is not None else PeerMetrics()
@@ -205,8 +221,23 @@ class StorageThread:
             done.append(self._log.stage_append(batch, append.first_index, append.entries))
         if hard_state is not None:
             done.append(self._hard_state.stage(batch, hard_state))
-        self._in_flight = (queued[-1][0], done, len(append.entries) if append else 0)
+        entries = len(append.entries) if append else 0
+        self._in_flight = (queued[-1][0], done, entries)
+        if entries <= self._inline_entries:
+            self._write_inline(batch)
+            return
         self._jobs.put(batch)
+
+    def _write_inline(self, batch: WriteBatch) -> None:
+        """A small batch with nothing in flight: written here, on the loop thread."""
+        started = time.perf_counter()
+        try:
+            self._log.write_synced(batch, "ready")
+        except BaseException as exc:
+            self._in_flight = None
+            self._failed = exc
+            raise
+        self._written(_Written(time.perf_counter() - started, None))
 
     def _written(self, written: _Written) -> None:
         """A batch is on disk (or failed): bookkeeping, then the next batch."""

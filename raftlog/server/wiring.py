@@ -258,6 +258,7 @@ def _executor(
         outbox=observer.sending(PeerOutbox(channels, services.peers.send_reply)),
         writes=storage,
         on_applied=observer.counting(services.clients.on_applied, machines.machine.last_applied),
+        on_committed=services.clients.on_committed,
         react=react,
     )
 

@@ -128,8 +128,6 @@ class RocksDatabase:
                 )
             except Exception as exc:
                 raise rocks_error(exc, f"opening {self.path}") from None
-        self._sync = WriteOptions()
-        self._sync.sync = True
         self._no_sync = WriteOptions()
         self._users = 1
         self._closed = False
@@ -203,17 +201,27 @@ class RocksDatabase:
         write; ``<skip_point>=skip`` (``log_sync``, ``hard_state_sync``) writes the WAL but
         leaves this write's fsync out, which only a power cut can tell."""
         self.check_writable()
-        options = self._sync if sync else self._no_sync
+        options = self._no_sync
         if failpoints.ENABLED:
             if sync:
                 failpoints.hit("before_sync")
                 if failpoints.skipped(skip_point):
-                    options = self._no_sync
+                    sync = False
             if failpoints.skipped("sync"):  # test-only bug switch: every write memory-only
                 options = WriteOptions()
                 options.disable_wal = True  # type: ignore[method-assign, assignment]  # stub: a property
+                sync = False
         try:
             self._db.write(batch, options)
+            if sync:
+                # The fsync point. Not ``WriteOptions.sync``: rocksdict runs ``write`` with the
+                # GIL held, so every other thread of the peer (the storage thread's loop, the
+                # HTTP and Kafka listeners, the connection monitor) stood still for the whole
+                # fdatasync; ``flush_wal`` releases the GIL while it syncs (issue #28). Same
+                # durability: the batch is in the WAL file when ``write`` returns (no manual
+                # WAL flush), and ``FlushWAL(sync)`` fdatasyncs every WAL file up to it (and
+                # the WAL directory when a new file was started) before it returns.
+                self._db.flush_wal(True)
         except Exception as exc:
             raise rocks_error(exc, f"writing {what}") from None
 
@@ -315,4 +323,5 @@ class RocksDatabase:
         """Overwrite a stored value verbatim (synced), bypassing every check: corruption tests
         use it to plant a bad record inside an otherwise healthy database."""
         self.check_writable()
-        self._db.put(key, value, self._sync)
+        self._db.put(key, value, self._no_sync)
+        self._db.flush_wal(True)

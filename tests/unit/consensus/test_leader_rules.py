@@ -188,14 +188,32 @@ def test_leader_steps_down_on_a_higher_term_response() -> None:
     assert ready.soft_state is not None and ready.soft_state.role is Role.FOLLOWER
 
 
-def test_commit_advance_is_sent_to_idle_followers_at_once() -> None:
+def test_commit_advance_reaches_an_idle_follower_on_the_next_tick() -> None:
+    """Issue #28: not in the pass that commits (the next append carries it; an immediate
+    commit-only message doubled a lightly loaded cluster's peer messages), but within a
+    tick when nothing else goes to that follower."""
     node = make_node()
     _settle(node, elect(node))
     node.core.propose(rid(), b"x", NOW_MS)
     to_n2 = _aes(node.run(), "n2")[0]
-    update = _aes(ack(node, to_n2), "n2")
+    assert _aes(ack(node, to_n2), "n2") == []  # committed; nothing more leaves in this pass
+    update = _aes(node.tick(1), "n2")
     assert update and update[0].message.entries == ()
     assert update[0].message.commit_index == node.core.commit_index
+
+
+def test_commit_advance_rides_on_the_next_append_when_one_leaves_first() -> None:
+    node = make_node()
+    _settle(node, elect(node))
+    node.core.propose(rid(), b"x", NOW_MS)
+    to_n2 = _aes(node.run(), "n2")[0]
+    ack(node, to_n2)
+    committed = node.core.commit_index
+    node.core.propose(rid(), b"y", NOW_MS)
+    (append,) = _aes(node.run(), "n2")
+    assert [e.data for e in append.message.entries] == [b"y"]
+    assert append.message.commit_index == committed
+    assert _aes(node.tick(1), "n2") == []  # in flight: no commit-only message besides it
 
 
 def test_check_quorum_steps_down_a_leader_that_hears_nobody() -> None:
@@ -245,7 +263,8 @@ def test_commit_only_append_does_not_take_the_replication_slot() -> None:
     _settle(node, elect(node))
     node.core.propose(rid(), b"x", NOW_MS)
     to_n2 = _aes(node.run(), "n2")[0]
-    (commit_only,) = _aes(ack(node, to_n2), "n2")
+    ack(node, to_n2)
+    (commit_only,) = _aes(node.tick(1), "n2")  # the follower stayed idle for a tick
     assert commit_only.message.entries == ()
     node.core.propose(rid(), b"y", NOW_MS)
     (append,) = _aes(node.run(), "n2")  # at once: the commit-only answer is not awaited
@@ -264,7 +283,8 @@ def test_commit_only_append_is_never_retransmitted() -> None:
     _settle(node, elect(node))
     node.core.propose(rid(), b"x", NOW_MS)
     to_n2 = _aes(node.run(), "n2")[0]
-    (commit_only,) = _aes(ack(node, to_n2), "n2")
+    ack(node, to_n2)
+    (commit_only,) = _aes(node.tick(1), "n2")
     later = _aes(node.tick(40), "n2")
     assert later and all(m.message is not commit_only.message for m in later)
     assert all(m.message.commit_index == node.core.commit_index for m in later)

@@ -227,3 +227,29 @@ def test_update_latency_runs_from_acceptance_to_the_committed_reply() -> None:
     assert latency.sum == pytest.approx(0.75 + 0.25)
     results = {k[0]: c.value for k, c in s.metrics.proposals.series() if c.value}
     assert results == {"appended": 2, "not_leader": 1}
+
+
+def test_a_plain_update_is_answered_at_commit_a_publish_only_once_applied() -> None:
+    """Issue #28: ``=`` is answered in the pass that commits its entry, before the state
+    machine applies it; ``TP`` waits for the apply, which alone knows whether the batch was
+    refused (``raftlog.server.update_waiters``)."""
+    s = Setup(Appended(5), Appended(6), applied=4)
+    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.svc.publish(b"b", b"p" * 12, ClientDispatch(TYPE_PUBLISH, (b"y",)))
+    s.svc.on_committed(6)
+    assert [routing for routing, _ in s.wire()] == [b"a"]  # the publish is not answered yet
+    assert s.svc.pending_updates == 1
+    s.gate.refused_at[6] = TopicError("ExpectationFailed", "revision moved")
+    s.apply(6)
+    ((_, publish_frames),) = s.wire()[1:]
+    assert decode_publish_reply(publish_frames[1:]).status is PublishStatus.REJECTED
+    assert s.svc.pending_updates == 0
+
+
+def test_a_plain_update_still_waiting_is_answered_at_apply_without_on_committed() -> None:
+    """Drivers that never call ``on_committed`` (the simulator's executor may omit it) still
+    get every answer, at the apply."""
+    s = Setup(Appended(5), applied=4)
+    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.apply(5)
+    assert [routing for routing, _ in s.wire()] == [b"a"]

@@ -149,7 +149,9 @@ class JournalCore:
 
 
 class Setup:
-    def __init__(self, *readies: Ready, crash_at: str | None = None) -> None:
+    def __init__(
+        self, *readies: Ready, crash_at: str | None = None, journal_commits: bool = False
+    ) -> None:
         self.journal = Journal()
         self.log = MemoryLogStore()
         self.hard_state = MemoryHardStateStore()
@@ -167,6 +169,11 @@ class Setup:
             machine=self.machine,
             outbox=JournalOutbox(self.journal),
             on_applied=self.applied.append,
+            on_committed=(
+                (lambda index: self.journal.steps.append(f"committed {index}"))
+                if journal_commits
+                else None
+            ),
             react=lambda r: self.journal.steps.append("react"),
             crash_point=lambda where: where == crash_at,
         )
@@ -297,12 +304,14 @@ def test_a_leaders_ready_answers_its_clients_before_its_own_write() -> None:
             append=LogAppend(3, batch[2:]),
             messages_now=(SendRequest("n2", VOTE),),
             committed=CommittedEntries(1, batch[:2]),
-        )
+        ),
+        journal_commits=True,
     )
     s.log.append(1, batch[:2])  # committed entries are durable here before they are handed out
     s.executor.drain()
     assert s.journal.steps == [
         "request n2",
+        "committed 2",  # plain updates are answered before the apply (issue #28)
         "apply 1..2 term 2",  # the clients' answers need not wait for this Ready's fsync
         "persist entries",
         "react",

@@ -69,7 +69,7 @@ def test_a_write_is_durable_after_the_thread_signals_and_the_caches_follow_only_
 ) -> None:
     log, hard_state = stores
     gate = Gate(log, monkeypatch)
-    thread = StorageThread(log, hard_state)
+    thread = StorageThread(log, hard_state, inline_entries=-1)  # every write on the thread
     try:
         ticket = thread.submit(HardState(current_term=3), LogAppend(1, entries(1, 2)))
         assert gate.started.acquire(timeout=5)
@@ -87,7 +87,7 @@ def test_writes_queued_during_an_fsync_go_together_into_the_next_one(
 ) -> None:
     log, hard_state = stores
     gate = Gate(log, monkeypatch)
-    thread = StorageThread(log, hard_state)
+    thread = StorageThread(log, hard_state, inline_entries=-1)  # every write on the thread
     try:
         thread.submit(HardState(current_term=1), LogAppend(1, entries(1, 3)))
         assert gate.started.acquire(timeout=5)
@@ -108,7 +108,7 @@ def test_applied_progress_rides_on_the_next_batch_or_is_written_when_idle(
     stores: tuple[RocksLogStore, RocksHardStateStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     log, hard_state = stores
-    thread = StorageThread(log, hard_state)
+    thread = StorageThread(log, hard_state, inline_entries=-1)  # every write on the thread
     try:
         thread.submit(HardState(current_term=1), LogAppend(1, entries(1, 4)))
         thread.wait()
@@ -136,7 +136,7 @@ def test_a_failed_write_stops_every_later_one(
         raise StorageError("writing ready: No space left on device")
 
     monkeypatch.setattr(log, "write_synced", full_disk)
-    thread = StorageThread(log, hard_state)
+    thread = StorageThread(log, hard_state, inline_entries=-1)  # every write on the thread
     try:
         thread.submit(None, LogAppend(1, entries(1, 1)))
         with pytest.raises(StorageError, match="No space"):
@@ -154,7 +154,7 @@ def test_a_direct_write_of_the_store_waits_for_the_batch_in_flight(
     """Compaction rewrites the meta record from the cached bounds: were it to run while an
     append is in flight, one of the two would write a stale last index."""
     log, hard_state = stores
-    thread = StorageThread(log, hard_state)
+    thread = StorageThread(log, hard_state, inline_entries=-1)  # every write on the thread
     log.before_write = thread.wait
     try:
         thread.submit(HardState(current_term=1), LogAppend(1, entries(1, 4)))
@@ -177,7 +177,7 @@ def test_close_is_idempotent_and_wait_returns_after_it(
     stores: tuple[RocksLogStore, RocksHardStateStore],
 ) -> None:
     log, hard_state = stores
-    thread = StorageThread(log, hard_state)
+    thread = StorageThread(log, hard_state, inline_entries=-1)  # every write on the thread
     thread.submit(None, LogAppend(1, entries(1, 1)))
     thread.close()
     thread.close()
@@ -203,7 +203,7 @@ def test_a_prune_with_nothing_to_forget_does_not_wait_for_the_write_in_flight(
     """The peer's housekeeping asks every second; blocking the loop for an fsync each time
     would bring back the stalls the thread removes."""
     log, hard_state = stores
-    thread = StorageThread(log, hard_state)
+    thread = StorageThread(log, hard_state, inline_entries=-1)  # every write on the thread
     waits: list[int] = []
 
     def counting_wait() -> None:
@@ -221,5 +221,32 @@ def test_a_prune_with_nothing_to_forget_does_not_wait_for_the_write_in_flight(
         gate.open()
         assert log.prune_request_ids(3) == 2 and waits == [1]
         assert thread.durable() == thread.submitted
+    finally:
+        thread.close()
+
+
+def test_a_small_batch_with_nothing_in_flight_is_written_inline_a_larger_one_on_the_thread(
+    stores: tuple[RocksLogStore, RocksHardStateStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #28: at light load the hand-over to the thread and back only adds two
+    wake-ups to every update; a batch of more entries means updates are queuing, and the
+    loop then gains from receiving during the fsync."""
+    log, hard_state = stores
+    writers: list[str] = []
+    real = log.write_synced
+
+    def recording(batch: object, what: str) -> None:
+        writers.append(threading.current_thread().name)
+        real(batch, what)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(log, "write_synced", recording)
+    thread = StorageThread(log, hard_state, inline_entries=1)
+    try:
+        ticket = thread.submit(HardState(current_term=3), LogAppend(1, entries(1, 1)))
+        assert thread.durable() == ticket and log.last_index == 1  # durable on return
+        ticket = thread.submit(None, LogAppend(2, entries(2, 2)))
+        assert readable(thread.fd)
+        assert thread.durable() == ticket and log.last_index == 3
+        assert writers == [threading.current_thread().name, "raftlog-storage"]
     finally:
         thread.close()
