@@ -17,7 +17,7 @@ from raftlog_spark.filters import IndexRanges, ScanSpec
 from raftlog_spark.logclient import LogClient
 from raftlog_spark.options import SourceOptions
 from raftlog_spark.planning import IndexRangePartition, split
-from raftlog_spark.rows import to_batches
+from raftlog_spark.rows import CommitRecords, to_batches
 from raftlog_spark.worker_gc import collector_paused
 
 
@@ -43,14 +43,17 @@ def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Itera
                     lo, hi, fail_on_data_loss=opts.fail_on_data_loss, from_peer=peer
                 )
 
-        commits = None
+        commits: CommitRecords | None = None
+        keep_store = None
         if view is not None:
             wanted = spec.topic_checker()
             commits = CommitReader(client, view, wanted).records
             commit_map: CommitMap | None = getattr(partition, "commits", None)
             if commit_map is not None:
-                fallback = commits
-                commits = BulkCommits(client, view, wanted, commit_map, fallback, peer=peer).records
+                bulk = BulkCommits(
+                    client, view, wanted, commit_map, commits, peer=peer, ranges=ranges
+                )
+                commits, keep_store = bulk.records, bulk.keep
         yield from collector_paused(
             to_batches(
                 chunks(),
@@ -60,6 +63,7 @@ def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Itera
                 view,
                 commits=commits,
                 uncommitted=opts.isolation == "read_uncommitted",
+                keep_store=keep_store,
             )
         )
 
