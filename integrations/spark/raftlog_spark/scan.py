@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from raftlog.topics.client_view import TopicView
 from raftlog_spark.anchors import ANCHOR_TOPIC
-from raftlog_spark.balance import bucket_step, weigh
+from raftlog_spark.balance import at_stores, bucket_step, weigh
 from raftlog_spark.commit_map import BulkCommits, CommitMap
 from raftlog_spark.commits import CommitReader
 from raftlog_spark.filters import IndexRanges, ScanSpec
@@ -98,6 +98,8 @@ def weighted_split(
     if view is not None and wanted is None:  # the sink's own records are no data rows
         internal = {name: bounds for name, bounds in view.topics.items() if name != ANCHOR_TOPIC}
         view = TopicView(internal, view.applied)
+    if counts is not None and opts.isolation == "read_uncommitted":
+        counts = at_stores(counts, lo, step)  # records show at their stores (issue #31)
     segments = weigh(ranges, counts, lo, step, raw_rows=spec.admits_raw)
     return split(
         ranges,
@@ -108,5 +110,5 @@ def weighted_split(
         segments=segments,
         view=view,
         peers=peers,
-        commits=CommitMap.of(counts, lo, hi),
+        commits=None if opts.isolation == "read_uncommitted" else CommitMap.of(counts, lo, hi),
     )
