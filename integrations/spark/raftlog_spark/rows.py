@@ -297,9 +297,8 @@ class RowBuilder:
             _ms_or_null(self._producer_ms, time_type),
         ]
         if self.include_headers:
-            offsets = self._offsets if self._offsets is not None else [0] * (self._rows + 1)
             headers = pa.MapArray.from_arrays(
-                pa.array(offsets, pa.int32()),
+                _header_offsets(self._offsets, self._rows),
                 pa.array(self._hkeys, pa.string()),
                 pa.array(self._hvalues, pa.binary()),
                 type=schema.field("headers").type,
@@ -308,6 +307,14 @@ class RowBuilder:
         batch = pa.RecordBatch.from_arrays(columns, schema=schema)
         self._reset()
         return batch
+
+
+def _header_offsets(offsets: list[int] | None, rows: int) -> pa.Array:
+    """The map offsets of a batch's headers; None (no row has headers, the usual case):
+    ``rows + 1`` zeros straight from a zeroed buffer, not from a list of Python ints."""
+    if offsets is not None:
+        return pa.array(offsets, pa.int32())
+    return pa.Array.from_buffers(pa.int32(), rows + 1, [None, pa.py_buffer(bytes(4 * (rows + 1)))])
 
 
 def _decoded_runs(ends: pa.Array, values: pa.Array) -> pa.Array:
