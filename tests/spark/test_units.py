@@ -759,3 +759,24 @@ def test_read_uncommitted_plans_transactional_records_at_their_stores() -> None:
         before = weigh(((1, 400),), bucketed, 1, step, raw_rows=False)
         rows = _rows_of(split(((1, 400),), num_partitions=2, segments=before), tuple(returned))
         assert max(rows) > 1.5 * (sum(rows) / len(rows))  # by committed counts: uneven
+
+
+def test_raw_rows_share_topic_runs_and_keep_header_offsets_in_step() -> None:
+    """Raw rows continue a raw topic run (one run, not one per entry) and stay aligned
+    with the header offsets of topic rows around them."""
+
+    def state(data: bytes) -> LogEntry:
+        return LogEntry(bytes(12), EntryType.STATE, 2, data)
+
+    with_headers = encode_records([Record("a", b"v", None, {"h": b"1"}), Record("b", b"w")])
+    entries = [b"r1", b"r2", with_headers, b"r3", b"r4"]
+    chunks = [[IndexedEntry(i + 1, state(data)) for i, data in enumerate(entries)]]
+    table = pa.Table.from_batches(list(to_batches(chunks, ScanSpec(), 100)))
+    assert table.column("topic").to_pylist() == [None, None, "a", "b", None, None]
+    assert table.column("value").to_pylist() == [b"r1", b"r2", b"v", b"w", b"r3", b"r4"]
+    assert table.column("index").to_pylist() == [1, 2, 3, 3, 4, 5]
+    assert table.column("headers").to_pylist() == [[], [], [("h", b"1")], [], [], []]
+    builder = RowBuilder(ScanSpec(), 100)
+    for n in range(3):
+        builder.add(n + 1, state(b"raw"))
+    assert builder._topic == [None] and builder._topic_ends == [3]

@@ -44,8 +44,6 @@ log = logging.getLogger("raftlog_spark")
 MAX_BATCH_BYTES: Final = 32 * 1024 * 1024
 STATE: Final = int(EntryType.STATE)
 
-_NO_HEADERS: Final[tuple[Mapping[str, bytes]]] = ({},)
-"""The headers of a raw row (none)."""
 
 CommitRecords = Callable[[int, int], "CommitRows | Sequence[LoggedRecord]"]
 """The records commit ``index`` (appended at the given ms) made visible, already filtered by
@@ -144,15 +142,7 @@ class RowBuilder:
         data = entry.data
         if not is_topic_data(data):
             if self._raw_ok:
-                self._run(index, entry.term, None, 1)
-                self._topic.append(None)
-                self._topic_ends.append(self._rows)
-                self._position.append(0)
-                self._key.append(None)
-                self._value.append(data)
-                self._headers(_NO_HEADERS)
-                self._producer_ms.append(0)
-                self._bytes += len(data)
+                self._raw(index, entry.term, data)
             return
         kind = data[KIND_OFFSET] if len(data) > HEADER_SIZE else -1
         if kind == KIND_TX:
@@ -197,6 +187,29 @@ class RowBuilder:
             self._columns(
                 index, entry.term, time_us, CommitRows.pick(columns, picked, 0).columns, picked
             )
+        self._bytes += len(data)
+
+    def _raw(self, index: int, term: int, data: bytes) -> None:
+        """The row of a raw entry (``_run`` and ``_headers`` inlined: a log may hold
+        mostly raw entries, one row each). A raw row continues the previous row's topic
+        run when that is a raw row too (topic None)."""
+        rows = self._rows = self._rows + 1
+        self._ends.append(rows)
+        self._index.append(index)
+        self._term.append(term)
+        self._time_us.append(None)
+        topics, ends = self._topic, self._topic_ends
+        if topics and topics[-1] is None and ends[-1] == rows - 1:
+            ends[-1] = rows
+        else:
+            topics.append(None)
+            ends.append(rows)
+        self._position.append(0)
+        self._key.append(None)
+        self._value.append(data)
+        if self._offsets is not None:  # (only with include_headers)
+            self._offsets.append(len(self._hkeys))
+        self._producer_ms.append(0)
         self._bytes += len(data)
 
     def _columns(
