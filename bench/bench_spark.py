@@ -18,7 +18,8 @@ Then, in one run (the machine may be shared: only ratios within the run mean muc
 - *sink round trip*: ``SINK_ROWS`` rows written with ``df.write.format("raftlog")`` into a
   new topic, then read back and counted (must be exact).
 
-``RAFTLOG_BENCH_SPARK_SCALE`` (default 1.0) scales the data set for a quick run.
+``RAFTLOG_BENCH_SPARK_SCALE`` (default 1.0) scales the data set for a quick run,
+``RAFTLOG_BENCH_SPARK_MIXED_SCALE`` (default 1.0: the issue's 973,000 rows) the mixed one.
 """
 
 from __future__ import annotations
@@ -277,6 +278,7 @@ def _mixed(cluster: PeerCluster, read: Any) -> list[str]:
     }
     jobs: dict[str, list[float]] = {k: [] for k in spark_mixed.MIXED_JOBS}
     expected = {k: n for k, n in mixed.counts.items() if n}
+    tiny_end = mixed.first + spark_mixed.TINY_ENTRIES - 1
     for _ in range(RUNS):
         wall, counts = spark_mixed.columnar_loop(cluster, mixed.first)
         jobs["columnar"].append(wall)
@@ -289,6 +291,8 @@ def _mixed(cluster: PeerCluster, read: Any) -> list[str]:
         )
         jobs["group"].append(wall)
         assert {r["topic"]: r["count"] for r in groups} == expected, groups
+        wall, _, _ = _timed(lambda: frame(endingIndex=tiny_end).count())
+        jobs["tiny"].append(wall)
     return spark_mixed.report(mixed, jobs, balance, TARGET_RATIO, PARTITIONS)
 
 

@@ -180,8 +180,10 @@ def test_read_uncommitted_shows_stores_at_their_index_and_commits_give_none() ->
     batches = to_batches(chunks, ScanSpec(), 10, commits=_resolver(asked), uncommitted=True)
     table = pa.Table.from_batches(list(batches), schema=arrow_schema())
     rows = list(
-        zip(*(table.column(c).to_pylist() for c in ("index", "position", "topic", "value")),
-            strict=True)
+        zip(
+            *(table.column(c).to_pylist() for c in ("index", "position", "topic", "value")),
+            strict=True,
+        )
     )
     assert rows == [(2, 0, "a", b"a0"), (2, 1, "b", b"b1"), (3, 0, "a", b"plain")]
     assert asked == []
@@ -191,3 +193,71 @@ def test_read_uncommitted_shows_stores_at_their_index_and_commits_give_none() ->
         list(to_batches(chunks, only_b, 10, commits=_resolver([]), uncommitted=True))
     )
     assert table.column("value").to_pylist() == [b"b1"]
+
+
+class FakeLog:
+    """``stream_range`` over a dict of entries, recording what was asked."""
+
+    def __init__(self, entries: dict[int, LogEntry]) -> None:
+        self.entries = entries
+        self.streamed: list[tuple[int, int]] = []
+
+    def stream_range(self, lo: int, hi: int, **_: Any) -> Any:
+        self.streamed.append((lo, hi))
+        yield [IndexedEntry(i, e) for i, e in sorted(self.entries.items()) if lo <= i <= hi]
+
+
+def test_bulk_commits_build_rows_from_stores_the_task_passed_and_stream_only_the_others() -> None:
+    """Issue #31: a store inside the task's ranges is taken as the stream passes it (never
+    read twice); one outside is streamed once; a record whose TTL ran out by the view's log
+    clock is dropped; a commit whose store is gone (compacted) falls back to ``TR``."""
+    from raftlog_spark.commit_map import BulkCommits, CommitMap  # noqa: PLC0415
+
+    def stamped(data: bytes, ms: int = 100) -> LogEntry:
+        return _entry(stamp_append_time(data, ms))
+
+    outside = {1: stamped(encode_tx_store("t2", [Record("c", b"c0")]))}
+    inside = {
+        2: stamped(
+            encode_tx_store("t1", [Record("a", b"a0", b"k", {"h": b"1"}, 5), Record("b", b"b1")])
+        ),
+        3: stamped(encode_records([Record("a", b"plain")])),
+        5: stamped(encode_tx_control(TxControl("commit", "t1"))),
+        6: stamped(encode_tx_store("t2", [Record("c", b"old", ttl_ms=1), Record("a", b"a1")])),
+        8: stamped(encode_tx_control(TxControl("commit", "t2"))),
+        9: stamped(encode_tx_control(TxControl("commit", "t3"))),  # its store 4 is gone
+    }
+    log = FakeLog({**outside, **inside})
+    view = TopicView({t: TopicBounds(1, RecordId(0, 0), 1500) for t in "abc"}, 9)
+    fallen: list[int] = []
+
+    def fallback(index: int) -> list[LoggedRecord]:
+        fallen.append(index)
+        return [LoggedRecord(RecordId(index, 0), 100, Record("a", b"from-TR"))]
+
+    stores = ((5, ((2, 2),)), (8, ((1, 1), (6, 2))), (9, ((4, 1),)))
+    bulk = BulkCommits(
+        cast(LogClient, log), view, None, CommitMap(stores, 1, 9), fallback, ranges=((2, 9),)
+    )
+    chunks = [[IndexedEntry(i, e) for i, e in sorted(inside.items())]]
+    batches = to_batches(
+        chunks, ScanSpec(), 100, view=view, commits=bulk.records, keep_store=bulk.keep
+    )
+    table = pa.Table.from_batches(list(batches), schema=arrow_schema())
+    rows = list(
+        zip(
+            *(table.column(c).to_pylist() for c in ("index", "position", "topic", "value")),
+            strict=True,
+        )
+    )
+    assert rows == [
+        (3, 0, "a", b"plain"),
+        (5, 0, "a", b"a0"),
+        (5, 1, "b", b"b1"),
+        (8, 0, "c", b"c0"),  # the store before the ranges, k = 0
+        (8, 2, "a", b"a1"),  # k = 1 expired by its TTL
+        (9, 0, "a", b"from-TR"),
+    ]
+    assert table.column("headers").to_pylist()[1] == [("h", b"1")]
+    assert log.streamed == [(1, 1), (4, 4)]  # store 4 asked once (gone), 2 and 6 never
+    assert fallen == [9] and bulk.fallbacks == 1

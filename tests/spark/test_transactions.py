@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from raftlog_spark.logclient import LogClient
 
 from raftlog.topics import SyncTopicClient
-from raftlog.topics.records import Record
+from raftlog.topics.records import Record, RecordId
 
 from .conftest import source_options
 from .helpers import Row, last_index, spark_rows, start_cluster, stop_cluster
@@ -325,3 +325,31 @@ def test_a_stream_group_keeps_the_position_across_queries(
     got.clear()
     run("second")  # a new query: starts at the group's position, not at earliest
     assert [(r[0], r[5]) for r in got] == [(later.index, b"after-the-group")]
+
+
+def test_a_batch_read_starts_at_the_group_position_and_commits_nothing(
+    spark: SparkSession, tx_log: TxLog
+) -> None:
+    """``groupId`` on a batch read (issue #31): the read starts at the stream group's
+    position, pinned at ``load()``, and leaves it where it was -- a batch read commits
+    nothing, like the Kafka source's; an unknown group leaves the starting options in
+    charge and is not created; a queue group is refused with one line."""
+    cluster = tx_log.cluster
+    rows = _read(spark, tx_log, topics="tx")
+    middle = rows[len(rows) // 2][0]
+    assert rows[0][0] < middle
+    with SyncTopicClient(cluster.urls, cluster.ident, timeout=30) as topics:
+        topics.create_group("spark-batch", mode="stream", topics=["tx"])
+        topics.commit_group_position("spark-batch", "tx", RecordId(middle, 0))
+        options = source_options(cluster, topics="tx", **{"kafka.group.id": "spark-batch"})
+        df = spark.read.format("raftlog").options(**options).load()
+        topics.commit_group_position("spark-batch", "tx", RecordId(middle + 1, 0))
+        assert spark_rows(df) == [r for r in rows if r[0] >= middle]  # pinned at load()
+        assert topics.group_positions("spark-batch")["tx"].next_record == RecordId(middle + 1, 0)
+        unknown = _read(spark, tx_log, topics="tx", groupId="spark-no-such-group")
+        assert unknown == rows
+        assert "spark-no-such-group" not in topics.list_groups()
+        topics.create_group("spark-queue", mode="queue", topics=["tx"])
+    queue = source_options(cluster, topics="tx", groupId="spark-queue")
+    with pytest.raises(Exception, match="group 'spark-queue' is a queue group"):
+        spark.read.format("raftlog").options(**queue).load().count()

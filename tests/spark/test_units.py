@@ -5,6 +5,7 @@ finds the source by name. No cluster and no SparkSession."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import importlib
 import json
@@ -292,7 +293,7 @@ def test_kafka_forms_of_assign_min_partitions_timestamps_and_isolation() -> None
     assert loose.isolation == "read_uncommitted"
     bad = [
         ({**BASE, "assign": '{"a": [1]}'}, "one partition, 0"),
-        ({**BASE, "assign": "a,b"}, 'must be a JSON object of topics and their partitions'),
+        ({**BASE, "assign": "a,b"}, "must be a JSON object of topics and their partitions"),
         ({**BASE, "assign": '{"a": [0]}', "topics": "a"}, "set one of topics"),
         ({**BASE, "minPartitions": "2", "numPartitions": "3"}, "minPartitions, not both"),
         (
@@ -718,3 +719,64 @@ def test_range_errors_say_what_is_left_and_how_to_skip() -> None:
         "raftlog source: no progress reading entries 5..9 for 2s (peers tcp://a:1): "
         "the leader serves no further entries"
     )
+
+
+def test_read_uncommitted_plans_transactional_records_at_their_stores() -> None:
+    """Issue #31: ``TC`` counts a committed transaction's records at its commit; a
+    read_uncommitted read returns them at the stores, so its plan moves them there and the
+    partitions hold equal rows of what that read returns."""
+    from raftlog_spark.balance import at_stores  # noqa: PLC0415
+
+    # 400 entries: stores of 1,000 records at 11 and 200, their commit at 390, 1 record
+    # per other entry
+    returned = [1] * 400
+    returned[10] = returned[199] = 1_000  # indexes 11 and 200 (1-based)
+    returned[389] = 0  # the commit: no row under read_uncommitted
+    committed = [1] * 400
+    committed[10] = committed[199] = 0
+    committed[389] = 2_000
+    counts = CountsResult(
+        400, 1, (1,) * 400, tuple(committed), (((390, ((11, 1_000), (200, 1_000))),))
+    )
+    moved = at_stores(counts, 1, 1)
+    assert moved.records == tuple(returned)
+    assert at_stores(dataclasses.replace(counts, commits=None), 1, 1) == dataclasses.replace(
+        counts, commits=None
+    )
+    for step in (1, 7):
+        buckets = -(-400 // step)
+        bucketed = CountsResult(
+            400,
+            1,
+            tuple(min(step, 400 - b * step) for b in range(buckets)),
+            tuple(sum(committed[b * step : (b + 1) * step]) for b in range(buckets)),
+            counts.commits,
+        )
+        segments = weigh(((1, 400),), at_stores(bucketed, 1, step), 1, step, raw_rows=False)
+        rows = _rows_of(split(((1, 400),), num_partitions=2, segments=segments), tuple(returned))
+        assert sum(rows) == sum(returned)
+        assert max(rows) <= 1.1 * (sum(rows) / len(rows)), (step, rows)
+        before = weigh(((1, 400),), bucketed, 1, step, raw_rows=False)
+        rows = _rows_of(split(((1, 400),), num_partitions=2, segments=before), tuple(returned))
+        assert max(rows) > 1.5 * (sum(rows) / len(rows))  # by committed counts: uneven
+
+
+def test_raw_rows_share_topic_runs_and_keep_header_offsets_in_step() -> None:
+    """Raw rows continue a raw topic run (one run, not one per entry) and stay aligned
+    with the header offsets of topic rows around them."""
+
+    def state(data: bytes) -> LogEntry:
+        return LogEntry(bytes(12), EntryType.STATE, 2, data)
+
+    with_headers = encode_records([Record("a", b"v", None, {"h": b"1"}), Record("b", b"w")])
+    entries = [b"r1", b"r2", with_headers, b"r3", b"r4"]
+    chunks = [[IndexedEntry(i + 1, state(data)) for i, data in enumerate(entries)]]
+    table = pa.Table.from_batches(list(to_batches(chunks, ScanSpec(), 100)))
+    assert table.column("topic").to_pylist() == [None, None, "a", "b", None, None]
+    assert table.column("value").to_pylist() == [b"r1", b"r2", b"v", b"w", b"r3", b"r4"]
+    assert table.column("index").to_pylist() == [1, 2, 3, 3, 4, 5]
+    assert table.column("headers").to_pylist() == [[], [], [("h", b"1")], [], [], []]
+    builder = RowBuilder(ScanSpec(), 100)
+    for n in range(3):
+        builder.add(n + 1, state(b"raw"))
+    assert builder._topic == [None] and builder._topic_ends == [3]

@@ -16,6 +16,7 @@ split by entries.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -81,6 +82,33 @@ def weigh(
             out.append(Segment(index, end, full * share))
             index = end + 1
     return out
+
+
+def at_stores(counts: CountsResult, origin: int, step: int) -> CountsResult:
+    """``counts`` as ``isolation.level=read_uncommitted`` reads them: each committed
+    transaction's records moved from its commit's bucket (where ``TC`` counts them, and
+    where a read-committed read returns them) to the buckets of its stores (where a
+    read-uncommitted read returns them; stores before ``origin`` are not read). Needs the
+    answer's commit map; without one the counts stay as they are. With a topic filter a
+    commit's bucket counts only the selected topics' records, the map its stores' whole
+    size: the stores get that share. Stores of transactions that were rolled back or are
+    still open are in no map and keep weighing as entries only."""
+    if not counts.commits:
+        return counts
+    records = list(counts.records)
+    last = len(records) - 1
+    for commit, stores in counts.commits:
+        at = (commit - origin) // step
+        total = sum(n for _, n in stores)
+        if not 0 <= at <= last or not total:
+            continue
+        moved = min(total, records[at])
+        records[at] -= moved
+        for store, n in stores:
+            bucket = (store - origin) // step
+            if 0 <= bucket <= last:
+                records[bucket] += round(n * moved / total)
+    return dataclasses.replace(counts, records=tuple(records))
 
 
 def rows_upto(segments: Sequence[Segment], budget: float, *, at_least_one: bool = True) -> int:

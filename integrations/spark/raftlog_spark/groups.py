@@ -18,12 +18,19 @@ A query with ``groupId``:
 
 The group is created (mode ``stream``, the read's topics) when it does not exist; an existing
 group must be a stream group that reads every topic of the query.
+
+A batch read with ``groupId`` (:func:`batch_start`) starts at the same position -- pinned at
+``load()`` like the read's end -- and commits nothing, as the Kafka source's batch reads do:
+a batch read is a look at the data, not a consumer's progress (a job that wants to move the
+group commits with ``raftlog-admin`` or a stream). It creates no group either.
 """
 
 from __future__ import annotations
 
 import fnmatch
 
+from raftlog.errors import TopicError
+from raftlog.topics.groups.model import GroupInfo
 from raftlog.topics.records import RecordId
 from raftlog_spark.errors import RaftlogSourceError
 from raftlog_spark.logclient import LogClient
@@ -48,23 +55,7 @@ class StreamGroup:
         info = self._client.call(
             topics.create_group(self.name, mode="stream", topics=self.topics, exist_ok=True)
         )
-        if info.mode != "stream":
-            raise RaftlogSourceError(
-                f"raftlog source: group {self.name!r} is a {info.mode} group; groupId needs a "
-                "stream group (or a name not in use)"
-            )
-        unread = [
-            t
-            for t in self.topics
-            if t not in info.topics
-            and not (info.pattern is not None and fnmatch.fnmatchcase(t, info.pattern))
-        ]
-        if unread:
-            raise RaftlogSourceError(
-                f"raftlog source: group {self.name!r} does not read {', '.join(unread)} "
-                f"(it reads {', '.join(info.topics) or info.pattern}); use another groupId"
-            )
-        found = [info.positions[t].next_record.index for t in self.topics if t in info.positions]
+        found = _positions(info, self.name, self.topics)
         if not found:
             return None
         self.committed = min(found) - 1
@@ -82,3 +73,39 @@ class StreamGroup:
                 )
             )
         self.committed = end
+
+
+def batch_start(client: LogClient, name: str, topics: frozenset[str]) -> int | None:
+    """The first index a batch read with ``groupId`` reads: the group's least committed
+    ``next_record`` index over ``topics``; None when the group does not exist or has no
+    position on them (the read's starting options apply). Nothing is created or committed."""
+    try:
+        info = client.call(client.topics.describe_group(name))
+    except TopicError as exc:
+        if exc.name == "UnknownGroup":
+            return None
+        raise
+    found = _positions(info, name, tuple(sorted(topics)))
+    return min(found) if found else None
+
+
+def _positions(info: GroupInfo, name: str, topics: tuple[str, ...]) -> list[int]:
+    """The group's ``next_record`` indexes on ``topics`` (a clear error when it is no stream
+    group, or does not read one of them)."""
+    if info.mode != "stream":
+        raise RaftlogSourceError(
+            f"raftlog source: group {name!r} is a {info.mode} group; groupId needs a "
+            "stream group (or a name not in use)"
+        )
+    unread = [
+        t
+        for t in topics
+        if t not in info.topics
+        and not (info.pattern is not None and fnmatch.fnmatchcase(t, info.pattern))
+    ]
+    if unread:
+        raise RaftlogSourceError(
+            f"raftlog source: group {name!r} does not read {', '.join(unread)} "
+            f"(it reads {', '.join(info.topics) or info.pattern}); use another groupId"
+        )
+    return [info.positions[t].next_record.index for t in topics if t in info.positions]

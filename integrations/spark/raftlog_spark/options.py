@@ -61,6 +61,7 @@ COMMON: Final = (
     "minPartitions",
     "startingOffsetsByTimestamp",
     "isolation.level",
+    "groupId",
 )
 BATCH_ONLY: Final = (
     "startingIndex",
@@ -71,7 +72,6 @@ BATCH_ONLY: Final = (
     "pushFilters",
 )
 STREAM_ONLY: Final = (
-    "groupId",
     "maxEntriesPerTrigger",
     "maxRecordsPerTrigger",
     "minOffsetsPerTrigger",
@@ -130,7 +130,11 @@ class SourceOptions:
     min_partitions: int | None = None
     """At least this many tasks (Kafka's ``minPartitions``), of equal rows."""
     group_id: str | None = None
-    """A stream group to start a new query at and commit each micro-batch to."""
+    """A stream group to start at: a new streaming query (which commits each micro-batch
+    to it) or a batch read (which never commits, like the Kafka source's)."""
+    group_start: int | None = None
+    """A batch read's first index from the group's position, pinned at ``load()``
+    (None: the group has none; the starting options apply)."""
     isolation: Isolation = "read_committed"
     """``read_uncommitted``: transactional records at their store entry, whatever becomes
     of the transaction (open, committed or rolled back); commits then give no rows."""

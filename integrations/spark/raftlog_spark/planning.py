@@ -229,7 +229,11 @@ def batch_ranges(opts: SourceOptions, pos: LogPosition) -> tuple[int, int]:
     """``[lo, hi]`` from the index options, checked against the pinned log position
     (``lo > hi`` for an empty read)."""
     lo, hi = pos.first_index, pos.last_index
-    if opts.starting_index is not None:
+    if opts.group_start is not None:  # groupId: the group's position, pinned at load()
+        if opts.group_start > pos.last_index:
+            return opts.group_start, pos.last_index  # everything consumed: an empty read
+        lo = check_start("groupId's position", opts.group_start, pos, opts.fail_on_data_loss)
+    elif opts.starting_index is not None:
         lo = check_start("startingIndex", opts.starting_index, pos, opts.fail_on_data_loss)
     if opts.ending_index is not None:
         if opts.ending_index > pos.last_index:
@@ -256,7 +260,8 @@ def plan_batch(
     ranges = intersect(((lo, hi),), spec.index_ranges) if lo <= hi else ()
     if not ranges or spec.reads_nothing:
         return ()
-    starts = [t for t in (opts.starting_timestamp_ms, spec.time.ms_window()[0]) if t is not None]
+    start_ms = opts.starting_timestamp_ms if opts.group_start is None else None
+    starts = [t for t in (start_ms, spec.time.ms_window()[0]) if t is not None]
     ends = [t for t in (opts.ending_timestamp_ms, spec.time.ms_window()[1]) if t is not None]
     if starts or ends:
         if client is None:

@@ -35,22 +35,22 @@ from raftlog.topics.records import (
 )
 from raftlog.topics.records_tx import KIND_TX, KIND_TX_STORE, TxControl, TxStore, decode_any_entry
 from raftlog.topics.stamp import append_time_of
-from raftlog_spark.columns import record_columns
+from raftlog_spark.columns import KIND_OFFSET, Columns, CommitRows, columns_of, record_columns
 from raftlog_spark.filters import ScanSpec
 from raftlog_spark.schema import arrow_schema
 
 log = logging.getLogger("raftlog_spark")
 
 MAX_BATCH_BYTES: Final = 32 * 1024 * 1024
-KIND_OFFSET: Final = 5
 STATE: Final = int(EntryType.STATE)
 
-_NO_HEADERS: Final[tuple[Mapping[str, bytes]]] = ({},)
-"""The headers of a raw row (none)."""
 
-CommitRecords = Callable[[int, int], Sequence[LoggedRecord]]
+CommitRecords = Callable[[int, int], "CommitRows | Sequence[LoggedRecord]"]
 """The records commit ``index`` (appended at the given ms) made visible, already filtered by
-the topic read rules."""
+the topic read rules: as columns (:mod:`raftlog_spark.commit_map`) or records (``TR``)."""
+KeepStore = Callable[[int, bytes], None]
+"""Called with each transactional store entry the rows pass (the commit resolver keeps the
+ones its commits need: no second read)."""
 
 
 class RowBuilder:
@@ -65,9 +65,11 @@ class RowBuilder:
         *,
         commits: CommitRecords | None = None,
         uncommitted: bool = False,
+        keep_store: KeepStore | None = None,
     ) -> None:
         self.rows_per_batch = rows_per_batch
         self._commits = commits  # None: no topic records wanted, commits give no rows
+        self._keep_store = None if uncommitted else keep_store
         self._uncommitted = uncommitted
         """``isolation.level=read_uncommitted``: stores give their records, commits none."""
         self.include_headers = include_headers
@@ -140,21 +142,15 @@ class RowBuilder:
         data = entry.data
         if not is_topic_data(data):
             if self._raw_ok:
-                self._run(index, entry.term, None, 1)
-                self._topic.append(None)
-                self._topic_ends.append(self._rows)
-                self._position.append(0)
-                self._key.append(None)
-                self._value.append(data)
-                self._headers(_NO_HEADERS)
-                self._producer_ms.append(0)
-                self._bytes += len(data)
+                self._raw(index, entry.term, data)
             return
         kind = data[KIND_OFFSET] if len(data) > HEADER_SIZE else -1
         if kind == KIND_TX:
             if not self._uncommitted:
                 self._add_commit(index, entry.term, data)
             return
+        if kind == KIND_TX_STORE and self._keep_store is not None:
+            self._keep_store(index, data)
         # read_uncommitted: a store's records are rows at the store, like a batch's
         store_rows = kind == KIND_TX_STORE and self._uncommitted and self._commits is not None
         if kind != KIND_RECORDS and not store_rows:
@@ -182,31 +178,51 @@ class RowBuilder:
             if not isinstance(batch, RecordBatch | TxStore):
                 return
             records = batch.records
-            columns = (
-                tuple(r.topic for r in records),
-                tuple(r.key for r in records),
-                tuple(r.value for r in records),
-                tuple(r.headers for r in records),
-                tuple(r.timestamp_ms for r in records),
-            )
+            columns = columns_of(records)
         self.decoded += 1
-        topics, keys, values, headers, stamps = columns
-        picked = self._picked(index, stamp, topics, records)
+        picked = self._picked(index, stamp, columns[0], records)
         if picked is None:
-            self._position.extend(range(len(topics)))
+            self._columns(index, entry.term, time_us, columns, range(len(columns[0])))
         else:
-            if len(picked) != len(topics):
-                topics = tuple(topics[p] for p in picked)
-                keys = tuple(keys[p] for p in picked)
-                values = tuple(values[p] for p in picked)
-                headers = tuple(headers[p] for p in picked)
-                stamps = tuple(stamps[p] for p in picked)
-            self._position.extend(picked)
+            self._columns(
+                index, entry.term, time_us, CommitRows.pick(columns, picked, 0).columns, picked
+            )
+        self._bytes += len(data)
+
+    def _raw(self, index: int, term: int, data: bytes) -> None:
+        """The row of a raw entry (``_run`` and ``_headers`` inlined: a log may hold
+        mostly raw entries, one row each). A raw row continues the previous row's topic
+        run when that is a raw row too (topic None)."""
+        rows = self._rows = self._rows + 1
+        self._ends.append(rows)
+        self._index.append(index)
+        self._term.append(term)
+        self._time_us.append(None)
+        topics, ends = self._topic, self._topic_ends
+        if topics and topics[-1] is None and ends[-1] == rows - 1:
+            ends[-1] = rows
+        else:
+            topics.append(None)
+            ends.append(rows)
+        self._position.append(0)
+        self._key.append(None)
+        self._value.append(data)
+        if self._offsets is not None:  # (only with include_headers)
+            self._offsets.append(len(self._hkeys))
+        self._producer_ms.append(0)
+        self._bytes += len(data)
+
+    def _columns(
+        self, index: int, term: int, time_us: int | None, columns: Columns, positions: Sequence[int]
+    ) -> None:
+        """Rows of entry ``index`` from ``columns``, at ``positions``: whole columns at a
+        time, not one append per field and record."""
+        topics, keys, values, headers, stamps = columns
         count = len(topics)
         if not count:
             return
-        # whole columns at a time, not one append per field and record
-        self._run(index, entry.term, time_us, count)
+        self._position.extend(positions)
+        self._run(index, term, time_us, count)
         if count == 1 or len(set(topics)) == 1:
             self._topic.append(topics[0])
             self._topic_ends.append(self._rows)
@@ -217,7 +233,6 @@ class RowBuilder:
         self._value.extend(values)
         self._producer_ms.extend(stamps)  # ms, 0 = none: converted per batch in flush
         self._headers(headers)
-        self._bytes += len(data)
 
     def _add_commit(self, index: int, term: int, data: bytes) -> None:
         """The rows of a transaction commit: its records from the topic index, one per
@@ -234,27 +249,21 @@ class RowBuilder:
             return  # the state machine skips it too: no commit happened
         if not isinstance(control, TxControl) or control.op != "commit":
             return
+        got = self._commits(index, stamp)
+        rows = got if isinstance(got, CommitRows) else CommitRows.of(got, stamp)
+        columns, positions = rows.columns, rows.positions
         topic_ok = self._topic_ok
-        items = [
-            item
-            for item in self._commits(index, stamp)
-            if topic_ok is None or topic_ok(item.record.topic)
-        ]
+        if topic_ok is not None and not all(map(topic_ok, set(columns[0]))):
+            picked = [k for k, t in enumerate(columns[0]) if topic_ok(t)]
+            columns = CommitRows.pick(columns, picked, 0).columns
+            positions = [positions[k] for k in picked]
         self.decoded += 1
-        for item in items:
-            record = item.record
-            self._run(index, term, item.append_time_ms * 1000 if item.append_time_ms else None, 1)
-            self._topic.append(record.topic)
-            self._topic_ends.append(self._rows)
-            self._position.append(item.id.position)
-            self._key.append(record.key)
-            self._value.append(record.value)
-            self._producer_ms.append(record.timestamp_ms)
-            self._headers((record.headers,))
-            self._bytes += record.size
+        time_us = rows.append_ms * 1000 if rows.append_ms else None
+        self._columns(index, term, time_us, columns, positions)
+        self._bytes += sum(map(len, columns[2]))
 
     def _picked(
-        self, index: int, stamp: int, topics: tuple[str, ...], records: tuple[Record, ...]
+        self, index: int, stamp: int, topics: Sequence[str], records: tuple[Record, ...]
     ) -> list[int] | None:
         """Positions of the admitted records of an entry, or None for all of them.
 
@@ -301,9 +310,8 @@ class RowBuilder:
             _ms_or_null(self._producer_ms, time_type),
         ]
         if self.include_headers:
-            offsets = self._offsets if self._offsets is not None else [0] * (self._rows + 1)
             headers = pa.MapArray.from_arrays(
-                pa.array(offsets, pa.int32()),
+                _header_offsets(self._offsets, self._rows),
                 pa.array(self._hkeys, pa.string()),
                 pa.array(self._hvalues, pa.binary()),
                 type=schema.field("headers").type,
@@ -312,6 +320,14 @@ class RowBuilder:
         batch = pa.RecordBatch.from_arrays(columns, schema=schema)
         self._reset()
         return batch
+
+
+def _header_offsets(offsets: list[int] | None, rows: int) -> pa.Array:
+    """The map offsets of a batch's headers; None (no row has headers, the usual case):
+    ``rows + 1`` zeros straight from a zeroed buffer, not from a list of Python ints."""
+    if offsets is not None:
+        return pa.array(offsets, pa.int32())
+    return pa.Array.from_buffers(pa.int32(), rows + 1, [None, pa.py_buffer(bytes(4 * (rows + 1)))])
 
 
 def _decoded_runs(ends: pa.Array, values: pa.Array) -> pa.Array:
@@ -336,6 +352,7 @@ def to_batches(
     *,
     commits: CommitRecords | None = None,
     uncommitted: bool = False,
+    keep_store: KeepStore | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Record batches of the rows of ``chunks`` (never an empty batch); with ``view``, topic
     records are the ones a ``TR`` read returns (incarnation, retention, TTL); ``commits``
@@ -343,7 +360,13 @@ def to_batches(
     ``uncommitted`` (``isolation.level=read_uncommitted``): transactional stores give their
     records at the store instead, and commits none."""
     builder = RowBuilder(
-        spec, rows_per_batch, include_headers, view, commits=commits, uncommitted=uncommitted
+        spec,
+        rows_per_batch,
+        include_headers,
+        view,
+        commits=commits,
+        uncommitted=uncommitted,
+        keep_store=keep_store,
     )
     for chunk in chunks:
         for item in chunk:

@@ -10,14 +10,14 @@ import pyarrow as pa
 
 from raftlog.topics.client_view import TopicView
 from raftlog_spark.anchors import ANCHOR_TOPIC
-from raftlog_spark.balance import bucket_step, weigh
+from raftlog_spark.balance import at_stores, bucket_step, weigh
 from raftlog_spark.commit_map import BulkCommits, CommitMap
 from raftlog_spark.commits import CommitReader
 from raftlog_spark.filters import IndexRanges, ScanSpec
 from raftlog_spark.logclient import LogClient
 from raftlog_spark.options import SourceOptions
 from raftlog_spark.planning import IndexRangePartition, split
-from raftlog_spark.rows import to_batches
+from raftlog_spark.rows import CommitRecords, to_batches
 from raftlog_spark.worker_gc import collector_paused
 
 
@@ -43,14 +43,17 @@ def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Itera
                     lo, hi, fail_on_data_loss=opts.fail_on_data_loss, from_peer=peer
                 )
 
-        commits = None
+        commits: CommitRecords | None = None
+        keep_store = None
         if view is not None:
             wanted = spec.topic_checker()
             commits = CommitReader(client, view, wanted).records
             commit_map: CommitMap | None = getattr(partition, "commits", None)
             if commit_map is not None:
-                fallback = commits
-                commits = BulkCommits(client, view, wanted, commit_map, fallback, peer=peer).records
+                bulk = BulkCommits(
+                    client, view, wanted, commit_map, commits, peer=peer, ranges=ranges
+                )
+                commits, keep_store = bulk.records, bulk.keep
         yield from collector_paused(
             to_batches(
                 chunks(),
@@ -60,6 +63,7 @@ def read_partition(opts: SourceOptions, spec: ScanSpec, partition: Any) -> Itera
                 view,
                 commits=commits,
                 uncommitted=opts.isolation == "read_uncommitted",
+                keep_store=keep_store,
             )
         )
 
@@ -94,6 +98,8 @@ def weighted_split(
     if view is not None and wanted is None:  # the sink's own records are no data rows
         internal = {name: bounds for name, bounds in view.topics.items() if name != ANCHOR_TOPIC}
         view = TopicView(internal, view.applied)
+    if counts is not None and opts.isolation == "read_uncommitted":
+        counts = at_stores(counts, lo, step)  # records show at their stores (issue #31)
     segments = weigh(ranges, counts, lo, step, raw_rows=spec.admits_raw)
     return split(
         ranges,
@@ -104,5 +110,5 @@ def weighted_split(
         segments=segments,
         view=view,
         peers=peers,
-        commits=CommitMap.of(counts, lo, hi),
+        commits=None if opts.isolation == "read_uncommitted" else CommitMap.of(counts, lo, hi),
     )

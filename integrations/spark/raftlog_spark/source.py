@@ -23,6 +23,7 @@ class, its readers and partitions are pickled by reference, so executors import
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -43,6 +44,7 @@ from pyspark.sql.types import StructType
 
 from raftlog_spark.errors import RaftlogSourceError
 from raftlog_spark.filters import IndexRanges, push_filters
+from raftlog_spark.groups import batch_start
 from raftlog_spark.logclient import LogClient
 from raftlog_spark.options import SourceOptions, parse_options
 from raftlog_spark.planning import (
@@ -104,13 +106,18 @@ class RaftlogDataSource(DataSource):
             self._pinned = LogPosition.of(client.log_info(opts.consistency))
             if opts.topics is not None:
                 client.check_topics(opts.topics)  # raftlog's UnknownTopic, at load()
+                if opts.group_id is not None:  # a batch read's start (streams ask again)
+                    self._group_start = batch_start(client, opts.group_id, opts.topics)
         settle_worker_heap()  # a planning worker: see raftlog_spark.worker_gc
         return schema_for(opts.include_headers)
 
     @staticmethod
-    def _fetch_position(opts: SourceOptions) -> LogPosition:
+    def _fetch_position(opts: SourceOptions) -> tuple[LogPosition, int | None]:
         with LogClient(opts.peers, opts.ident, opts.timeout, opts.curve()) as client:
-            return LogPosition.of(client.log_info(opts.consistency))
+            pinned = LogPosition.of(client.log_info(opts.consistency))
+            if opts.group_id is None or opts.topics is None:
+                return pinned, None
+            return pinned, batch_start(client, opts.group_id, opts.topics)
 
     @one_line_errors
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -118,7 +125,11 @@ class RaftlogDataSource(DataSource):
         _check_schema(schema, opts)
         pinned: LogPosition | None = getattr(self, "_pinned", None)
         if pinned is None:  # a user-given schema: schema() did not run
-            pinned = self._pinned = self._fetch_position(opts)
+            pinned, self._group_start = self._fetch_position(opts)
+            self._pinned = pinned
+        group_start: int | None = getattr(self, "_group_start", None)
+        if group_start is not None:
+            opts = dataclasses.replace(opts, group_start=group_start)
         batch_ranges(opts, pinned)  # option errors now, at planning time
         if opts.push_filters and not _pushdown_disabled():
             return RaftlogPushdownReader(opts, pinned)
