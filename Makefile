@@ -17,7 +17,7 @@ PIP    := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip --q
           --disable-pip-version-check
 RUN_STAMP  := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=25
 
 .PHONY: install install-run test lint interop run run-secure bench browser fuse kcat
 
@@ -89,6 +89,8 @@ kcat:
 	  >/dev/null || echo "make kcat: could not install kcat; its Kafka tests skip"; \
 	else echo "make kcat: kcat missing and not root; its Kafka tests skip"; fi
 
+# --durations=25: every run (CI included) ends with its 25 slowest tests, so a test that
+# grows slow shows up where it is run rather than in the next suite-time hunt.
 test: install interop browser fuse kcat
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 

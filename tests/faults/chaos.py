@@ -136,8 +136,7 @@ def main() -> int:
                 break
             run_seed = seed + round_no
             schedule = SCHEDULES[name]
-            options = schedule.options()
-            options.duration = seconds
+            options = schedule.run_options(seconds)
             directory = root / f"{name}-{run_seed}"
             try:
                 result: RunResult = run_schedule(name, schedule.fault, directory, run_seed, options)

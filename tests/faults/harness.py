@@ -65,9 +65,25 @@ class Chaos:
     """Peers expected to be in the cluster at the end (a membership change edits it)."""
     down: set[str] = field(default_factory=set)
     """Peers the schedule left stopped on purpose (restarted on heal unless removed)."""
+    guards: dict[str, int] = field(default_factory=dict)
+    """``did`` counters the run must reach (the schedule's guards): while one is short at the
+    deadline, the deadline moves on by ``GUARD_EXTENSION`` (at most ``MAX_EXTENSIONS``
+    times), so a short run on a slow machine still does its fault rather than failing its
+    guard; counted after the run (``elections``) are not waited for here."""
+    extensions: int = 0
 
     def running(self) -> bool:
-        return time.monotonic() < self.deadline
+        if time.monotonic() < self.deadline:
+            return True
+        if self.extensions < MAX_EXTENSIONS and self.short_guards():
+            self.extensions += 1
+            self.deadline = time.monotonic() + GUARD_EXTENSION
+            return True
+        return False
+
+    def short_guards(self) -> list[str]:
+        """The guards the run has not reached yet (those counted during the run)."""
+        return [k for k, v in self.guards.items() if k not in AFTER_RUN and self.did[k] < v]
 
     def left(self) -> float:
         return max(0.0, self.deadline - time.monotonic())
@@ -96,6 +112,15 @@ class Chaos:
 
 
 FaultFunction = Callable[[Chaos], None]
+
+GUARD_EXTENSION = 2.0
+"""Seconds a run goes on past its deadline while a guard is short (see ``Chaos.guards``)."""
+MAX_EXTENSIONS = 15
+"""At most this many extensions: a fault that cannot happen still ends the run (and the
+test then fails on its unmet guard)."""
+AFTER_RUN = frozenset({"elections", "group_acks"})
+"""Guards counted after the run, not during it: ``elections`` by the harness, ``group_acks``
+by the consumer-group schedule once its load has stopped."""
 
 
 @dataclass
@@ -151,6 +176,9 @@ class RunOptions:
     check_groups: bool = False
     """Check the consumer groups too (``faults.consumers``): every peer's ``GD`` answers
     against a replay of the committed log (the run must not compact)."""
+    guards: dict[str, int] = field(default_factory=dict)
+    """The schedule's guards: the run lasts ``duration`` or until they are met, whichever is
+    later (bounded; see ``Chaos.guards``)."""
 
 
 def run_schedule(
@@ -178,6 +206,7 @@ def run_schedule(
                 rng,
                 time.monotonic() + options.duration,
                 members=list(cluster.ids),
+                guards=dict(options.guards),
             )
             started, elections_before = time.monotonic(), cluster.elections()
             fault(chaos)

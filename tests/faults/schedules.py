@@ -252,6 +252,14 @@ class Schedule:
     """``chaos.did`` counters that must reach these minimums."""
     options: Callable[[], RunOptions] = field(default=RunOptions)
 
+    def run_options(self, seconds: float) -> RunOptions:
+        """The options of one run of ``seconds`` of faults, longer while a guard is short
+        (``RunOptions.guards``): a short run in ``make test`` then still does its fault."""
+        options = self.options()
+        options.duration = seconds
+        options.guards = dict(self.guards)
+        return options
+
 
 SCHEDULES: dict[str, Schedule] = {
     s.name: s

@@ -14,14 +14,13 @@ from faults.harness import Chaos, run_schedule
 from faults.reads import LinearizableReader, ReadOp, check_reads
 from faults.schedules import SCHEDULES, unmet_guards
 
-SECONDS = float(os.environ.get("RAFTLOG_CHAOS_SECONDS", "5"))
+SECONDS = float(os.environ.get("RAFTLOG_CHAOS_SECONDS", "4"))
 
 
 @pytest.mark.parametrize("name", ["stale_leader_pause", "leader_partition"])
 def test_linearizable_reads_through_a_stale_leader(name: str, tmp_path: Path) -> None:
     schedule = SCHEDULES[name]
-    options = schedule.options()
-    options.duration = SECONDS
+    options = schedule.run_options(SECONDS)
     seed = int(os.environ.get("RAFTLOG_CHAOS_SEED", "2900"))
     readers: list[LinearizableReader] = []
 

@@ -21,8 +21,7 @@ from faults.schedules import SCHEDULES
 
 def test_checker_catches_a_peer_that_acks_before_fsync(tmp_path: Path) -> None:
     schedule = SCHEDULES["all_peers_crash"]
-    options = schedule.options()
-    options.duration = 4.0
+    options = schedule.run_options(4.0)
     options.failpoints = {"*": "sync=skip"}
     result = run_schedule("all_peers_crash+ack_before_fsync", schedule.fault, tmp_path, 7, options)
     assert result.did.get("crashes", 0) >= 1
@@ -51,8 +50,7 @@ def test_power_cut_catches_a_skipped_fsync(switch: str, tmp_path: Path) -> None:
     system's power cut can."""
     name, seconds = CONTROLS[switch]
     schedule = SCHEDULES[name]
-    options = schedule.options()
-    options.duration = seconds
+    options = schedule.run_options(seconds)
     options.converge_timeout = 20.0
     options.failpoints = {"*": f"{switch}=skip"}
     try:

@@ -18,11 +18,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 import zmq
 
 from integration.secure_setup import SecureSetup
@@ -403,6 +404,25 @@ class PeerCluster:
                 sock.send_multipart(encode_request(ack, ident=self.ident.encode(), id=b"\x07"))
         finally:
             sock.close(linger=0)
+
+
+C = TypeVar("C", bound=PeerCluster)
+
+
+def module_cluster(start: Callable[[Path], C], name: str) -> Any:
+    """A module-scoped pytest fixture: one cluster ``start(directory)`` returns running,
+    shared by the module's tests (each uses its own topics, keys and groups), stopped after
+    the last of them. ``name`` names its temp dir. Usage: ``cluster = module_cluster(...)``."""
+
+    @pytest.fixture(scope="module")
+    def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[C]:
+        running = start(tmp_path_factory.mktemp(name))
+        try:
+            yield running
+        finally:
+            running.stop()
+
+    return cluster
 
 
 def _toml(value: Any) -> str:

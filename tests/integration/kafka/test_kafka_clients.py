@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -15,7 +14,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 
-from integration.cluster import PeerCluster, wait_for
+from integration.cluster import PeerCluster, module_cluster, wait_for
 from raftlog.kafka.offsets import offset_of
 from raftlog.topics.records import LoggedRecord
 
@@ -24,13 +23,7 @@ from .helpers import bootstrap, consume_all, kcat, native, needs_kcat, start_kaf
 pytestmark = pytest.mark.timeout(180)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
-    c = start_kafka_cluster(tmp_path_factory.mktemp("kafka"))
-    try:
-        yield c
-    finally:
-        c.stop()
+cluster = module_cluster(start_kafka_cluster, "kafka")
 
 
 def _topic(cluster: PeerCluster, prefix: str) -> str:

@@ -9,12 +9,11 @@ request-id deduplication appends it at most once."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import KafkaError, Message, Producer
 
-from integration.cluster import PeerCluster, wait_for
+from integration.cluster import PeerCluster, module_cluster, wait_for
 
 from .helpers import bootstrap, consume_all, native, start_kafka_cluster
 
@@ -23,13 +22,7 @@ COUNT = int(os.environ.get("RAFTLOG_KAFKA_IDEMPOTENCE_COUNT", "100000"))
 KILLS = 2
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
-    c = start_kafka_cluster(tmp_path_factory.mktemp("kafka-idem"))
-    try:
-        yield c
-    finally:
-        c.stop()
+cluster = module_cluster(start_kafka_cluster, "kafka-idem")
 
 
 def test_idempotent_producer_survives_leader_kill_exactly_once(cluster: PeerCluster) -> None:

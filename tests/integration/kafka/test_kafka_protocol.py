@@ -8,13 +8,13 @@ from __future__ import annotations
 import datetime
 import random
 import struct
-from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
 
-from integration.cluster import PeerCluster, wait_for
+from integration.cluster import PeerCluster, module_cluster, wait_for
 from raftlog.kafka.offsets import offset_of
 from raftlog.kafka.produce import new_producer_id
 from raftlog.kafka.settings import split_kafka_url
@@ -26,15 +26,10 @@ pytestmark = pytest.mark.timeout(180)
 ZERO = datetime.timedelta(0)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
-    # a publish quota per source address (plaintext [quotas]): Kafka produce is throttled
-    c = start_kafka_cluster(tmp_path_factory.mktemp("kafka-raw"),
-                            extra=("[quotas]", "records_per_s = 200"))
-    try:
-        yield c
-    finally:
-        c.stop()
+# a publish quota per source address (plaintext [quotas]): Kafka produce is throttled
+cluster = module_cluster(
+    partial(start_kafka_cluster, extra=("[quotas]", "records_per_s = 200")), "kafka-raw"
+)
 
 
 def _raw(cluster: PeerCluster, peer_id: str) -> RawKafka:

@@ -17,7 +17,8 @@ from raftlog.rpc.messages import (
 from raftlog.storage.rocks import open_storage
 
 
-def test_three_peers_elect_exactly_one_leader_everyone_knows(cluster: PeerCluster) -> None:
+def test_three_peers_elect_exactly_one_leader_everyone_knows(shared_cluster: PeerCluster) -> None:
+    cluster = shared_cluster
     leader = cluster.wait_leader()
     for peer_id in cluster.peers:
         cfg = wait_for(
@@ -58,8 +59,9 @@ def test_updates_commit_in_order_and_every_peer_stores_the_same_log(
 
 
 def test_a_retried_request_id_returns_the_first_index_and_appends_nothing(
-    cluster: PeerCluster,
+    shared_cluster: PeerCluster,
 ) -> None:
+    cluster = shared_cluster
     rid = new_request_id()
     first = update(cluster, b"once", rid)
     again = update(cluster, b"once", rid)
@@ -69,14 +71,16 @@ def test_a_retried_request_id_returns_the_first_index_and_appends_nothing(
     assert sum(1 for _, raw in entries if raw[:12] == rid) == 1
 
 
-def test_a_stale_request_id_is_answered_expired(cluster: PeerCluster) -> None:
+def test_a_stale_request_id_is_answered_expired(shared_cluster: PeerCluster) -> None:
+    cluster = shared_cluster
     leader = cluster.wait_leader()
     stale = (1_000_000_000).to_bytes(4, "big") + bytes(8)  # 2001: far outside the window
     got = probe(cluster.peers[leader].url, cluster.ident, RequestUpdate(stale, b"x"))
     assert got == [RequestUpdateResponse(stale, UpdateStatus.EXPIRED)]
 
 
-def test_every_peer_answers_with_its_own_broadcast_url(cluster: PeerCluster) -> None:
+def test_every_peer_answers_with_its_own_broadcast_url(shared_cluster: PeerCluster) -> None:
+    cluster = shared_cluster
     for peer in cluster.peers.values():
         got = probe(peer.url, cluster.ident, RequestBroadcastStateUrl())
         assert got == [RequestBroadcastStateUrlResponse(peer.pub_url)]

@@ -8,12 +8,11 @@ import base64
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from integration.cluster import PeerCluster, wait_for
+from integration.cluster import PeerCluster, module_cluster, wait_for
 
 from .helpers import Answer, RestCluster, call, started
 
@@ -21,13 +20,7 @@ pytestmark = pytest.mark.timeout(90)
 T = "/v1/namespaces/default/topics"
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestCluster]:
-    c = started(tmp_path_factory.mktemp("rest"))
-    try:
-        yield c
-    finally:
-        c.stop()
+cluster = module_cluster(started, "rest")
 
 
 @pytest.fixture(params=["leader", "follower"])

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
@@ -22,6 +20,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.openapi.checks import JsonSchemaError
 
+from integration.cluster import module_cluster
 from integration.rest.helpers import RestCluster, call, started
 
 EXAMPLES = 25
@@ -29,10 +28,7 @@ EXAMPLES = 25
 TOPIC = "/v1/namespaces/default/topics"
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestCluster]:
-    with started(tmp_path_factory.mktemp("rest-fuzz")) as running:
-        yield running
+cluster = module_cluster(started, "rest-fuzz")
 
 
 def test_nesting_and_lone_surrogates_are_400_not_500(cluster: RestCluster) -> None:

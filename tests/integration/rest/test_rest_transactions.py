@@ -5,9 +5,10 @@ transaction cannot commit, and each refusal has its status code."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
+
+from integration.cluster import module_cluster
 
 from .helpers import RestCluster, call, started
 
@@ -15,13 +16,7 @@ pytestmark = pytest.mark.timeout(90)
 T = "/v1/namespaces/default/topics"
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestCluster]:
-    c = started(tmp_path_factory.mktemp("rest-tx"))
-    try:
-        yield c
-    finally:
-        c.stop()
+cluster = module_cluster(started, "rest-tx")
 
 
 def texts(base: str, topic: str) -> list[str]:

@@ -46,17 +46,35 @@ CLIENTS = [
 _CTX = zmq.Context.instance()
 
 
-@pytest.fixture
-def secure(tmp_path: Path) -> SecureSetup:
-    return SecureSetup(tmp_path, clients=list(CLIENTS))
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> SecureSetup:
+    """The keys of the module's shared cluster (a test that changes the allowlist gets its
+    own: ``revocable``)."""
+    return SecureSetup(tmp_path_factory.mktemp("secure"), clients=list(CLIENTS))
 
 
-@pytest.fixture
-def cluster(tmp_path: Path, secure: SecureSetup) -> Iterator[PeerCluster]:
-    with PeerCluster(tmp_path, security=secure) as c:
+@contextlib.contextmanager
+def _running(secure: SecureSetup) -> Iterator[PeerCluster]:
+    with PeerCluster(secure.directory, security=secure) as c:
         c.start()
         c.wait_stable_leader()
         yield c
+
+
+@pytest.fixture(scope="module")
+def cluster(secure: SecureSetup) -> Iterator[PeerCluster]:
+    """One CURVE cluster for the module's tests: they read, publish to their own topics and
+    probe with keys, and leave its keys and membership as they found them."""
+    with _running(secure) as c:
+        yield c
+
+
+@pytest.fixture
+def revocable(tmp_path: Path) -> Iterator[tuple[PeerCluster, SecureSetup]]:
+    """A cluster of its own for a test that rewrites the allowlist."""
+    secure = SecureSetup(tmp_path, clients=list(CLIENTS))
+    with _running(secure) as c:
+        yield c, secure
 
 
 def raw_exchange(
@@ -142,8 +160,9 @@ def test_no_client_or_other_member_can_campaign_under_a_members_id(
 
 
 def test_sighup_revokes_a_key_also_on_an_open_connection(
-    cluster: PeerCluster, secure: SecureSetup
+    revocable: tuple[PeerCluster, SecureSetup],
 ) -> None:
+    cluster, secure = revocable
     url = cluster.peers[cluster.wait_leader()].url
     sock = sockets.client_dealer(_CTX, url, immediate=False, curve=secure.client("writer"))
     try:

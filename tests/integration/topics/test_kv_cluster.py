@@ -10,11 +10,11 @@ import asyncio
 import random
 import subprocess
 import time
-from collections.abc import Iterator
+from functools import partial
 
 import pytest
 
-from integration.cluster import PEER_BIN, PeerCluster, wait_for
+from integration.cluster import PEER_BIN, PeerCluster, module_cluster, wait_for
 from raftlog.errors import ExpectationFailedError
 from raftlog.topics import NO_RECORD, Expectation, SyncTopicClient, TopicClient, make_record
 
@@ -39,17 +39,10 @@ def admin(
     )
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
-    # request ids do not pin the log, so `compact` reaches what the topics allow
-    c = start_cluster(
-        tmp_path_factory.mktemp("kv"),
-        raft={"request_id_ttl": None, "request_id_cache_max": 50},
-    )
-    try:
-        yield c
-    finally:
-        c.stop()
+# request ids do not pin the log, so `compact` reaches what the topics allow
+cluster = module_cluster(
+    partial(start_cluster, raft={"request_id_ttl": None, "request_id_cache_max": 50}), "kv"
+)
 
 
 def test_the_issues_done_when_script(cluster: PeerCluster) -> None:

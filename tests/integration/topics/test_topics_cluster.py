@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterator
 
 import pytest
 
-from integration.cluster import PeerCluster, probe
+from integration.cluster import PeerCluster, module_cluster, probe
 from raftlog.client import RaftClient
 from raftlog.errors import RecordsExpiredError
 from raftlog.rpc.messages import RequestUpdate
@@ -22,13 +21,7 @@ from .helpers import read_all, start_cluster, topic_client, wait_applied
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
-    c = start_cluster(tmp_path_factory.mktemp("topics"))
-    try:
-        yield c
-    finally:
-        c.stop()
+cluster = module_cluster(start_cluster, "topics")
 
 
 async def test_publish_order_batches_time_reads_and_refusals(cluster: PeerCluster) -> None:

@@ -8,14 +8,14 @@ import asyncio
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from integration.cluster import PEER_BIN, PeerCluster, wait_for
+from integration.cluster import PEER_BIN, PeerCluster, module_cluster, wait_for
 from raftlog.client import Peer, RaftClient, SyncRaftClient
 from raftlog.topics import RecordsExpiredError, SyncTopicClient, TopicClient, make_record
 from raftlog.topics.wire import TopicInfo
@@ -36,17 +36,11 @@ def admin(cluster: PeerCluster, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
-    # the settings: request ids do not pin the log, so `compact` has work to do
-    c = start_cluster(
-        tmp_path_factory.mktemp("retention"),
-        raft={"request_id_ttl": None, "request_id_cache_max": 100},
-    )
-    try:
-        yield c
-    finally:
-        c.stop()
+# the settings: request ids do not pin the log, so `compact` has work to do
+cluster = module_cluster(
+    partial(start_cluster, raft={"request_id_ttl": None, "request_id_cache_max": 100}),
+    "retention",
+)
 
 
 async def _publish_many(topics: TopicClient, topic: str, count: int) -> list[int]:

@@ -4,19 +4,18 @@ answers ``KG``/``KK``; a property test checks the view against a plain replay.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from machine_log import Log
 
-from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import ExpectationFailedError, TopicError
 from raftlog.server.quota_gate import record_count
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.storage.memory import MemoryLogStore, MemorySnapshotStore
+from raftlog.storage.memory import MemorySnapshotStore
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_kv as kv_rpc
 from raftlog.topics.machine import TopicStateMachine
@@ -28,7 +27,6 @@ from raftlog.topics.records import (
     RecordId,
     TopicCommand,
     check_property,
-    encode_clock_tick,
     encode_command,
 )
 from raftlog.topics.records_kv import NO_RECORD, encode_conditional, parse_record_id
@@ -44,47 +42,9 @@ from raftlog.topics.wire_errors import encode_error, error_from
 DAY = 24 * 3600 * 1000
 
 
-class Log:
-    """A memory log plus helpers that append topic entries the way a leader would."""
-
-    def __init__(self) -> None:
-        self.store = MemoryLogStore()
-        self.now = 1_000_000
-
-    def add(self, data: bytes) -> int:
-        index = self.store.last_index + 1
-        self.store.append(index, [LogEntry(index.to_bytes(12, "big"), EntryType.STATE, 1, data)])
-        return index
-
-    def create(self, name: str, **props: int | str | None) -> int:
-        return self.add(encode_command(TopicCommand("create", name, props)))
-
-    def publish(self, *records: Record, expect: Sequence[Expectation] = ()) -> int:
-        return self.add(stamp_append_time(encode_conditional(records, expect), self.now))
-
-    def put(self, topic: str, key: bytes, value: bytes | None) -> int:
-        record = Record(topic, value or b"", key, tombstone=value is None)
-        return self.publish(record)
-
-    def tick(self, at: int) -> int:
-        self.now = at
-        return self.add(encode_clock_tick(at))
-
-    def apply(self, machine: TopicStateMachine) -> None:
-        lo = machine.last_applied + 1
-        machine.apply(lo, self.store.raw_entries(lo, self.store.last_index + 1), 1)
-
-
-@pytest.fixture
-def log() -> Log:
-    return Log()
-
-
-@pytest.fixture
-def machine(tmp_path: Path, log: Log) -> Iterator[TopicStateMachine]:
-    m = TopicStateMachine(tmp_path / "topics", log.store)
-    yield m
-    m.close()
+def put(log: Log, topic: str, key: bytes, value: bytes | None) -> int:
+    """One keyed record (``None``: a tombstone) into ``topic``."""
+    return log.publish(Record(topic, value or b"", key, tombstone=value is None))
 
 
 def kv_get(m: TopicStateMachine, topic: str, key: bytes) -> bytes | None:
@@ -201,11 +161,11 @@ def test_a_compacted_topic_keeps_the_latest_record_per_key(
     log: Log, machine: TopicStateMachine
 ) -> None:
     log.create("c", cleanup_policy="compact", tombstone_retention_ms=1000)
-    log.put("c", b"a", b"1")
-    log.put("c", b"b", b"1")
-    log.put("c", b"a", b"2")
-    log.put("c", b"b", None)
-    log.put("c", b"ab", b"3")
+    put(log, "c", b"a", b"1")
+    put(log, "c", b"b", b"1")
+    put(log, "c", b"a", b"2")
+    put(log, "c", b"b", None)
+    put(log, "c", b"ab", b"3")
     log.apply(machine)
     assert live(machine, "c") == [(b"a", b"2", False), (b"b", b"", True), (b"ab", b"3", False)]
     assert kv_get(machine, "c", b"a") == b"2" and kv_get(machine, "c", b"b") is None
@@ -236,7 +196,7 @@ def test_a_compacted_topic_keeps_the_latest_record_per_key(
 
 def test_compact_delete_expires_by_retention_too(log: Log, machine: TopicStateMachine) -> None:
     log.create("c", cleanup_policy="compact,delete", retention_ms=500)
-    log.put("c", b"a", b"1")
+    put(log, "c", b"a", b"1")
     log.apply(machine)
     assert kv_get(machine, "c", b"a") == b"1"
     log.tick(log.now + 500)
@@ -258,9 +218,9 @@ def test_non_compacted_topics_answer_no_kv(log: Log, machine: TopicStateMachine)
 def test_compacted_topics_do_not_pin_log_compaction(log: Log, machine: TopicStateMachine) -> None:
     log.create("c", cleanup_policy="compact")
     log.create("plain")
-    log.put("c", b"a", b"1")
+    put(log, "c", b"a", b"1")
     pinned = log.publish(Record("plain", b"kept"))
-    log.put("c", b"a", b"2")
+    put(log, "c", b"a", b"2")
     log.apply(machine)
     assert machine.compaction_limit() == pinned - 1
     log.add(encode_command(TopicCommand("delete", "plain")))
@@ -271,7 +231,7 @@ def test_compacted_topics_do_not_pin_log_compaction(log: Log, machine: TopicStat
 def _fill_compacted(log: Log) -> None:
     log.create("c", cleanup_policy="compact", tombstone_retention_ms=10 * DAY)
     for n in range(30):
-        log.put("c", b"k%d" % (n % 7), None if n % 5 == 4 else b"v%d" % n)
+        put(log, "c", b"k%d" % (n % 7), None if n % 5 == 4 else b"v%d" % n)
 
 
 def dump(m: TopicStateMachine) -> tuple[object, ...]:
@@ -333,7 +293,7 @@ def test_the_kv_view_equals_a_replay_and_survives_a_snapshot(
     log.create("c", cleanup_policy="compact", tombstone_retention_ms=10 * DAY)
     expected: dict[bytes, bytes] = {}
     for key, value in ops:
-        log.put("c", key, value)
+        put(log, "c", key, value)
         if value is None:
             expected.pop(key, None)
         else:
@@ -358,7 +318,7 @@ def test_the_kv_view_equals_a_replay_and_survives_a_snapshot(
 
 def test_a_transaction_commits_into_a_compacted_topic(log: Log, machine: TopicStateMachine) -> None:
     log.create("c", cleanup_policy="compact")
-    log.put("c", b"a", b"before")
+    put(log, "c", b"a", b"before")
     log.add(stamp_append_time(encode_tx_control(TxControl("begin", "t1", 60_000)), log.now))
     log.add(
         stamp_append_time(

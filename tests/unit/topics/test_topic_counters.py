@@ -3,11 +3,10 @@ derived again after a restart and a snapshot restore -- always equal to what a r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from test_topic_machine import Log, read
+from machine_log import Log
+from test_topic_machine import read
 
 from raftlog.statemachine.composite import CompositeStateMachine
 from raftlog.storage.memory import MemorySnapshotStore
@@ -15,18 +14,6 @@ from raftlog.topics.counters import TopicTotals
 from raftlog.topics.machine import TopicStateMachine
 from raftlog.topics.opening import open_topic_machine
 from raftlog.topics.records import Record, RecordId, TopicCommand, encode_command
-
-
-@pytest.fixture
-def log() -> Log:
-    return Log()
-
-
-@pytest.fixture
-def machine(tmp_path: Path, log: Log) -> Iterator[TopicStateMachine]:
-    m = TopicStateMachine(tmp_path / "topics", log.store)
-    yield m
-    m.close()
 
 
 def totals(machine: TopicStateMachine, name: str) -> TopicTotals:

@@ -3,28 +3,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-from test_topic_machine import Log
+from machine_log import Log
 
 from raftlog.errors import RemoteProtocolError
 from raftlog.topics import wire_counts as tc
 from raftlog.topics.machine import TopicStateMachine
 from raftlog.topics.records import Record, TopicError
-
-
-@pytest.fixture
-def log() -> Log:
-    return Log()
-
-
-@pytest.fixture
-def machine(tmp_path: Path, log: Log) -> Iterator[TopicStateMachine]:
-    m = TopicStateMachine(tmp_path / "topics", log.store)
-    yield m
-    m.close()
 
 
 def counts(

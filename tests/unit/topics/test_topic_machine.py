@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import msgpack
 import pytest
+from machine_log import Log
 
-from raftlog.entry import EntryType, LogEntry
+from raftlog.entry import EntryType
 from raftlog.errors import RecordsExpiredError
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.storage.memory import MemoryLogStore, MemorySnapshotStore
+from raftlog.storage.memory import MemorySnapshotStore
 from raftlog.topics import wire as rpc
 from raftlog.topics.machine import TopicStateMachine, check_entry, snapshot_part
 from raftlog.topics.records import (
@@ -22,55 +22,9 @@ from raftlog.topics.records import (
     TopicCommand,
     TopicError,
     TopicProperties,
-    encode_clock_tick,
     encode_command,
     encode_records,
 )
-from raftlog.topics.stamp import stamp_append_time
-
-
-class Log:
-    """A memory log plus helpers that append topic entries the way a leader would."""
-
-    def __init__(self) -> None:
-        self.store = MemoryLogStore()
-        self.now = 1_000_000
-
-    def add(self, data: bytes, entry_type: int = EntryType.STATE) -> int:
-        index = self.store.last_index + 1
-        rid = index.to_bytes(12, "big") if entry_type != EntryType.CHECKPOINT else bytes(12)
-        self.store.append(index, [LogEntry(rid, entry_type, 1, data)])
-        return index
-
-    def create(self, name: str, **props: int | None) -> int:
-        return self.add(encode_command(TopicCommand("create", name, props)))
-
-    def publish(self, *records: Record, at: int | None = None, auto: bool = False) -> int:
-        data = stamp_append_time(
-            encode_records(records), self.now if at is None else at, auto_create=auto
-        )
-        return self.add(data)
-
-    def tick(self, at: int) -> int:
-        """The leader's clock tick: moves the log clock that retention reads."""
-        self.now = at
-        return self.add(encode_clock_tick(at))
-
-    def apply(self, machine: TopicStateMachine) -> None:
-        lo = machine.last_applied + 1
-        machine.apply(lo, self.store.raw_entries(lo, self.store.last_index + 1), 1)
-
-
-@pytest.fixture
-def log() -> Log:
-    return Log()
-
-
-@pytest.fixture
-def machine(tmp_path: Path, log: Log) -> Iterator[TopicStateMachine]:
-    m = TopicStateMachine(tmp_path / "topics", log.store)
-    yield m
-    m.close()
 
 
 def values(result: rpc.ReadResult) -> list[bytes]:

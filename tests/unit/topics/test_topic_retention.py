@@ -3,11 +3,9 @@ low-water mark, the compaction limit and the leader's expiry deadline."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
-from test_topic_machine import Log, read, values
+from machine_log import Log
+from test_topic_machine import read, values
 
 from raftlog.entry import ENTRY_HEADER_SIZE
 from raftlog.errors import RecordsExpiredError
@@ -22,18 +20,6 @@ from raftlog.topics.records import (
     encode_clock_tick,
     encode_command,
 )
-
-
-@pytest.fixture
-def log() -> Log:
-    return Log()
-
-
-@pytest.fixture
-def machine(tmp_path: Path, log: Log) -> Iterator[TopicStateMachine]:
-    m = TopicStateMachine(tmp_path / "topics", log.store)
-    yield m
-    m.close()
 
 
 def test_clock_ticks_round_trip_and_move_only_the_clock(

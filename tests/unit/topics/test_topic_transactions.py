@@ -4,11 +4,11 @@ bounded, carried by snapshots, and never compacted away while they matter."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_topic_machine import Log, ids, read, values
+from machine_log import Log
+from test_topic_machine import ids, read, values
 
 from raftlog.errors import TopicError, TransactionError
 from raftlog.statemachine.composite import CompositeStateMachine
@@ -47,13 +47,6 @@ class TxLog(Log):
 @pytest.fixture
 def log() -> TxLog:
     return TxLog()
-
-
-@pytest.fixture
-def machine(tmp_path: Path, log: TxLog) -> Iterator[TopicStateMachine]:
-    m = TopicStateMachine(tmp_path / "topics", log.store)
-    yield m
-    m.close()
 
 
 def test_stored_records_are_invisible_until_the_commit_then_appear_at_its_index(

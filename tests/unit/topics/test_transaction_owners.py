@@ -5,7 +5,6 @@ one; and a topic listing shows a key only the topics it may read (finding 8)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import msgpack
@@ -53,13 +52,6 @@ class OwnedLog(TxLog):
 @pytest.fixture
 def log() -> OwnedLog:
     return OwnedLog()
-
-
-@pytest.fixture
-def machine(tmp_path: Path, log: OwnedLog) -> Iterator[TopicStateMachine]:
-    m = TopicStateMachine(tmp_path / "topics", log.store)
-    yield m
-    m.close()
 
 
 def _refusal(machine: TopicStateMachine, index: int) -> str | None:
