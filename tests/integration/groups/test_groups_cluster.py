@@ -248,6 +248,9 @@ async def test_push_fetch_waits_for_min_records_within_credit(cluster: RestClust
     ):
         await topics.create_topic("feed", exist_ok=True)
         follower = cluster.peers[cluster.follower()].url
+        # the follower learns the commit on the next append or tick: read our own write
+        # there first, as docs/client.md says a follower read after a write must
+        await topics.read("feed", url=follower, consistency="read_your_writes")
         fetch = asyncio.create_task(topics.fetch("feed", follower, wait_ms=20_000,
                                                  min_records=3, max_bytes=12))
         for n in range(2):
