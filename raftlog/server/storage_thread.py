@@ -32,7 +32,7 @@ How (``DurableWrites`` contract in ``raftlog.server.durable_writes``):
   thread by ``durable``/``wait``: the peer stops (exit code 3), as it did when the write ran
   on the loop -- nothing queued after it was acknowledged.
 
-Where it syncs: ``_run`` (or ``_write_inline``) -> ``RocksLogStore.write_synced`` (one batch
+Where it syncs: ``_write`` (on the thread, or inline) -> ``RocksLogStore.write_synced`` (one batch
 per write).
 """
 
@@ -85,14 +85,13 @@ class _Written:
         self.error = error
 
 
-INLINE_ENTRIES = int(os.environ.get("RAFTLOG_STORAGE_INLINE_ENTRIES", "1"))
+INLINE_ENTRIES: Final = 1
 """A batch of at most this many entries, with no write in flight, is written on the loop
 thread itself. Why: handing a write to the thread and back costs two wake-ups (the queue, the
 pipe) on the critical path of every update when the load is light -- at one update in
 flight it is all the loop would do meanwhile anyway (issue #28: p50 1.76 ms inline against
 2.40 ms handed over, a loaded machine) -- while a larger batch means updates are queuing,
-and then the loop gains by receiving and proposing during the fsync. The environment
-variable is for benchmarks that compare thresholds."""
+and then the loop gains by receiving and proposing during the fsync."""
 
 
 class StorageThread:
@@ -224,20 +223,9 @@ class StorageThread:
         entries = len(append.entries) if append else 0
         self._in_flight = (queued[-1][0], done, entries)
         if entries <= self._inline_entries:
-            self._write_inline(batch)
+            self._written(_write(self._log, batch))  # on the loop thread: raises if it failed
             return
         self._jobs.put(batch)
-
-    def _write_inline(self, batch: WriteBatch) -> None:
-        """A small batch with nothing in flight: written here, on the loop thread."""
-        started = time.perf_counter()
-        try:
-            self._log.write_synced(batch, "ready")
-        except BaseException as exc:
-            self._in_flight = None
-            self._failed = exc
-            raise
-        self._written(_Written(time.perf_counter() - started, None))
 
     def _written(self, written: _Written) -> None:
         """A batch is on disk (or failed): bookkeeping, then the next batch."""
@@ -266,17 +254,23 @@ class StorageThread:
             batch = self._jobs.get()
             if batch is None:
                 return
-            started = time.perf_counter()
-            error: BaseException | None = None
-            try:
-                log.write_synced(batch, "ready")
-            except BaseException as exc:  # handed to the loop thread, which stops the peer
-                error = exc
-            self._results.put(_Written(time.perf_counter() - started, error))
+            self._results.put(_write(log, batch))  # a failure goes to the loop thread
             try:
                 os.write(self._wake_write, b"w")
             except OSError:  # closed while stopping: nobody listens any more
                 return
+
+
+def _write(log: RocksLogStore, batch: WriteBatch) -> _Written:
+    """One synced write of ``batch`` and its outcome (an error is caught, not raised: the
+    loop thread raises it in ``_written`` and the peer stops), on whichever thread runs it."""
+    started = time.perf_counter()
+    error: BaseException | None = None
+    try:
+        log.write_synced(batch, "ready")
+    except BaseException as exc:
+        error = exc
+    return _Written(time.perf_counter() - started, error)
 
 
 def _conforms(writes: StorageThread) -> DurableWrites:
