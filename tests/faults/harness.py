@@ -239,7 +239,7 @@ def run_schedule(
     chaos.did["elections"] = elections
     if options.own_entries is not None:
         ops += schedule_ops(logs, options.own_entries)
-    report = check(ops, logs, reads)
+    report = check(ops, logs, reads, agreed=commit)
     group_log = None
     if served is not None:
         committed = committed_log(logs, Report())

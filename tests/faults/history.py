@@ -225,13 +225,19 @@ def check(
     topic_reads: Sequence[TopicRead] = (),
     *,
     converged: bool = True,
+    agreed: int | None = None,
 ) -> Report:
     """Check the promises (module docstring). ``converged``: every peer in ``peers`` should
-    have reached the same commit index (true after healing and quiescing)."""
+    have reached the same commit index (true after healing and quiescing). ``agreed``: the
+    commit index every member reported at once while running (``wait_converged``); each
+    member's stored log must then reach it. Entries committed after that moment (a cluster
+    clock tick while the peers stop one by one) may reach some peers only -- an idle
+    follower learns a commit index on the leader's next tick -- so without ``agreed`` the
+    highest stored commit index is the mark, as for logs read from peers stopped at once."""
     ops = list(ops)
     report = Report(ops=len(ops))
     if converged and peers:
-        top = max(p.commit_index for p in peers)
+        top = agreed if agreed is not None else max(p.commit_index for p in peers)
         for p in peers:
             if p.member and p.commit_index < top:
                 report.add("lagging", f"peer {p.peer} committed {p.commit_index} < {top}")

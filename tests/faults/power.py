@@ -80,9 +80,13 @@ def restart_checked(chaos: Chaos, ids: Sequence[str]) -> None:
     cluster = chaos.cluster
 
     def settled() -> bool:
+        # every restarted peer has either exited or come up (answers RequestLogInfo): a
+        # leader elected by the others alone says nothing of a peer still checking its disk
+        # -- one that refused its data a moment later was once taken for recovered
         if any(cluster.exit_code(p) is not None for p in order):
             return True
-        return cluster.leader() is not None
+        infos = cluster.log_infos()
+        return all(infos.get(p) is not None for p in order) and cluster.leader() is not None
 
     wait_for("a leader after the power came back", settled, 60, interval=0.1)
     for peer_id in order:

@@ -118,6 +118,22 @@ def test_phantom_entry_and_lagging_peer_are_flagged() -> None:
     assert report.count("unexpected") == 1 and report.count("lagging") == 1, report.summary()
 
 
+def test_lagging_is_measured_from_the_agreed_commit_index() -> None:
+    """After ``wait_converged`` the peers stop one by one; an entry committed meanwhile (a
+    clock tick) may reach only some of them. That tail is not lagging; a member whose
+    stored log stops short of the index all reported together is."""
+    ops, peers = history()
+    tick = LogEntry.checkpoint(1)
+    for p in peers:
+        p.entries[12], p.commit_index = tick, 12
+    peers[1].commit_index = 11  # stopped before the leader's next tick told it of 12
+    assert check(ops, peers, agreed=11).count("lagging") == 0
+    assert check(ops, peers).count("lagging") == 1  # no agreed index: the highest is the mark
+    peers[2].commit_index = 10  # holds less than it reported committed
+    report = check(ops, peers, agreed=11)
+    assert report.lagging == ["peer 3 committed 10 < 11"], report.summary()
+
+
 def topic_history() -> tuple[list[Op], list[PeerLog], list[TopicRow]]:
     ops, peers = history(4)
     rows = []

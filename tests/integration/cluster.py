@@ -51,15 +51,33 @@ PEER_BIN = Path(sys.executable).with_name("raftlog-peer")
 T = TypeVar("T")
 
 
+_HANDED_OUT: set[int] = set()
+"""Every port ``free_ports`` returned in this process: never returned twice."""
+_FORGET_AFTER = 12_000
+
+
 def free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback ports that were free a moment ago (bind to 0, release)."""
-    socks = []
+    """``n`` loopback ports that were free a moment ago (bind to 0, release), distinct from
+    each other and from every port this process was handed before.
+
+    Why the memory: a port is released before the peer (or the fault proxy) that gets it
+    binds it, so without it the kernel could hand the same port to the next caller -- a
+    fault cluster once gave peer 1's private bind port as peer 3's advertised one, and peer
+    1 could never start (``Address already in use``, CI of 2026-11-26)."""
+    if len(_HANDED_OUT) > _FORGET_AFTER:  # those clusters stopped long ago; keep the
+        _HANDED_OUT.clear()  # ephemeral range (~28,000 ports) from running out
+    socks: list[socket.socket] = []
+    ports: list[int] = []
     try:
-        for _ in range(n):
+        while len(ports) < n:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
+            socks.append(s)  # held until the end: the kernel cannot hand it out again here
+            port = s.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                ports.append(port)
+        return ports
     finally:
         for s in socks:
             s.close()

@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,11 @@ import msgpack
 import zmq
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+if str(REPO_ROOT / "tests") not in sys.path:  # ``integration`` is a package under tests/
+    sys.path.insert(0, str(REPO_ROOT / "tests"))
+
+from integration.cluster import free_ports as shared_free_ports  # noqa: E402
+
 INTEROP_DIR = Path(os.environ.get("RAFTLOG_INTEROP", REPO_ROOT / ".interop"))
 NODE_MODULES = INTEROP_DIR / "node_modules"
 ZMQ_RAFT_BIN = NODE_MODULES / "zmq-raft" / "bin" / "zmq-raft.js"
@@ -98,23 +102,10 @@ def wait_until(
 
 
 def free_ports(n: int) -> list[int]:
-    """Return ``n`` distinct TCP ports on 127.0.0.1 that were free a moment ago.
-
-    Why: tests run concurrently (several engineers, several pytest processes), so fixed ports
-    would collide. Binding to port 0 lets the kernel pick unused ephemeral ports; all sockets
-    are held open until every port is chosen so the ``n`` ports are distinct. There is a small
-    window between closing them here and the peer binding them, which is acceptable for tests.
-    """
-    socks: list[socket.socket] = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
+    """``n`` free loopback ports, never handed out before in this process: the one
+    allocator of ``integration.cluster`` (reference and raftlog clusters share a pytest
+    process, so they must share its memory of what it gave out)."""
+    return shared_free_ports(n)
 
 
 # --------------------------------------------------------------------------------------------
