@@ -12,6 +12,7 @@ does not depend on the client library it is used to test.
 from __future__ import annotations
 
 import os
+import random
 import resource
 import signal
 import socket
@@ -51,33 +52,60 @@ PEER_BIN = Path(sys.executable).with_name("raftlog-peer")
 T = TypeVar("T")
 
 
-_HANDED_OUT: set[int] = set()
-"""Every port ``free_ports`` returned in this process: never returned twice."""
-_FORGET_AFTER = 12_000
+def _port_range() -> tuple[int, int]:
+    """Where test ports come from: the 12,000 ports just below the kernel's ephemeral range
+    (``ip_local_port_range``), or ``(0, 0)`` where there is no room below it."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default; elsewhere a guess the bind check below makes safe
+    start = max(1024, low - 12_000)
+    return (start, low) if low - start >= 4_000 else (0, 0)
+
+
+_PORTS = _port_range()
+_next_port = random.randrange(*_PORTS) if _PORTS[1] else 0
+"""The next candidate (a random start: two pytest processes on one host rarely overlap)."""
 
 
 def free_ports(n: int) -> list[int]:
-    """``n`` loopback ports that were free a moment ago (bind to 0, release), distinct from
-    each other and from every port this process was handed before.
+    """``n`` distinct loopback ports that were free a moment ago.
 
-    Why the memory: a port is released before the peer (or the fault proxy) that gets it
-    binds it, so without it the kernel could hand the same port to the next caller -- a
-    fault cluster once gave peer 1's private bind port as peer 3's advertised one, and peer
-    1 could never start (``Address already in use``, CI of 2026-11-26)."""
-    if len(_HANDED_OUT) > _FORGET_AFTER:  # those clusters stopped long ago; keep the
-        _HANDED_OUT.clear()  # ephemeral range (~28,000 ports) from running out
-    socks: list[socket.socket] = []
+    Why not bind to port 0: the kernel hands out the same ephemeral range to ``connect()``
+    as source ports, and a port is released before the peer (or the fault proxy) that gets
+    it binds it. A fault cluster once got peer 1's private bind port handed out again as
+    peer 3's advertised one, and peer 1 never started (``Address already in use``, the CI
+    run of 2026-11-26). Ports below that range are never a connection's source port, and
+    a cursor walks them in turn, so a port comes back only after some 12,000 others."""
+    global _next_port
+    lo, hi = _PORTS
+    if not hi:
+        return _ephemeral_ports(n)
     ports: list[int] = []
+    if n == 0:
+        return ports
+    for _ in range(hi - lo):
+        port, _next_port = _next_port, lo + (_next_port + 1 - lo) % (hi - lo)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe_socket:
+            try:
+                probe_socket.bind(("127.0.0.1", port))
+            except OSError:  # taken, or in TIME_WAIT: the next one
+                continue
+        ports.append(port)
+        if len(ports) == n:
+            return ports
+    raise RuntimeError(f"no {n} free loopback ports in {lo}-{hi - 1}")
+
+
+def _ephemeral_ports(n: int) -> list[int]:
+    """``n`` distinct ports the kernel picks (bind to 0, all held until each is chosen)."""
+    socks = []
     try:
-        while len(ports) < n:
+        for _ in range(n):
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind(("127.0.0.1", 0))
-            socks.append(s)  # held until the end: the kernel cannot hand it out again here
-            port = s.getsockname()[1]
-            if port not in _HANDED_OUT:
-                _HANDED_OUT.add(port)
-                ports.append(port)
-        return ports
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
             s.close()

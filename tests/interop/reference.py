@@ -102,9 +102,9 @@ def wait_until(
 
 
 def free_ports(n: int) -> list[int]:
-    """``n`` free loopback ports, never handed out before in this process: the one
-    allocator of ``integration.cluster`` (reference and raftlog clusters share a pytest
-    process, so they must share its memory of what it gave out)."""
+    """``n`` free loopback ports from the one allocator of ``integration.cluster``
+    (reference and raftlog clusters share a pytest process, so they share its cursor
+    through the test ports and never get a port the other was just given)."""
     return shared_free_ports(n)
 
 
