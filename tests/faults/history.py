@@ -22,7 +22,8 @@ appends reduces to index checks (no search needed); the checks run in O(n log n)
   proposal was definitely refused;
 * **topic** — a peer's topic read differs from the topic's records in the log (within
   retention);
-* **lagging** — a peer whose commit index did not reach the others' (no convergence);
+* **lagging** — a member whose stored log does not reach the commit index all members
+  reported together before they stopped (``agreed``), or else the others' (no convergence);
 * ``unacked_landed`` (not a violation) — ops answered ``info``/``fail`` whose entry is in the
   log anyway: a timed-out write may land, exactly once.
 
