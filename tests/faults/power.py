@@ -85,8 +85,10 @@ def restart_checked(chaos: Chaos, ids: Sequence[str]) -> None:
         # -- one that refused its data a moment later was once taken for recovered
         if any(cluster.exit_code(p) is not None for p in order):
             return True
-        infos = cluster.log_infos()
-        return all(infos.get(p) is not None for p in order) and cluster.leader() is not None
+        infos = cluster.log_infos()  # one probe round answers both questions
+        return all(infos.get(p) is not None for p in order) and any(
+            info is not None and info.is_leader for info in infos.values()
+        )
 
     wait_for("a leader after the power came back", settled, 60, interval=0.1)
     for peer_id in order:

@@ -40,7 +40,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT / "tests") not in sys.path:  # ``integration`` is a package under tests/
     sys.path.insert(0, str(REPO_ROOT / "tests"))
 
-from integration.cluster import free_ports as shared_free_ports  # noqa: E402
+# the one test-port allocator: reference and raftlog clusters share a pytest process, so
+# they share its cursor and never get a port the other was just given
+from integration.cluster import free_ports  # noqa: E402
 
 INTEROP_DIR = Path(os.environ.get("RAFTLOG_INTEROP", REPO_ROOT / ".interop"))
 NODE_MODULES = INTEROP_DIR / "node_modules"
@@ -94,18 +96,6 @@ def wait_until(
         if time.monotonic() >= deadline:
             raise TimeoutError(f"timed out after {timeout:.1f}s waiting for: {message}")
         time.sleep(interval)
-
-
-# --------------------------------------------------------------------------------------------
-# Ports
-# --------------------------------------------------------------------------------------------
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` free loopback ports from the one allocator of ``integration.cluster``
-    (reference and raftlog clusters share a pytest process, so they share its cursor
-    through the test ports and never get a port the other was just given)."""
-    return shared_free_ports(n)
 
 
 # --------------------------------------------------------------------------------------------
