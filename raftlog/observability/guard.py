@@ -7,12 +7,14 @@ up a peer's descriptors, its ZeroMQ port stopped answering and its log grew by 1
 (issue #25). Here every accepted socket is counted *before* any protocol sees it:
 
 - at ``cap`` connections (``[http] max_connections``, never more than half the descriptor
-  limit) a new connection displaces the oldest one that is not handling a request (a
-  half-open one trickling headers, a TLS handshake, an idle keep-alive): a flood cannot
-  lock out a monitoring probe, it only churns through its own connections. When every
-  connection is busy (e.g. as many long polls), or ``max_connections_per_address`` are open
-  from the new one's address, it gets a one-line 503 (plain HTTP) and is closed at once --
-  a fast refusal, one descriptor for a microsecond;
+  limit) a new connection displaces one that is not handling a request (a half-open one
+  trickling headers, a TLS handshake, an idle keep-alive): the oldest such connection of
+  the address that holds the most connections, else the oldest such one of any address.
+  A flood only churns through its own connections, even while a probe's request waits
+  for the loop's next pass (oldest-first alone evicted it there when the loop fell
+  behind). When every connection is busy (e.g. as many long polls), or
+  ``max_connections_per_address`` are open from the new one's address, it gets a one-line
+  503 (plain HTTP) and is closed at once -- a fast refusal, one descriptor for a moment;
 - when accept itself fails for lack of descriptors, accepting pauses briefly instead of
   spinning, and the failure is logged once a second with a count (:class:`FloodLog`);
 - a connection (or TLS handshake) that has not produced a request within
@@ -109,6 +111,8 @@ class _Conn:
 
     last: float
     """When it was accepted, or when its last request ended."""
+    address: str = "local"
+    """The client's address: eviction picks from the address holding the most."""
     task: asyncio.Task[None] | None = None
     transport: asyncio.BaseTransport | None = None
     requests: int = 0
@@ -134,7 +138,9 @@ class ConnectionGuard:
         self.open = 0
         self._per_address: Counter[str] = Counter()
         self._conns: dict[_Conn, None] = {}
-        """Admitted connections, oldest first (an ordered set)."""
+        """Admitted connections not yet evicted or reaped, oldest first (an ordered set)."""
+        self._by_address: dict[str, dict[_Conn, None]] = {}
+        """The same connections by client address, oldest first."""
         self._by_transport: dict[asyncio.BaseTransport, _Conn] = {}
         self._sock: socket.socket | None = None
         self._factory: Callable[[], asyncio.BaseProtocol] | None = None
@@ -222,12 +228,13 @@ class ConnectionGuard:
             return
         self.open += 1
         self._per_address[address] += 1
-        conn = _Conn(time.monotonic())
+        conn = _Conn(time.monotonic(), address)
         self._conns[conn] = None
+        self._by_address.setdefault(address, {})[conn] = None
 
         def release() -> None:
             self.open -= 1
-            self._conns.pop(conn, None)
+            self._forget(conn)
             if conn.transport is not None:
                 self._by_transport.pop(conn.transport, None)
             left = self._per_address[address] - 1
@@ -239,18 +246,37 @@ class ConnectionGuard:
         counted = _CountedSocket(sock, _Slot(release))
         conn.task = asyncio.get_running_loop().create_task(self._connect(counted, conn))
 
+    def _forget(self, conn: _Conn) -> None:
+        """Stop tracking ``conn`` (evicted, reaped or closed); safe to repeat."""
+        self._conns.pop(conn, None)
+        same = self._by_address.get(conn.address)
+        if same is not None:
+            same.pop(conn, None)
+            if not same:
+                del self._by_address[conn.address]
+
+    def _victim(self) -> _Conn | None:
+        """The connection a new one displaces: the oldest idle one of the address holding
+        the most connections, else the oldest idle one of any address; None if all are
+        busy. Fairness by address, so that a flood's own connections go first."""
+        crowded = max(self._by_address.values(), key=len, default={})
+        for candidates in (crowded, self._conns):
+            for conn in candidates:
+                if not conn.busy:
+                    return conn
+        return None
+
     def _evict_one(self) -> bool:
-        """Drop the oldest connection that handles no request; False if all are busy. Its
-        slot comes back when its socket closes, on the loop's next pass: until then ``open``
-        may pass ``cap`` by the connections of one accept batch (``ACCEPT_BATCH``)."""
-        for conn in self._conns:
-            if not conn.busy:
-                del self._conns[conn]  # never picked twice; release() tolerates it
-                conn.drop()
-                self.flood.event("http_connections_evicted", reason="listener full",
-                                 cap=self.cap)
-                return True
-        return False
+        """Drop the connection :meth:`_victim` picks; False if all are busy. Its slot comes
+        back when its socket closes, on the loop's next pass: until then ``open`` may pass
+        ``cap`` by the connections of one accept batch (``ACCEPT_BATCH``)."""
+        conn = self._victim()
+        if conn is None:
+            return False
+        self._forget(conn)  # never picked twice; release() tolerates it
+        conn.drop()
+        self.flood.event("http_connections_evicted", reason="listener full", cap=self.cap)
+        return True
 
     def _refuse(self, conn: socket.socket, event: str, **fields: Any) -> None:
         """Answer 503 without reading the request (plain HTTP only) and close."""
@@ -297,7 +323,7 @@ class ConnectionGuard:
             if not conn.busy and now - conn.last > (idle if conn.requests else header)
         ]
         for conn in late:
-            self._conns.pop(conn, None)
+            self._forget(conn)
             conn.drop()
         if late:
             self.flood.event("http_connections_reaped", count_now=len(late))

@@ -107,6 +107,28 @@ def test_a_full_listener_evicts_half_open_connections_for_a_real_request(
             sock.close()
 
 
+def test_a_full_listener_evicts_from_the_most_crowded_address_first(
+    listener: tuple[HttpListener, int],
+) -> None:
+    """The CI failure of 2026-11-26: under a half-open flood, a probe's connection was the
+    oldest idle one often enough to be reset. The flood's own address goes first."""
+    running, port = listener
+    probe = half_open(port, "127.0.0.9")  # the oldest, from an address of its own
+    flood = [half_open(port, "127.0.0.2") for _ in range(3)]
+    try:
+        for _ in range(50):
+            if running.guard.open == 4:
+                break
+            time.sleep(0.02)
+        assert running.guard.open == 4
+        assert get(port, source="127.0.0.3").startswith(b"HTTP/1.1 200")
+        assert closed_by_peer(flood[0], 1.0)  # the crowded address's oldest made room
+        assert not closed_by_peer(probe, 0.3)  # the oldest of all was kept
+    finally:
+        for sock in [probe, *flood]:
+            sock.close()
+
+
 def test_trickled_headers_are_cut_off_and_busy_requests_are_not(
     listener: tuple[HttpListener, int],
 ) -> None:
