@@ -3,9 +3,12 @@ runs the same schedules long and with many seeds (``faults.chaos``).
 
 Each is a named test with a fixed seed (replay another one with ``RAFTLOG_CHAOS_SEED``;
 lengthen with ``RAFTLOG_CHAOS_SECONDS``). A run must (1) have done its fault (guards), then
-(2) keep every promise the checker knows. Election stability under a one-way link and under
-CPU starvation, and the full-disk exit code, are open findings of issue #12: while they fail
-the test is reported as xfail *after* the safety checks passed (never instead of them).
+(2) keep every promise the checker knows. Election stability under a one-way link, CPU
+starvation and RequestEntries bursts (issue #12, fixed) is a timing expectation: on a
+machine loaded many times over an election can still happen, so here it is reported as
+xfail *after* the safety checks passed (never instead of them); ``make chaos`` and
+``make stability`` measure it (docs/reliability.md). The full follower's exit code is
+behaviour, not timing, and is asserted.
 """
 
 from __future__ import annotations
@@ -26,6 +29,12 @@ SECONDS = float(os.environ.get("RAFTLOG_CHAOS_SECONDS", "3"))
 wants (a run goes on past this until its guards are met, ``Schedule.run_options``); more
 rounds and seeds are ``make chaos``."""
 SEEDS = {name: 1000 + n for n, name in enumerate(SCHEDULES)}
+LOAD_DEPENDENT_STABILITY = {
+    "one_way_partition": "a one-way link to a follower",
+    "cpu_starvation": "CPU starvation",
+    "entries_burst": "bursts of unread RequestEntries streams",
+}
+"""Schedules whose "no election" depends on the machine's load (module docstring)."""
 
 
 def run(name: str, tmp_path: Path, seconds: float = SECONDS) -> RunResult:
@@ -53,25 +62,15 @@ def test_schedule(name: str, tmp_path: Path) -> None:
         assert result.elections <= result.did["pauses"], (
             f"{result.elections} elections for {result.did['pauses']} pause(s)"
         )
-    if name == "one_way_partition" and result.elections:
-        pytest.xfail(
-            f"issue #12 finding 3: {result.elections} election(s) although the "
-            "leader was healthy and reached the one-way follower"
+    if name == "full_disk_follower":
+        assert "exit_code_3" in result.did, (
+            f"the full follower did not exit with the documented 3: {result.did}"
         )
-    if name == "cpu_starvation" and result.elections:
+    if name in LOAD_DEPENDENT_STABILITY and result.elections:
         pytest.xfail(
-            f"issue #12 item 4: {result.elections} election(s) with a healthy leader "
-            "under CPU starvation"
-        )
-    if name == "entries_burst" and result.elections:
-        pytest.xfail(
-            f"issue #12 finding 4: {result.elections} election(s) after bursts of "
-            "unread RequestEntries streams"
-        )
-    if name == "full_disk_follower" and "exit_code_3" not in result.did:
-        pytest.xfail(
-            f"issue #12 finding 2: the full follower exited with {result.did} "
-            "instead of the documented 3 (close masks the first failure)"
+            f"{result.elections} election(s) with a healthy leader under "
+            f"{LOAD_DEPENDENT_STABILITY[name]}: a timing expectation on a loaded machine "
+            "(make chaos and make stability measure it); every safety check passed"
         )
 
 
