@@ -49,6 +49,7 @@ from typing import Any, Final
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from raftlog.observability.address_ranks import AddressRanks
 from raftlog.observability.flood_log import REAP_INTERVAL, FloodLog
 from raftlog.observability.http_settings import HttpSettings
 
@@ -139,8 +140,8 @@ class ConnectionGuard:
         self._per_address: Counter[str] = Counter()
         self._conns: dict[_Conn, None] = {}
         """Admitted connections not yet evicted or reaped, oldest first (an ordered set)."""
-        self._by_address: dict[str, dict[_Conn, None]] = {}
-        """The same connections by client address, oldest first."""
+        self._ranks: AddressRanks[_Conn] = AddressRanks()
+        """The same connections by client address, for eviction."""
         self._by_transport: dict[asyncio.BaseTransport, _Conn] = {}
         self._sock: socket.socket | None = None
         self._factory: Callable[[], asyncio.BaseProtocol] | None = None
@@ -230,7 +231,7 @@ class ConnectionGuard:
         self._per_address[address] += 1
         conn = _Conn(time.monotonic(), address)
         self._conns[conn] = None
-        self._by_address.setdefault(address, {})[conn] = None
+        self._ranks.add(address, conn)
 
         def release() -> None:
             self.open -= 1
@@ -249,18 +250,13 @@ class ConnectionGuard:
     def _forget(self, conn: _Conn) -> None:
         """Stop tracking ``conn`` (evicted, reaped or closed); safe to repeat."""
         self._conns.pop(conn, None)
-        same = self._by_address.get(conn.address)
-        if same is not None:
-            same.pop(conn, None)
-            if not same:
-                del self._by_address[conn.address]
+        self._ranks.discard(conn.address, conn)
 
     def _victim(self) -> _Conn | None:
         """The connection a new one displaces: the oldest idle one of the address holding
         the most connections, else the oldest idle one of any address; None if all are
         busy. Fairness by address, so that a flood's own connections go first."""
-        crowded = max(self._by_address.values(), key=len, default={})
-        for candidates in (crowded, self._conns):
+        for candidates in (self._ranks.most_crowded(), self._conns):
             for conn in candidates:
                 if not conn.busy:
                     return conn
