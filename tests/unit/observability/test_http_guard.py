@@ -63,6 +63,14 @@ def get(port: int, path: str = "/ok", source: str = "127.0.0.1") -> bytes:
         return data
 
 
+def wait_open(running: HttpListener, count: int, within: float = 2.0) -> None:
+    """Wait until the guard counts ``count`` open connections (accepts are asynchronous)."""
+    deadline = time.monotonic() + within
+    while running.guard.open != count and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert running.guard.open == count
+
+
 def closed_by_peer(sock: socket.socket, within: float) -> bool:
     sock.settimeout(within)
     try:
@@ -95,11 +103,7 @@ def test_a_full_listener_evicts_half_open_connections_for_a_real_request(
     running, port = listener
     held = [half_open(port, f"127.0.0.{n}") for n in range(2, 6)]
     try:
-        for _ in range(50):
-            if running.guard.open == 4:
-                break
-            time.sleep(0.02)
-        assert running.guard.open == 4
+        wait_open(running, 4)
         assert get(port).startswith(b"HTTP/1.1 200")  # the oldest half-open one made room
         assert closed_by_peer(held[0], 1.0)
     finally:
@@ -116,11 +120,7 @@ def test_a_full_listener_evicts_from_the_most_crowded_address_first(
     probe = half_open(port, "127.0.0.9")  # the oldest, from an address of its own
     flood = [half_open(port, "127.0.0.2") for _ in range(3)]
     try:
-        for _ in range(50):
-            if running.guard.open == 4:
-                break
-            time.sleep(0.02)
-        assert running.guard.open == 4
+        wait_open(running, 4)
         assert get(port, source="127.0.0.3").startswith(b"HTTP/1.1 200")
         assert closed_by_peer(flood[0], 1.0)  # the crowded address's oldest made room
         assert not closed_by_peer(probe, 0.3)  # the oldest of all was kept
@@ -143,11 +143,7 @@ def test_trickled_headers_are_cut_off_and_busy_requests_are_not(
     finally:
         trickler.close()
         slow.close()
-    for _ in range(100):
-        if running.guard.open == 0:
-            break
-        time.sleep(0.02)
-    assert running.guard.open == 0  # every slot came back
+    wait_open(running, 0)  # every slot came back
 
 
 def test_flood_log_is_one_line_a_second_with_the_count() -> None:
