@@ -10,6 +10,7 @@ from typing import Any
 
 from integration.cluster import PeerCluster
 from raftlog.client import RaftClient
+from raftlog.errors import TopicError
 from raftlog.topics.client import TopicClient
 from raftlog.topics.wire import ReadResult
 
@@ -60,8 +61,25 @@ async def read_all(topics: TopicClient, topic: str, url: str, **kw: Any) -> list
     return out
 
 
-async def wait_applied(topics: TopicClient, topic: str, url: str, index: int) -> None:
-    """Until the peer at ``url`` has applied ``index`` (its reads cover it)."""
-    async with asyncio.timeout(20):
-        while (await topics.read(topic, url=url, limit=1)).applied < index:
-            await asyncio.sleep(0.05)
+async def wait_applied(
+    topics: TopicClient, topic: str, url: str, index: int, timeout: float = 20.0
+) -> None:
+    """Until the peer at ``url`` has applied ``index`` (its reads of ``topic`` cover it).
+
+    A peer restarted behind the leader knows no topic created after its last applied entry
+    until it has caught up (a snapshot or the log), so ``UnknownTopic`` is asked again
+    meanwhile; a topic that is really missing still fails, with that answer, once
+    ``timeout`` passes (CI, 2026-11-26: a follower killed before it applied the topic's
+    creation, read right after its restart)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        try:
+            if (await topics.read(topic, url=url, limit=1)).applied >= index:
+                return
+        except TopicError as exc:
+            if exc.name != "UnknownTopic" or loop.time() > deadline:
+                raise
+        if loop.time() > deadline:
+            raise TimeoutError(f"the peer at {url} did not apply {index} within {timeout}s")
+        await asyncio.sleep(0.05)

@@ -155,14 +155,7 @@ async def _views(
     for peer_id, peer in cluster.peers.items():
         if not peer.running:
             continue
-        # a peer restarted behind the leader knows no topic until it has caught up (its
-        # reads say UnknownTopic until then): wait for its applied index first
-        wait_for(
-            f"peer {peer_id} to apply {index}",
-            lambda p=peer_id: (i := cluster.log_info(p)) is not None and i.last_applied >= index,
-            timeout=60,
-        )
-        await wait_applied(topics, topic, peer.url, index)
+        await wait_applied(topics, topic, peer.url, index, timeout=60)  # may be catching up
         keys = await topics.kv.keys(topic, url=peer.url)
         values = {}
         for key, _ in keys:
