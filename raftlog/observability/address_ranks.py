@@ -34,11 +34,6 @@ class AddressRanks(Generic[T]):
         """How many addresses hold at least one item."""
         return len(self._by_address)
 
-    def count(self, address: str) -> int:
-        """How many items ``address`` holds."""
-        items = self._by_address.get(address)
-        return 0 if items is None else len(items)
-
     def add(self, address: str, item: T) -> None:
         """Track ``item`` under ``address`` (newest of its address); a repeat is ignored."""
         items = self._by_address.setdefault(address, {})

@@ -112,7 +112,7 @@ class _Conn:
 
     last: float
     """When it was accepted, or when its last request ended."""
-    address: str = "local"
+    address: str
     """The client's address: eviction picks from the address holding the most."""
     task: asyncio.Task[None] | None = None
     transport: asyncio.BaseTransport | None = None

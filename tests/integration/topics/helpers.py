@@ -71,15 +71,20 @@ async def wait_applied(
     meanwhile; a topic that is really missing still fails, with that answer, once
     ``timeout`` passes (CI, 2026-11-26: a follower killed before it applied the topic's
     creation, read right after its restart)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        try:
-            if (await topics.read(topic, url=url, limit=1)).applied >= index:
-                return
-        except TopicError as exc:
-            if exc.name != "UnknownTopic" or loop.time() > deadline:
-                raise
-        if loop.time() > deadline:
-            raise TimeoutError(f"the peer at {url} did not apply {index} within {timeout}s")
-        await asyncio.sleep(0.05)
+    unknown: TopicError | None = None
+    try:
+        async with asyncio.timeout(timeout):  # also bounds a read that never answers
+            while True:
+                try:
+                    if (await topics.read(topic, url=url, limit=1)).applied >= index:
+                        return
+                    unknown = None
+                except TopicError as exc:
+                    if exc.name != "UnknownTopic":
+                        raise
+                    unknown = exc
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        if unknown is not None:
+            raise unknown from None
+        raise

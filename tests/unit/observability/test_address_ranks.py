@@ -16,7 +16,7 @@ def test_the_most_crowded_address_gives_its_items_oldest_first() -> None:
     ranks.add("b", 3)
     ranks.add("b", 3)  # a repeat changes nothing
     assert list(ranks.most_crowded()) == [2, 3]
-    assert (ranks.count("a"), ranks.count("b"), ranks.count("c")) == (1, 2, 0)
+    assert len(ranks) == 2
     ranks.discard("b", 2)
     ranks.discard("b", 2)  # already gone
     ranks.discard("c", 9)  # never there
