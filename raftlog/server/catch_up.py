@@ -183,6 +183,7 @@ class CatchUp:
             loop_step(None, self._executor, _NoInputs(), time.monotonic, hold_while_writing=False)
         finally:
             self._executor.core = None
+            self._executor.flush_applied()
         if stream.has_ready():  # no crash points here: cannot happen
             raise LocalProtocolError("catch-up Ready interrupted")
 

@@ -18,9 +18,15 @@ The contract every implementation keeps:
 * ``wait()`` blocks until every submitted ticket is durable (a barrier: snapshot installs and
   direct writes such as compaction go through the stores themselves and must not overtake,
   or be overtaken by, a write in flight).
-* ``record_applied(index)`` remembers the state machine's progress without a sync of its own
-  (``HardStateStore.save_applied``); it rides on the next write, or is written at once when
-  nothing is in flight.
+* ``record_applied(index)`` remembers the state machine's progress without a sync of its own;
+  it rides on the next write (staged into that write's hard state, so it costs no write of
+  its own), and ``flush_applied()`` -- which the driver calls on its timer and when it stops
+  -- writes what no write carried yet (``HardStateStore.save_applied``, unsynced). Why not a
+  write per apply: at one update in flight that was a second RocksDB write per update on
+  every peer (issue #28). Why the lag is safe: losing the record only makes a restarted
+  peer re-apply the committed entries after the one it carries, which the state machines
+  already had to tolerate: the record was unsynced before too, so a crash could lose it the
+  same way (the topic index keeps its own position and skips a replay).
 """
 
 from __future__ import annotations
@@ -29,6 +35,14 @@ from typing import Protocol
 
 from raftlog.consensus import LogAppend
 from raftlog.storage.base import HardState, HardStateStore, ReadyStore
+
+
+def with_applied(state: HardState, applied: int) -> HardState:
+    """``state`` carrying ``applied`` as its ``last_applied`` when that is further; built
+    directly rather than with ``dataclasses.replace`` (once per write on the hot path)."""
+    if applied <= state.last_applied:
+        return state
+    return HardState(state.current_term, state.voted_for, state.config, state.config_index, applied)
 
 
 class DurableWrites(Protocol):
@@ -52,7 +66,11 @@ class DurableWrites(Protocol):
         ...
 
     def record_applied(self, index: int) -> None:
-        """The state machine reached ``index`` (recorded unsynced)."""
+        """The state machine reached ``index`` (carried by the next write, unsynced)."""
+        ...
+
+    def flush_applied(self) -> None:
+        """Write the applied index now if no write carried it yet (never blocks on a sync)."""
         ...
 
 
@@ -66,6 +84,7 @@ class SynchronousWrites:
         self._ready_store = ready_store
         self._hard_state = hard_state
         self._ticket = 0
+        self._applied = 0
 
     @property
     def submitted(self) -> int:
@@ -73,8 +92,14 @@ class SynchronousWrites:
         return self._ticket
 
     def submit(self, hard_state: HardState | None, append: LogAppend | None) -> int:
-        """One synced write (``ReadyStore.persist``), done on return."""
+        """One synced write (``ReadyStore.persist``), done on return; it carries the applied
+        index recorded since the last write."""
         if hard_state is not None or append is not None:
+            if self._applied > self._hard_state.load().last_applied:
+                hard_state = with_applied(
+                    hard_state if hard_state is not None else self._hard_state.load(),
+                    self._applied,
+                )
             self._ready_store.persist(
                 hard_state,
                 append.first_index if append is not None else 0,
@@ -91,8 +116,13 @@ class SynchronousWrites:
         """Nothing is ever in flight."""
 
     def record_applied(self, index: int) -> None:
-        """Written at once, unsynced (the next synced write makes it durable)."""
-        self._hard_state.save_applied(index)
+        """Remembered for the next write (``submit``) or ``flush_applied``."""
+        self._applied = max(self._applied, index)
+
+    def flush_applied(self) -> None:
+        """Unsynced, and only when no write carried the last applied index yet."""
+        if self._applied > self._hard_state.load().last_applied:
+            self._hard_state.save_applied(self._applied)
 
 
 def merge_appends(earlier: LogAppend | None, later: LogAppend) -> LogAppend:

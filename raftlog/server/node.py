@@ -39,7 +39,7 @@ import zmq
 
 from raftlog.config import PeerSettings
 from raftlog.consensus import RaftCore
-from raftlog.errors import ConfigError
+from raftlog.errors import ConfigError, StorageError
 from raftlog.rpc.ranges import OutOfRangeError
 from raftlog.server.loop_health import LoopStallMeter
 from raftlog.server.loop_step import StepTimes, loop_step
@@ -124,6 +124,10 @@ class PeerNode:
             self._polled = poller.poll(timeout_ms)
             self.stall.start()
             self.stall.finish(*self._step(core, executor))
+        try:
+            executor.flush_applied()
+        except StorageError as exc:  # e.g. a full disk: the restart replays a few entries
+            self.log.warning("applied_not_saved", reason=str(exc))
         self.stall.close()
         self.log.info("peer_stopping", **self.stall.summary(), **self.metrics.registry.totals())
 
@@ -205,6 +209,7 @@ class PeerNode:
             self._reload()
         parts, services = self.parts, self.parts.services
         parts.machines.machine.on_timer(now)
+        parts.executor.flush_applied()  # what no write carried since the last tick
         services.topic_clock.on_timer()  # the leader's time checkpoints (issues #11, #24)
         parts.observer.on_timer(now)
         services.clients.send_overdue_accepts(now)

@@ -293,6 +293,12 @@ class ReadyExecutor:
         self._writes.wait()
         return self.collect()
 
+    def flush_applied(self) -> None:
+        """Write the applied index no write carried yet (``DurableWrites.flush_applied``):
+        the driver's timer and its stop call this, so an idle peer's record trails by at most
+        a tick."""
+        self._writes.flush_applied()
+
     def forget(self) -> None:
         """The process died: what waited for its writes never completes (simulator)."""
         self._waiting.clear()
@@ -358,8 +364,9 @@ class ReadyExecutor:
 
     def _applied(self, index: int) -> None:
         """The state machine reached ``index``: tell the core, guard the log's committed
-        prefix, remember it (unsynced: the next synced write carries it; losing it only
-        replays entries) and let the driver answer whoever waited for it."""
+        prefix, remember it (unsynced: the next synced write carries it, or
+        ``flush_applied``; losing it only replays entries) and let the driver answer
+        whoever waited for it."""
         if self.core is not None:
             self.core.applied(index)
         self._log.set_commit_floor(index)

@@ -181,6 +181,12 @@ class StorageThread:
         if not self.busy:
             self._hard_state.save_applied(self._applied)
 
+    def flush_applied(self) -> None:
+        """Unsynced now when idle and ahead of what was written; else the next batch carries
+        it (``record_applied`` already writes at once when idle: this is its timer's call)."""
+        if not self.busy and self._applied > self._hard_state.load().last_applied:
+            self._hard_state.save_applied(self._applied)
+
     def close(self) -> None:
         """Finish the write in flight (its outcome is dropped: nobody waits any more), stop
         the thread, close the pipe. Idempotent; ``submit`` refuses afterwards."""

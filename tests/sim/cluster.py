@@ -220,6 +220,9 @@ class SimWrites:
         # never beyond the durable log (applied entries are durable unless the disk lied)
         self._node.hard_state.save_applied(min(self._applied, self._node.log.last_index))
 
+    def flush_applied(self) -> None:
+        """Nothing to do: ``record_applied`` saved it at once."""
+
     def crash(self) -> None:
         """The writes not done yet never happen. Their tickets count as settled: nothing of
         this incarnation waits for them any more (``ReadyExecutor.forget``), and the next

@@ -207,7 +207,21 @@ def test_the_order_of_one_ready_with_one_synced_write() -> None:
     ]
     assert s.log.last_index == 3 and s.hard_state.load().voted_for == "n1"
     assert (s.core.applied_to, s.applied, s.log.commit_floor) == ([2], [2], 2)
+    assert s.hard_state.load().last_applied == 0  # remembered: no write of its own per apply
+    s.executor.flush_applied()  # the driver's tick
     assert s.hard_state.load().last_applied == 2
+    assert s.journal.steps[-1] == "react"  # the flush is not a synced Ready write
+
+
+def test_the_next_write_carries_the_applied_index_without_a_write_of_its_own() -> None:
+    s = Setup(
+        ready(committed=CommittedEntries(1, entries(1, 2))),
+        ready(append=LogAppend(3, entries(3, 3))),
+    )
+    s.log.append(1, entries(1, 2))
+    s.executor.drain()
+    assert s.hard_state.load().last_applied == 2
+    assert s.journal.steps.count("persist hard_state+entries") == 1  # carried, not a write
 
 
 def test_the_hard_state_carries_the_applied_index_the_machine_reached() -> None:
@@ -313,7 +327,7 @@ def test_a_leaders_ready_answers_its_clients_before_its_own_write() -> None:
         "request n2",
         "committed 2",  # plain updates are answered before the apply (issue #28)
         "apply 1..2 term 2",  # the clients' answers need not wait for this Ready's fsync
-        "persist entries",
+        "persist hard_state+entries",  # the write carries the applied index just reached
         "react",
         "dispatched",
         "persisted",
@@ -367,6 +381,9 @@ class HeldWrites:
 
     def record_applied(self, index: int) -> None:
         self.hard_state.save_applied(index)
+
+    def flush_applied(self) -> None:
+        """``record_applied`` saved it at once."""
 
 
 def held(*readies: Ready) -> tuple[Setup, HeldWrites]:
