@@ -33,7 +33,7 @@ from raftlog.errors import (
     StorageError,
 )
 from raftlog.log import configure_logging, get_logger
-from raftlog.observability.http import ListenerError
+from raftlog.observability.http_settings import ListenerError
 from raftlog.server.exit_codes import (
     EXIT_CONFIG,
     EXIT_OK,

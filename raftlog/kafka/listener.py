@@ -37,7 +37,8 @@ from raftlog.kafka.protocol import (
 )
 from raftlog.kafka.sasl import Session
 from raftlog.kafka.settings import split_kafka_url
-from raftlog.observability.http import ListenerError, tls_context
+from raftlog.observability.http import tls_context
+from raftlog.observability.http_settings import ListenerError
 from raftlog.observability.view import ViewBox
 from raftlog.rest.gateway import ClusterGateway
 from raftlog.server.apply_signal import ApplySignal

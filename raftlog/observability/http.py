@@ -47,7 +47,7 @@ from raftlog.observability.health import (
     storage_verdict,
 )
 from raftlog.observability.history import HistorySampler
-from raftlog.observability.http_settings import HttpSettings
+from raftlog.observability.http_settings import HttpSettings, ListenerError
 from raftlog.observability.static_files import add_static_routes
 from raftlog.observability.view import ViewBox
 from raftlog.security.policy import Role
@@ -274,10 +274,6 @@ class GuardCollector(Collector):
         for event, name, help_text in GUARD_EVENTS:
             yield CounterMetricFamily(name.removesuffix("_total"), help_text,
                                       value=guard.flood.totals[event])
-
-
-class ListenerError(RuntimeError):
-    """The HTTP listener could not bind its ``http_url`` (port taken, bad address)."""
 
 
 class HttpListener:

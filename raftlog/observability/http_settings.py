@@ -122,3 +122,9 @@ def http_settings(doc: Mapping[str, Any], source: str, base_dir: Path) -> HttpSe
         monitoring_token=flags["monitoring_token"],
         topic_metrics=True if flags["topic_metrics"] is None else flags["topic_metrics"],
     )
+
+
+class ListenerError(RuntimeError):
+    """The HTTP listener could not bind its ``http_url`` (port taken, bad address). Defined
+    here, not beside the listener, so the peer's entry point can catch it without importing
+    aiohttp (a peer without ``http_url`` never loads the HTTP stack)."""

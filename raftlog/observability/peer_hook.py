@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import zmq
-from aiohttp import web
 
 from raftlog.config import PeerSettings, split_http_url
 from raftlog.consensus import Role, SoftState
@@ -30,7 +30,6 @@ from raftlog.observability.build import (
 )
 from raftlog.observability.connections import ConnectionListener, ConnectionMonitor
 from raftlog.observability.elections import ElectionLog
-from raftlog.observability.http import HttpListener, start_listener
 from raftlog.observability.probes import (
     ReceivedSnapshots,
     SentSnapshots,
@@ -41,6 +40,11 @@ from raftlog.observability.view import ViewBox, ViewPublisher
 from raftlog.server.apply_signal import ApplySignal
 from raftlog.server.ready_executor import Outbox
 from raftlog.storage.base import ReadyStore, SnapshotStore
+
+if TYPE_CHECKING:  # the HTTP stack (aiohttp) is imported only by a peer that serves HTTP
+    from aiohttp import web
+
+    from raftlog.observability.http import HttpListener
 
 
 class PeerObserver:
@@ -112,6 +116,9 @@ class PeerObserver:
         self._publisher.maybe_publish(time.monotonic())
         settings = self.settings
         if settings.http_url is not None:
+            # imported here: ~0.25 s of aiohttp a peer without http_url never pays
+            from raftlog.observability.http import start_listener  # noqa: PLC0415
+
             host, port = split_http_url(settings.http_url)
             self._http = start_listener(
                 host,
