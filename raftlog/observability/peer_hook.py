@@ -116,7 +116,7 @@ class PeerObserver:
         self._publisher.maybe_publish(time.monotonic())
         settings = self.settings
         if settings.http_url is not None:
-            # imported here: ~0.25 s of aiohttp a peer without http_url never pays
+            # imported here: ~0.2 s of aiohttp a peer without http_url never pays
             from raftlog.observability.http import start_listener  # noqa: PLC0415
 
             host, port = split_http_url(settings.http_url)

@@ -45,6 +45,17 @@ def with_applied(state: HardState, applied: int) -> HardState:
     return HardState(state.current_term, state.voted_for, state.config, state.config_index, applied)
 
 
+def carrying_applied(state: HardState | None, saved: HardState, applied: int) -> HardState | None:
+    """The hard state a write stages so that it carries ``applied``: the write's own
+    ``state``, or the ``saved`` one when the write has none and ``applied`` is further than
+    what was saved; None when the write needs no hard state at all."""
+    if state is None:
+        if applied <= saved.last_applied:
+            return None
+        state = saved
+    return with_applied(state, applied)
+
+
 class DurableWrites(Protocol):
     """Where the executor's writes go (see the module docstring for the contract)."""
 
@@ -95,11 +106,7 @@ class SynchronousWrites:
         """One synced write (``ReadyStore.persist``), done on return; it carries the applied
         index recorded since the last write."""
         if hard_state is not None or append is not None:
-            if self._applied > self._hard_state.load().last_applied:
-                hard_state = with_applied(
-                    hard_state if hard_state is not None else self._hard_state.load(),
-                    self._applied,
-                )
+            hard_state = carrying_applied(hard_state, self._hard_state.load(), self._applied)
             self._ready_store.persist(
                 hard_state,
                 append.first_index if append is not None else 0,
@@ -120,9 +127,8 @@ class SynchronousWrites:
         self._applied = max(self._applied, index)
 
     def flush_applied(self) -> None:
-        """Unsynced, and only when no write carried the last applied index yet."""
-        if self._applied > self._hard_state.load().last_applied:
-            self._hard_state.save_applied(self._applied)
+        """Unsynced; ``save_applied`` writes only when no write carried the index yet."""
+        self._hard_state.save_applied(self._applied)
 
 
 def merge_appends(earlier: LogAppend | None, later: LogAppend) -> LogAppend:

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Protocol
 
 from raftlog.consensus import (
@@ -55,7 +54,7 @@ from raftlog.consensus import (
     SnapshotInstall,
 )
 from raftlog.rpc.messages import Peer, PeerRequest, PeerResponse
-from raftlog.server.durable_writes import DurableWrites, SynchronousWrites
+from raftlog.server.durable_writes import DurableWrites, SynchronousWrites, with_applied
 from raftlog.storage.base import HardState, HardStateStore, LogStore, ReadyStore, SnapshotStore
 
 
@@ -329,8 +328,7 @@ class ReadyExecutor:
         """Never write a ``last_applied`` below what the state machine has reached."""
         if hard_state is None:
             return None
-        applied = max(hard_state.last_applied, self._machine.last_applied)
-        return replace(hard_state, last_applied=applied)
+        return with_applied(hard_state, self._machine.last_applied)
 
     def _persist_inline(self, ready: Ready) -> bool:
         """Steps 1-3 of a Ready with snapshot operations, written here (nothing in flight)."""

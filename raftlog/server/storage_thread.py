@@ -44,7 +44,6 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Final
 
 from rocksdict import WriteBatch
@@ -52,7 +51,7 @@ from rocksdict import WriteBatch
 from raftlog.consensus import LogAppend
 from raftlog.errors import StorageError
 from raftlog.metrics import PeerMetrics
-from raftlog.server.durable_writes import DurableWrites, merge_appends
+from raftlog.server.durable_writes import DurableWrites, carrying_applied, merge_appends
 from raftlog.storage.base import HardState
 from raftlog.storage.hard_state import RocksHardStateStore
 from raftlog.storage.rocks import RocksLogStore
@@ -178,13 +177,12 @@ class StorageThread:
     def record_applied(self, index: int) -> None:
         """Remember the applied index; unsynced now if idle, else in the next batch."""
         self._applied = max(self._applied, index)
-        if not self.busy:
-            self._hard_state.save_applied(self._applied)
+        self.flush_applied()
 
     def flush_applied(self) -> None:
-        """Unsynced now when idle and ahead of what was written; else the next batch carries
-        it (``record_applied`` already writes at once when idle: this is its timer's call)."""
-        if not self.busy and self._applied > self._hard_state.load().last_applied:
+        """Unsynced now when idle (``save_applied`` writes only an index it has not saved);
+        while a write is in flight or queued, the next batch carries it."""
+        if not self.busy:
             self._hard_state.save_applied(self._applied)
 
     def close(self) -> None:
@@ -216,10 +214,7 @@ class StorageThread:
                 hard_state = state
             if write is not None:
                 append = merge_appends(append, write)
-        if hard_state is None and self._applied > self._hard_state.load().last_applied:
-            hard_state = self._hard_state.load()
-        if hard_state is not None and self._applied > hard_state.last_applied:
-            hard_state = replace(hard_state, last_applied=self._applied)
+        hard_state = carrying_applied(hard_state, self._hard_state.load(), self._applied)
         batch = WriteBatch(raw_mode=True)
         done: list[Callable[[], None]] = []
         if append is not None:
@@ -250,8 +245,8 @@ class StorageThread:
             self._appended.inc(entries)
         if self._queued:
             self._start()
-        elif self._applied > self._hard_state.load().last_applied:
-            self._hard_state.save_applied(self._applied)
+        else:
+            self.flush_applied()
 
     # -- the storage thread ------------------------------------------------------------------
     def _run(self) -> None:

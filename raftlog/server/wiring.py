@@ -229,7 +229,7 @@ def _mount_rest(
     root: web.Application, settings: PeerSettings, applied: ApplySignal, quota_refusals: Counter
 ) -> None:
     """The REST API's routes (issue #26), imported when the HTTP listener mounts them: a
-    peer without ``http_url`` never loads aiohttp (~0.25 s of every start)."""
+    peer without ``http_url`` never loads aiohttp (~0.2 s of every start)."""
     from raftlog.rest import app as rest  # noqa: PLC0415
 
     rest.mount(root, settings=settings, applied=applied, quota_refusals=quota_refusals)
