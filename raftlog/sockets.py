@@ -18,6 +18,7 @@ peer, the CLI, benchmarks), a ``zmq.asyncio.Context`` gives awaitable ones (the 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from typing import Final, TypeVar
 
@@ -169,6 +170,36 @@ def client_dealer(
         sock.setsockopt(zmq.RCVHWM, 0)
     sock.connect(url)
     return sock
+
+
+def monitored_client_dealer(
+    context: zmq.Context[S], url: str, *, curve: CurveClient | None = None
+) -> tuple[S, S]:
+    """A client's DEALER to ``url`` (as :func:`client_dealer`) and its
+    :func:`connection_monitor`, attached *before* the connect.
+
+    Why this order: ZeroMQ sends a monitor event only to a monitor already attached, and on
+    loopback the TCP connect and the handshake can finish in its I/O thread before the next
+    line of Python runs. A monitor attached after the connect then never hears of the
+    connection, and a client that cannot reach the cluster said "no connection could be
+    made" although every peer had accepted it (the wrong-ident diagnosis on a busy machine)."""
+    sock = _socket(context, zmq.DEALER, curve)
+    try:
+        sock.setsockopt(zmq.IMMEDIATE, 1)
+        sock.setsockopt(zmq.SNDHWM, CLIENT_SEND_HIGH_WATER_MARK)
+        monitor = connection_monitor(sock)
+    except zmq.ZMQError:
+        sock.close(linger=0)
+        raise
+    try:
+        sock.connect(url)
+    except zmq.ZMQError:
+        with contextlib.suppress(zmq.ZMQError):
+            sock.disable_monitor()
+        monitor.close(linger=0)
+        sock.close(linger=0)
+        raise
+    return sock, monitor
 
 
 #: The connection events a client watches on its DEALERs: enough to tell "connected", "lost"

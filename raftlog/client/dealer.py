@@ -230,10 +230,9 @@ class DealerChannel:
     ) -> None:
         self.url = url
         self._waiters = waiters
-        sock = sockets.client_dealer(context, url, curve=curve)
+        sock, self._monitor = sockets.monitored_client_dealer(context, url, curve=curve)
         self._socket = sock
         self._sync_socket: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)
-        self._monitor = sockets.connection_monitor(sock)
         self.state = ConnectionState(curve=curve is not None)
         """Connection state from the socket monitor (see :class:`ConnectionState`)."""
         self._closed = False
