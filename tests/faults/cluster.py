@@ -24,7 +24,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -299,12 +299,23 @@ class FaultCluster:
             out[peer_id] = info if isinstance(info, RequestLogInfoResponse) else None
         return out
 
-    def wait_converged(self, ids: Sequence[str] | None = None, timeout: float = 60.0) -> int:
+    def wait_converged(
+        self,
+        ids: Sequence[str] | None = None,
+        timeout: float = 60.0,
+        give_up: Callable[[], str | None] | None = None,
+    ) -> int:
         """Wait until the running peers ``ids`` (default: all) report the same commit and
-        applied index and one of them leads; returns that index."""
+        applied index and one of them leads; returns that index. ``give_up`` may end the
+        wait early with the reason it returns (an ``AssertionError`` saying the peers did
+        not converge): a negative control that already sees why they never will need not
+        wait out the timeout."""
         wanted = list(ids) if ids is not None else self.ids
 
-        def same() -> tuple[int] | None:  # a tuple: commit index 0 is a valid answer
+        def same() -> tuple[int, str | None] | None:  # (commit, why gave up): never falsy
+            reason = None if give_up is None else give_up()
+            if reason is not None:
+                return (0, reason)
             infos = self.log_infos()
             got = [infos.get(p) for p in wanted]
             if any(i is None for i in got):
@@ -313,10 +324,13 @@ class FaultCluster:
             leads = any(i is not None and i.is_leader for i in got)
             if len(marks) == 1 and leads:
                 commit, applied = marks.pop()
-                return (commit,) if commit == applied else None
+                return (commit, None) if commit == applied else None
             return None
 
-        return wait_for(f"peers {wanted} to converge", same, timeout, interval=0.2)[0]
+        commit, reason = wait_for(f"peers {wanted} to converge", same, timeout, interval=0.2)
+        if reason is not None:
+            raise AssertionError(f"gave up waiting for peers {wanted} to converge: {reason}")
+        return commit
 
 
 @contextlib.contextmanager

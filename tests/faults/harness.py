@@ -170,6 +170,9 @@ class RunOptions:
     as proposals with no acknowledgement, so they are not phantoms and still counted once."""
     converge_timeout: float = 60.0
     """How long the healed cluster may take to converge before the run fails."""
+    converge_give_up: Callable[[], str | None] | None = None
+    """Ends the wait for convergence early, with the reason it returns (a negative control
+    that already sees why the peers never will; ``FaultCluster.wait_converged``)."""
     topic_retention_ms: int | None = None
     """Create ``TOPIC`` with this time retention before the load (None: auto-created, kept
     forever). A retained record bounds compaction, so compacting schedules set it."""
@@ -222,7 +225,9 @@ def run_schedule(
         ended = time.monotonic()
         ops = workload.snapshot()
         elections = cluster.elections() - elections_before
-        commit = cluster.wait_converged(chaos.members, options.converge_timeout)
+        commit = cluster.wait_converged(
+            chaos.members, options.converge_timeout, options.converge_give_up
+        )
         served = None
         if options.check_groups:
             group_applied, served = asyncio.run(served_groups(cluster, chaos.members))
