@@ -162,13 +162,24 @@ def client_dealer(
 ) -> S:
     """A client's DEALER to one peer at ``url`` (RaftClient, the CLI, benchmarks).
     ``unbounded`` lifts both queue limits (a load generator keeping thousands in flight)."""
-    sock = _socket(context, zmq.DEALER, curve)
-    if immediate:
-        sock.setsockopt(zmq.IMMEDIATE, 1)
-    sock.setsockopt(zmq.SNDHWM, 0 if unbounded else CLIENT_SEND_HIGH_WATER_MARK)
-    if unbounded:
-        sock.setsockopt(zmq.RCVHWM, 0)
+    sock = _unconnected_client_dealer(context, curve, immediate=immediate, unbounded=unbounded)
     sock.connect(url)
+    return sock
+
+
+def _unconnected_client_dealer(
+    context: zmq.Context[S], curve: CurveClient | None, *, immediate: bool, unbounded: bool
+) -> S:
+    sock = _socket(context, zmq.DEALER, curve)
+    try:
+        if immediate:
+            sock.setsockopt(zmq.IMMEDIATE, 1)
+        sock.setsockopt(zmq.SNDHWM, 0 if unbounded else CLIENT_SEND_HIGH_WATER_MARK)
+        if unbounded:
+            sock.setsockopt(zmq.RCVHWM, 0)
+    except zmq.ZMQError:
+        sock.close(linger=0)
+        raise
     return sock
 
 
@@ -183,10 +194,8 @@ def monitored_client_dealer(
     line of Python runs. A monitor attached after the connect then never hears of the
     connection, and a client that cannot reach the cluster said "no connection could be
     made" although every peer had accepted it (the wrong-ident diagnosis on a busy machine)."""
-    sock = _socket(context, zmq.DEALER, curve)
+    sock = _unconnected_client_dealer(context, curve, immediate=True, unbounded=False)
     try:
-        sock.setsockopt(zmq.IMMEDIATE, 1)
-        sock.setsockopt(zmq.SNDHWM, CLIENT_SEND_HIGH_WATER_MARK)
         monitor = connection_monitor(sock)
     except zmq.ZMQError:
         sock.close(linger=0)
