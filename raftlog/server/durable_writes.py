@@ -37,14 +37,6 @@ from raftlog.consensus import LogAppend
 from raftlog.storage.base import HardState, HardStateStore, ReadyStore
 
 
-def with_applied(state: HardState, applied: int) -> HardState:
-    """``state`` carrying ``applied`` as its ``last_applied`` when that is further; built
-    directly rather than with ``dataclasses.replace`` (once per write on the hot path)."""
-    if applied <= state.last_applied:
-        return state
-    return HardState(state.current_term, state.voted_for, state.config, state.config_index, applied)
-
-
 def carrying_applied(state: HardState | None, saved: HardState, applied: int) -> HardState | None:
     """The hard state a write stages so that it carries ``applied``: the write's own
     ``state``, or the ``saved`` one when the write has none and ``applied`` is further than
@@ -53,7 +45,7 @@ def carrying_applied(state: HardState | None, saved: HardState, applied: int) ->
         if applied <= saved.last_applied:
             return None
         state = saved
-    return with_applied(state, applied)
+    return state.with_applied(applied)
 
 
 class DurableWrites(Protocol):

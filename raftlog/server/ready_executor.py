@@ -54,7 +54,7 @@ from raftlog.consensus import (
     SnapshotInstall,
 )
 from raftlog.rpc.messages import Peer, PeerRequest, PeerResponse
-from raftlog.server.durable_writes import DurableWrites, SynchronousWrites, with_applied
+from raftlog.server.durable_writes import DurableWrites, SynchronousWrites
 from raftlog.storage.base import HardState, HardStateStore, LogStore, ReadyStore, SnapshotStore
 
 
@@ -328,7 +328,7 @@ class ReadyExecutor:
         """Never write a ``last_applied`` below what the state machine has reached."""
         if hard_state is None:
             return None
-        return with_applied(hard_state, self._machine.last_applied)
+        return hard_state.with_applied(self._machine.last_applied)
 
     def _persist_inline(self, ready: Ready) -> bool:
         """Steps 1-3 of a Ready with snapshot operations, written here (nothing in flight)."""

@@ -126,6 +126,14 @@ class HardState:
     config_index: int = 0
     last_applied: int = 0
 
+    def with_applied(self, applied: int) -> HardState:
+        """This state carrying ``applied`` as its ``last_applied`` when that is further (never
+        backwards). Built directly rather than with ``dataclasses.replace``: it runs once per
+        write and once per apply on the hot path."""
+        if applied <= self.last_applied:
+            return self
+        return HardState(self.current_term, self.voted_for, self.config, self.config_index, applied)
+
 
 class HardStateStore(Protocol):
     """The hard state (term, vote, configuration, applied index) across restarts."""

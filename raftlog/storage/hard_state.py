@@ -72,10 +72,7 @@ class RocksHardStateStore:
             return
         if self._closed:
             raise StorageError(f"{self._db.path}: hard-state store is closed")
-        old = self._state  # a new HardState without dataclasses.replace (once per apply)
-        state = HardState(
-            old.current_term, old.voted_for, old.config, old.config_index, last_applied
-        )
+        state = self._state.with_applied(last_applied)
         batch = WriteBatch(raw_mode=True)
         batch.put(rec.HARD_STATE_KEY, rec.encode_hard_state(state))
         self._db.write(batch, False, "hard state")

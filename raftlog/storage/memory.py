@@ -15,7 +15,7 @@ copy (entries are immutable), cheap enough for a simulator that restarts nodes c
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from raftlog.entry import ZERO_REQUEST_ID, LogEntry
@@ -295,7 +295,7 @@ class MemoryHardStateStore:
         """Record progress (never backwards); synced like ``save`` -- in memory a sync is
         free, and the simulator's crash points then see what a synced store would keep."""
         if last_applied > self._state.last_applied:
-            self.save(replace(self._state, last_applied=last_applied))
+            self.save(self._state.with_applied(last_applied))
 
     def sync(self) -> None:
         """Make the saved hard state durable (what survives ``crash``)."""
