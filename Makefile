@@ -19,7 +19,7 @@ RUN_STAMP  := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 PYTEST_ARGS ?= --durations=25
 
-.PHONY: install install-run test lint interop run run-secure bench browser fuse kcat
+.PHONY: install install-run test lint interop run run-secure bench browser fuse kcat compiler
 
 # The full developer set-up (what `make test`, `make lint` and `make bench` use).
 install: $(TEST_STAMP)
@@ -31,11 +31,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 
-$(RUN_STAMP): pyproject.toml | $(BIN)/python
+# The install also builds raftlog._speedups (raftlog/_speedups.c) when a C compiler and
+# Python's headers are there; without them it still succeeds and the pure-Python twins run
+# (raftlog/speedups.py). `make test` installs both first, so that CI tests the compiled twins.
+$(RUN_STAMP): pyproject.toml raftlog/_speedups.c | $(BIN)/python
 	$(PIP) install -e .
 	touch $@
 
-$(TEST_STAMP): pyproject.toml | $(BIN)/python
+$(TEST_STAMP): pyproject.toml raftlog/_speedups.c | $(BIN)/python compiler
 	$(PIP) install -e '.[spark,dev]'
 	# Spark finds the "raftlog" format by scanning sys.path (pkgutil), which cannot see
 	# packages served by the editable install's import hook: put their directory on it.
@@ -79,6 +82,19 @@ fuse:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse3) \
 	  >/dev/null || echo "make fuse: could not install fuse3; the power-cut tests skip"; \
 	else echo "make fuse: fuse3 missing and not root; the power-cut tests skip"; fi
+
+# A C compiler and the interpreter's headers, to build raftlog._speedups. Installed when
+# missing and we are root; otherwise the install builds no extension, the pure-Python twins
+# run, and the tests that compare both say why they skip.
+PY_HEADERS_OK := import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))
+compiler:
+	@if command -v cc >/dev/null 2>&1 && $(PYTHON) -c "$(PY_HEADERS_OK)"; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  dev=python$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')-dev; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev \
+	    $$($(PYTHON) -c "$(PY_HEADERS_OK)" || echo $$dev)) >/dev/null \
+	  || echo "make compiler: could not install gcc/$$dev; the pure-Python twins run"; \
+	else echo "make compiler: no C compiler or Python headers and not root; the pure-Python twins run"; fi
 
 # Debian's kcat for the Kafka listener's tests (tests/integration/kafka): a Kafka client
 # nobody here wrote. Installed when missing and we are root; otherwise those tests skip.

@@ -37,6 +37,7 @@ from typing import Any, Final
 
 import zmq
 
+from raftlog import speedups
 from raftlog.config import PeerSettings
 from raftlog.consensus import RaftCore
 from raftlog.errors import ConfigError, StorageError
@@ -82,7 +83,7 @@ class PeerNode:
             "peer_started", url=settings.url, bind=settings.bind_url, pub_url=settings.pub_url,
             data_dir=str(settings.data_dir), term=self.core.term, member=settings.is_member,
             first_index=store.first_index, last_index=store.last_index,
-            last_applied=parts.machines.machine.last_applied,
+            last_applied=parts.machines.machine.last_applied, speedups=speedups.IMPLEMENTATION,
         )
 
     # -- main loop -------------------------------------------------------------------------

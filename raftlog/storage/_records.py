@@ -25,6 +25,7 @@ from typing import Any, Final
 import msgpack
 from rocksdict import WriteBatch
 
+from raftlog import speedups
 from raftlog.entry import ENTRY_HEADER_SIZE, ZERO_REQUEST_ID, LogEntry
 from raftlog.errors import EntryFormatError, StorageCorruptionError, StorageError
 from raftlog.rpc.messages import ConfigPayload, Peer
@@ -84,8 +85,9 @@ def unseal(key: bytes, value: bytes, what: str) -> bytes:
     return body
 
 
-def put_entries(batch: WriteBatch, first_index: int, entries: Sequence[LogEntry]) -> None:
-    """Queue the sealed records of ``entries`` (from ``first_index``) and of their request ids.
+def put_entries_py(batch: WriteBatch, first_index: int, entries: Sequence[LogEntry]) -> None:
+    """Queue the sealed records of ``entries`` (from ``first_index``) and of their request ids
+    (the pure-Python twin and definition of ``put_entries``: ``raftlog.speedups``).
 
     The hot loop of every append, so it is written out by hand: the same records as
     ``seal(entry_key(i), ...)`` etc., using CRC32's streaming property to checksum key and
@@ -125,10 +127,11 @@ def entry_payload(index: int, value: bytes | None) -> bytes:
     return body
 
 
-def take_payloads(
+def take_payloads_py(
     values: Iterator[bytes], first_index: int, max_bytes: int | None
 ) -> tuple[list[bytes], bool]:
-    """Verified entry bodies from consecutive stored values starting at ``first_index``,
+    """(The pure-Python twin and definition of ``take_payloads``: ``raftlog.speedups``.)
+    Verified entry bodies from consecutive stored values starting at ``first_index``,
     stopping before the entry that would pass ``max_bytes`` (at least one is taken); the flag
     says whether that limit is what stopped it (else the values ran out).
 
@@ -153,6 +156,26 @@ def take_payloads(
         out.append(body)
         index += 1
     return out, False
+
+
+
+if speedups.compiled is None:
+    put_entries = put_entries_py
+    take_payloads = take_payloads_py
+else:
+    _put_entries_c = speedups.compiled.put_entries
+    _take_payloads_c = speedups.compiled.take_payloads
+
+    def put_entries(batch: WriteBatch, first_index: int, entries: Sequence[LogEntry]) -> None:
+        """``put_entries_py``, compiled (``raftlog._speedups``)."""
+        _put_entries_c(batch.put, first_index, entries)
+
+    def take_payloads(
+        values: Iterator[bytes], first_index: int, max_bytes: int | None
+    ) -> tuple[list[bytes], bool]:
+        """``take_payloads_py``, compiled; a bad record still raises ``entry_payload``'s
+        precise error."""
+        return _take_payloads_c(values, first_index, max_bytes, entry_payload)
 
 
 def decode_entry(index: int, value: bytes | None) -> LogEntry:

@@ -1,0 +1,379 @@
+/*
+ * raftlog._speedups: compiled twins of the storage layer's two per-entry loops.
+ *
+ * Why this exists: issue #28 found the interpreter to be most of a peer's CPU, and these two
+ * loops run once per entry on every append (put_entries: three sealed records) and on every
+ * range read (take_payloads: the stored CRC check of each record). Their pure-Python twins in
+ * raftlog/storage/_records.py are the definition; this file must produce the same records,
+ * the same results and the same errors (tests/unit/storage/test_speedups.py compares both on
+ * generated inputs, corrupt records included). raftlog/speedups.py decides which one runs:
+ * this module is optional, and a machine without a C compiler runs the pure twins.
+ *
+ * Record layout (docs/storage.md, raftlog/storage/_records.py):
+ *   b"e" + index (8 BE)       -> CRC32(key, body) (4 BE) + serialized entry
+ *   b"r" + request id (12)    -> CRC32(key, body) (4 BE) + index (8 BE)
+ *   b"x" + index (8 BE)       -> CRC32(key, body) (4 BE) + request id (12)
+ * The CRC is zlib's CRC-32 (IEEE 802.3, reflected, init and final xor 0xFFFFFFFF), over the
+ * key's bytes and then the body's, so it equals zlib.crc32(body, zlib.crc32(key)).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define CRC_SIZE 4
+#define INDEX_SIZE 8
+#define REQUEST_ID_SIZE 12
+#define ENTRY_HEADER_SIZE 20
+
+/* Slicing-by-8 tables for the reflected polynomial 0xEDB88320, filled once at import. */
+static uint32_t crc_table[8][256];
+
+static void crc_init(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) {
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        }
+        crc_table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = crc_table[0][n];
+        for (int t = 1; t < 8; t++) {
+            c = crc_table[0][c & 0xFF] ^ (c >> 8);
+            crc_table[t][n] = c;
+        }
+    }
+}
+
+/* zlib.crc32(data, crc): continue a CRC over more bytes (crc is a finished CRC value). */
+static uint32_t crc_update(uint32_t crc, const unsigned char *p, Py_ssize_t len) {
+    uint32_t c = crc ^ 0xFFFFFFFFu;
+    while (len >= 8) {
+        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                           (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
+                      (uint32_t)p[7] << 24;
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^
+            crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24] ^
+            crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
+            crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        p += 8;
+        len -= 8;
+    }
+    while (len-- > 0) {
+        c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    }
+    return c ^ 0xFFFFFFFFu;
+}
+
+static void put_be64(unsigned char *out, uint64_t v) {
+    for (int i = 7; i >= 0; i--) {
+        out[i] = (unsigned char)(v & 0xFF);
+        v >>= 8;
+    }
+}
+
+static void put_be32(unsigned char *out, uint32_t v) {
+    out[0] = (unsigned char)(v >> 24);
+    out[1] = (unsigned char)(v >> 16);
+    out[2] = (unsigned char)(v >> 8);
+    out[3] = (unsigned char)v;
+}
+
+static uint32_t get_be32(const unsigned char *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+static const unsigned char ENTRY_PREFIX = 'e';
+static const unsigned char REQUEST_PREFIX = 'r';
+static const unsigned char BY_INDEX_PREFIX = 'x';
+static uint32_t entry_prefix_crc, request_prefix_crc, by_index_prefix_crc;
+static PyObject *str_to_bytes, *str_request_id;
+
+/* An index from Python: a non-negative int that fits in 64 bits, as in int.to_bytes(8). */
+static int index_arg(PyObject *obj, uint64_t *out) {
+    if (!PyLong_Check(obj)) {
+        PyErr_SetString(PyExc_TypeError, "index must be an int");
+        return -1;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_SetString(PyExc_OverflowError, "index does not fit in 8 bytes");
+        return -1;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* Call put(key, value) with two new bytes objects built from the given parts. */
+static int put_record(PyObject *put, unsigned char prefix, const unsigned char *key_body,
+                      Py_ssize_t key_len, uint32_t prefix_crc, const char *body,
+                      Py_ssize_t body_len) {
+    PyObject *key = PyBytes_FromStringAndSize(NULL, 1 + key_len);
+    if (key == NULL) {
+        return -1;
+    }
+    unsigned char *k = (unsigned char *)PyBytes_AS_STRING(key);
+    k[0] = prefix;
+    memcpy(k + 1, key_body, (size_t)key_len);
+    PyObject *value = PyBytes_FromStringAndSize(NULL, CRC_SIZE + body_len);
+    if (value == NULL) {
+        Py_DECREF(key);
+        return -1;
+    }
+    unsigned char *v = (unsigned char *)PyBytes_AS_STRING(value);
+    uint32_t crc = crc_update(crc_update(prefix_crc, key_body, key_len),
+                              (const unsigned char *)body, body_len);
+    put_be32(v, crc);
+    memcpy(v + CRC_SIZE, body, (size_t)body_len);
+    PyObject *args[2] = {key, value};
+    PyObject *res = PyObject_Vectorcall(put, args, 2, NULL);
+    Py_DECREF(key);
+    Py_DECREF(value);
+    if (res == NULL) {
+        return -1;
+    }
+    Py_DECREF(res);
+    return 0;
+}
+
+static int put_one(PyObject *put, uint64_t index, PyObject *entry) {
+    unsigned char packed_index[INDEX_SIZE];
+    put_be64(packed_index, index);
+    PyObject *payload = PyObject_CallMethodNoArgs(entry, str_to_bytes);
+    if (payload == NULL) {
+        return -1;
+    }
+    if (!PyBytes_Check(payload)) {
+        Py_DECREF(payload);
+        PyErr_SetString(PyExc_TypeError, "entry.to_bytes() must return bytes");
+        return -1;
+    }
+    int rc = put_record(put, ENTRY_PREFIX, packed_index, INDEX_SIZE, entry_prefix_crc,
+                        PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload));
+    Py_DECREF(payload);
+    if (rc < 0) {
+        return -1;
+    }
+    PyObject *rid = PyObject_GetAttr(entry, str_request_id);
+    if (rid == NULL) {
+        return -1;
+    }
+    if (!PyBytes_Check(rid) || PyBytes_GET_SIZE(rid) != REQUEST_ID_SIZE) {
+        Py_DECREF(rid);
+        PyErr_SetString(PyExc_TypeError, "entry.request_id must be 12 bytes");
+        return -1;
+    }
+    const unsigned char *r = (const unsigned char *)PyBytes_AS_STRING(rid);
+    int zero = 1;
+    for (int i = 0; i < REQUEST_ID_SIZE; i++) {
+        zero &= r[i] == 0;
+    }
+    if (!zero) {
+        rc = put_record(put, REQUEST_PREFIX, r, REQUEST_ID_SIZE, request_prefix_crc,
+                        (const char *)packed_index, INDEX_SIZE);
+        if (rc == 0) {
+            rc = put_record(put, BY_INDEX_PREFIX, packed_index, INDEX_SIZE,
+                            by_index_prefix_crc, (const char *)r, REQUEST_ID_SIZE);
+        }
+    }
+    Py_DECREF(rid);
+    return rc;
+}
+
+PyDoc_STRVAR(put_entries_doc,
+"put_entries(put, first_index, entries)\n--\n\n"
+"Call put(key, value) for the sealed records of entries from first_index: the entry\n"
+"record, and for a non-zero request id its two request records. The twin of\n"
+"raftlog.storage._records.put_entries_py, taking the batch's bound put method.");
+
+static PyObject *put_entries(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "put_entries(put, first_index, entries)");
+        return NULL;
+    }
+    uint64_t index;
+    if (index_arg(args[1], &index) < 0) {
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[2], "entries must be a sequence");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; i++, index++) {
+        if (put_one(args[0], index, PySequence_Fast_GET_ITEM(seq, i)) < 0) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    Py_RETURN_NONE;
+}
+
+/* 1: the stored record checks out; 0: it does not (wrong CRC, too short). */
+static int entry_record_ok(uint64_t index, const unsigned char *value, Py_ssize_t len) {
+    if (len <= CRC_SIZE + ENTRY_HEADER_SIZE) {
+        return 0;
+    }
+    unsigned char packed_index[INDEX_SIZE];
+    put_be64(packed_index, index);
+    uint32_t crc = crc_update(crc_update(entry_prefix_crc, packed_index, INDEX_SIZE),
+                              value + CRC_SIZE, len - CRC_SIZE);
+    return crc == get_be32(value);
+}
+
+/* A bad record: on_bad(index, value) raises the precise error (entry_payload). */
+static PyObject *report_bad(PyObject *on_bad, uint64_t index, PyObject *value) {
+    PyObject *py_index = PyLong_FromUnsignedLongLong(index);
+    if (py_index == NULL) {
+        return NULL;
+    }
+    PyObject *res = PyObject_CallFunctionObjArgs(on_bad, py_index, value, NULL);
+    Py_DECREF(py_index);
+    if (res != NULL) {
+        Py_DECREF(res);
+        PyErr_Format(PyExc_RuntimeError, "entry %llu failed its check but on_bad did not raise",
+                     (unsigned long long)index);
+    }
+    return NULL;
+}
+
+/* Take verified bodies from `it` into `out`; 1 if max_bytes stopped it, 0 at the end. */
+static int take_into(PyObject *it, PyObject *out, uint64_t index, int limited,
+                     long long max_bytes, PyObject *on_bad) {
+    long long total = 0;
+    PyObject *value;
+    while ((value = PyIter_Next(it)) != NULL) {
+        if (!PyBytes_Check(value)) {
+            Py_DECREF(value);
+            PyErr_SetString(PyExc_TypeError, "stored values must be bytes");
+            return -1;
+        }
+        const unsigned char *raw = (const unsigned char *)PyBytes_AS_STRING(value);
+        Py_ssize_t len = PyBytes_GET_SIZE(value);
+        if (!entry_record_ok(index, raw, len)) {
+            report_bad(on_bad, index, value);
+            Py_DECREF(value);
+            return -1;
+        }
+        total += len - CRC_SIZE;
+        if (limited && total > max_bytes && PyList_GET_SIZE(out) > 0) {
+            Py_DECREF(value);
+            return 1;
+        }
+        PyObject *body = PyBytes_FromStringAndSize((const char *)raw + CRC_SIZE, len - CRC_SIZE);
+        Py_DECREF(value);
+        if (body == NULL || PyList_Append(out, body) < 0) {
+            Py_XDECREF(body);
+            return -1;
+        }
+        Py_DECREF(body);
+        index++;
+    }
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+PyDoc_STRVAR(take_payloads_doc,
+"take_payloads(values, first_index, max_bytes, on_bad)\n--\n\n"
+"Verified entry bodies from consecutive stored values starting at first_index, stopping\n"
+"before the entry that would pass max_bytes (at least one is taken); returns (bodies,\n"
+"limited). A record that fails its check is handed to on_bad(index, value), which raises.\n"
+"The twin of raftlog.storage._records.take_payloads_py.");
+
+static PyObject *take_payloads(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "take_payloads(values, first_index, max_bytes, on_bad)");
+        return NULL;
+    }
+    uint64_t index;
+    if (index_arg(args[1], &index) < 0) {
+        return NULL;
+    }
+    int limited = args[2] != Py_None;
+    long long max_bytes = 0;
+    if (limited) {
+        max_bytes = PyLong_AsLongLong(args[2]);
+        if (max_bytes == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    PyObject *it = PyObject_GetIter(args[0]);
+    if (it == NULL) {
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        Py_DECREF(it);
+        return NULL;
+    }
+    int stopped = take_into(it, out, index, limited, max_bytes, args[3]);
+    Py_DECREF(it);
+    if (stopped < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return Py_BuildValue("(NO)", out, stopped ? Py_True : Py_False);
+}
+
+PyDoc_STRVAR(crc32_doc,
+"crc32(data, value=0)\n--\n\n"
+"zlib.crc32 computed by this module's own tables: the tests check it against zlib, which\n"
+"is the definition every stored record is checked by.");
+
+static PyObject *crc32(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "crc32(data, value=0)");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    uint32_t start = 0;
+    if (nargs == 2) {
+        unsigned long v = PyLong_AsUnsignedLongMask(args[1]);
+        if (v == (unsigned long)-1 && PyErr_Occurred()) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        start = (uint32_t)v;
+    }
+    uint32_t crc = crc_update(start, (const unsigned char *)view.buf, view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+static PyMethodDef methods[] = {
+    {"put_entries", (PyCFunction)(void (*)(void))put_entries, METH_FASTCALL, put_entries_doc},
+    {"take_payloads", (PyCFunction)(void (*)(void))take_payloads, METH_FASTCALL,
+     take_payloads_doc},
+    {"crc32", (PyCFunction)(void (*)(void))crc32, METH_FASTCALL, crc32_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    "raftlog._speedups",
+    "Compiled twins of the storage layer's per-entry loops (raftlog.speedups chooses).",
+    -1,
+    methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void) {
+    crc_init();
+    entry_prefix_crc = crc_update(0, &ENTRY_PREFIX, 1);
+    request_prefix_crc = crc_update(0, &REQUEST_PREFIX, 1);
+    by_index_prefix_crc = crc_update(0, &BY_INDEX_PREFIX, 1);
+    str_to_bytes = PyUnicode_InternFromString("to_bytes");
+    str_request_id = PyUnicode_InternFromString("request_id");
+    if (str_to_bytes == NULL || str_request_id == NULL) {
+        return NULL;
+    }
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,16 @@
+"""Types of the compiled twins in raftlog/_speedups.c (raftlog.speedups says when they run)."""
+
+from collections.abc import Callable, Iterable, Sequence
+
+from raftlog.entry import LogEntry
+
+def put_entries(
+    put: Callable[[bytes, bytes], object], first_index: int, entries: Sequence[LogEntry]
+) -> None: ...
+def take_payloads(
+    values: Iterable[bytes],
+    first_index: int,
+    max_bytes: int | None,
+    on_bad: Callable[[int, bytes], object],
+) -> tuple[list[bytes], bool]: ...
+def crc32(data: bytes, value: int = 0) -> int: ...
