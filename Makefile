@@ -31,14 +31,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 
-# The install also builds raftlog._speedups (raftlog/_speedups.c) when a C compiler and
+# The install also builds raftlog._speedups_* (raftlog/_speedups_*.c) when a C compiler and
 # Python's headers are there; without them it still succeeds and the pure-Python twins run
 # (raftlog/speedups.py). `make test` installs both first, so that CI tests the compiled twins.
-$(RUN_STAMP): pyproject.toml raftlog/_speedups.c | $(BIN)/python
+$(RUN_STAMP): pyproject.toml $(wildcard raftlog/_speedups_*.c) | $(BIN)/python
 	$(PIP) install -e .
 	touch $@
 
-$(TEST_STAMP): pyproject.toml raftlog/_speedups.c | $(BIN)/python compiler
+$(TEST_STAMP): pyproject.toml $(wildcard raftlog/_speedups_*.c) | $(BIN)/python compiler
 	$(PIP) install -e '.[spark,dev]'
 	# Spark finds the "raftlog" format by scanning sys.path (pkgutil), which cannot see
 	# packages served by the editable install's import hook: put their directory on it.
@@ -83,7 +83,7 @@ fuse:
 	  >/dev/null || echo "make fuse: could not install fuse3; the power-cut tests skip"; \
 	else echo "make fuse: fuse3 missing and not root; the power-cut tests skip"; fi
 
-# A C compiler and the interpreter's headers, to build raftlog._speedups. Installed when
+# A C compiler and the interpreter's headers, to build raftlog._speedups_*. Installed when
 # missing and we are root; otherwise the install builds no extension, the pure-Python twins
 # run, and the tests that compare both say why they skip.
 PY_HEADERS_OK := import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')))

@@ -1,23 +1,35 @@
-"""Which implementation of the storage layer's per-entry loops runs: compiled or pure Python.
+"""Which implementation of the per-entry and per-frame loops runs: compiled or pure Python.
 
-Issue #28 measured the interpreter as most of a peer's CPU. ``raftlog._speedups`` (C, built by
-the install when a compiler and Python's headers are there) holds compiled twins of the two
-loops that run once per entry: sealing an appended entry's records and checking the stored
-CRC of each record a range read returns. The pure-Python twins in
-``raftlog.storage._records`` are the definition; the compiled ones must match them record for
-record and error for error (``tests/unit/storage/test_speedups.py``).
+Issue #28 measured the interpreter as most of a peer's CPU. Two optional C extensions hold
+compiled twins of the loops every entry and every frame passes through:
 
-The module is optional so that ``make run`` works on a machine with nothing but Python: when
-it is missing the pure twins run, and so they do when ``RAFTLOG_PURE_PYTHON=1`` is set (to
-compare, or to rule the extension out when chasing a bug). ``IMPLEMENTATION`` says which one
-this process runs; the peer logs it at start-up and exports it as a metric label.
+- ``raftlog._speedups_records`` (``raftlog/_speedups_records.c``): sealing an appended
+  entry's records and checking the stored CRC of each record a range read returns; twins of
+  ``put_entries_py`` and ``take_payloads_py`` in ``raftlog.storage._records``;
+- ``raftlog._speedups_transport`` (``raftlog/_speedups_transport.c``): multipart send and
+  receive straight between libzmq and bytes objects; twins of the ``*_py`` functions in
+  ``raftlog.transport``.
+
+The pure-Python twins are the definition; the compiled ones must match them frame for frame
+and error for error (``tests/unit/storage/test_speedups.py``,
+``tests/unit/test_transport_twins.py``).
+
+They are optional so that ``make run`` works on a machine with nothing but Python: the
+install builds them when a C compiler and Python's headers are there, and when they are
+missing the pure twins run; so they do when ``RAFTLOG_PURE_PYTHON=1`` is set (to compare, or
+to rule the extensions out when chasing a bug). ``IMPLEMENTATION`` says which run in this
+process; the peer logs it at start-up.
 """
 
 from __future__ import annotations
 
+import errno
+import importlib
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Final, Protocol
+
+import zmq
 
 if TYPE_CHECKING:
     from raftlog.entry import LogEntry
@@ -25,8 +37,8 @@ if TYPE_CHECKING:
 PURE_PYTHON_ENV: Final = "RAFTLOG_PURE_PYTHON"
 
 
-class CompiledLoops(Protocol):
-    """What ``raftlog._speedups`` offers (its stub is ``raftlog/_speedups.pyi``)."""
+class CompiledRecords(Protocol):
+    """What ``raftlog._speedups_records`` offers (stub: ``raftlog/_speedups_records.pyi``)."""
 
     def put_entries(
         self, put: Callable[[bytes, bytes], object], first_index: int, entries: Sequence[LogEntry]
@@ -43,16 +55,57 @@ class CompiledLoops(Protocol):
         """Verified entry bodies; ``on_bad(index, value)`` raises for a bad record."""
 
 
-def _load() -> tuple[CompiledLoops | None, str]:
+class CompiledTransport(Protocol):
+    """What ``raftlog._speedups_transport`` offers (stub: its ``.pyi``). Sockets are passed
+    as pyzmq's ``underlying`` address."""
+
+    def recv_frames(self, socket: int) -> list[bytes]:
+        """One whole message; ``zmq.Again`` if none is queued."""
+
+    def recv_bounded(
+        self, socket: int, limit: int, prop: str | None
+    ) -> tuple[list[bytes], str | None, int, int, int, bool]:
+        """``(parts, user, fd, total, count, too_large)`` of the next ROUTER message."""
+
+    def send_frames(self, socket: int, frames: Sequence[bytes]) -> None:
+        """Send one multipart message without blocking."""
+
+    def send_routed(
+        self, socket: int, routing: bytes, msg_id: bytes, body: Sequence[bytes]
+    ) -> None:
+        """Send a ROUTER reply without blocking."""
+
+
+def _import(name: str) -> tuple[object | None, str]:
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
         return None, "pure (RAFTLOG_PURE_PYTHON)"
     try:
-        from raftlog import _speedups  # noqa: PLC0415 -- optional: absent without a compiler
+        return importlib.import_module(name), "compiled"
     except ImportError:
-        return None, "pure (raftlog._speedups not built)"
-    return _speedups, "compiled"
+        return None, f"pure ({name} not built)"
 
 
-compiled, IMPLEMENTATION = _load()
-"""``compiled``: the ``raftlog._speedups`` module in use, or None when the pure twins run.
-``IMPLEMENTATION``: "compiled", or "pure (<why>)"."""
+def _bind_transport(module: object) -> str:
+    """Point the transport twin at the libzmq pyzmq loaded; "compiled" or why not."""
+    try:
+        from zmq.backend.cython import _zmq  # noqa: PLC0415 -- only pyzmq's Cython backend
+
+        module.bind(_zmq.__file__, zmq.Again(errno.EAGAIN), zmq.ZMQError)  # type: ignore[attr-defined]
+    except (ImportError, AttributeError, OSError) as exc:
+        return f"pure (libzmq not reachable: {exc})"
+    return "compiled"
+
+
+_records_module, _records_state = _import("raftlog._speedups_records")
+_transport_module, _transport_state = _import("raftlog._speedups_transport")
+if _transport_module is not None:
+    _transport_state = _bind_transport(_transport_module)
+    if _transport_state != "compiled":
+        _transport_module = None
+
+records: CompiledRecords | None = _records_module  # type: ignore[assignment]
+"""The compiled storage twins in use, or None when the pure ones run."""
+transport: CompiledTransport | None = _transport_module  # type: ignore[assignment]
+"""The compiled transport twins in use, or None when the pure ones run."""
+IMPLEMENTATION: Final = f"records {_records_state}, transport {_transport_state}"
+"""Which twins this process runs, and why not the compiled ones where it says pure."""

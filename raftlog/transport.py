@@ -5,6 +5,10 @@ IntFlag arithmetic of ``zmq.SNDMORE | flags`` for every part; measured here on s
 messages it manages ~110-160k messages/s, while calling the Cython backend's ``send`` with
 precomputed integer flags manages ~700k/s. Same bytes on the wire; only the Python overhead
 differs. The functions take the high-level ``zmq.Socket`` (a subclass of the backend class).
+
+Each function here has a pure-Python twin (``*_py``, the definition) and, when
+``raftlog._speedups_transport`` was built, a compiled one that moves frames straight between
+libzmq and bytes objects (~1 us per frame less on receive); ``raftlog.speedups`` chooses.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from typing import Any, Final
 import zmq
 from zmq.backend import Socket as _BackendSocket
 
+from raftlog import speedups
+
 _send: Any = _BackendSocket.send
 _recv: Any = _BackendSocket.recv
 
@@ -23,7 +29,7 @@ _SRCFD: Final = int(zmq.SRCFD)
 _MORE_NOBLOCK: Final = int(zmq.SNDMORE) | NOBLOCK
 
 
-def send_frames(socket: zmq.Socket[bytes], frames: Sequence[bytes]) -> None:
+def send_frames_py(socket: zmq.Socket[bytes], frames: Sequence[bytes]) -> None:
     """Send ``frames`` as one multipart message without blocking; raises ``zmq.Again``
     (before anything is queued) when the socket's high-water mark is reached."""
     last = len(frames) - 1
@@ -32,7 +38,7 @@ def send_frames(socket: zmq.Socket[bytes], frames: Sequence[bytes]) -> None:
         _send(socket, frames[n], _MORE_NOBLOCK if n < last else NOBLOCK)
 
 
-def send_routed(
+def send_routed_py(
     socket: zmq.Socket[bytes], routing: bytes, msg_id: bytes, body: Sequence[bytes]
 ) -> None:
     """A reply on a ROUTER: ``routing`` (the client's identity), the echoed ``msg_id``, then
@@ -44,7 +50,7 @@ def send_routed(
         _send(socket, body[n], _MORE_NOBLOCK if n < last else NOBLOCK)
 
 
-def recv_frames(socket: zmq.Socket[bytes]) -> list[bytes]:
+def recv_frames_py(socket: zmq.Socket[bytes]) -> list[bytes]:
     """Receive one whole multipart message without blocking (``zmq.Again`` if none).
 
     Frames are taken with ``copy=False`` and their ``more`` flag: asking the socket for
@@ -70,7 +76,7 @@ class MessageTooLargeError(Exception):
         self.user = user
 
 
-def recv_bounded(
+def recv_bounded_py(
     socket: zmq.Socket[bytes],
     limit: int,
     *,
@@ -78,7 +84,7 @@ def recv_bounded(
     taken: Callable[[int, int, int], None] | None = None,
     with_address: bool = False,
 ) -> tuple[list[bytes], str | None]:
-    """:func:`recv_frames` for the peer's ROUTER, plus the ``User-Id`` ZAP attached to the
+    """:func:`recv_frames_py` for the peer's ROUTER, plus the ``User-Id`` ZAP attached to the
     connection when ``with_user`` (the z85 CURVE key of the sender on a secure socket; None
     on a plaintext one), and a cap on the whole message: libzmq's ``MAXMSGSIZE`` bounds
     each frame, not their sum (issue #25). Once the frames received so far add up to more
@@ -128,3 +134,47 @@ def _source_fd(frame: Any) -> int:
     except zmq.ZMQError:
         return -1
     return fd
+
+
+if speedups.transport is None:
+    send_frames = send_frames_py
+    send_routed = send_routed_py
+    recv_frames = recv_frames_py
+    recv_bounded = recv_bounded_py
+else:
+    _c = speedups.transport
+    _c_send_frames, _c_send_routed = _c.send_frames, _c.send_routed
+    _c_recv_frames, _c_recv_bounded = _c.recv_frames, _c.recv_bounded
+
+    def send_frames(socket: zmq.Socket[bytes], frames: Sequence[bytes]) -> None:
+        """``send_frames_py``, compiled."""
+        _c_send_frames(socket.underlying, frames)
+
+    def send_routed(
+        socket: zmq.Socket[bytes], routing: bytes, msg_id: bytes, body: Sequence[bytes]
+    ) -> None:
+        """``send_routed_py``, compiled."""
+        _c_send_routed(socket.underlying, routing, msg_id, body)
+
+    def recv_frames(socket: zmq.Socket[bytes]) -> list[bytes]:
+        """``recv_frames_py``, compiled."""
+        return _c_recv_frames(socket.underlying)
+
+    def recv_bounded(
+        socket: zmq.Socket[bytes],
+        limit: int,
+        *,
+        with_user: bool,
+        taken: Callable[[int, int, int], None] | None = None,
+        with_address: bool = False,
+    ) -> tuple[list[bytes], str | None]:
+        """``recv_bounded_py``, compiled: the same frames, limit, metadata and ``taken``."""
+        prop = "User-Id" if with_user else "Peer-Address" if with_address else None
+        parts, user, fd, total, count, too_large = _c_recv_bounded(
+            socket.underlying, limit, prop
+        )
+        if taken is not None:
+            taken(fd, total, count)
+        if too_large:
+            raise MessageTooLargeError(parts[:2], total, user)
+        return parts, user

@@ -159,15 +159,15 @@ def take_payloads_py(
 
 
 
-if speedups.compiled is None:
+if speedups.records is None:
     put_entries = put_entries_py
     take_payloads = take_payloads_py
 else:
-    _put_entries_c = speedups.compiled.put_entries
-    _take_payloads_c = speedups.compiled.take_payloads
+    _put_entries_c = speedups.records.put_entries
+    _take_payloads_c = speedups.records.take_payloads
 
     def put_entries(batch: WriteBatch, first_index: int, entries: Sequence[LogEntry]) -> None:
-        """``put_entries_py``, compiled (``raftlog._speedups``)."""
+        """``put_entries_py``, compiled (``raftlog._speedups_records``)."""
         _put_entries_c(batch.put, first_index, entries)
 
     def take_payloads(

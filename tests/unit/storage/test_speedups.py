@@ -1,4 +1,5 @@
-"""The compiled twins (raftlog/_speedups.c) against their pure-Python definitions.
+"""The compiled storage twins (raftlog/_speedups_records.c) against their pure-Python
+definitions.
 
 Both twins get the same generated inputs -- valid records, records with a flipped bit in the
 checksum or the body, records too short to hold an entry, records stored under another index
@@ -23,18 +24,19 @@ from raftlog.entry import REQUEST_ID_SIZE, ZERO_REQUEST_ID, EntryType, LogEntry
 from raftlog.errors import StorageCorruptionError
 from raftlog.storage import _records as rec
 
-compiled = speedups.compiled
+compiled = speedups.records
 needs_compiled = pytest.mark.skipif(
     compiled is None and os.environ.get("RAFTLOG_EXPECT_COMPILED") != "1",
-    reason=f"raftlog._speedups is not in use here: {speedups.IMPLEMENTATION}",
+    reason=f"the compiled twins are not in use here: {speedups.IMPLEMENTATION}",
 )
 
 
 def test_ci_runs_the_compiled_twins() -> None:
-    """Under CI (``RAFTLOG_EXPECT_COMPILED=1``) the extension must have been built and chosen."""
+    """Under CI (``RAFTLOG_EXPECT_COMPILED=1``) both extensions must have been built and
+    chosen."""
     if os.environ.get("RAFTLOG_EXPECT_COMPILED") != "1":
         pytest.skip("only checked where RAFTLOG_EXPECT_COMPILED=1 (CI)")
-    assert speedups.IMPLEMENTATION == "compiled"
+    assert speedups.IMPLEMENTATION == "records compiled, transport compiled"
     assert rec.take_payloads is not rec.take_payloads_py
 
 
@@ -48,7 +50,11 @@ def test_pure_python_switch_selects_the_twins() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout
-    assert out.split() == ["pure", "(RAFTLOG_PURE_PYTHON)", "True", "True"]
+    assert out.split() == [
+        *"records pure (RAFTLOG_PURE_PYTHON), transport pure (RAFTLOG_PURE_PYTHON)".split(),
+        "True",
+        "True",
+    ]
 
 
 class _Recorder:

@@ -1,5 +1,5 @@
 /*
- * raftlog._speedups: compiled twins of the storage layer's two per-entry loops.
+ * raftlog._speedups_records: compiled twins of the storage layer's two per-entry loops.
  *
  * Why this exists: issue #28 found the interpreter to be most of a peer's CPU, and these two
  * loops run once per entry on every append (put_entries: three sealed records) and on every
@@ -355,7 +355,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
-    "raftlog._speedups",
+    "raftlog._speedups_records",
     "Compiled twins of the storage layer's per-entry loops (raftlog.speedups chooses).",
     -1,
     methods,
@@ -365,7 +365,7 @@ static struct PyModuleDef module = {
     NULL,
 };
 
-PyMODINIT_FUNC PyInit__speedups(void) {
+PyMODINIT_FUNC PyInit__speedups_records(void) {
     crc_init();
     entry_prefix_crc = crc_update(0, &ENTRY_PREFIX, 1);
     request_prefix_crc = crc_update(0, &REQUEST_PREFIX, 1);

@@ -1,4 +1,4 @@
-"""Types of the compiled twins in raftlog/_speedups.c (raftlog.speedups says when they run)."""
+"""Types of the compiled twins in raftlog/_speedups_records.c (raftlog.speedups chooses)."""
 
 from collections.abc import Callable, Iterable, Sequence
 

@@ -1,0 +1,414 @@
+/*
+ * raftlog._speedups_transport: compiled twins of raftlog/transport.py's multipart send and
+ * receive.
+ *
+ * Why this exists: issue #28 found the interpreter to be most of a peer's CPU, and every
+ * message a peer handles passes through these functions frame by frame. Receiving through
+ * pyzmq costs ~1 us per frame (a Frame object, then its bytes); a RequestUpdate has six
+ * frames and an AppendEntries one per entry. Here each frame goes from libzmq straight into a
+ * bytes object. The pure-Python twins in raftlog/transport.py are the definition: same
+ * frames, same errors (zmq.Again when nothing is queued or the high-water mark is reached),
+ * same limits (tests/unit/transport/test_transport_twins.py runs both on real sockets).
+ *
+ * libzmq is the copy pyzmq already loaded: bind() is given the path of pyzmq's own extension
+ * module, opens it with RTLD_NOLOAD (so nothing new is loaded) and looks the functions up
+ * through it, which searches its dependencies, libzmq among them. Sockets are passed as
+ * pyzmq's `underlying` address; a closed pyzmq socket has a NULL handle, which libzmq
+ * answers with ENOTSOCK, never a crash. Every call here is non-blocking.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+/* zmq.h's message type: 64 opaque bytes, pointer-aligned (libzmq 4.x). */
+typedef struct {
+    unsigned char _[64];
+} __attribute__((aligned(sizeof(void *)))) zmq_msg_t;
+
+#define ZMQ_NOBLOCK 1
+#define ZMQ_SNDMORE 2
+#define ZMQ_SRCFD 2
+
+static int (*z_msg_init)(zmq_msg_t *);
+static int (*z_msg_recv)(zmq_msg_t *, void *, int);
+static int (*z_msg_close)(zmq_msg_t *);
+static void *(*z_msg_data)(zmq_msg_t *);
+static size_t (*z_msg_size)(const zmq_msg_t *);
+static int (*z_msg_more)(const zmq_msg_t *);
+static const char *(*z_msg_gets)(const zmq_msg_t *, const char *);
+static int (*z_msg_get)(const zmq_msg_t *, int);
+static int (*z_send)(void *, const void *, size_t, int);
+static int (*z_errno)(void);
+
+static PyObject *again_instance; /* a zmq.Again raised for EAGAIN, traceback reset each time */
+static PyObject *zmq_error_type; /* zmq.ZMQError, called with the errno for anything else */
+static int bound;
+
+#define LOOKUP(var, name)                                  \
+    do {                                                   \
+        *(void **)(&(var)) = dlsym(handle, name);          \
+        if ((var) == NULL) {                               \
+            return PyErr_Format(PyExc_ImportError,         \
+                                "libzmq has no %s", name); \
+        }                                                  \
+    } while (0)
+
+PyDoc_STRVAR(bind_doc,
+"bind(pyzmq_extension_path, again, zmq_error)\n--\n\n"
+"Find libzmq's functions through pyzmq's loaded extension module; `again` is the zmq.Again\n"
+"instance raised when nothing is queued, `zmq_error` the class raised for other errors.");
+
+static PyObject *bind(PyObject *Py_UNUSED(self), PyObject *args) {
+    const char *path;
+    PyObject *again, *error_type;
+    if (!PyArg_ParseTuple(args, "sOO", &path, &again, &error_type)) {
+        return NULL;
+    }
+    void *handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (handle == NULL) {
+        return PyErr_Format(PyExc_ImportError, "pyzmq's extension is not loaded: %s", path);
+    }
+    LOOKUP(z_msg_init, "zmq_msg_init");
+    LOOKUP(z_msg_recv, "zmq_msg_recv");
+    LOOKUP(z_msg_close, "zmq_msg_close");
+    LOOKUP(z_msg_data, "zmq_msg_data");
+    LOOKUP(z_msg_size, "zmq_msg_size");
+    LOOKUP(z_msg_more, "zmq_msg_more");
+    LOOKUP(z_msg_gets, "zmq_msg_gets");
+    LOOKUP(z_msg_get, "zmq_msg_get");
+    LOOKUP(z_send, "zmq_send");
+    LOOKUP(z_errno, "zmq_errno");
+    /* the handle stays open: pyzmq keeps the library loaded for the life of the process */
+    Py_XSETREF(again_instance, Py_NewRef(again));
+    Py_XSETREF(zmq_error_type, Py_NewRef(error_type));
+    bound = 1;
+    Py_RETURN_NONE;
+}
+
+/* Set the Python error for a failed libzmq call (errno `err`); always returns NULL. */
+static PyObject *raise_zmq(int err) {
+    if (err == EAGAIN) {
+        PyException_SetTraceback(again_instance, Py_None);
+        PyException_SetContext(again_instance, NULL);
+        PyErr_SetObject((PyObject *)Py_TYPE(again_instance), again_instance);
+        return NULL;
+    }
+    PyObject *exc = PyObject_CallFunction(zmq_error_type, "i", err);
+    if (exc != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+}
+
+/* A socket argument: pyzmq's `underlying` address, as an int. */
+static int socket_arg(PyObject *obj, void **out) {
+    void *p = PyLong_AsVoidPtr(obj);
+    if (p == NULL && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = p;
+    return 0;
+}
+
+static int not_bound(void) {
+    if (!bound) {
+        PyErr_SetString(PyExc_RuntimeError, "raftlog._speedups_transport.bind() was not called");
+        return 1;
+    }
+    return 0;
+}
+
+/* Receive one frame into msg, retrying after a signal; 0 or the errno. */
+static int recv_part(void *sock, zmq_msg_t *msg) {
+    for (;;) {
+        if (z_msg_recv(msg, sock, ZMQ_NOBLOCK) >= 0) {
+            return 0;
+        }
+        int err = z_errno();
+        if (err != EINTR) {
+            return err;
+        }
+        if (PyErr_CheckSignals() < 0) {
+            return -1;
+        }
+    }
+}
+
+static PyObject *msg_bytes(zmq_msg_t *msg) {
+    return PyBytes_FromStringAndSize((const char *)z_msg_data(msg), (Py_ssize_t)z_msg_size(msg));
+}
+
+/* Fail a receive after `err` (from recv_part): -1 means a Python error is already set. */
+static PyObject *recv_failed(int err) {
+    return err < 0 ? NULL : raise_zmq(err);
+}
+
+/* The rest of a message after its first frame was taken: discard every frame. */
+static void drain_rest(void *sock, zmq_msg_t *msg, long long *total, Py_ssize_t *count) {
+    while (z_msg_more(msg)) {
+        z_msg_close(msg);
+        z_msg_init(msg);
+        if (recv_part(sock, msg) != 0) {
+            PyErr_Clear(); /* a signal or an error mid-message: the message is gone anyway */
+            return;
+        }
+        *total += (long long)z_msg_size(msg);
+        *count += 1;
+    }
+}
+
+PyDoc_STRVAR(recv_frames_doc,
+"recv_frames(socket_address)\n--\n\n"
+"One whole multipart message as a list of bytes; zmq.Again if none is queued.");
+
+static PyObject *recv_frames(PyObject *Py_UNUSED(self), PyObject *arg) {
+    void *sock;
+    if (not_bound() || socket_arg(arg, &sock) < 0) {
+        return NULL;
+    }
+    zmq_msg_t msg;
+    z_msg_init(&msg);
+    int err = recv_part(sock, &msg);
+    if (err != 0) {
+        z_msg_close(&msg);
+        return recv_failed(err);
+    }
+    PyObject *parts = PyList_New(0);
+    for (;;) {
+        PyObject *data = parts == NULL ? NULL : msg_bytes(&msg);
+        if (data == NULL || PyList_Append(parts, data) < 0) {
+            Py_XDECREF(data);
+            Py_ssize_t ignored = 0;
+            long long none = 0;
+            drain_rest(sock, &msg, &none, &ignored); /* keep the socket at a message boundary */
+            z_msg_close(&msg);
+            Py_XDECREF(parts);
+            return NULL;
+        }
+        Py_DECREF(data);
+        if (!z_msg_more(&msg)) {
+            break;
+        }
+        z_msg_close(&msg);
+        z_msg_init(&msg);
+        err = recv_part(sock, &msg);
+        if (err != 0) { /* cannot happen: libzmq delivers multipart messages whole */
+            z_msg_close(&msg);
+            Py_DECREF(parts);
+            return recv_failed(err);
+        }
+    }
+    z_msg_close(&msg);
+    return parts;
+}
+
+/* The first frame's metadata for recv_bounded: the property's value and the source fd. */
+static PyObject *first_frame_meta(zmq_msg_t *msg, const char *prop, int *fd) {
+    int got = z_msg_get(msg, ZMQ_SRCFD);
+    *fd = got < 0 ? -1 : got;
+    if (prop == NULL) {
+        Py_RETURN_NONE;
+    }
+    const char *value = z_msg_gets(msg, prop);
+    if (value == NULL) { /* no ZAP on this connection / not a TCP connection */
+        Py_RETURN_NONE;
+    }
+    return PyUnicode_DecodeUTF8(value, (Py_ssize_t)strlen(value), "replace");
+}
+
+PyDoc_STRVAR(recv_bounded_doc,
+"recv_bounded(socket_address, limit, prop)\n--\n\n"
+"The next ROUTER message, capped at `limit` bytes after its routing id: returns (parts,\n"
+"user, fd, total, count, too_large). `user` is the first frame's `prop` metadata (\"User-Id\",\n"
+"\"Peer-Address\") or None; `fd` its SRCFD. When the cap is passed, the rest of the message is\n"
+"received and dropped, `parts` holds the frames kept before it and too_large is True.\n"
+"zmq.Again if no message is queued. raftlog.transport.recv_bounded wraps it.");
+
+static PyObject *recv_bounded(PyObject *Py_UNUSED(self), PyObject *const *args,
+                              Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "recv_bounded(socket_address, limit, prop)");
+        return NULL;
+    }
+    void *sock;
+    if (not_bound() || socket_arg(args[0], &sock) < 0) {
+        return NULL;
+    }
+    long long limit = PyLong_AsLongLong(args[1]);
+    if (limit == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    const char *prop = NULL;
+    if (args[2] != Py_None && (prop = PyUnicode_AsUTF8(args[2])) == NULL) {
+        return NULL;
+    }
+    zmq_msg_t msg;
+    z_msg_init(&msg);
+    int err = recv_part(sock, &msg);
+    if (err != 0) {
+        z_msg_close(&msg);
+        return recv_failed(err);
+    }
+    int fd;
+    long long total = 0; /* the routing id is the peer's own, not the sender's bytes */
+    Py_ssize_t count = 1;
+    int too_large = 0;
+    PyObject *user = first_frame_meta(&msg, prop, &fd);
+    PyObject *parts = user == NULL ? NULL : PyList_New(0);
+    for (;;) {
+        PyObject *data = parts == NULL ? NULL : msg_bytes(&msg);
+        if (data == NULL || PyList_Append(parts, data) < 0) {
+            Py_XDECREF(data);
+            drain_rest(sock, &msg, &total, &count);
+            z_msg_close(&msg);
+            Py_XDECREF(parts);
+            Py_XDECREF(user);
+            return NULL;
+        }
+        Py_DECREF(data);
+        if (!z_msg_more(&msg)) {
+            break;
+        }
+        z_msg_close(&msg);
+        z_msg_init(&msg);
+        err = recv_part(sock, &msg);
+        if (err != 0) { /* cannot happen: libzmq delivers multipart messages whole */
+            z_msg_close(&msg);
+            Py_DECREF(parts);
+            Py_DECREF(user);
+            return recv_failed(err);
+        }
+        total += (long long)z_msg_size(&msg);
+        count += 1;
+        if (total > limit) {
+            too_large = 1;
+            drain_rest(sock, &msg, &total, &count);
+            break;
+        }
+    }
+    z_msg_close(&msg);
+    return Py_BuildValue("(NNinnO)", parts, user, fd, (Py_ssize_t)total, count,
+                         too_large ? Py_True : Py_False);
+}
+
+/* Send one frame (flags given), retrying after a signal; 0, or -1 with the error set. */
+static int send_part(void *sock, PyObject *frame, int flags) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0) {
+        return -1;
+    }
+    for (;;) {
+        if (z_send(sock, view.buf, (size_t)view.len, flags) >= 0) {
+            PyBuffer_Release(&view);
+            return 0;
+        }
+        int err = z_errno();
+        if (err != EINTR || PyErr_CheckSignals() < 0) {
+            PyBuffer_Release(&view);
+            if (err != EINTR) {
+                raise_zmq(err);
+            }
+            return -1;
+        }
+    }
+}
+
+/* Send `frames` (a list or tuple) as the rest of a message; `more` if frames follow them. */
+static int send_seq(void *sock, PyObject *frames, int more) {
+    PyObject *seq = PySequence_Fast(frames, "frames must be a sequence");
+    if (seq == NULL) {
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int last = i == n - 1 && !more;
+        if (send_part(sock, PySequence_Fast_GET_ITEM(seq, i),
+                      last ? ZMQ_NOBLOCK : ZMQ_NOBLOCK | ZMQ_SNDMORE) < 0) {
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+PyDoc_STRVAR(send_frames_doc,
+"send_frames(socket_address, frames)\n--\n\n"
+"Send `frames` as one multipart message without blocking; zmq.Again (before anything is\n"
+"queued) when the socket's high-water mark is reached.");
+
+static PyObject *send_frames(PyObject *Py_UNUSED(self), PyObject *const *args,
+                             Py_ssize_t nargs) {
+    void *sock;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "send_frames(socket_address, frames)");
+        return NULL;
+    }
+    if (not_bound() || socket_arg(args[0], &sock) < 0) {
+        return NULL;
+    }
+    if (PySequence_Size(args[1]) < 1) {
+        return PyErr_Occurred() ? NULL : PyErr_Format(PyExc_IndexError, "no frames to send");
+    }
+    if (send_seq(sock, args[1], 0) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(send_routed_doc,
+"send_routed(socket_address, routing, msg_id, body)\n--\n\n"
+"A reply on a ROUTER: `routing`, `msg_id`, then the frames of `body`; zmq.Again like\n"
+"send_frames.");
+
+static PyObject *send_routed(PyObject *Py_UNUSED(self), PyObject *const *args,
+                             Py_ssize_t nargs) {
+    void *sock;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "send_routed(socket_address, routing, msg_id, body)");
+        return NULL;
+    }
+    if (not_bound() || socket_arg(args[0], &sock) < 0) {
+        return NULL;
+    }
+    Py_ssize_t body = PySequence_Size(args[3]);
+    if (body < 0) {
+        return NULL;
+    }
+    if (send_part(sock, args[1], ZMQ_NOBLOCK | ZMQ_SNDMORE) < 0 ||
+        send_part(sock, args[2], body > 0 ? ZMQ_NOBLOCK | ZMQ_SNDMORE : ZMQ_NOBLOCK) < 0 ||
+        (body > 0 && send_seq(sock, args[3], 0) < 0)) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"bind", bind, METH_VARARGS, bind_doc},
+    {"recv_frames", recv_frames, METH_O, recv_frames_doc},
+    {"recv_bounded", (PyCFunction)(void (*)(void))recv_bounded, METH_FASTCALL, recv_bounded_doc},
+    {"send_frames", (PyCFunction)(void (*)(void))send_frames, METH_FASTCALL, send_frames_doc},
+    {"send_routed", (PyCFunction)(void (*)(void))send_routed, METH_FASTCALL, send_routed_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    "raftlog._speedups_transport",
+    "Compiled twins of raftlog.transport's multipart send and receive (raftlog.speedups "
+    "chooses).",
+    -1,
+    methods,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC PyInit__speedups_transport(void) {
+    return PyModule_Create(&module);
+}
