@@ -1,15 +1,17 @@
 /*
- * raftlog._speedups_records: compiled twins of the storage layer's two per-entry loops.
+ * raftlog._speedups_records: compiled twins of the per-entry loops over the entry layout.
  *
- * Why this exists: issue #28 found the interpreter to be most of a peer's CPU, and these two
- * loops run once per entry on every append (put_entries: three sealed records) and on every
- * range read (take_payloads: the stored CRC check of each record). Their pure-Python twins in
- * raftlog/storage/_records.py are the definition; this file must produce the same records,
- * the same results and the same errors (tests/unit/storage/test_speedups.py compares both on
- * generated inputs, corrupt records included). raftlog/speedups.py decides which one runs:
- * this module is optional, and a machine without a C compiler runs the pure twins.
+ * Why this exists: issue #28 found the interpreter to be most of a peer's CPU, and these
+ * loops run once per entry on every append (put_entries: three sealed records), on every
+ * range read (take_payloads: the stored CRC check of each record) and on every entry a
+ * follower or a reader receives (parse_entries: LogEntry.from_bytes of each frame). Their
+ * pure-Python twins in raftlog/storage/_records.py and raftlog/entry.py are the definition;
+ * this file must produce the same records, entries, results and errors
+ * (tests/unit/storage/test_speedups.py compares both on generated inputs, corrupt records
+ * included). raftlog/speedups.py decides which one runs: this module is optional, and a
+ * machine without a C compiler runs the pure twins.
  *
- * Record layout (docs/storage.md, raftlog/storage/_records.py):
+ * Record layout (raftlog/storage/_records.py; the entry itself: docs/protocol.md §4.1):
  *   b"e" + index (8 BE)       -> CRC32(key, body) (4 BE) + serialized entry
  *   b"r" + request id (12)    -> CRC32(key, body) (4 BE) + index (8 BE)
  *   b"x" + index (8 BE)       -> CRC32(key, body) (4 BE) + request id (12)
@@ -317,6 +319,81 @@ static PyObject *take_payloads(PyObject *Py_UNUSED(self), PyObject *const *args,
     return Py_BuildValue("(NO)", out, stopped ? Py_True : Py_False);
 }
 
+/* A new instance of the slots class `cls` (object.__new__), its slots set like
+ * object.__setattr__ does (bypassing a frozen dataclass's __setattr__). */
+static PyObject *str_request_id_slot, *str_entry_type, *str_term, *str_data, *str_raw;
+
+static PyObject *entry_from_frame(PyTypeObject *cls, PyObject *frame, PyObject *error_type) {
+    PyObject *raw;
+    if (PyBytes_CheckExact(frame)) {
+        raw = Py_NewRef(frame);
+    } else if ((raw = PyBytes_FromObject(frame)) == NULL) {
+        return NULL;
+    }
+    Py_ssize_t len = PyBytes_GET_SIZE(raw);
+    if (len <= ENTRY_HEADER_SIZE) {
+        Py_DECREF(raw);
+        PyErr_Format(error_type, "entry of %zd bytes is too short", len);
+        return NULL;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(raw);
+    uint64_t term = 0;
+    for (int i = ENTRY_HEADER_SIZE - 1; i >= REQUEST_ID_SIZE + 1; i--) {
+        term = term << 8 | p[i];
+    }
+    PyObject *entry = cls->tp_alloc(cls, 0);
+    PyObject *values[5] = {
+        PyBytes_FromStringAndSize((const char *)p, REQUEST_ID_SIZE),
+        PyLong_FromLong(p[REQUEST_ID_SIZE]),
+        PyLong_FromUnsignedLongLong(term),
+        PyBytes_FromStringAndSize((const char *)p + ENTRY_HEADER_SIZE, len - ENTRY_HEADER_SIZE),
+        raw,
+    };
+    PyObject *names[5] = {str_request_id_slot, str_entry_type, str_term, str_data, str_raw};
+    int failed = entry == NULL;
+    for (int i = 0; i < 5; i++) {
+        failed = failed || values[i] == NULL ||
+                 PyObject_GenericSetAttr(entry, names[i], values[i]) < 0;
+        Py_XDECREF(values[i]);
+    }
+    if (failed) {
+        Py_XDECREF(entry);
+        return NULL;
+    }
+    return entry;
+}
+
+PyDoc_STRVAR(parse_entries_doc,
+"parse_entries(cls, frames, error_type)\n--\n\n"
+"A tuple of cls (LogEntry) parsed from the serialized entries in frames, as\n"
+"cls.from_bytes each; error_type (EntryFormatError) for a frame too short to hold one. The\n"
+"twin of raftlog.entry.parse_entries_py.");
+
+static PyObject *parse_entries(PyObject *Py_UNUSED(self), PyObject *const *args,
+                               Py_ssize_t nargs) {
+    if (nargs != 3 || !PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "parse_entries(cls, frames, error_type)");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[1], "frames must be a sequence");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyTuple_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        PyObject *entry = entry_from_frame((PyTypeObject *)args[0],
+                                           PySequence_Fast_GET_ITEM(seq, i), args[2]);
+        if (entry == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyTuple_SET_ITEM(out, i, entry);
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
 PyDoc_STRVAR(crc32_doc,
 "crc32(data, value=0)\n--\n\n"
 "zlib.crc32 computed by this module's own tables: the tests check it against zlib, which\n"
@@ -349,6 +426,8 @@ static PyMethodDef methods[] = {
     {"put_entries", (PyCFunction)(void (*)(void))put_entries, METH_FASTCALL, put_entries_doc},
     {"take_payloads", (PyCFunction)(void (*)(void))take_payloads, METH_FASTCALL,
      take_payloads_doc},
+    {"parse_entries", (PyCFunction)(void (*)(void))parse_entries, METH_FASTCALL,
+     parse_entries_doc},
     {"crc32", (PyCFunction)(void (*)(void))crc32, METH_FASTCALL, crc32_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -372,7 +451,13 @@ PyMODINIT_FUNC PyInit__speedups_records(void) {
     by_index_prefix_crc = crc_update(0, &BY_INDEX_PREFIX, 1);
     str_to_bytes = PyUnicode_InternFromString("to_bytes");
     str_request_id = PyUnicode_InternFromString("request_id");
-    if (str_to_bytes == NULL || str_request_id == NULL) {
+    str_request_id_slot = str_request_id;
+    str_entry_type = PyUnicode_InternFromString("entry_type");
+    str_term = PyUnicode_InternFromString("term");
+    str_data = PyUnicode_InternFromString("data");
+    str_raw = PyUnicode_InternFromString("_raw");
+    if (str_to_bytes == NULL || str_request_id == NULL || str_entry_type == NULL ||
+        str_term == NULL || str_data == NULL || str_raw == NULL) {
         return NULL;
     }
     return PyModule_Create(&module);

@@ -54,6 +54,11 @@ class CompiledRecords(Protocol):
     ) -> tuple[list[bytes], bool]:
         """Verified entry bodies; ``on_bad(index, value)`` raises for a bad record."""
 
+    def parse_entries(
+        self, cls: type[LogEntry], frames: Sequence[bytes], error_type: type[Exception]
+    ) -> tuple[LogEntry, ...]:
+        """``cls.from_bytes`` of each frame; ``error_type`` for one too short."""
+
 
 class CompiledTransport(Protocol):
     """What ``raftlog._speedups_transport`` offers (stub: its ``.pyi``). Sockets are passed

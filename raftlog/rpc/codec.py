@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from raftlog.entry import REQUEST_ID_SIZE, LogEntry
+from raftlog.entry import REQUEST_ID_SIZE, LogEntry, parse_entries
 from raftlog.errors import EntryFormatError, LocalProtocolError, RemoteProtocolError
 from raftlog.rpc.config import PeerListError, peers_from_json, peers_to_json
 from raftlog.rpc.frames import (
@@ -146,7 +146,7 @@ def _decode_request_vote(msg_id: bytes, args: Sequence[bytes]) -> RequestVote:
 def decode_entries(frames: Sequence[bytes], first_frame_no: int) -> tuple[LogEntry, ...]:
     """Entry frames; the common all-valid case runs without a per-frame try block."""
     try:
-        return tuple(map(LogEntry.from_bytes, frames))
+        return parse_entries(frames)
     except EntryFormatError:
         for offset, frame in enumerate(frames):
             decode_entry(frame, first_frame_no + offset)  # raises with the right frame number

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from raftlog.entry import LogEntry
+from raftlog.entry import LogEntry, parse_entries
 
 
 class StateMachine(Protocol):
@@ -56,4 +56,4 @@ class StateMachine(Protocol):
 
 def decode_entries(raw: Sequence[bytes]) -> list[LogEntry]:
     """Helper for state machines that want typed entries."""
-    return [LogEntry.from_bytes(r) for r in raw]
+    return list(parse_entries(raw))

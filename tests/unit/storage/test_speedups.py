@@ -14,14 +14,16 @@ import os
 import subprocess
 import sys
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raftlog import speedups
-from raftlog.entry import REQUEST_ID_SIZE, ZERO_REQUEST_ID, EntryType, LogEntry
-from raftlog.errors import StorageCorruptionError
+from raftlog.entry import REQUEST_ID_SIZE, ZERO_REQUEST_ID, EntryType, LogEntry, parse_entries_py
+from raftlog.errors import EntryFormatError, StorageCorruptionError
 from raftlog.storage import _records as rec
 
 compiled = speedups.records
@@ -42,19 +44,18 @@ def test_ci_runs_the_compiled_twins() -> None:
 
 def test_pure_python_switch_selects_the_twins() -> None:
     code = (
-        "from raftlog import speedups; from raftlog.storage import _records as r; "
+        "from raftlog import speedups, entry, transport; "
+        "from raftlog.storage import _records as r; "
         "print(speedups.IMPLEMENTATION, r.take_payloads is r.take_payloads_py, "
-        "r.put_entries is r.put_entries_py)"
+        "r.put_entries is r.put_entries_py, entry.parse_entries is entry.parse_entries_py, "
+        "transport.recv_bounded is transport.recv_bounded_py, sep='|')"
     )
     env = dict(os.environ, RAFTLOG_PURE_PYTHON="1")
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout
-    assert out.split() == [
-        *"records pure (RAFTLOG_PURE_PYTHON), transport pure (RAFTLOG_PURE_PYTHON)".split(),
-        "True",
-        "True",
-    ]
+    pure = "records pure (RAFTLOG_PURE_PYTHON), transport pure (RAFTLOG_PURE_PYTHON)"
+    assert out.strip().split("|") == [pure, "True", "True", "True", "True"]
 
 
 class _Recorder:
@@ -198,3 +199,31 @@ def test_wrong_argument_types_are_errors_not_crashes() -> None:
         compiled.put_entries(_Recorder().put, 1, [object()])  # type: ignore[list-item]
     with pytest.raises(TypeError):
         compiled.put_entries(_Recorder().put, 1, 5)  # type: ignore[arg-type]
+
+
+frame_strategy = st.one_of(
+    entries_strategy.map(lambda es: [e.to_bytes() for e in es]),
+    st.lists(st.binary(max_size=40), max_size=4),  # short frames among them: errors
+)
+
+
+@needs_compiled
+@settings(max_examples=400, deadline=None)
+@given(frames=frame_strategy, as_bytearray=st.booleans())
+def test_parse_entries_gives_the_same_entries_and_errors(
+    frames: list[bytes], as_bytearray: bool
+) -> None:
+    assert compiled is not None
+    wire: list[Any] = [bytearray(f) for f in frames] if as_bytearray else frames
+
+    def outcome(parse: Callable[[list[Any]], tuple[LogEntry, ...]]) -> object:
+        try:
+            got = parse(wire)
+        except EntryFormatError:
+            return "EntryFormatError"
+        return [(type(e), e, e.to_bytes(), type(e.to_bytes()), e.entry_type, e.term) for e in got]
+
+    pure = outcome(parse_entries_py)
+    fast = outcome(lambda fs: compiled.parse_entries(LogEntry, fs, EntryFormatError))
+    assert fast == pure
+    assert pure == "EntryFormatError" or len(pure) == len(frames)  # type: ignore[arg-type]
