@@ -27,12 +27,12 @@ import errno
 import importlib
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import Final, Protocol, TypeVar
 
 import zmq
 
-if TYPE_CHECKING:
-    from raftlog.entry import LogEntry
+_Entry = TypeVar("_Entry")
+"""``raftlog.entry.LogEntry`` (a type variable: ``entry`` imports this module)."""
 
 PURE_PYTHON_ENV: Final = "RAFTLOG_PURE_PYTHON"
 
@@ -41,7 +41,7 @@ class CompiledRecords(Protocol):
     """What ``raftlog._speedups_records`` offers (stub: ``raftlog/_speedups_records.pyi``)."""
 
     def put_entries(
-        self, put: Callable[[bytes, bytes], object], first_index: int, entries: Sequence[LogEntry]
+        self, put: Callable[[bytes, bytes], object], first_index: int, entries: Sequence[object]
     ) -> None:
         """Call ``put(key, value)`` for each sealed record of ``entries``."""
 
@@ -55,8 +55,8 @@ class CompiledRecords(Protocol):
         """Verified entry bodies; ``on_bad(index, value)`` raises for a bad record."""
 
     def parse_entries(
-        self, cls: type[LogEntry], frames: Sequence[bytes], error_type: type[Exception]
-    ) -> tuple[LogEntry, ...]:
+        self, cls: type[_Entry], frames: Sequence[bytes], error_type: type[Exception]
+    ) -> tuple[_Entry, ...]:
         """``cls.from_bytes`` of each frame; ``error_type`` for one too short."""
 
 
