@@ -203,9 +203,12 @@ static PyObject *put_entries(PyObject *Py_UNUSED(self), PyObject *const *args, P
     if (seq == NULL) {
         return NULL;
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    for (Py_ssize_t i = 0; i < n; i++, index++) {
-        if (put_one(args[0], index, PySequence_Fast_GET_ITEM(seq, i)) < 0) {
+    /* the size is read again each time and the item held: put() is Python code */
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++, index++) {
+        PyObject *entry = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+        int rc = put_one(args[0], index, entry);
+        Py_DECREF(entry);
+        if (rc < 0) {
             Py_DECREF(seq);
             return NULL;
         }
@@ -382,8 +385,15 @@ static PyObject *parse_entries(PyObject *Py_UNUSED(self), PyObject *const *args,
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject *out = PyTuple_New(n);
     for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
-        PyObject *entry = entry_from_frame((PyTypeObject *)args[0],
-                                           PySequence_Fast_GET_ITEM(seq, i), args[2]);
+        /* a bytes-like frame other than bytes runs its own code: hold it, check the size */
+        if (i >= PySequence_Fast_GET_SIZE(seq)) {
+            PyErr_SetString(PyExc_RuntimeError, "frames changed size while parsed");
+            Py_CLEAR(out);
+            break;
+        }
+        PyObject *frame = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+        PyObject *entry = entry_from_frame((PyTypeObject *)args[0], frame, args[2]);
+        Py_DECREF(frame);
         if (entry == NULL) {
             Py_CLEAR(out);
             break;

@@ -326,9 +326,17 @@ static int send_seq(void *sock, PyObject *frames, int more) {
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     for (Py_ssize_t i = 0; i < n; i++) {
         int last = i == n - 1 && !more;
-        if (send_part(sock, PySequence_Fast_GET_ITEM(seq, i),
-                      last ? ZMQ_NOBLOCK : ZMQ_NOBLOCK | ZMQ_SNDMORE) < 0) {
+        /* held: a frame's buffer export may run code that changes the list */
+        PyObject *frame = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+        int rc = send_part(sock, frame, last ? ZMQ_NOBLOCK : ZMQ_NOBLOCK | ZMQ_SNDMORE);
+        Py_DECREF(frame);
+        if (rc < 0) {
             Py_DECREF(seq);
+            return -1;
+        }
+        if (n != PySequence_Fast_GET_SIZE(seq)) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_RuntimeError, "frames changed size while sent");
             return -1;
         }
     }
