@@ -8,7 +8,7 @@
  * frames and an AppendEntries one per entry. Here each frame goes from libzmq straight into a
  * bytes object. The pure-Python twins in raftlog/transport.py are the definition: same
  * frames, same errors (zmq.Again when nothing is queued or the high-water mark is reached),
- * same limits (tests/unit/transport/test_transport_twins.py runs both on real sockets).
+ * same limits (tests/unit/test_transport_twins.py runs both on real sockets).
  *
  * libzmq is the copy pyzmq already loaded: bind() is given the path of pyzmq's own extension
  * module, opens it with RTLD_NOLOAD (so nothing new is loaded) and looks the functions up
@@ -20,6 +20,7 @@
 #include <Python.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -161,6 +162,44 @@ static void drain_rest(void *sock, zmq_msg_t *msg, long long *total, Py_ssize_t 
     }
 }
 
+/* The frames of a message whose first frame is in `msg`, appended to `parts` (NULL: a failed
+ * allocation before, reported here). Frames after the first add up in *total and *count;
+ * once *total passes `limit` the rest is discarded and *too_large set. `msg` is
+ * closed. 0, or -1 with a Python error set, the socket left at a message boundary. */
+static int take_message(void *sock, zmq_msg_t *msg, PyObject *parts, long long limit,
+                        long long *total, Py_ssize_t *count, int *too_large) {
+    for (;;) {
+        PyObject *data = parts == NULL ? NULL : msg_bytes(msg);
+        if (data == NULL || PyList_Append(parts, data) < 0) {
+            Py_XDECREF(data);
+            drain_rest(sock, msg, total, count);
+            z_msg_close(msg);
+            return -1;
+        }
+        Py_DECREF(data);
+        if (!z_msg_more(msg)) {
+            break;
+        }
+        z_msg_close(msg);
+        z_msg_init(msg);
+        int err = recv_part(sock, msg);
+        if (err != 0) { /* cannot happen: libzmq delivers multipart messages whole */
+            z_msg_close(msg);
+            recv_failed(err);
+            return -1;
+        }
+        *total += (long long)z_msg_size(msg);
+        *count += 1;
+        if (*total > limit) {
+            *too_large = 1;
+            drain_rest(sock, msg, total, count);
+            break;
+        }
+    }
+    z_msg_close(msg);
+    return 0;
+}
+
 PyDoc_STRVAR(recv_frames_doc,
 "recv_frames(socket_address)\n--\n\n"
 "One whole multipart message as a list of bytes; zmq.Again if none is queued.");
@@ -177,32 +216,14 @@ static PyObject *recv_frames(PyObject *Py_UNUSED(self), PyObject *arg) {
         z_msg_close(&msg);
         return recv_failed(err);
     }
+    long long total = 0;
+    Py_ssize_t count = 1;
+    int too_large = 0;
     PyObject *parts = PyList_New(0);
-    for (;;) {
-        PyObject *data = parts == NULL ? NULL : msg_bytes(&msg);
-        if (data == NULL || PyList_Append(parts, data) < 0) {
-            Py_XDECREF(data);
-            Py_ssize_t ignored = 0;
-            long long none = 0;
-            drain_rest(sock, &msg, &none, &ignored); /* keep the socket at a message boundary */
-            z_msg_close(&msg);
-            Py_XDECREF(parts);
-            return NULL;
-        }
-        Py_DECREF(data);
-        if (!z_msg_more(&msg)) {
-            break;
-        }
-        z_msg_close(&msg);
-        z_msg_init(&msg);
-        err = recv_part(sock, &msg);
-        if (err != 0) { /* cannot happen: libzmq delivers multipart messages whole */
-            z_msg_close(&msg);
-            Py_DECREF(parts);
-            return recv_failed(err);
-        }
+    if (take_message(sock, &msg, parts, LLONG_MAX, &total, &count, &too_large) < 0) {
+        Py_XDECREF(parts);
+        return NULL;
     }
-    z_msg_close(&msg);
     return parts;
 }
 
@@ -259,38 +280,11 @@ static PyObject *recv_bounded(PyObject *Py_UNUSED(self), PyObject *const *args,
     int too_large = 0;
     PyObject *user = first_frame_meta(&msg, prop, &fd);
     PyObject *parts = user == NULL ? NULL : PyList_New(0);
-    for (;;) {
-        PyObject *data = parts == NULL ? NULL : msg_bytes(&msg);
-        if (data == NULL || PyList_Append(parts, data) < 0) {
-            Py_XDECREF(data);
-            drain_rest(sock, &msg, &total, &count);
-            z_msg_close(&msg);
-            Py_XDECREF(parts);
-            Py_XDECREF(user);
-            return NULL;
-        }
-        Py_DECREF(data);
-        if (!z_msg_more(&msg)) {
-            break;
-        }
-        z_msg_close(&msg);
-        z_msg_init(&msg);
-        err = recv_part(sock, &msg);
-        if (err != 0) { /* cannot happen: libzmq delivers multipart messages whole */
-            z_msg_close(&msg);
-            Py_DECREF(parts);
-            Py_DECREF(user);
-            return recv_failed(err);
-        }
-        total += (long long)z_msg_size(&msg);
-        count += 1;
-        if (total > limit) {
-            too_large = 1;
-            drain_rest(sock, &msg, &total, &count);
-            break;
-        }
+    if (take_message(sock, &msg, parts, limit, &total, &count, &too_large) < 0) {
+        Py_XDECREF(parts);
+        Py_XDECREF(user);
+        return NULL;
     }
-    z_msg_close(&msg);
     return Py_BuildValue("(NNinnO)", parts, user, fd, (Py_ssize_t)total, count,
                          too_large ? Py_True : Py_False);
 }

@@ -99,7 +99,7 @@ def _bounded(recv: RecvBounded, p: Pair, limit: int, **kw: Any) -> tuple[object,
 
 
 @settings(max_examples=60, deadline=None)
-@given(frames=frames_strategy, limit=st.integers(0, 1500))
+@given(frames=frames_strategy, limit=st.integers(-2, 1500))
 def test_recv_bounded_gives_the_same_frames_limit_and_accounting(
     frames: list[bytes], limit: int
 ) -> None:
