@@ -4,8 +4,10 @@ Issue #28 measured the interpreter as most of a peer's CPU. Two optional C exten
 compiled twins of the loops every entry and every frame passes through:
 
 - ``raftlog._speedups_records`` (``raftlog/_speedups_records.c``): sealing an appended
-  entry's records and checking the stored CRC of each record a range read returns; twins of
-  ``put_entries_py`` and ``take_payloads_py`` in ``raftlog.storage._records``;
+  entry's records, checking the stored CRC of each record a range read returns, and parsing
+  each entry a follower or reader receives; twins of ``put_entries_py`` and
+  ``take_payloads_py`` in ``raftlog.storage._records`` and ``parse_entries_py`` in
+  ``raftlog.entry``;
 - ``raftlog._speedups_transport`` (``raftlog/_speedups_transport.c``): multipart send and
   receive straight between libzmq and bytes objects; twins of the ``*_py`` functions in
   ``raftlog.transport``.

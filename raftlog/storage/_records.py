@@ -158,7 +158,6 @@ def take_payloads_py(
     return out, False
 
 
-
 if speedups.records is None:
     put_entries = put_entries_py
     take_payloads = take_payloads_py
