@@ -116,3 +116,5 @@ transport: CompiledTransport | None = _transport_module  # type: ignore[assignme
 """The compiled transport twins in use, or None when the pure ones run."""
 IMPLEMENTATION: Final = f"records {_records_state}, transport {_transport_state}"
 """Which twins this process runs, and why not the compiled ones where it says pure."""
+COMPILED: Final = {"records": records is not None, "transport": transport is not None}
+"""Per set of twins, whether the compiled ones run (the ``raftlog_compiled_twins`` gauge)."""

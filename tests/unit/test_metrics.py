@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from raftlog import speedups
 from raftlog.metrics import Counter, Gauge, Histogram, PeerMetrics, Registry, Sample
 
 
@@ -67,3 +68,14 @@ def test_peer_metrics_declare_what_a_peer_counts_and_summarise_non_zero_totals()
         "raftlog_messages_dropped{reason=wrong_ident}": 1,
         "raftlog_replies_dropped": 2,
     }
+
+
+def test_the_compiled_twins_gauge_says_which_twins_run() -> None:
+    samples = {
+        dict(s.labels)["twins"]: s.value
+        for family in PeerMetrics().registry.collect()
+        if family.name == "raftlog_compiled_twins"
+        for s in family.samples()
+    }
+    assert samples == {name: float(on) for name, on in speedups.COMPILED.items()}
+    assert set(samples) == {"records", "transport"}
