@@ -123,6 +123,17 @@ static int not_bound(void) {
     return 0;
 }
 
+/* The socket of a call taking `want` arguments, the first a socket address: 0, or -1 with
+ * the error set (a wrong count is a TypeError that shows `usage`). */
+static int socket_of(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t want,
+                     const char *usage, void **sock) {
+    if (nargs != want) {
+        PyErr_Format(PyExc_TypeError, "expected %s", usage);
+        return -1;
+    }
+    return not_bound() ? -1 : socket_arg(args[0], sock);
+}
+
 /* Receive one frame into msg, retrying after a signal; 0 or the errno. */
 static int recv_part(void *sock, zmq_msg_t *msg) {
     for (;;) {
@@ -146,6 +157,19 @@ static PyObject *msg_bytes(zmq_msg_t *msg) {
 /* Fail a receive after `err` (from recv_part): -1 means a Python error is already set. */
 static PyObject *recv_failed(int err) {
     return err < 0 ? NULL : raise_zmq(err);
+}
+
+/* The first frame of the next message into a fresh `msg`: 0, or -1 with the error set
+ * (zmq.Again when none is queued) and `msg` closed. */
+static int recv_first(void *sock, zmq_msg_t *msg) {
+    z_msg_init(msg);
+    int err = recv_part(sock, msg);
+    if (err != 0) {
+        z_msg_close(msg);
+        recv_failed(err);
+        return -1;
+    }
+    return 0;
 }
 
 /* The rest of a message after its first frame was taken: discard every frame. */
@@ -210,11 +234,8 @@ static PyObject *recv_frames(PyObject *Py_UNUSED(self), PyObject *arg) {
         return NULL;
     }
     zmq_msg_t msg;
-    z_msg_init(&msg);
-    int err = recv_part(sock, &msg);
-    if (err != 0) {
-        z_msg_close(&msg);
-        return recv_failed(err);
+    if (recv_first(sock, &msg) < 0) {
+        return NULL;
     }
     long long total = 0;
     Py_ssize_t count = 1;
@@ -251,12 +272,8 @@ PyDoc_STRVAR(recv_bounded_doc,
 
 static PyObject *recv_bounded(PyObject *Py_UNUSED(self), PyObject *const *args,
                               Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "recv_bounded(socket_address, limit, prop)");
-        return NULL;
-    }
     void *sock;
-    if (not_bound() || socket_arg(args[0], &sock) < 0) {
+    if (socket_of(args, nargs, 3, "recv_bounded(socket_address, limit, prop)", &sock) < 0) {
         return NULL;
     }
     long long limit = PyLong_AsLongLong(args[1]);
@@ -268,11 +285,8 @@ static PyObject *recv_bounded(PyObject *Py_UNUSED(self), PyObject *const *args,
         return NULL;
     }
     zmq_msg_t msg;
-    z_msg_init(&msg);
-    int err = recv_part(sock, &msg);
-    if (err != 0) {
-        z_msg_close(&msg);
-        return recv_failed(err);
+    if (recv_first(sock, &msg) < 0) {
+        return NULL;
     }
     int fd;
     long long total = 0; /* the routing id is the peer's own, not the sender's bytes */
@@ -346,11 +360,7 @@ PyDoc_STRVAR(send_frames_doc,
 static PyObject *send_frames(PyObject *Py_UNUSED(self), PyObject *const *args,
                              Py_ssize_t nargs) {
     void *sock;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "send_frames(socket_address, frames)");
-        return NULL;
-    }
-    if (not_bound() || socket_arg(args[0], &sock) < 0) {
+    if (socket_of(args, nargs, 2, "send_frames(socket_address, frames)", &sock) < 0) {
         return NULL;
     }
     if (PySequence_Size(args[1]) < 1) {
@@ -370,11 +380,8 @@ PyDoc_STRVAR(send_routed_doc,
 static PyObject *send_routed(PyObject *Py_UNUSED(self), PyObject *const *args,
                              Py_ssize_t nargs) {
     void *sock;
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "send_routed(socket_address, routing, msg_id, body)");
-        return NULL;
-    }
-    if (not_bound() || socket_arg(args[0], &sock) < 0) {
+    if (socket_of(args, nargs, 4, "send_routed(socket_address, routing, msg_id, body)",
+                  &sock) < 0) {
         return NULL;
     }
     Py_ssize_t body = PySequence_Size(args[3]);
