@@ -77,11 +77,11 @@ def test_healthcheck_command_exists_with_those_options() -> None:
 
 
 def test_dockerfile_runs_the_peer_unprivileged_with_a_data_volume() -> None:
-    lines = [
-        line.strip()
-        for line in (DEPLOY / "docker" / "Dockerfile").read_text().splitlines()
-        if line.strip() and not line.lstrip().startswith("#")
-    ]
+    text = (DEPLOY / "docker" / "Dockerfile").read_text()
+    uncommented = "\n".join(
+        line for line in text.splitlines() if not line.lstrip().startswith("#")
+    )
+    lines = [line.strip() for line in uncommented.replace("\\\n", " ").splitlines() if line.strip()]
     directives = [line.split(None, 1) for line in lines if line.split(None, 1)[0].isupper()]
     by_name: dict[str, list[str]] = {}
     for name, *rest in directives:
@@ -94,6 +94,10 @@ def test_dockerfile_runs_the_peer_unprivileged_with_a_data_volume() -> None:
     # only the runtime dependencies: no extras in the image
     assert any("pip install --quiet ." in run for run in by_name["RUN"])
     assert not any("[spark" in run or "[dev" in run for run in by_name["RUN"])
+    # the compiled twins are built (gcc only for that layer) and the build fails without them
+    install = next(run for run in by_name["RUN"] if "pip install --quiet ." in run)
+    assert "gcc" in install and "apt-get purge" in install and "COMPILED" in install
+    assert "setup.py" in by_name["COPY"][0]
 
 
 def _unit() -> configparser.ConfigParser:
