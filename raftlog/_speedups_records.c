@@ -322,10 +322,10 @@ static PyObject *take_payloads(PyObject *Py_UNUSED(self), PyObject *const *args,
     return Py_BuildValue("(NO)", out, stopped ? Py_True : Py_False);
 }
 
-/* A new instance of the slots class `cls` (object.__new__), its slots set like
- * object.__setattr__ does (bypassing a frozen dataclass's __setattr__). */
-static PyObject *str_request_id_slot, *str_entry_type, *str_term, *str_data, *str_raw;
+static PyObject *str_entry_type, *str_term, *str_data, *str_raw; /* with str_request_id */
 
+/* A new instance of the slots class `cls` (object.__new__) parsed from `frame`, its slots set
+ * as object.__setattr__ does (bypassing a frozen dataclass's __setattr__). */
 static PyObject *entry_from_frame(PyTypeObject *cls, PyObject *frame, PyObject *error_type) {
     PyObject *raw;
     if (PyBytes_CheckExact(frame)) {
@@ -352,7 +352,7 @@ static PyObject *entry_from_frame(PyTypeObject *cls, PyObject *frame, PyObject *
         PyBytes_FromStringAndSize((const char *)p + ENTRY_HEADER_SIZE, len - ENTRY_HEADER_SIZE),
         raw,
     };
-    PyObject *names[5] = {str_request_id_slot, str_entry_type, str_term, str_data, str_raw};
+    PyObject *names[5] = {str_request_id, str_entry_type, str_term, str_data, str_raw};
     int failed = entry == NULL;
     for (int i = 0; i < 5; i++) {
         failed = failed || values[i] == NULL ||
@@ -461,7 +461,6 @@ PyMODINIT_FUNC PyInit__speedups_records(void) {
     by_index_prefix_crc = crc_update(0, &BY_INDEX_PREFIX, 1);
     str_to_bytes = PyUnicode_InternFromString("to_bytes");
     str_request_id = PyUnicode_InternFromString("request_id");
-    str_request_id_slot = str_request_id;
     str_entry_type = PyUnicode_InternFromString("entry_type");
     str_term = PyUnicode_InternFromString("term");
     str_data = PyUnicode_InternFromString("data");
