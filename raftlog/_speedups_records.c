@@ -20,6 +20,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -299,9 +300,16 @@ static PyObject *take_payloads(PyObject *Py_UNUSED(self), PyObject *const *args,
     int limited = args[2] != Py_None;
     long long max_bytes = 0;
     if (limited) {
-        max_bytes = PyLong_AsLongLong(args[2]);
+        /* beyond 64 bits, as the pure twin's comparison: above never stops it, below always */
+        int overflow;
+        max_bytes = PyLong_AsLongLongAndOverflow(args[2], &overflow);
         if (max_bytes == -1 && PyErr_Occurred()) {
             return NULL;
+        }
+        if (overflow > 0) {
+            limited = 0;
+        } else if (overflow < 0) {
+            max_bytes = LLONG_MIN;
         }
     }
     PyObject *it = PyObject_GetIter(args[0]);

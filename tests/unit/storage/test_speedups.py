@@ -136,7 +136,8 @@ def _damage(draw: st.DrawFn, first: int, values: list[bytes]) -> list[bytes]:
 def stored_ranges(draw: st.DrawFn) -> tuple[int, list[bytes], int | None]:
     first = draw(index_strategy)
     values = _damage(draw, first, _stored(first, _entries(draw)))
-    max_bytes = draw(st.one_of(st.none(), st.integers(-1, 3000)))
+    beyond_64_bits = st.sampled_from([2**70, -(2**70)])
+    max_bytes = draw(st.one_of(st.none(), st.integers(-1, 3000), beyond_64_bits))
     return first, values, max_bytes
 
 
