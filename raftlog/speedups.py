@@ -40,7 +40,8 @@ PURE_PYTHON_ENV: Final = "RAFTLOG_PURE_PYTHON"
 
 
 class CompiledRecords(Protocol):
-    """What ``raftlog._speedups_records`` offers (stub: ``raftlog/_speedups_records.pyi``)."""
+    """What ``raftlog._speedups_records`` offers: the one typed description of the module,
+    which is imported only here (its test hook ``crc32`` aside)."""
 
     def put_entries(
         self, put: Callable[[bytes, bytes], object], first_index: int, entries: Sequence[object]
@@ -63,8 +64,8 @@ class CompiledRecords(Protocol):
 
 
 class CompiledTransport(Protocol):
-    """What ``raftlog._speedups_transport`` offers (stub: its ``.pyi``). Sockets are passed
-    as pyzmq's ``underlying`` address."""
+    """What ``raftlog._speedups_transport`` offers once bound (``bind`` is called here, in
+    ``_bind_transport``). Sockets are passed as pyzmq's ``underlying`` address."""
 
     def recv_frames(self, socket: int) -> list[bytes]:
         """One whole message; ``zmq.Again`` if none is queued."""
