@@ -106,8 +106,8 @@ class Family(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class MessageRow:
-    """Everything the peer needs to know about one request type; every column is required,
-    so a row cannot be added half-filled."""
+    """Everything the peer needs to know about one request type; every column but
+    ``flush`` is required, so a row cannot be added half-filled."""
 
     code: bytes
     """The type frame."""
@@ -125,6 +125,12 @@ class MessageRow:
     family: Family
     summary: str
     """One line for the docs."""
+    flush: str | None = None
+    """``"<service>.<method>"`` that handles what ``handler`` only queued, or None (the
+    handler acts at once). The dispatcher calls it before it dispatches a message of any
+    other type and at the end of every ROUTER drain, so effects keep the arrival order and
+    no other handler sees the queue. RequestUpdate queues: a drain's updates are proposed as
+    one batch, with one id lookup and one append (issue #28)."""
 
 
 _P, _R, _W, _A = Permission.PEER, Permission.READ, Permission.WRITE, Permission.ADMIN
@@ -164,7 +170,8 @@ ROWS: Final[tuple[MessageRow, ...]] = (
         _R, AclScope.NONE, _RAFT, "the reference's web monitor (not served: dropped)"),
     MessageRow(TYPE_REQUEST_UPDATE, "RequestUpdate", RequestUpdate,
         _core(TYPE_REQUEST_UPDATE), "clients.request_update",
-        _W, AclScope.PUBLISH, _RAFT, "append an entry (a topic entry is a publish)"),
+        _W, AclScope.PUBLISH, _RAFT, "append an entry (a topic entry is a publish)",
+        flush="clients.propose_queued"),
     MessageRow(TYPE_CONFIG_UPDATE, "ConfigUpdate", ConfigUpdate,
         _core(TYPE_CONFIG_UPDATE), "clients.config_update",
         _A, AclScope.NONE, _RAFT, "change the membership"),

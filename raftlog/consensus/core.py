@@ -4,7 +4,7 @@ docstring of ``raftlog.consensus``)."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from random import Random
 
 from raftlog.bounds import TERM_ABOVE_CEILING, term_adoptable
@@ -216,6 +216,19 @@ class RaftCore(CoreViews):
         ``prepare(data)``, for new requests only: the data to append, or an exception saying
         why not (the result is then ``Refused``)."""
         return proposals.propose(self._s, request_id, data, now_ms, prepare, latest_ms=latest_ms)
+
+    def propose_many(
+        self,
+        requests: Sequence[tuple[bytes, bytes]],
+        now_ms: int,
+        prepare: Callable[[bytes], bytes | Exception] | None = None,
+        *,
+        latest_ms: int | None = None,
+    ) -> list[ProposeResult]:
+        """RequestUpdates ``(request_id, data)`` in arrival order, each decided as ``propose``
+        would one after the other, with one id lookup and one append for all (the leader's
+        ROUTER drain, issue #28); one result per request."""
+        return proposals.propose_many(self._s, requests, now_ms, prepare, latest_ms=latest_ms)
 
     def propose_config(
         self, request_id: bytes, peers: object, now_ms: int, *, latest_ms: int | None = None

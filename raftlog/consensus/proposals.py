@@ -7,7 +7,7 @@ again. Freshness (§3.1) is checked only for request ids the log does not know.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from raftlog.consensus import leader
 from raftlog.consensus.ready import Role
@@ -50,24 +50,57 @@ def propose(
     *,
     latest_ms: int | None = None,
 ) -> ProposeResult:
-    """§10.3 leader algorithm, steps 1-3 (the driver keeps the pending-reply bookkeeping).
-    ``prepare`` sees the data of a request that is new (not a retry) at the leader only, and
-    returns the data to append or why not -- so the one request-id lookup decides both."""
+    """One RequestUpdate: ``propose_many`` of a batch of one (the rules have one home)."""
+    return propose_many(s, ((request_id, data),), now_ms, prepare, latest_ms=latest_ms)[0]
+
+
+def propose_many(
+    s: CoreState,
+    requests: Sequence[tuple[bytes, bytes]],
+    now_ms: int,
+    prepare: Callable[[bytes], bytes | Exception] | None = None,
+    *,
+    latest_ms: int | None = None,
+) -> list[ProposeResult]:
+    """§10.3 leader algorithm, steps 1-3, for ``(request_id, data)`` requests in arrival
+    order (the driver keeps the pending-reply bookkeeping); one result per request.
+
+    Exactly as if each were proposed alone, one after the other -- a request id seen earlier
+    in the batch is a ``Duplicate`` of that entry, ``prepare`` runs in order -- but with one
+    lookup of all the ids and one append: the leader proposes each ROUTER drain's
+    RequestUpdates this way (issue #28). ``prepare`` sees the data of a request that
+    is new (not a retry) at the leader only, and returns the data to append or why not -- so
+    the one request-id lookup decides both."""
     if s.role is not Role.LEADER:
-        return NotLeader(s.leader_id)
-    index = s.log.index_of_request(request_id)
-    if index is not None:
-        return Duplicate(index)
-    if prepare is not None:
-        prepared = prepare(data)
+        return [NotLeader(s.leader_id)] * len(requests)
+    log = s.log
+    known = log.indexes_of_requests([request_id for request_id, _ in requests])
+    cfg = s.cfg
+    ttl_ms, margin_ms, term = cfg.request_id_ttl_ms, cfg.request_id_accept_margin_ms, s.term
+    next_index = log.last_index + 1
+    in_batch: dict[bytes, int] = {}
+    entries: list[LogEntry] = []
+    results: list[ProposeResult] = []
+    for (request_id, data), known_at in zip(requests, known, strict=True):
+        index = known_at if known_at is not None else in_batch.get(request_id)
+        if index is not None:
+            results.append(Duplicate(index))
+            continue
+        prepared = data if prepare is None else prepare(data)
         if isinstance(prepared, Exception):
-            return Refused(prepared)
-        data = prepared
-    if not _fresh(s, request_id, now_ms, latest_ms):
-        return Expired()
-    index = s.log.append((LogEntry.state(request_id, s.term, data),))
-    s.replication_dirty = True
-    return Appended(index)
+            results.append(Refused(prepared))
+            continue
+        if not is_fresh(request_id, now_ms, ttl_ms, margin_ms, latest_ms):
+            results.append(Expired())
+            continue
+        entries.append(LogEntry.state(request_id, term, prepared))
+        in_batch[request_id] = next_index
+        results.append(Appended(next_index))
+        next_index += 1
+    if entries:
+        log.append(entries)
+        s.replication_dirty = True
+    return results
 
 
 def propose_config(

@@ -168,6 +168,20 @@ class RaftLog:
             return None  # absent, or in a stable suffix that is being truncated
         return index
 
+    def indexes_of_requests(self, request_ids: Sequence[bytes]) -> list[int | None]:
+        """``index_of_request`` of each id, in order: the unstable tail first, then one store
+        lookup for the rest (a proposal batch, issue #28)."""
+        tail = self._unstable_ids
+        found = [tail.get(request_id) for request_id in request_ids]
+        missing = [i for i, index in enumerate(found) if index is None]
+        if missing:
+            stored = self.store.indexes_of_requests([request_ids[i] for i in missing])
+            first_unstable = self._unstable_first
+            for i, index in zip(missing, stored, strict=True):
+                if index is not None and index < first_unstable:  # else: being truncated
+                    found[i] = index
+        return found
+
     # -- changes ------------------------------------------------------------------------
     def append(self, entries: Sequence[LogEntry]) -> int:
         """Append at the end; returns the new last index."""

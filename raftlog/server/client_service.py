@@ -1,10 +1,12 @@
 """Leader-side client updates: RequestUpdate, the topic publish ``TP``, ConfigUpdate, and
 the bookkeeping of answers still pending.
 
-One path for every update: ``=`` RequestUpdate and ``TP`` both end in :meth:`_update`, which
-proposes with the topic gate as the core's ``prepare`` -- so the request id is looked up
-once (by the core), a retry is never re-validated, and a topic entry is stamped only when it
-is really appended (``raftlog.topics.gate``).
+One path for every update: ``=`` RequestUpdate and ``TP`` both propose with the topic gate as
+the core's ``prepare`` -- so the request id is looked up once (by the core), a retry is never
+re-validated, and a topic entry is stamped only when it is really appended
+(``raftlog.topics.gate``) -- and both end in :meth:`_settle`. ``=`` updates are queued and
+proposed as one batch per ROUTER drain (:meth:`propose_queued`: one clock reading, one id
+lookup and one append for all of them, issue #28); the dispatcher keeps the arrival order.
 
 RequestUpdate (docs/protocol.md §10.3) is answered ``[true, index]`` once ``index`` is
 committed -- in the pass that commits it, before the state machine applies it
@@ -41,6 +43,7 @@ from raftlog.consensus import (
     Duplicate,
     Expired,
     NotLeader,
+    ProposeResult,
     Refused,
 )
 from raftlog.metrics import PeerMetrics
@@ -131,6 +134,8 @@ class ClientService:
             for kind in ("appended", "duplicate", "not_leader", "expired", "refused")
         }
         self._appended = self._proposed["appended"]
+        self._queued: list[tuple[bytes, bytes, bytes]] = []
+        """RequestUpdates of this drain not yet proposed: ``(routing, request_id, data)``."""
 
     @property
     def pending_updates(self) -> int:
@@ -139,45 +144,70 @@ class ClientService:
 
     # -- the two ways in -------------------------------------------------------------------
     def request_update(self, routing: bytes, msg_id: bytes, msg: RequestUpdate) -> None:
-        """``=`` (§10.3). Oversized data is dropped without an answer, like the reference."""
+        """``=`` (§10.3), queued for ``propose_queued``. Oversized data is dropped without an
+        answer, like the reference."""
         if len(msg.data) > self._max_data:
             count = self._oversized.inc()
             if count % LOG_SAMPLE == 1:
                 self._log.warning("oversized_update_ignored", size=len(msg.data), count=count)
             return
-        self._update(routing, msg.request_id, msg.data, publish=False)
+        self._queued.append((routing, msg.request_id, msg.data))
+
+    def propose_queued(self) -> None:
+        """Propose every queued RequestUpdate as one batch, in arrival order: one clock
+        reading, one request-id lookup, one append (issue #28). The dispatcher calls this
+        before any other message and at the end of each ROUTER drain, so no other handler
+        ever sees the queue non-empty and the order of effects is the arrival order."""
+        queued = self._queued
+        if not queued:
+            return
+        self._queued = []
+        now_ms, latest_ms = self._times()
+        results = self._proposer.propose_many(
+            [(rid, data) for _, rid, data in queued], now_ms, self._prepare, latest_ms=latest_ms
+        )
+        now = self._clock()
+        appended = 0
+        for (routing, rid, _), result in zip(queued, results, strict=True):
+            if type(result) is Appended:  # the common case, inline
+                appended += 1
+                self._wait(result.index, routing, rid, False, now)
+            else:
+                self._settle(routing, rid, result, now, publish=False)
+        if appended:
+            self._appended.inc(appended)
 
     def publish(self, routing: bytes, msg_id: bytes, msg: ClientDispatch) -> None:
-        """``TP``: the frames checked and answered, then the same path as ``=``."""
+        """``TP``: the frames checked and answered, then proposed like ``=``."""
         error = self._gate.check_publish(msg_id, msg.args)
         if error is not None:
             self._refuse(routing, msg_id, error, publish=True)
             return
-        self._update(routing, msg_id, msg.args[0], publish=True)
+        now_ms, latest_ms = self._times()
+        result = self._proposer.propose(
+            msg_id, msg.args[0], now_ms, self._prepare, latest_ms=latest_ms
+        )
+        if type(result) is Appended:
+            self._appended.inc()
+        self._settle(routing, msg_id, result, self._clock(), publish=True)
 
     def _read_times(self) -> tuple[int, int | None]:
         latest = self._latest_ms
         return self._now_ms(), None if latest is None else latest()
 
-    # -- the one path ----------------------------------------------------------------------
-    def _update(self, routing: bytes, rid: bytes, data: bytes, *, publish: bool) -> None:
-        now_ms, latest_ms = self._times()
-        result = self._proposer.propose(rid, data, now_ms, self._prepare, latest_ms=latest_ms)
-        kind = type(result)
-        if kind is Appended or kind is Duplicate:
-            assert isinstance(result, Appended | Duplicate)  # for mypy; the check above is exact
-            index = result.index
-            if kind is Appended:  # a new entry at the end of the log: never applied yet
-                self._appended.inc()
+    # -- what a proposal's result asks for ----------------------------------------------------
+    def _settle(
+        self, routing: bytes, rid: bytes, result: ProposeResult, now: float, *, publish: bool
+    ) -> None:
+        """Answer now, or wait for the entry (an ``Appended`` is counted by the caller)."""
+        if isinstance(result, Appended):
+            self._wait(result.index, routing, rid, publish, now)
+        elif isinstance(result, Duplicate):
+            self._proposed["duplicate"].inc()
+            if result.index <= self._machine.last_applied:
+                self._answer_done((routing, rid, publish), result.index)
             else:
-                self._proposed["duplicate"].inc()
-                if index <= self._machine.last_applied:
-                    self._answer_done((routing, rid, publish), index)
-                    return
-            now = self._clock()
-            self._accept_later.append((now + self._accepted_delay, index, routing, rid, publish))
-            waiting = self._at_apply if publish else self._at_commit
-            waiting.add(index, (routing, rid, publish), now)
+                self._wait(result.index, routing, rid, publish, now)
         elif isinstance(result, NotLeader):
             self._proposed["not_leader"].inc()
             self._answer(routing, rid, publish, UpdateStatus.NOT_LEADER, leader_id=result.leader_id)
@@ -189,6 +219,13 @@ class ClientService:
             reason = result.reason
             error = reason if isinstance(reason, TopicError) else TopicError("Refused", str(reason))
             self._refuse(routing, rid, error, publish=publish)
+
+    def _wait(self, index: int, routing: bytes, rid: bytes, publish: bool, now: float) -> None:
+        """Answer once ``index`` is committed (``=``) or applied (``TP``); the interim
+        ``[true]`` after the accepted delay."""
+        self._accept_later.append((now + self._accepted_delay, index, routing, rid, publish))
+        waiting = self._at_apply if publish else self._at_commit
+        waiting.add(index, (routing, rid, publish), now)
 
     def _answer(
         self,

@@ -11,6 +11,10 @@ term and log untouched. A peer RPC whose term or index is above the ceiling of
 Which service handles which type is a table (``HandlerTable``) the peer builds from its
 services (``raftlog.server.wiring``); types without an entry go to the fallback (the state
 machine's own request types, §10.6). The dispatcher knows no service and no peer.
+
+A type whose handler only queues (``MessageRow.flush``: RequestUpdate, proposed as one batch
+per drain, issue #28) has its queue handled before any message of another type and when the
+peer calls :meth:`Dispatcher.flush` at the end of the drain: effects keep the arrival order.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ Handler = Callable[[bytes, bytes, Request], None]
 """``handler(routing_id, msg_id, message)``."""
 HandlerTable = Mapping[bytes, Handler]
 """Message type (the type frame) -> its handler."""
+QueueFlushes = Mapping[bytes, Callable[[], None]]
+"""Message type -> what handles the queue its handler fills (``MessageRow.flush``)."""
 
 _M = TypeVar("_M")
 
@@ -60,9 +66,15 @@ class Dispatcher:
         fallback: Handler,
         metrics: PeerMetrics,
         log: EventLog,
+        *,
+        queues: QueueFlushes | None = None,
     ) -> None:
         self._ident = ident
         self._handlers = dict(handlers)
+        self._queues: Mapping[bytes, Callable[[], None]] = queues or {}
+        """Types whose handler only queues -> what handles the queue (``MessageRow.flush``)."""
+        self._due: list[Callable[[], None]] = []
+        """The flushes owed since the last ``flush``, in the order their queues started."""
         self._fallback = fallback
         self._log = log
         dropped = self._dropped = metrics.messages_dropped
@@ -106,4 +118,17 @@ class Dispatcher:
                 reason=str(exc),
             )
             return
+        queued = self._queues.get(msg_type)
+        if queued is None:
+            if self._due:
+                self.flush()
+        elif queued not in self._due:
+            self._due.append(queued)
         self._handlers.get(msg_type, self._fallback)(routing, msg_id, message)
+
+    def flush(self) -> None:
+        """Handle everything queued since the last flush (the peer calls this at the end of
+        every ROUTER drain; ``on_message`` before any message of another type)."""
+        due, self._due = self._due, []
+        for flush in due:
+            flush()

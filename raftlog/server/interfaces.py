@@ -86,7 +86,7 @@ class ClusterView(LeaderView, Protocol):
 
 
 class Proposer(Protocol):
-    """The leader's proposals (``RaftCore.propose`` / ``propose_config``)."""
+    """The leader's proposals (``RaftCore.propose`` / ``propose_many`` / ``propose_config``)."""
 
     def propose(
         self,
@@ -98,6 +98,17 @@ class Proposer(Protocol):
         latest_ms: int | None = None,
     ) -> ProposeResult:
         """Append a STATE entry unless the request id is known (§10.3)."""
+        ...
+
+    def propose_many(
+        self,
+        requests: Sequence[tuple[bytes, bytes]],
+        now_ms: int,
+        prepare: Callable[[bytes], bytes | Exception] | None = None,
+        *,
+        latest_ms: int | None = None,
+    ) -> list[ProposeResult]:
+        """``propose`` of each ``(request_id, data)`` in order, as one batch (issue #28)."""
         ...
 
     def propose_config(

@@ -168,17 +168,21 @@ class PeerNode:
         parts = self.parts
         router, secure = parts.sockets.router, parts.sockets.secure
         deny = parts.services.replies.reply
-        dispatch, receive = parts.services.dispatcher.on_message, parts.limits.receive
-        for n in range(1, DRAIN_LIMIT + 1):
-            try:
-                frames = receive(router, secure, deny)  # bounded, and guarded when secure
-            except zmq.Again:
-                return
-            if frames is None:
-                continue
-            dispatch(frames)
-            if n % 64 == 0 and time.monotonic() >= until:
-                return
+        dispatcher, receive = parts.services.dispatcher, parts.limits.receive
+        dispatch = dispatcher.on_message
+        try:
+            for n in range(1, DRAIN_LIMIT + 1):
+                try:
+                    frames = receive(router, secure, deny)  # bounded, and guarded when secure
+                except zmq.Again:
+                    return
+                if frames is None:
+                    continue
+                dispatch(frames)
+                if n % 64 == 0 and time.monotonic() >= until:
+                    return
+        finally:
+            dispatcher.flush()  # the drain's RequestUpdates, proposed as one batch
 
     def _drain_peer(self, socket: zmq.Socket[bytes]) -> None:
         channel = self.parts.sockets.channels.by_socket.get(socket)

@@ -34,7 +34,7 @@ from raftlog.server.clock_watch import ClockWatch
 from raftlog.server.compaction import CompactionPolicy
 from raftlog.server.consistent_reads import ConsistentReads
 from raftlog.server.disk_guard import DiskGuard
-from raftlog.server.dispatch import Dispatcher, Handler, HandlerTable, route
+from raftlog.server.dispatch import Dispatcher, Handler, HandlerTable, QueueFlushes, route
 from raftlog.server.entries_service import EntriesLimits, EntriesService
 from raftlog.server.info_service import InfoService
 from raftlog.server.interfaces import EventLog, LeaderView
@@ -161,6 +161,16 @@ def handler_table(targets: Mapping[str, object]) -> HandlerTable:
     return table
 
 
+def queue_flushes(targets: Mapping[str, object]) -> QueueFlushes:
+    """What handles each queueing type's queue (``MessageRow.flush``), from the registry."""
+    flushes: dict[bytes, Callable[[], None]] = {}
+    for row in ROWS:
+        if row.flush is not None:
+            service, _, method = row.flush.partition(".")
+            flushes[row.code] = getattr(targets[service], method)
+    return flushes
+
+
 def build_services(
     *,
     ident: bytes,
@@ -254,7 +264,7 @@ def build_services(
     }
     handlers = handler_table(targets)
     fallback = route(ClientDispatch, info.state_machine_request)
-    dispatcher = Dispatcher(ident, handlers, fallback, metrics, log)
+    dispatcher = Dispatcher(ident, handlers, fallback, metrics, log, queues=queue_flushes(targets))
     dead_letters = DeadLetters(topics, own_proposer(core, gate, clock), lambda: core.is_leader)
     topic_clock = TopicClock(core, topics, clock, [dead_letters.on_timer])
     watch = ClockWatch(clock, metrics, log)

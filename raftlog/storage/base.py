@@ -64,6 +64,12 @@ class LogStore(Protocol):
         (docs/protocol.md §12.7), so that idempotency survives compaction."""
         ...
 
+    def indexes_of_requests(self, request_ids: Sequence[bytes]) -> list[int | None]:
+        """``index_of_request`` of each id, in order: the leader proposes every RequestUpdate
+        of a ROUTER drain as one batch, and one lookup of all its ids costs far less than one
+        per id (issue #28)."""
+        ...
+
     def append(self, first_index: int, entries: Sequence[LogEntry]) -> None:
         """Write ``entries`` at ``first_index``, ``first_index+1``, ... after discarding every
         entry at or after ``first_index`` (the implied suffix truncation).

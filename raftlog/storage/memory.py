@@ -155,6 +155,11 @@ class MemoryLogStore:
         """The index a request id was appended at, or None (the at-most-once lookup)."""
         return self._state.request_ids.get(request_id)
 
+    def indexes_of_requests(self, request_ids: Sequence[bytes]) -> list[int | None]:
+        """``index_of_request`` of each id, in order (the batch lookup of a proposal batch)."""
+        known = self._state.request_ids
+        return [known.get(request_id) for request_id in request_ids]
+
     def request_ids(self) -> dict[bytes, int]:
         """A copy of the request-id index (for invariant checks in tests and the simulator)."""
         return dict(self._state.request_ids)

@@ -26,7 +26,7 @@ from raftlog.server.consistent_reads import ConsistentReads
 from raftlog.server.info_service import InfoService
 from raftlog.server.leadership_service import LeadershipService
 from raftlog.server.peer_service import PeerService
-from raftlog.server.services import handler_table
+from raftlog.server.services import handler_table, queue_flushes
 from raftlog.topics import wire, wire_counts, wire_tx
 from raftlog.topics.wire_counts import TYPE_COUNTS, CountsRequest, encode_counts_request
 
@@ -66,13 +66,36 @@ def test_every_declared_request_type_has_a_row() -> None:
 @pytest.mark.parametrize("row", ROWS, ids=lambda row: row.name)
 def test_every_row_fills_every_column(row: MessageRow) -> None:
     for column in dataclasses.fields(MessageRow):
+        if column.name == "flush":  # the one optional column: most handlers act at once
+            continue
         value = getattr(row, column.name)
         assert value not in (None, "", b""), f"{row.name} lacks {column.name}"
-    service, _, method = row.handler.partition(".")
-    assert service in SERVICES, f"{row.name}: unknown service {service!r}"
-    assert callable(getattr(SERVICES[service], method, None)) or hasattr(
-        SERVICES[service], method
-    ), f"{row.name}: {row.handler} does not exist"
+    for named in (row.handler, row.flush):
+        if named is None:
+            continue
+        service, _, method = named.partition(".")
+        assert service in SERVICES, f"{row.name}: unknown service {service!r}"
+        assert callable(getattr(SERVICES[service], method, None)) or hasattr(
+            SERVICES[service], method
+        ), f"{row.name}: {named} does not exist"
+
+
+def test_request_update_is_the_one_queueing_type_and_its_queue_is_wired() -> None:
+    """A drain's RequestUpdates are proposed as one batch (issue #28); the dispatcher learns
+    what flushes them from the registry, and nothing else queues."""
+    flushed: list[str] = []
+
+    class Target:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def __getattr__(self, method: str) -> object:
+            return lambda: flushed.append(f"{self.name}.{method}")
+
+    flushes = queue_flushes({name: Target(name) for name in SERVICES})
+    assert set(flushes) == {messages.TYPE_REQUEST_UPDATE}
+    flushes[messages.TYPE_REQUEST_UPDATE]()
+    assert flushed == ["clients.propose_queued"]
 
 
 def test_a_row_cannot_be_built_without_a_column() -> None:

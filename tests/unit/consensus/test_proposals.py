@@ -4,6 +4,8 @@ request id."""
 from __future__ import annotations
 
 from consensus_helpers import NOW_MS, elect, entry, make_node, rid
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from raftlog.consensus import Appended, Duplicate, Expired, NotLeader
 from raftlog.rpc.messages import AppendEntries
@@ -50,3 +52,77 @@ def test_propose_finds_request_ids_appended_under_an_earlier_leader() -> None:
     elect(node)
     # known ids are answered from the log, before (and regardless of) the freshness check
     assert node.core.propose(old.request_id, b"x", NOW_MS) == Duplicate(1)
+
+
+# -- propose_many: a drain's RequestUpdates as one batch (issue #28) ----------------------
+_OLD = rid(seconds=NOW_MS // 1000 - 9 * 3600)  # outside the window: known or expired
+_POOL = [rid() for _ in range(5)] + [_OLD, rid(seconds=NOW_MS // 1000 + 16 * 60), b"\x00" * 12]
+_IN_LOG = (entry(1, request_id=_POOL[0]), entry(1, request_id=_OLD))
+
+
+_REFUSED = ValueError("refused")  # one instance: results compare equal by it
+
+
+class StampingGate:
+    """A ``prepare`` with state, so that its call order shows: refuses b"bad", and stamps
+    every other payload with how many payloads it has seen."""
+
+    def __init__(self) -> None:
+        self.seen: list[bytes] = []
+
+    def __call__(self, data: bytes) -> bytes | Exception:
+        self.seen.append(data)
+        if data == b"bad":
+            return _REFUSED
+        return data + b"#%d" % len(self.seen)
+
+
+batches = st.lists(
+    st.lists(
+        st.tuples(st.integers(0, len(_POOL) - 1), st.sampled_from([b"a", b"b", b"bad"])),
+        max_size=12,
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches=batches, leading=st.booleans())
+def test_a_batch_decides_exactly_as_one_proposal_after_the_other(
+    batches: list[list[tuple[int, bytes]]], leading: bool
+) -> None:
+    """Same results, same ``prepare`` calls in the same order, same log: a request id seen
+    earlier in the batch is its duplicate, a refused or expired one is not remembered."""
+    batched, single = make_node(entries=_IN_LOG, term=1), make_node(entries=_IN_LOG, term=1)
+    if leading:
+        elect(batched)
+        elect(single)
+    gate_batched, gate_single = StampingGate(), StampingGate()
+    for batch in batches:
+        requests = [(_POOL[i], data) for i, data in batch]
+        got = batched.core.propose_many(requests, NOW_MS, gate_batched)
+        want = [single.core.propose(r, d, NOW_MS, gate_single) for r, d in requests]
+        assert got == want
+    assert gate_batched.seen == gate_single.seen
+    last = single.core.last_index
+    assert batched.core.last_index == last
+    assert batched.core.entries(1, last + 1) == single.core.entries(1, last + 1)
+
+
+def test_a_batch_appends_once_and_numbers_its_entries_in_order() -> None:
+    node = make_node()
+    elect(node)
+    first, again, second = rid(), rid(), rid()
+    before = node.core.last_index
+    results = node.core.propose_many(
+        [(first, b"1"), (second, b"2"), (first, b"1 again"), (again, b"3")], NOW_MS
+    )
+    assert results == [
+        Appended(before + 1),
+        Appended(before + 2),
+        Duplicate(before + 1),
+        Appended(before + 3),
+    ]
+    assert [e.data for e in node.core.entries(before + 1, before + 4)] == [b"1", b"2", b"3"]
+    assert node.core.propose_many([], NOW_MS) == []

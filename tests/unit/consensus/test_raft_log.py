@@ -105,6 +105,21 @@ def test_request_ids_in_a_truncated_stable_suffix_are_not_found() -> None:
     assert log.index_of_request(gone.request_id) is None
 
 
+def test_the_batch_lookup_answers_as_the_lookup_of_each_id() -> None:
+    """``indexes_of_requests`` (a proposal batch, issue #28): the unstable tail first, the
+    store for the rest, and never a stable entry that is being truncated."""
+    kept, gone, replaced = entry(1), entry(1), entry(1)
+    store = MemoryLogStore()
+    store.append(1, [kept, gone, replaced])
+    log = RaftLog(store)
+    fresh = entry(2)
+    log.truncate_and_append(2, [fresh])
+    ids = [kept.request_id, gone.request_id, fresh.request_id, b"\x07" * 12, kept.request_id]
+    assert log.indexes_of_requests(ids) == [1, None, 2, None, 1]
+    assert log.indexes_of_requests(ids) == [log.index_of_request(i) for i in ids]
+    assert log.indexes_of_requests([]) == []
+
+
 def test_snapshot_matching_the_log_keeps_the_suffix() -> None:
     log, _ = _log([1, 1, 2, 2])
     assert log.install_snapshot(2, 1)

@@ -75,6 +75,8 @@ class FakeCluster:
     results: list[ProposeResult] = field(default_factory=list)
     config_results: list[ConfigProposeResult] = field(default_factory=list)
     proposed: list[tuple[bytes, bytes]] = field(default_factory=list)
+    batches: list[int] = field(default_factory=list)
+    """The size of each ``propose_many`` batch."""
     stepped: list[tuple[object, PeerRequest]] = field(default_factory=list)
     heard: list[tuple[str, int]] = field(default_factory=list)
 
@@ -96,6 +98,20 @@ class FakeCluster:
             data = prepared
         self.proposed.append((request_id, data))
         return result
+
+    def propose_many(
+        self,
+        requests: Sequence[tuple[bytes, bytes]],
+        now_ms: int,
+        prepare: Callable[[bytes], bytes | Exception] | None = None,
+        *,
+        latest_ms: int | None = None,
+    ) -> list[ProposeResult]:
+        """``propose`` of each, in order (the core's contract, which its own tests pin)."""
+        self.batches.append(len(requests))
+        return [
+            self.propose(rid, data, now_ms, prepare, latest_ms=latest_ms) for rid, data in requests
+        ]
 
     def propose_config(
         self, request_id: bytes, peers: object, now_ms: int, *, latest_ms: int | None = None

@@ -74,6 +74,11 @@ class Setup:
             accepted_delay=0.1,
         )
 
+    def update(self, routing: bytes, rid: bytes, data: bytes) -> None:
+        """One ``=`` in a drain of its own: queued, then proposed (the dispatcher's flush)."""
+        self.svc.request_update(routing, rid, RequestUpdate(rid, data))
+        self.svc.propose_queued()
+
     def wire(self) -> list[tuple[bytes, list[bytes]]]:
         return self.replies.frames()
 
@@ -84,7 +89,7 @@ class Setup:
 
 def test_done_is_sent_once_applied_and_accepted_only_to_slow_updates() -> None:
     s = Setup(Appended(5), applied=4)
-    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.update(b"a", RID, b"x")
     assert s.wire() == []
     s.svc.send_overdue_accepts(0.05)
     assert s.wire() == []  # not overdue yet
@@ -98,14 +103,14 @@ def test_done_is_sent_once_applied_and_accepted_only_to_slow_updates() -> None:
 
 def test_a_duplicate_of_an_applied_entry_is_answered_at_once() -> None:
     s = Setup(Duplicate(3), applied=4)
-    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.update(b"a", RID, b"x")
     assert s.wire() == [(b"a", [RID, b"\x01", pack_json(3)])]
 
 
 def test_the_same_request_waiting_twice_is_answered_once() -> None:
     s = Setup(Appended(5), Duplicate(5))
-    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
-    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.update(b"a", RID, b"x")
+    s.update(b"a", RID, b"x")
     assert s.svc.pending_updates == 1
     s.apply(5)
     assert len(s.wire()) == 1
@@ -113,7 +118,7 @@ def test_the_same_request_waiting_twice_is_answered_once() -> None:
 
 def test_stepping_down_answers_every_waiter_not_leader_with_the_new_leader() -> None:
     s = Setup(Appended(9), Appended(10))
-    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.update(b"a", RID, b"x")
     s.svc.publish(b"p", b"t" * 12, ClientDispatch(TYPE_PUBLISH, (b"y",)))
     s.core.config_results.append(ConfigAccepted(11))
     s.svc.config_update(b"c", b"c" * 12, ConfigUpdate(b"c" * 12, ()))
@@ -130,14 +135,14 @@ def test_stepping_down_answers_every_waiter_not_leader_with_the_new_leader() -> 
 
 def test_not_leader_and_expired_are_answered_at_once() -> None:
     s = Setup(NotLeader("3"), Expired())
-    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
-    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.update(b"a", RID, b"x")
+    s.update(b"a", RID, b"x")
     assert s.wire() == [(b"a", [RID, b"", pack_json("3")]), (b"a", [RID, b""])]
 
 
 def test_an_oversized_update_is_dropped_and_counted() -> None:
     s = Setup(Appended(1))
-    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x" * 101))
+    s.update(b"a", RID, b"x" * 101)
     assert s.wire() == [] and s.core.proposed == []
     assert s.metrics.messages_dropped.labels(reason="oversized_update").value == 1
     assert s.events.names() == ["oversized_update_ignored"]
@@ -145,7 +150,7 @@ def test_an_oversized_update_is_dropped_and_counted() -> None:
 
 def test_both_ways_in_are_prepared_by_the_gate_on_the_same_path() -> None:
     s = Setup(Appended(1), Appended(2))
-    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.update(b"a", RID, b"x")
     s.svc.publish(b"p", b"t" * 12, ClientDispatch(TYPE_PUBLISH, (b"y",)))
     assert s.core.proposed == [(RID, b"x+"), (b"t" * 12, b"y+")]
 
@@ -159,7 +164,7 @@ def test_a_retry_is_not_prepared_again() -> None:
 def test_a_refused_publish_is_answered_a_refused_update_is_ignored() -> None:
     s = Setup(Appended(1), Appended(2))
     s.svc.publish(b"p", RID, ClientDispatch(TYPE_PUBLISH, (b"bad",)))
-    s.svc.request_update(b"a", b"u" * 12, RequestUpdate(b"u" * 12, b"bad"))
+    s.update(b"a", b"u" * 12, b"bad")
     ((routing, frames),) = s.wire()
     reply = decode_publish_reply(frames[1:])
     assert routing == b"p" and reply.status is PublishStatus.REJECTED
@@ -179,7 +184,7 @@ def test_a_publish_refused_at_apply_gets_the_refusal_instead_of_done() -> None:
     s = Setup(Appended(7), Appended(8))
     s.gate.refused_at[7] = TopicError("UnknownTopic", "deleted meanwhile")
     s.svc.publish(b"p", RID, ClientDispatch(TYPE_PUBLISH, (b"y",)))
-    s.svc.request_update(b"a", b"u" * 12, RequestUpdate(b"u" * 12, b"x"))
+    s.update(b"a", b"u" * 12, b"x")
     s.apply(8)
     publish, update = s.wire()
     assert decode_publish_reply(publish[1][1:]).status is PublishStatus.REJECTED
@@ -216,10 +221,10 @@ def test_config_completion_answers_the_waiters_with_the_joint_index() -> None:
 
 def test_update_latency_runs_from_acceptance_to_the_committed_reply() -> None:
     s = Setup(Appended(5), Appended(6), NotLeader("2"), applied=4)
-    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.update(b"a", RID, b"x")
     s.clock[0] = 0.5
-    s.svc.request_update(b"b", b"s" * 12, RequestUpdate(b"s" * 12, b"y"))
-    s.svc.request_update(b"c", b"t" * 12, RequestUpdate(b"t" * 12, b"z"))
+    s.update(b"b", b"s" * 12, b"y")
+    s.update(b"c", b"t" * 12, b"z")
     s.clock[0] = 0.75
     s.apply(6)
     latency = s.metrics.update_latency_seconds.labels()
@@ -234,7 +239,7 @@ def test_a_plain_update_is_answered_at_commit_a_publish_only_once_applied() -> N
     machine applies it; ``TP`` waits for the apply, which alone knows whether the batch was
     refused (``raftlog.server.update_waiters``)."""
     s = Setup(Appended(5), Appended(6), applied=4)
-    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.update(b"a", RID, b"x")
     s.svc.publish(b"b", b"p" * 12, ClientDispatch(TYPE_PUBLISH, (b"y",)))
     s.svc.on_committed(6)
     assert [routing for routing, _ in s.wire()] == [b"a"]  # the publish is not answered yet
@@ -250,6 +255,35 @@ def test_a_plain_update_still_waiting_is_answered_at_apply_without_on_committed(
     """Drivers that never call ``on_committed`` (the simulator's executor may omit it) still
     get every answer, at the apply."""
     s = Setup(Appended(5), applied=4)
-    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.update(b"a", RID, b"x")
     s.apply(5)
     assert [routing for routing, _ in s.wire()] == [b"a"]
+
+
+def test_a_drains_updates_are_proposed_as_one_batch_and_each_answered() -> None:
+    """Issue #28: ``=`` updates are queued until the dispatcher's flush, then proposed with
+    one ``propose_many`` (one clock reading); each gets its own answer, as if alone."""
+    done, retried, gone = b"d" * 12, b"s" * 12, b"g" * 12
+    s = Setup(Appended(5), Duplicate(3), NotLeader("2"), Appended(6), applied=4)
+    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.svc.request_update(b"b", done, RequestUpdate(done, b"y"))
+    s.svc.request_update(b"z", b"o" * 12, RequestUpdate(b"o" * 12, b"x" * 101))  # oversized
+    s.svc.request_update(b"c", gone, RequestUpdate(gone, b"z"))
+    s.svc.request_update(b"d", retried, RequestUpdate(retried, b"w"))
+    assert s.core.proposed == [] and s.wire() == []  # nothing before the flush
+    s.svc.propose_queued()
+    assert s.core.batches == [4]  # the oversized one never reached the core
+    assert [rid for rid, _ in s.core.proposed] == [RID, done, gone, retried]
+    assert s.wire() == [
+        (b"b", [done, b"\x01", pack_json(3)]),  # a retry of an applied entry: done at once
+        (b"c", [gone, b"", pack_json("2")]),  # not leader: the leader named
+    ]
+    s.svc.on_committed(6)
+    assert s.wire()[2:] == [
+        (b"a", [RID, b"\x01", pack_json(5)]),
+        (b"d", [retried, b"\x01", pack_json(6)]),
+    ]
+    results = {k[0]: c.value for k, c in s.metrics.proposals.series() if c.value}
+    assert results == {"appended": 2, "duplicate": 1, "not_leader": 1}
+    s.svc.propose_queued()  # an empty queue proposes nothing
+    assert s.core.batches == [4]

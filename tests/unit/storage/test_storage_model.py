@@ -30,6 +30,9 @@ operations = st.lists(
 
 def observe(log: MemoryLogStore | RocksLogStore) -> tuple[object, ...]:
     first, last = log.first_index, log.last_index
+    ids = [rid(n) for n in range(0, 40)] + [rid(3), rid(3)]  # a proposal batch may repeat one
+    one_by_one = [log.index_of_request(request_id) for request_id in ids]
+    assert log.indexes_of_requests(ids) == one_by_one  # the batch lookup (issue #28)
     return (
         log.snapshot_index,
         log.snapshot_term,
