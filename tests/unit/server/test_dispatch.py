@@ -98,3 +98,48 @@ def test_a_wiring_mistake_is_loud() -> None:
     wrong = route(RequestLogInfo, h.handler("info"))
     with pytest.raises(LocalProtocolError):
         wrong(b"route", RID, RequestUpdate(RID, b"x"))
+
+
+def test_a_queueing_type_is_flushed_before_any_other_type_and_on_flush() -> None:
+    """``MessageRow.flush`` (issue #28): RequestUpdates are queued and proposed as one batch;
+    the order of effects stays the arrival order, whatever arrives in between."""
+    calls: list[str] = []
+    queue: list[bytes] = []
+
+    def queue_update(routing: bytes, msg_id: bytes, message: RequestUpdate) -> None:
+        queue.append(message.data)
+
+    def propose_queued() -> None:
+        if queue:
+            calls.append("batch " + b",".join(queue).decode())
+            queue.clear()
+
+    def info(routing: bytes, msg_id: bytes, message: RequestLogInfo) -> None:
+        calls.append("info")
+
+    dispatcher = Dispatcher(
+        IDENT,
+        {
+            TYPE_REQUEST_UPDATE: route(RequestUpdate, queue_update),
+            TYPE_REQUEST_LOG_INFO: route(RequestLogInfo, info),
+        },
+        route(ClientDispatch, lambda routing, msg_id, message: calls.append("fallback")),
+        metrics(),
+        EventRecorder(),
+        queues={TYPE_REQUEST_UPDATE: propose_queued},
+    )
+
+    def send(message: Request, msg_id: bytes | None = None) -> None:
+        dispatcher.on_message([b"route", *encode_request(message, ident=IDENT, id=msg_id)])
+
+    send(RequestUpdate(RID, b"1"))
+    send(RequestUpdate(RID, b"2"))
+    assert calls == []  # queued, not yet proposed
+    send(RequestLogInfo(), b"\x09")
+    send(RequestUpdate(RID, b"3"))
+    send(ClientDispatch(b"ZZ", ()), b"\x0a")
+    send(RequestUpdate(RID, b"4"))
+    send(RequestUpdate(RID, b"5"))
+    dispatcher.flush()  # the end of the drain
+    dispatcher.flush()  # nothing owed: nothing runs
+    assert calls == ["batch 1,2", "info", "batch 3", "fallback", "batch 4,5"]
