@@ -117,6 +117,13 @@ def test_writes_continue_while_the_leader_is_9h_ahead_and_a_follower_9h_behind(
         topics.create_topic("stepped", retention_ms=60_000)
         topics.publish("stepped", b"x")
         for peer in cluster.peers.values():
+            # A follower applies what the leader committed once the next AppendEntries or
+            # tick tells it the commit index: wait for the record, then read its clock.
+            wait_for(
+                f"peer {peer.id} to apply the publish",
+                lambda url=peer.url: topics.read("stepped", url=url).records,
+                timeout=15,
+            )
             clock_ms = topics.describe("stepped", url=peer.url).log_clock_ms
             assert abs(clock_ms - time.time() * 1000) < NEAR_MS, peer.id
     health = subprocess.run(
