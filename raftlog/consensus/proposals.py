@@ -75,8 +75,7 @@ def propose_many(
         return [NotLeader(s.leader_id)] * len(requests)
     log = s.log
     known = log.indexes_of_requests([request_id for request_id, _ in requests])
-    cfg = s.cfg
-    ttl_ms, margin_ms, term = cfg.request_id_ttl_ms, cfg.request_id_accept_margin_ms, s.term
+    term = s.term
     next_index = log.last_index + 1
     in_batch: dict[bytes, int] = {}
     entries: list[LogEntry] = []
@@ -90,7 +89,7 @@ def propose_many(
         if isinstance(prepared, Exception):
             results.append(Refused(prepared))
             continue
-        if not is_fresh(request_id, now_ms, ttl_ms, margin_ms, latest_ms):
+        if not _fresh(s, request_id, now_ms, latest_ms):
             results.append(Expired())
             continue
         entries.append(LogEntry.state(request_id, term, prepared))

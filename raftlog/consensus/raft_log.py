@@ -160,17 +160,12 @@ class RaftLog:
 
     def index_of_request(self, request_id: bytes) -> int | None:
         """Index of the entry carrying ``request_id`` in this view (unstable tail first)."""
-        index = self._unstable_ids.get(request_id)
-        if index is not None:
-            return index
-        index = self.store.index_of_request(request_id)
-        if index is None or index >= self._unstable_first:
-            return None  # absent, or in a stable suffix that is being truncated
-        return index
+        return self.indexes_of_requests((request_id,))[0]
 
     def indexes_of_requests(self, request_ids: Sequence[bytes]) -> list[int | None]:
         """``index_of_request`` of each id, in order: the unstable tail first, then one store
-        lookup for the rest (a proposal batch, issue #28)."""
+        lookup for the rest (a proposal batch, issue #28); never an id in a stable suffix that
+        is being truncated."""
         tail = self._unstable_ids
         found = [tail.get(request_id) for request_id in request_ids]
         missing = [i for i, index in enumerate(found) if index is None]

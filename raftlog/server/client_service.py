@@ -167,15 +167,8 @@ class ClientService:
             [(rid, data) for _, rid, data in queued], now_ms, self._prepare, latest_ms=latest_ms
         )
         now = self._clock()
-        appended = 0
         for (routing, rid, _), result in zip(queued, results, strict=True):
-            if type(result) is Appended:  # the common case, inline
-                appended += 1
-                self._wait(result.index, routing, rid, False, now)
-            else:
-                self._settle(routing, rid, result, now, publish=False)
-        if appended:
-            self._appended.inc(appended)
+            self._settle(routing, rid, result, now, publish=False)
 
     def publish(self, routing: bytes, msg_id: bytes, msg: ClientDispatch) -> None:
         """``TP``: the frames checked and answered, then proposed like ``=``."""
@@ -187,8 +180,6 @@ class ClientService:
         result = self._proposer.propose(
             msg_id, msg.args[0], now_ms, self._prepare, latest_ms=latest_ms
         )
-        if type(result) is Appended:
-            self._appended.inc()
         self._settle(routing, msg_id, result, self._clock(), publish=True)
 
     def _read_times(self) -> tuple[int, int | None]:
@@ -199,8 +190,9 @@ class ClientService:
     def _settle(
         self, routing: bytes, rid: bytes, result: ProposeResult, now: float, *, publish: bool
     ) -> None:
-        """Answer now, or wait for the entry (an ``Appended`` is counted by the caller)."""
+        """Count the outcome; answer now, or wait for the entry."""
         if isinstance(result, Appended):
+            self._appended.inc()
             self._wait(result.index, routing, rid, publish, now)
         elif isinstance(result, Duplicate):
             self._proposed["duplicate"].inc()

@@ -71,7 +71,7 @@ class Dispatcher:
     ) -> None:
         self._ident = ident
         self._handlers = dict(handlers)
-        self._queues: Mapping[bytes, Callable[[], None]] = queues or {}
+        self._queues: QueueFlushes = queues or {}
         """Types whose handler only queues -> what handles the queue (``MessageRow.flush``)."""
         self._due: list[Callable[[], None]] = []
         """The flushes owed since the last ``flush``, in the order their queues started."""

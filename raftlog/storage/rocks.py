@@ -55,10 +55,6 @@ LOG_DIR = "log"
 SNAPSHOT_DIR = "snapshots"
 
 
-def _named(request_key: bytes) -> str:
-    return f"request id {request_key[len(rec.REQUEST_PREFIX) :].hex()}"
-
-
 def _nothing_in_flight() -> None:
     """The default ``before_write``: no other thread writes this store."""
 
@@ -212,9 +208,12 @@ class RocksLogStore:
         leader looks up a whole proposal batch at once, issue #28)."""
         self._check_open()
         keys = [rec.REQUEST_PREFIX + request_id for request_id in request_ids]
+        values = self._db.get_many(keys, "request-id index")
         return [
-            None if value is None else int.from_bytes(rec.unseal(key, value, _named(key)), "big")
-            for key, value in zip(keys, self._db.get_many(keys, "request-id index"), strict=True)
+            None
+            if value is None
+            else int.from_bytes(rec.unseal(key, value, f"request id {request_id.hex()}"), "big")
+            for request_id, key, value in zip(request_ids, keys, values, strict=True)
         ]
 
     def oldest_request_index(self) -> int | None:
