@@ -33,10 +33,11 @@ class RaftOptions:
     request_entries_snapshot_pipelines: int = 2
     prevent_spiral_elections: bool = True
     broadcast_heartbeat_interval: int = 500
-    replication_pipeline: int = 1
-    """raftlog extension: AppendEntries in flight per follower. 1 (stop-and-wait, as the
-    reference) is required whenever any peer of the cluster is a reference (zmq-raft) peer;
-    larger values pipeline replication between raftlog peers only."""
+    replication_pipeline: int = 4
+    """raftlog extension: AppendEntries in flight per follower that takes them -- one whose
+    latest answer carried the pipelining mark (every raftlog follower's successes do); a
+    reference (zmq-raft) follower always gets stop-and-wait, so any value is safe in a mixed
+    cluster. 4 by measurement (docs/performance.md §2); 1 turns pipelining off."""
     catch_up_timeout: int = 30_000
     """ms a peer started outside its configuration spends downloading the committed log
     before it starts serving (§12.5); if the cluster is unreachable it starts anyway and is

@@ -68,7 +68,7 @@ def handle_append_entries(s: CoreState, token: object, m: AppendEntries) -> None
     if prev < snapshot_index:
         skip = snapshot_index - prev  # entries up to the snapshot are committed and held
         if skip > len(entries):
-            s.reply(token, AppendEntriesResponse(s.term, True))
+            s.reply(token, _accepted(s))
             return
         prev, prev_term, entries = snapshot_index, entries[skip - 1].term, entries[skip:]
     if log.term_at(prev) != prev_term:
@@ -83,7 +83,14 @@ def handle_append_entries(s: CoreState, token: object, m: AppendEntries) -> None
     new_commit = min(m.commit_index, limit)
     if new_commit > s.commit:
         s.commit_to(new_commit)
-    s.reply(token, AppendEntriesResponse(s.term, True))
+    s.reply(token, _accepted(s))
+
+
+def _accepted(s: CoreState) -> AppendEntriesResponse:
+    """A success, marked: this follower takes pipelined AppendEntries (it truncates only at a
+    real conflict and refuses, never exits, below its commit index), so a raftlog leader may
+    keep several in flight to it (``replication.window``)."""
+    return AppendEntriesResponse(s.term, True, pipelines=True)
 
 
 def _merge(s: CoreState, m: AppendEntries, prev: int, entries: tuple[LogEntry, ...]) -> bool:

@@ -64,6 +64,7 @@ class Progress:
         "match",
         "next",
         "peer_id",
+        "pipelines",
         "probe_one_entry",
         "recent_active",
         "sent_commit",
@@ -86,6 +87,10 @@ class Progress:
         self.heard_at: int | None = None
         """Tick of this follower's last answer in the current term (or of its vote): the
         leader's side of leader stickiness (``election.leader_is_sticky``)."""
+        self.pipelines = False
+        """Whether this follower's latest AppendEntries answer carried the pipelining mark
+        (``AppendEntriesResponse.pipelines``): only then may more than one request be in
+        flight to it (``replication.window``)."""
         self.snapshot: SnapshotMeta | None = None
         self.snapshot_offset = 0
         self.backoff = 1
@@ -114,6 +119,14 @@ class Progress:
             self.inflight_bytes -= oldest.size
             if oldest is sent:
                 return
+
+    def keep_newest(self) -> None:
+        """Forget every in-flight request but the newest (the follower stopped taking
+        pipelined requests: ``replication._on_timeout``). Answers to the others still count
+        as answers to abandoned requests."""
+        inflight = self.inflight
+        while len(inflight) > 1:
+            self.inflight_bytes -= inflight.popleft().size
 
     def abandon(self) -> None:
         """Start a new generation: forget every in-flight request."""

@@ -1,31 +1,43 @@
 """Leader-side replication: AppendEntries, heartbeats, snapshots, responses.
 
-All retransmission is decided here on ticks. Two modes, chosen by ``max_inflight_messages``:
+All retransmission is decided here on ticks. Two modes, chosen **per follower** by
+``window``: a follower whose latest AppendEntries answer carried the pipelining mark
+(``AppendEntriesResponse.pipelines``, sent by every raftlog follower on a success) may have
+up to ``max_inflight_messages`` requests in flight; any other follower -- a reference peer,
+whose answers never carry it, or one whose latest answer was a rejection or that missed a
+timeout -- gets stop-and-wait, as the reference leader does it: one AppendEntries or
+InstallSnapshot in flight, no heartbeat while it is outstanding (it is the heartbeat).
 
-**Stop-and-wait (1, the default), as the reference leader.** One AppendEntries/InstallSnapshot
-in flight per follower; no heartbeat while it is outstanding (it is the heartbeat); on a
-timeout the *identical* request object is sent again, which the transport sends under the
-*same* msgid. The backoff never stretches that interval beyond half the minimum election
-timeout (the request is the follower's heartbeat), and the follower's driver tells its core
-about every retransmission it answers from its debounce cache (``heard_from_leader``).
-This is what a reference follower needs (docs/protocol.md §6, §8): it truncates its log
-after prevLogIndex on every AppendEntries it processes and exits if prevLogIndex is below its
-commit index, so a retransmission must be recognised as a duplicate (its debounce key is the
-msgid) and never reprocessed after a later message moved its commit index. Throughput does
-not suffer much: each request carries everything pending, up to ``max_append_bytes``.
+**The send order, the same in both modes** (what a reference follower needs: it truncates
+its log after prevLogIndex on every AppendEntries it processes, exits if prevLogIndex is
+below its commit index, and recognises only a retransmission under the msgid it answered
+last as a duplicate; docs/protocol.md §6, §8): within one term, a *new* AppendEntries to a
+follower never starts below what an earlier one already covered, unless the follower
+rejected one since. So:
 
-**Pipelined (> 1), only for clusters of raftlog peers** (whose followers never truncate a
-matching suffix nor exit). Rules that keep such followers consistent:
-
-* prevLogIndex only moves below ``lastIndex + 1`` on a rejection, so it never drops below
-  what the follower may have committed;
-* a heartbeat's prevLogIndex is ``next - 1``, the last index already sent in this pipeline,
-  never an older match point (which would cut off entries still in flight);
-* on a timeout or a rejection the whole pipeline is abandoned (late rejections are ignored,
-  late successes still raise ``match``) and resent from the oldest unacknowledged
-  prevLogIndex with new requests; each timeout doubles that follower's timeouts (up to
-  ``MAX_BACKOFF``) until it answers again;
+* prevLogIndex only moves below ``lastIndex + 1`` on a rejection (then the follower is
+  probed, one request at a time, from prevLogIndex or its next-index hint);
+* a heartbeat's and a commit-only message's prevLogIndex is ``next - 1``, the end of what
+  was already sent, never an older match point (which would cut off entries in flight);
+* **timeouts**: the newest request in flight is sent again, *identically* (the transport
+  sends the same msgid), the older ones are forgotten (late successes still raise
+  ``match``, late rejections are ignored) and the window closes until a marked answer
+  comes. The follower either processed the newest one (then it answers again, from its
+  debounce cache) or its log ends before it (then it rejects with a hint and is probed).
+  Resending from the oldest one instead, with a new msgid, is what a reference follower
+  that had processed the later ones would exit on. Each timeout doubles that follower's
+  timeouts (up to ``MAX_BACKOFF``) until it answers again, but never beyond half the
+  minimum election timeout (the request is the follower's heartbeat), and the follower's
+  driver tells its core about every retransmission it answers from its cache
+  (``heard_from_leader``);
 * ``match`` never decreases, and only answers to requests of the current term count.
+
+**Switching.** A follower starts each term at window 1 (its first answer is to a probe). A
+marked answer opens the window. An unmarked *success* while several requests are in flight
+(the peer at that address is now a reference peer, or a raftlog version without the mark)
+closes it: nothing new is sent until those are answered and no heartbeat goes out
+meanwhile. Pipelining gains what stop-and-wait loses to one follower trailing the other by
+an update (docs/performance.md §2).
 """
 
 from __future__ import annotations
@@ -62,23 +74,29 @@ def pump(s: CoreState, pr: Progress, *, commit_lane: bool = False) -> None:
         if not pr.inflight:
             send_append(s, pr, one_entry=pr.probe_one_entry)
         return
-    cfg = s.cfg
+    max_messages, max_bytes = window(s, pr), s.cfg.max_inflight_bytes
     last = s.log.last_index
     sent = False
-    while pr.next <= last and not pr.pipeline_full(
-        cfg.max_inflight_messages, cfg.max_inflight_bytes
-    ):
+    while pr.next <= last and not pr.pipeline_full(max_messages, max_bytes):
         if not send_append(s, pr):
             return
         sent = True
     if commit_lane and not sent and not pr.inflight and pr.sent_commit < s.commit:
         send_commit(s, pr)  # an idle follower learns the new commit index on this tick
-    if read_index.wants_heartbeat(s, pr) and not pr.pipeline_full(
-        cfg.max_inflight_messages, cfg.max_inflight_bytes
-    ):
+    if read_index.wants_heartbeat(s, pr) and not pr.pipeline_full(max_messages, max_bytes):
         # confirms leadership for the waiting reads (a commit-lane message does not: it is
         # not in flight, so its answer carries no read sequence)
         send_append(s, pr, empty=True)
+
+
+def window(s: CoreState, pr: Progress) -> int:
+    """How many AppendEntries may be in flight to ``pr``'s peer: the configured pipeline
+    only while it streams (a probe is one request at a time, and no heartbeat may start
+    below the probe's end) and its latest answer carried the pipelining mark, else 1
+    (module docstring)."""
+    if pr.pipelines and pr.state is ProgressState.REPLICATE:
+        return s.cfg.max_inflight_messages
+    return 1
 
 
 def send_commit(s: CoreState, pr: Progress) -> None:
@@ -199,7 +217,7 @@ def tick(s: CoreState, count: int = 1) -> None:
         inflight = pr.inflight
         if inflight and now - inflight[0].sent_at >= inflight[0].timeout:
             _on_timeout(s, pr)
-        elif inflight and s.cfg.max_inflight_messages == 1:
+        elif inflight and window(s, pr) == 1:
             continue  # the outstanding request is the heartbeat (a reference follower would
             # truncate entries it is still receiving on a heartbeat with an older prevLogIndex)
         elif pr.state is not ProgressState.SNAPSHOT and now - pr.last_sent_at >= heartbeat:
@@ -214,26 +232,23 @@ def tick(s: CoreState, count: int = 1) -> None:
 
 
 def _on_timeout(s: CoreState, pr: Progress) -> None:
-    """No answer in time. Stop-and-wait (and any snapshot chunk): send the identical request
-    again (same msgid on the wire). Pipelined: abandon the pipeline and resend from the oldest
-    unacknowledged prevLogIndex with new requests (the follower may have lost them)."""
-    oldest = pr.inflight[0].request
+    """No answer in time, in either mode: close the window (the follower pipelines again once
+    it answers with the mark) and send the newest request in flight again, identically (same
+    msgid on the wire); the older ones are forgotten (module docstring, "Timeouts")."""
     pr.backoff = min(pr.backoff * 2, MAX_BACKOFF)
-    if s.cfg.max_inflight_messages == 1 or pr.state is ProgressState.SNAPSHOT:
-        sent = pr.inflight[0]
-        base = (
-            s.cfg.append_entries_timeout_ticks
-            if isinstance(oldest, InstallSnapshot) or oldest.entries
-            else s.cfg.append_timeout_ticks
-        )
-        sent.sent_at = s.now
-        sent.timeout = min(base * pr.backoff, max(base, _max_retransmit_interval(s)))
-        pr.last_sent_at = s.now
-        s.send(pr.peer_id, oldest)
-        return
-    assert isinstance(oldest, AppendEntries)
-    pr.become_probe(oldest.prev_log_index + 1, one_entry=False)
-    pump(s, pr)
+    pr.pipelines = False
+    pr.keep_newest()
+    sent = pr.inflight[0]
+    request = sent.request
+    base = (
+        s.cfg.append_entries_timeout_ticks
+        if isinstance(request, InstallSnapshot) or request.entries
+        else s.cfg.append_timeout_ticks
+    )
+    sent.sent_at = s.now
+    sent.timeout = min(base * pr.backoff, max(base, _max_retransmit_interval(s)))
+    pr.last_sent_at = s.now
+    s.send(pr.peer_id, request)
 
 
 def _max_retransmit_interval(s: CoreState) -> int:
@@ -265,6 +280,7 @@ def handle_append_response(
         return
     pr.recent_active = True
     pr.heard_at = s.now
+    pr.pipelines = response.pipelines
     if response.success and peer in s.departing:
         leader.release_departed(s, peer, request)
         if s.progress.get(peer) is not pr:
@@ -272,14 +288,13 @@ def handle_append_response(
     sent = pr.find(request)
     read_index.note_answer(s, peer, sent)
     if sent is None:
-        # Abandoned generation: a success is still true (and may be the only answer that
-        # ever arrives on a link slower than the timeout); a rejection may be stale.
-        if response.success:
-            if pr.acknowledge(request.prev_log_index + len(request.entries)):
-                leader.maybe_commit(s)
-            if pr.state is ProgressState.PROBE and s.progress.get(peer) is pr:
-                pr.become_replicate()
-                pump(s, pr)
+        # Abandoned (by a rejection, or forgotten on a timeout): a success is still true, a
+        # rejection may be stale. Neither moves the state: the request in flight, which a
+        # timeout resends identically until it is answered, does that. (Streaming on from a
+        # late success while a probe is out would start a new request below the probe's end.)
+        last = request.prev_log_index + len(request.entries)
+        if response.success and pr.acknowledge(last):
+            leader.maybe_commit(s)
         return
     if pr.state is ProgressState.SNAPSHOT:
         return

@@ -67,9 +67,10 @@ class CoreConfig:
     """``peerMsgDataSize``: entry bytes per AppendEntries (at least one entry is always
     sent) and the InstallSnapshot chunk size."""
     max_inflight_messages: int = 1
-    """AppendEntries that may be unacknowledged per follower. 1 (stop-and-wait, retransmit
-    the identical request) is what reference followers require; more pipelines replication
-    and is only safe when every follower is a raftlog peer (see ``replication``)."""
+    """AppendEntries that may be unacknowledged per follower whose latest answer carried the
+    pipelining mark; every other follower (a reference one) gets 1, stop-and-wait, whatever
+    this says (``replication.window``). The peer's default is 4 (``replication_pipeline``);
+    1 here keeps the core's own default the reference leader's behaviour."""
     max_inflight_bytes: int = 1 << 20
     """Entry bytes that may be unacknowledged per follower."""
     max_committed_bytes_per_ready: int = 4 << 20
@@ -131,7 +132,7 @@ class CoreConfig:
         prevent_spiral_elections: bool = True,
         leader_stickiness: bool = True,
         check_quorum: bool = False,
-        replication_pipeline: int = 1,
+        replication_pipeline: int = 4,
     ) -> CoreConfig:
         """Build a config from the reference's millisecond options (names as in §13);
         every duration is rounded up to whole ticks of ``tick_ms``."""

@@ -104,11 +104,17 @@ class AppendEntries:
 @dataclass(frozen=True, slots=True)
 class AppendEntriesResponse:
     """``next_index_hint`` is the follower's lastIndex + 1, sent only on failure when its log
-    is shorter than prevLogIndex (the reference's frame 4; docs/protocol.md §8, §14.1)."""
+    is shorter than prevLogIndex (the reference's frame 4; docs/protocol.md §8, §14.1).
+
+    ``pipelines`` (raftlog extension, successes only): the follower takes pipelined
+    AppendEntries -- it never truncates a matching suffix nor exits on a prevLogIndex below
+    its commit index. A leader pipelines only to a follower whose latest answer said so, so
+    that a reference follower (which never says so) always gets stop-and-wait."""
 
     term: int
     success: bool
     next_index_hint: int | None = None
+    pipelines: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,14 @@ from raftlog.rpc.messages import (
 )
 from raftlog.rpc.ranges import check_peer_message
 
+#: Frame 6 of a raftlog follower's successful AppendEntries answer (docs/protocol.md §8, whose
+#: frame numbers count the msgid as frame 1): the follower takes pipelined requests. Frames 4
+#: and 5 before it are real integers (0), because
+#: the reference's leader decodes both as ``uint`` and loses the whole answer on an empty one;
+#: it reads neither on a success and ignores every frame after them.
+PIPELINES_MARK: Final = b"raftlog:pipelines"
+_SUCCESS_MARKED: Final = (TRUE_FRAME, encode_uint(0), encode_uint(0), PIPELINES_MARK)
+
 # --- encoders ---------------------------------------------------------------------------------
 
 
@@ -125,6 +133,8 @@ def _encode_entries(msg: RequestEntriesResponse) -> list[bytes]:
 
 
 def _encode_append(msg: AppendEntriesResponse) -> list[bytes]:
+    if msg.success and msg.pipelines:
+        return [encode_uint(msg.term), *_SUCCESS_MARKED]
     frames = [encode_uint(msg.term), encode_bool(msg.success)]
     if msg.next_index_hint is not None:
         frames.append(encode_uint(msg.next_index_hint))
@@ -240,12 +250,16 @@ def _decode_vote(msg_id: bytes, frames: Sequence[bytes]) -> RequestVoteResponse:
 
 def _decode_append(msg_id: bytes, frames: Sequence[bytes]) -> AppendEntriesResponse:
     _need(frames, 2, "AppendEntries")
+    term, success = decode_uint(frames[0], 1), decode_bool(frames[1])
+    if success:
+        # A success carries no hint: frames 4-5 (docs/protocol.md numbering) are a raftlog
+        # follower's zeros before its pipelining mark in frame 6; the reference sends neither.
+        marked = len(frames) > 4 and frames[4] == PIPELINES_MARK
+        return check_peer_message(AppendEntriesResponse(term, True, None, marked))
     # Frame 4 is the next-index hint; an empty one is read as absent. Frame 5 (PROTO.md's
     # "conflict index", never sent by the reference) is ignored.
     hint = decode_nuint(frames[2], 3) if len(frames) > 2 else None
-    return check_peer_message(
-        AppendEntriesResponse(decode_uint(frames[0], 1), decode_bool(frames[1]), hint)
-    )
+    return check_peer_message(AppendEntriesResponse(term, False, hint))
 
 
 def _decode_snapshot(msg_id: bytes, frames: Sequence[bytes]) -> InstallSnapshotResponse:

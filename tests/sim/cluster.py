@@ -26,7 +26,13 @@ from raftlog.consensus import LogAppend, RaftCore, Ready, Role, SnapshotInstall
 from raftlog.consensus.settings import CoreConfig
 from raftlog.entry import LogEntry
 from raftlog.ids import make_request_id
-from raftlog.rpc.messages import ConfigPayload, Peer, PeerRequest, PeerResponse
+from raftlog.rpc.messages import (
+    AppendEntriesResponse,
+    ConfigPayload,
+    Peer,
+    PeerRequest,
+    PeerResponse,
+)
 from raftlog.server.loop_step import loop_step
 from raftlog.server.ready_executor import ReadyExecutor
 from raftlog.storage.base import HardState
@@ -301,6 +307,10 @@ class SimCluster:
         """What happened during the run (crashes, installs, truncations, ...)."""
         self.paused: dict[str, tuple[int, list[tuple[str, object]]]] = {}
         """Stopped peers (SIGSTOP): the tick they stopped at and what arrived meanwhile."""
+        self.unmarked: set[str] = set()
+        """Peers whose AppendEntries answers lose the pipelining mark, as a reference peer's
+        never carry it (the chaos action ``swap_kind`` toggles one, as if the peer at that
+        address were replaced by the other implementation)."""
 
     # -- time -----------------------------------------------------------------------------
     @property
@@ -375,6 +385,10 @@ class SimCluster:
     def send_reply(self, node: SimNode, token: object, message: PeerResponse) -> None:
         if not isinstance(token, _SimToken):
             raise TypeError(f"foreign reply token {token!r}")
+        unmark = isinstance(message, AppendEntriesResponse) and message.pipelines
+        if unmark and node.id in self.unmarked:
+            message = replace(message, pipelines=False)
+            self.counters["unmarked_answer"] += 1
         payload = ("resp", token.incarnation, token.msgid, message)
         self.network.send(self.tick, node.id, token.src, payload)
 

@@ -67,6 +67,7 @@ class SimParams:
         "compact",
         "membership",
         "membership",
+        "swap_kind",
     )
     request_id_ttl_ms: int = 4000
     request_id_accept_margin_ms: int = 1000
@@ -159,6 +160,11 @@ class _Chaos:
             cluster.compact(node, self.p.request_id_ttl_ms)
         elif action == "membership" and self.p.membership:
             self.workload.change_membership()
+        elif action == "swap_kind":
+            peer = rng.choice(ids)
+            cluster.unmarked ^= {peer}
+            cluster.counters["swap_kind"] += 1
+            cluster.trace.add("swap_kind", peer, peer in cluster.unmarked)
 
     def _heal_later(self, *what: object) -> None:
         self.cluster.trace.add("fault", *what)

@@ -14,6 +14,7 @@ from random import Random
 from raftlog.consensus import Bug, CoreConfig, RaftCore
 from raftlog.consensus.results import Appended
 from raftlog.ids import make_request_id
+from raftlog.rpc.messages import PeerRequest
 from sim.cluster import SimCluster, SimNode
 from sim.invariants import Invariants
 from sim.network import LinkRule
@@ -95,6 +96,15 @@ class Script:
 
     def restart(self, peer_id: str) -> None:
         self.cluster.restart(peer_id)
+
+    def inject(self, src: str, dst: str, message: PeerRequest) -> None:
+        """Hand ``dst`` a request as if ``src`` had sent it now, past the network's cuts: a
+        message some other leader implementation would send (its answer is dropped)."""
+        sender = self.node(src)
+        sender.next_msgid += 1
+        self.trace.add("inject", src, dst, message)
+        self.cluster.deliver(src, dst, ("req", sender.incarnation, sender.next_msgid, message))
+        self.cluster.drain(self.node(dst))
 
     # -- network --------------------------------------------------------------------------
     def partition(self, *groups: set[str]) -> None:

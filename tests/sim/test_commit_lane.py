@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from raftlog.consensus import replication
+from raftlog.consensus.state import CoreState
 from raftlog.rpc.messages import AppendEntries, AppendEntriesResponse
-from sim.cluster import SimCluster, SimNode
+from sim.cluster import SimCluster
 from sim.scenario import random_params, run_simulation
 from sim.script import Script
 
@@ -60,34 +61,32 @@ def test_next_entry_leaves_while_the_commit_only_append_is_unanswered() -> None:
 
 
 class ReferenceFollowerOrder:
-    """The send-order rule a reference follower needs from a stop-and-wait leader (it
-    truncates its log after ``prevLogIndex`` on every AppendEntries it processes, and
-    recognises only a retransmission under the same msgid as a duplicate): within one
-    term, a *new* AppendEntries to a follower never starts below what an earlier one
-    already covered, unless the follower rejected one since (the leader then probes back).
-    A rejection (any answer ``success = false`` to an AppendEntries of that term) lets
-    the next new request start anywhere. Recorded on the simulator's transport shim; the
-    network may reorder, but the rule is about the leader's send order, which a FIFO
-    link (ZeroMQ over TCP) preserves."""
+    """The send-order rule a reference follower needs from a leader (it truncates its log
+    after ``prevLogIndex`` on every AppendEntries it processes, and recognises only a
+    retransmission under the same msgid as a duplicate): within one term, a *new*
+    AppendEntries to a follower never starts below what an earlier one already covered,
+    unless the follower rejected one since (the leader then probes back). A rejection (any
+    answer ``success = false`` to an AppendEntries of that term) lets the next new request
+    start anywhere. Recorded where the core decides (``CoreState.send``, in the order it
+    steps answers and ticks, before the executor sends a pass's messages together); the
+    network may reorder, but the rule is about the leader's send order, which a FIFO link
+    (ZeroMQ over TCP) preserves."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.violations: list[str] = []
         self.sent_new = 0
-        self._covered: dict[tuple[str, int, int, str], int] = {}
+        self._covered: dict[tuple[int, int, str], int] = {}
         self._seen: dict[int, object] = {}
-        """Every request checked, by id, kept alive so that no id is reused for a new one."""
-        self._rejected: set[tuple[str, int, int, str]] = set()
-        real_send, real_deliver = SimCluster.send_request, SimCluster.deliver
+        """Every request and leader state checked, by id, kept alive so that no id is
+        reused for a new one."""
+        self._rejected: set[tuple[int, int, str]] = set()
+        real_send, real_deliver = CoreState.send, SimCluster.deliver
 
-        def send_request(cluster: SimCluster, node: SimNode, to: str, message: Any) -> None:
-            core = node.core
-            if (
-                isinstance(message, AppendEntries)
-                and core is not None
-                and core._s.cfg.max_inflight_messages == 1
-            ):
-                self._check(node, to, message)
-            real_send(cluster, node, to, message)
+        def send(state: CoreState, to: str, message: Any) -> None:
+            if isinstance(message, AppendEntries):
+                self._seen[id(state)] = state
+                self._check(state, to, message)
+            real_send(state, to, message)
 
         def deliver(cluster: SimCluster, src: str, dst: str, payload: Any) -> None:
             kind, incarnation, msgid, message = payload
@@ -99,11 +98,13 @@ class ReferenceFollowerOrder:
                 and not message.success
                 and sent is not None
                 and isinstance(sent[1], AppendEntries)
+                and incarnation == node.incarnation
+                and node.core is not None
             ):
-                self._rejected.add((dst, incarnation, sent[1].term, src))
+                self._rejected.add((id(node.core._s), sent[1].term, src))
             real_deliver(cluster, src, dst, payload)
 
-        monkeypatch.setattr(SimCluster, "send_request", send_request)
+        monkeypatch.setattr(CoreState, "send", send)
         monkeypatch.setattr(SimCluster, "deliver", deliver)
 
     def reset(self) -> None:
@@ -112,12 +113,18 @@ class ReferenceFollowerOrder:
         self._seen.clear()
         self._rejected.clear()
 
-    def _check(self, node: SimNode, to: str, message: AppendEntries) -> None:
+    def _check(self, state: CoreState, to: str, message: AppendEntries) -> None:
         if id(message) in self._seen:  # a retransmission: the same msgid, debounced
             return
         self._seen[id(message)] = message
         self.sent_new += 1
-        key = (node.id, node.incarnation, message.term, to)
+        progress = state.progress.get(to)
+        if progress is not None and not progress.pipelines and len(progress.inflight) > 1:
+            self.violations.append(
+                f"{state.id} -> {to} term {message.term}: a new AppendEntries with"
+                f" {len(progress.inflight) - 1} more in flight to an unmarked follower"
+            )
+        key = (id(state), message.term, to)
         end = message.prev_log_index + len(message.entries)
         covered = self._covered.get(key)
         if key in self._rejected or covered is None:  # stepped back after a rejection
@@ -126,16 +133,21 @@ class ReferenceFollowerOrder:
             return
         if message.prev_log_index < covered:
             self.violations.append(
-                f"{node.id} -> {to} term {message.term}: a new AppendEntries at"
+                f"{state.id} -> {to} term {message.term}: a new AppendEntries at"
                 f" prevLogIndex {message.prev_log_index}, below {covered} already sent"
             )
         self._covered[key] = max(covered, end)
 
 
-def _stop_and_wait_runs(seeds: range, order: ReferenceFollowerOrder) -> None:
+def _stop_and_wait_runs(
+    seeds: range, order: ReferenceFollowerOrder, *, inflight: int | None = 1
+) -> None:
+    """Random runs; ``inflight`` None keeps each seed's own pipeline setting (1, 4 or 16)."""
     for seed in seeds:
         order.reset()
-        params = replace(random_params(seed, 1500), max_inflight_messages=1)
+        params = random_params(seed, 1500)
+        if inflight is not None:
+            params = replace(params, max_inflight_messages=inflight)
         run_simulation(params)
 
 
@@ -146,6 +158,55 @@ def test_stop_and_wait_send_order_is_safe_for_reference_followers(
     _stop_and_wait_runs(range(12), order)
     assert order.sent_new > 1000  # the rule was exercised
     assert not order.violations, order.violations[:5]
+
+
+def test_pipelined_send_order_is_the_same_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pipelining changes how many requests are in flight, never the order: a timeout
+    resends the newest one identically instead of starting a new pipeline at the oldest
+    (``replication`` module docstring), so the rule holds for every follower. And a
+    follower whose latest answer lost its mark (the chaos action ``swap_kind``) never has
+    more than one request in flight that was sent after that answer."""
+    order = ReferenceFollowerOrder(monkeypatch)
+    _stop_and_wait_runs(range(12), order, inflight=16)
+    assert order.sent_new > 1000
+    assert not order.violations, order.violations[:5]
+
+
+def test_the_check_catches_a_leader_that_pipelines_to_an_unmarked_follower(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Negative control: a window that ignores the mark (pipelining to every follower, as
+    ``replication_pipeline`` did before the mark) is caught in the same runs."""
+    monkeypatch.setattr(
+        replication,
+        "window",
+        lambda s, pr: s.cfg.max_inflight_messages
+        if pr.state is replication.ProgressState.REPLICATE else 1,
+    )
+    order = ReferenceFollowerOrder(monkeypatch)
+    _stop_and_wait_runs(range(12), order, inflight=16)
+    assert any("unmarked follower" in v for v in order.violations), order.violations[:3]
+
+
+def test_the_check_catches_a_timeout_that_restarts_the_pipeline_at_the_oldest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Negative control: the pipelined timeout as it was before 2026-11-27 (abandon, probe
+    again from the oldest request's prevLogIndex with a new request) is caught."""
+    real_on_timeout = replication._on_timeout
+
+    def restart_at_the_oldest(s: Any, pr: Any) -> None:
+        oldest = pr.inflight[0].request
+        if replication.window(s, pr) == 1 or not isinstance(oldest, AppendEntries):
+            real_on_timeout(s, pr)
+            return
+        pr.become_probe(oldest.prev_log_index + 1, one_entry=False)
+        replication.pump(s, pr)
+
+    monkeypatch.setattr(replication, "_on_timeout", restart_at_the_oldest)
+    order = ReferenceFollowerOrder(monkeypatch)
+    _stop_and_wait_runs(range(12), order, inflight=16)
+    assert any("below" in v for v in order.violations), order.violations[:3]
 
 
 def test_send_order_check_catches_a_commit_lane_behind_what_was_sent(

@@ -2,8 +2,12 @@
 
 Each classic mistake (``raftlog.consensus.Bug``) gets a scripted interleaving that turns it into
 a visible violation; the same script must run clean on the correct core, so the failure is the
-bug's doing and not the script's. Two bugs that the random simulation exposes on its own are
-also hunted with a bounded seed budget, proving the random runs can fail too.
+bug's doing and not the script's. A bug that the random simulation exposes on its own is
+also hunted with a bounded seed budget, proving the random runs can fail too. (A second one,
+a follower committing past what an AppendEntries verified, was hunted that way until
+2026-11-27: the random runs found it through heartbeats a pipelining leader sent while
+probing. Its leader no longer sends any AppendEntries that would expose it -- 300 seeds
+found nothing -- so only its scripted scenario, with an injected heartbeat, remains.)
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from dataclasses import replace
 import pytest
 
 from raftlog.consensus import Bug
+from raftlog.rpc.messages import AppendEntries
 from sim.invariants import InvariantError
 from sim.scenario import SimParams, SimulationError, run_simulation
 from sim.script import Script
@@ -65,8 +70,12 @@ def leader_loses_its_unpersisted_entry(s: Script) -> None:
 
 
 def follower_with_a_stale_tail(s: Script) -> None:
-    """A deposed leader keeps an uncommitted entry after a committed one; the new leader's
-    PROBE heartbeat verifies only the committed one but carries a higher commit index."""
+    """A deposed leader keeps an uncommitted entry after a committed one; a heartbeat that
+    verifies only the committed one carries a higher commit index. A raftlog leader sent
+    such heartbeats while probing before its window became per follower (2026-11-27); it no
+    longer does (its heartbeats start at the end of what it sent, and an unanswered follower
+    gets none while a probe is out), so the heartbeat is injected, as another leader
+    implementation would send it."""
     s.campaign("n0")
     assert s.until(lambda: s.leads("n0"), 10)
     s.propose("n0", b"x")
@@ -78,7 +87,9 @@ def follower_with_a_stale_tail(s: Script) -> None:
     s.propose("n1", b"a")
     s.propose("n1", b"b")
     assert s.until(lambda: s.core("n1").commit_index >= 3, 10)
-    s.step(60)  # n1's probe to n0 backs off; heartbeats keep coming every 7 ticks
+    leader = s.core("n1")
+    s.inject("n1", "n0", AppendEntries("n1", leader.term, 1, 1, leader.commit_index, ()))
+    s.step(2)
     s.heal()
     s.step(40)
 
@@ -149,10 +160,6 @@ def _hunt(bug: Bug, seeds: int, **changes: object) -> list[int]:
         except SimulationError:
             failing.append(seed)
     return failing
-
-
-def test_random_simulation_catches_follower_commit_beyond_verified_entries() -> None:
-    assert _hunt(Bug.FOLLOWER_COMMIT_TO_LAST_INDEX, 40, drop=0.05, chaos_rate=0.05)
 
 
 def test_random_simulation_catches_replies_sent_before_persist() -> None:

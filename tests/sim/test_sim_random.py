@@ -46,6 +46,8 @@ def test_random_runs_exercise_every_fault_and_feature() -> None:
         "config_ConfigAccepted",
         "config_ConfigBusy",
         "SteppedDown",
+        "swap_kind",
+        "unmarked_answer",
     ):
         assert total[needed] > 0, f"no {needed} in 40 random runs: {dict(total)}"
     assert total["committed"] > 2000 and total["elections"] > 100

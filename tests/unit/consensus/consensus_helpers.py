@@ -257,11 +257,20 @@ def elect(node: Node, grant_from: tuple[str, ...] = ("n2",)) -> Ready:
     return merge(collected)
 
 
-def ack(node: Node, send: SendRequest, *, success: bool = True, hint: int | None = None) -> Ready:
-    """Answer an AppendEntries the node sent."""
+def ack(
+    node: Node,
+    send: SendRequest,
+    *,
+    success: bool = True,
+    hint: int | None = None,
+    marked: bool = True,
+) -> Ready:
+    """Answer an AppendEntries the node sent (a success carries the pipelining mark, as a
+    raftlog follower's does, unless ``marked`` is False: a reference follower's)."""
     request = send.message
     assert isinstance(request, AppendEntries)
-    return node.answer(send.to, request, AppendEntriesResponse(request.term, success, hint))
+    answer = AppendEntriesResponse(request.term, success, hint, pipelines=success and marked)
+    return node.answer(send.to, request, answer)
 
 
 def with_term(message: AppendEntries, **changes: Any) -> AppendEntries:

@@ -48,7 +48,7 @@ def test_follower_acknowledges_only_after_the_entries_are_persisted() -> None:
     ready = node.core.ready()
     assert ready.append is not None and len(ready.append.entries) == 2
     assert not ready.messages_now
-    assert ready.messages_after_persist[0].message == AppendEntriesResponse(1, True)
+    assert ready.messages_after_persist[0].message == AppendEntriesResponse(1, True, pipelines=True)
 
 
 def test_follower_never_truncates_on_a_matching_prefix_or_a_heartbeat() -> None:
@@ -102,7 +102,7 @@ def test_follower_applies_committed_entries_in_order_once() -> None:
 def test_append_from_a_leader_outside_the_configuration_is_processed() -> None:
     node = make_node(members=config("n1", "n2", "n3"), term=1)
     ready = node.receive(AppendEntries("n7", 2, 0, 0, 0, (entry(2),)))
-    assert _reply(ready) == AppendEntriesResponse(2, True)
+    assert _reply(ready) == AppendEntriesResponse(2, True, pipelines=True)
     assert node.core.leader_id == "n7"
 
 

@@ -119,17 +119,73 @@ def test_rejection_without_hint_backs_off_by_one_entry() -> None:
     assert retry.prev_log_index == 5
 
 
-def test_pipelined_timeout_abandons_and_resends_from_the_oldest_unacknowledged() -> None:
-    node = make_node(max_append_bytes=64, max_inflight_messages=2, append_entries_timeout_ticks=14)
-    _settle(node, elect(node))
-    for n in range(6):
+def _two_in_flight(node, **answers):  # type: ignore[no-untyped-def]
+    """Elect ``node`` (pipeline of 2, 64-byte appends), settle with ``answers`` (marked by
+    default) and propose twelve entries: the AppendEntries that leave for n2."""
+    ready = elect(node)
+    pending = _aes(ready)
+    while pending:
+        pending = _aes(ack(node, pending.pop(0), **answers)) + pending
+    for n in range(12):
         node.core.propose(rid(), bytes([n]), NOW_MS)
-    first, second = _aes(node.run(), "n2")
-    resent = [m for m in _aes(node.tick(14), "n2") if m.message.entries]
-    assert resent[0].message.prev_log_index == first.message.prev_log_index
-    assert resent[0].message is not first.message  # a new request, not a retransmission
-    # a late rejection from the abandoned pipeline changes nothing
-    assert not _aes(ack(node, second, success=False, hint=1))
+    return _aes(node.run(), "n2")
+
+
+def _end(send) -> int:  # type: ignore[no-untyped-def]
+    return send.message.prev_log_index + len(send.message.entries)
+
+
+def test_pipelined_timeout_resends_the_newest_identically_and_closes_the_window() -> None:
+    """A reference follower that processed the later requests would exit on a new one with
+    the oldest prevLogIndex; the newest one, resent under its msgid, is safe for either kind."""
+    node = make_node(
+        max_append_bytes=64,
+        max_inflight_messages=2,
+        append_entries_timeout_ticks=14,
+        heartbeat_ticks=15,  # else a heartbeat (prevLogIndex: the end) is the newest
+    )
+    first, second = _two_in_flight(node)
+    assert [m.message for m in _aes(node.tick(14), "n2")] == [second.message]  # same msgid
+    assert node.core._s.progress["n2"].pipelines is False
+    # a late rejection of the forgotten one changes nothing; a late success still counts
+    assert not _aes(ack(node, first, success=False, hint=1))
+    ack(node, first, marked=False)
+    assert node.core._s.progress["n2"].match == _end(first)
+    # the newest one's marked answer opens the window again: two new requests leave
+    after = _aes(ack(node, second), "n2")
+    assert len(after) == 2
+    assert after[0].message.prev_log_index == _end(second)
+
+
+def test_an_unmarked_follower_gets_stop_and_wait_whatever_the_pipeline_setting() -> None:
+    """A reference follower never marks its answers: one request at a time, no heartbeat
+    while it is outstanding, whatever ``max_inflight_messages`` says."""
+    node = make_node(max_append_bytes=64, max_inflight_messages=4, heartbeat_ticks=3)
+    (only,) = _two_in_flight(node, marked=False)
+    assert _aes(node.tick(3), "n2") == []
+    nxt = _aes(ack(node, only, marked=False), "n2")
+    assert len(nxt) == 1
+    assert nxt[0].message.prev_log_index == _end(only)
+
+
+def test_an_unmarked_success_closes_the_window_until_everything_is_answered() -> None:
+    """The peer behind the address is now a reference one: what is in flight stays, nothing
+    new (not even a heartbeat) leaves before it is all answered, then stop-and-wait."""
+    node = make_node(max_append_bytes=64, max_inflight_messages=2, heartbeat_ticks=3)
+    first, second = _two_in_flight(node)
+    assert _aes(ack(node, first, marked=False), "n2") == []
+    assert _aes(node.tick(3), "n2") == []
+    nxt = _aes(ack(node, second, marked=False), "n2")
+    assert len(nxt) == 1
+    assert nxt[0].message.prev_log_index == _end(second)
+
+
+def test_a_timeout_after_the_window_closed_resends_only_the_newest() -> None:
+    node = make_node(max_append_bytes=64, max_inflight_messages=2, append_entries_timeout_ticks=14)
+    first, second = _two_in_flight(node)
+    ack(node, first, marked=False)
+    assert [m.message for m in _aes(node.tick(14), "n2")] == [second.message]
+    assert len(node.core._s.progress["n2"].inflight) == 1
 
 
 def test_stop_and_wait_timeout_resends_the_identical_request() -> None:

@@ -130,7 +130,10 @@ responses: st.SearchStrategy[tuple[bytes, Response]] = st.one_of(
     st.tuples(st.just(b"?"), st.builds(RequestVoteResponse, peer_uints, st.booleans())),
     st.tuples(
         st.just(b"+"),
-        st.builds(AppendEntriesResponse, peer_uints, st.booleans(), opt_peer_uints),
+        st.one_of(  # a success carries no hint; only a success can carry the mark
+            st.builds(AppendEntriesResponse, peer_uints, st.just(True), st.none(), st.booleans()),
+            st.builds(AppendEntriesResponse, peer_uints, st.just(False), opt_peer_uints),
+        ),
     ),
     st.tuples(st.just(b"$"), st.builds(InstallSnapshotResponse, peer_uints, opt_uints)),
     st.tuples(st.just(b"^"), st.builds(RequestConfigResponse, st.booleans(), leaders, peer_lists)),

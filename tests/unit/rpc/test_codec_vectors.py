@@ -160,6 +160,14 @@ RESPONSE_VECTORS: list[tuple[str, bytes, Response, str]] = [
     ("vote-granted", b"?", RequestVoteResponse(5, True), "01 | 05 | 01"),
     ("vote-denied", b"?", RequestVoteResponse(6, False), "01 | 06 | (empty)"),
     ("ae-success", b"+", AppendEntriesResponse(8, True), "03 | 08 | 01"),
+    # a raftlog follower's success: two real uints (the reference's leader decodes frames 4-5
+    # as uint and loses an answer with an empty one), then the pipelining mark
+    (
+        "ae-success-marked",
+        b"+",
+        AppendEntriesResponse(8, True, pipelines=True),
+        "03 | 08 | 01 | 00 | 00 | 726166746c6f673a706970656c696e6573",
+    ),
     ("ae-hint", b"+", AppendEntriesResponse(8, False, 251), "03 | 08 | (empty) | fb"),
     ("ae-failure", b"+", AppendEntriesResponse(8, False), "03 | 08 | (empty)"),
     ("is", b"$", InstallSnapshotResponse(8), "04 | 08"),
@@ -409,6 +417,18 @@ def test_trailing_frames_are_ignored_except_entries() -> None:
     assert decode_response(b"+", frames("03 | 08 | (empty) | fb | 07")) == (
         b"\x03",
         AppendEntriesResponse(8, False, 251),
+    )
+
+
+def test_a_success_never_reads_a_hint_and_only_the_exact_mark_counts() -> None:
+    assert decode_response(b"+", frames("03 | 08 | 01 | fb"))[1] == AppendEntriesResponse(8, True)
+    near = b"raftlog:pipeline".hex()
+    assert decode_response(b"+", frames(f"03 | 08 | 01 | 00 | 00 | {near}"))[1] == (
+        AppendEntriesResponse(8, True)
+    )
+    mark = b"raftlog:pipelines".hex()  # on a rejection the mark means nothing
+    assert decode_response(b"+", frames(f"03 | 08 | (empty) | 00 | 00 | {mark}"))[1] == (
+        AppendEntriesResponse(8, False, 0)
     )
 
 
