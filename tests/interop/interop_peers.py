@@ -22,9 +22,11 @@ import random
 import socket
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 _TESTS_DIR = Path(__file__).resolve().parents[1]
 if str(_TESTS_DIR) not in sys.path:  # ``integration`` is a package under tests/
@@ -60,6 +62,20 @@ __all__ = [
     "update",
     "wait_for",
 ]
+
+
+SLOW_REFERENCE_ELECTIONS = {"electionTimeoutMin": 1500, "electionTimeoutMax": 2000}
+"""Reference election timeouts long enough that a raftlog peer wins the first election
+(ours: 200-300 ms + 300 ms after start-up; these: 1500-2000 ms + 300 ms)."""
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_processes(tmp_path: Path) -> Iterator[None]:
+    """Every peer a test started (its config lives under tmp_path) is gone after it; autouse
+    in each test module that imports it."""
+    yield
+    left = processes_mentioning(tmp_path)
+    assert not left, f"processes left running: {left}"
 
 
 def _ephemeral_range() -> tuple[int, int]:

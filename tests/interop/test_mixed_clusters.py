@@ -26,12 +26,17 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from interop_peers import MixedCluster, entry_bytes, processes_mentioning
+from interop_peers import (
+    SLOW_REFERENCE_ELECTIONS,
+    MixedCluster,
+    entry_bytes,
+    no_leftover_processes,  # noqa: F401 - an autouse fixture: every peer is stopped
+)
 from reference import iter_state_data, js_read_log, js_updates
 
 from raftlog.entry import EntryType, LogEntry, decode_time_checkpoint
@@ -40,19 +45,6 @@ pytestmark = pytest.mark.timeout(120)
 
 T = TypeVar("T")
 State = tuple[int, int, int, int, str | None]  # last index, commit, applied, term, leader
-
-# Reference election timeouts long enough that a raftlog peer wins the first election
-# (ours: 200-300 ms + 300 ms after start-up; these: 1500-2000 ms + 300 ms).
-SLOW_REFERENCE_ELECTIONS = {"electionTimeoutMin": 1500, "electionTimeoutMax": 2000}
-
-
-@pytest.fixture(autouse=True)
-def _no_leftover_processes(tmp_path: Path) -> Iterator[None]:
-    """Every peer a test started (its config lives under tmp_path) is gone after it."""
-    yield
-    left = processes_mentioning(tmp_path)
-    assert not left, f"processes left running: {left}"
-
 
 def _wait(cluster: MixedCluster, what: str, check: Callable[[], T | None], timeout: float) -> T:
     """Poll ``check`` until truthy; fail at once (with the log tail) if a peer process exits,

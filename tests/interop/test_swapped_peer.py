@@ -15,30 +15,20 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from interop_peers import (
+    SLOW_REFERENCE_ELECTIONS,
     BackgroundUpdater,
     MixedCluster,
     log_info_at,
-    processes_mentioning,
+    no_leftover_processes,  # noqa: F401 - an autouse fixture: every peer is stopped
     quiet_ports,
 )
 from reference import ReferenceCluster, iter_state_data, js_read_log
 
 pytestmark = pytest.mark.timeout(240)
-
-SLOW_REFERENCE_ELECTIONS = {"electionTimeoutMin": 1500, "electionTimeoutMax": 2000}
-
-
-@pytest.fixture(autouse=True)
-def _no_leftover_processes(tmp_path: Path) -> Iterator[None]:
-    yield
-    left = processes_mentioning(tmp_path)
-    assert not left, f"processes left running: {left}"
-
 
 class _Stopping:
     """Stops every reference peer on close (entering a ``ReferenceCluster`` would start

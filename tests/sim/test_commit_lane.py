@@ -160,14 +160,21 @@ def test_stop_and_wait_send_order_is_safe_for_reference_followers(
     assert not order.violations, order.violations[:5]
 
 
+def _pipelined_runs(monkeypatch: pytest.MonkeyPatch) -> ReferenceFollowerOrder:
+    """The send order over 12 random runs with 16 requests in flight, followers swapping
+    kind (losing and regaining the mark) among the chaos actions."""
+    order = ReferenceFollowerOrder(monkeypatch)
+    _stop_and_wait_runs(range(12), order, inflight=16)
+    return order
+
+
 def test_pipelined_send_order_is_the_same_rule(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pipelining changes how many requests are in flight, never the order: a timeout
     resends the newest one identically instead of starting a new pipeline at the oldest
     (``replication`` module docstring), so the rule holds for every follower. And a
     follower whose latest answer lost its mark (the chaos action ``swap_kind``) never has
     more than one request in flight that was sent after that answer."""
-    order = ReferenceFollowerOrder(monkeypatch)
-    _stop_and_wait_runs(range(12), order, inflight=16)
+    order = _pipelined_runs(monkeypatch)
     assert order.sent_new > 1000
     assert not order.violations, order.violations[:5]
 
@@ -183,9 +190,8 @@ def test_the_check_catches_a_leader_that_pipelines_to_an_unmarked_follower(
         lambda s, pr: s.cfg.max_inflight_messages
         if pr.state is replication.ProgressState.REPLICATE else 1,
     )
-    order = ReferenceFollowerOrder(monkeypatch)
-    _stop_and_wait_runs(range(12), order, inflight=16)
-    assert any("unmarked follower" in v for v in order.violations), order.violations[:3]
+    violations = _pipelined_runs(monkeypatch).violations
+    assert any("unmarked follower" in v for v in violations), violations[:3]
 
 
 def test_the_check_catches_a_timeout_that_restarts_the_pipeline_at_the_oldest(
@@ -204,9 +210,8 @@ def test_the_check_catches_a_timeout_that_restarts_the_pipeline_at_the_oldest(
         replication.pump(s, pr)
 
     monkeypatch.setattr(replication, "_on_timeout", restart_at_the_oldest)
-    order = ReferenceFollowerOrder(monkeypatch)
-    _stop_and_wait_runs(range(12), order, inflight=16)
-    assert any("below" in v for v in order.violations), order.violations[:3]
+    violations = _pipelined_runs(monkeypatch).violations
+    assert any("below" in v for v in violations), violations[:3]
 
 
 def test_send_order_check_catches_a_commit_lane_behind_what_was_sent(
