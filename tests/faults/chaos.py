@@ -164,8 +164,8 @@ def main() -> int:
     subset = f" RAFTLOG_CHAOS_SCHEDULES={chosen}" if chosen else ""
     text = (
         f"Run {started_at:%Y-%m-%d %H:%M} UTC on {machine()}; load average before "
-        f"{load_before}, after {load()} (**the machine was shared with other engineers' test "
-        f"runs**). Command: `RAFTLOG_CHAOS_MINUTES={minutes:g} RAFTLOG_CHAOS_SECONDS="
+        f"{load_before}, after {load()}. Command: `RAFTLOG_CHAOS_MINUTES={minutes:g} "
+        f"RAFTLOG_CHAOS_SECONDS="
         f"{seconds:g}{subset} make chaos`, seeds {seed}..{seed + round_no - 1}.\n\n"
         + table(rows, failures)
     )
