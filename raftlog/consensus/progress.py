@@ -124,9 +124,8 @@ class Progress:
         """Forget every in-flight request but the newest (the follower stopped taking
         pipelined requests: ``replication._on_timeout``). Answers to the others still count
         as answers to abandoned requests."""
-        inflight = self.inflight
-        while len(inflight) > 1:
-            self.inflight_bytes -= inflight.popleft().size
+        if len(self.inflight) > 1:
+            self.settle_through(self.inflight[-2])
 
     def abandon(self) -> None:
         """Start a new generation: forget every in-flight request."""

@@ -71,9 +71,9 @@ from raftlog.rpc.ranges import check_peer_message
 
 #: Frame 6 of a raftlog follower's successful AppendEntries answer (docs/protocol.md §8, whose
 #: frame numbers count the msgid as frame 1): the follower takes pipelined requests. Frames 4
-#: and 5 before it are real integers (0), because
-#: the reference's leader decodes both as ``uint`` and loses the whole answer on an empty one;
-#: it reads neither on a success and ignores every frame after them.
+#: and 5 before it are real integers (0), because the reference's leader decodes both as
+#: ``uint`` and loses the whole answer on an empty one; it reads neither on a success and
+#: ignores every frame after them.
 PIPELINES_MARK: Final = b"raftlog:pipelines"
 _SUCCESS_MARKED: Final = (TRUE_FRAME, encode_uint(0), encode_uint(0), PIPELINES_MARK)
 

@@ -139,7 +139,7 @@ class ReferenceFollowerOrder:
         self._covered[key] = max(covered, end)
 
 
-def _stop_and_wait_runs(
+def _random_runs(
     seeds: range, order: ReferenceFollowerOrder, *, inflight: int | None = 1
 ) -> None:
     """Random runs; ``inflight`` None keeps each seed's own pipeline setting (1, 4 or 16)."""
@@ -155,7 +155,7 @@ def test_stop_and_wait_send_order_is_safe_for_reference_followers(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     order = ReferenceFollowerOrder(monkeypatch)
-    _stop_and_wait_runs(range(12), order)
+    _random_runs(range(12), order)
     assert order.sent_new > 1000  # the rule was exercised
     assert not order.violations, order.violations[:5]
 
@@ -164,7 +164,7 @@ def _pipelined_runs(monkeypatch: pytest.MonkeyPatch) -> ReferenceFollowerOrder:
     """The send order over 12 random runs with 16 requests in flight, followers swapping
     kind (losing and regaining the mark) among the chaos actions."""
     order = ReferenceFollowerOrder(monkeypatch)
-    _stop_and_wait_runs(range(12), order, inflight=16)
+    _random_runs(range(12), order, inflight=16)
     return order
 
 
@@ -231,5 +231,5 @@ def test_send_order_check_catches_a_commit_lane_behind_what_was_sent(
 
     monkeypatch.setattr(replication, "send_commit", one_too_low)
     order = ReferenceFollowerOrder(monkeypatch)
-    _stop_and_wait_runs(range(3), order)
+    _random_runs(range(3), order)
     assert order.violations

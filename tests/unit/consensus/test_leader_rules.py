@@ -23,11 +23,12 @@ def _aes(ready, to=None):  # type: ignore[no-untyped-def]
     return [m for m in requests(ready, AppendEntries) if to is None or m.to == to]
 
 
-def _settle(node, ready) -> None:  # type: ignore[no-untyped-def]
-    """Acknowledge every AppendEntries in ``ready`` (and in what the answers trigger)."""
+def _settle(node, ready, **answers) -> None:  # type: ignore[no-untyped-def]
+    """Acknowledge every AppendEntries in ``ready`` (and in what the answers trigger);
+    ``answers`` as for ``ack`` (e.g. ``marked=False``)."""
     pending = _aes(ready)
     while pending:
-        pending = _aes(ack(node, pending.pop(0))) + pending
+        pending = _aes(ack(node, pending.pop(0), **answers)) + pending
 
 
 def test_new_leader_starts_every_follower_at_its_last_index_plus_one() -> None:
@@ -122,10 +123,7 @@ def test_rejection_without_hint_backs_off_by_one_entry() -> None:
 def _two_in_flight(node, **answers):  # type: ignore[no-untyped-def]
     """Elect ``node`` (pipeline of 2, 64-byte appends), settle with ``answers`` (marked by
     default) and propose twelve entries: the AppendEntries that leave for n2."""
-    ready = elect(node)
-    pending = _aes(ready)
-    while pending:
-        pending = _aes(ack(node, pending.pop(0), **answers)) + pending
+    _settle(node, elect(node), **answers)
     for n in range(12):
         node.core.propose(rid(), bytes([n]), NOW_MS)
     return _aes(node.run(), "n2")
