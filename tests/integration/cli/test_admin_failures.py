@@ -6,6 +6,7 @@ Ctrl-C report. Real peer processes on loopback; timing bounds are generous on pu
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -188,8 +189,20 @@ def test_publish_streams_lines_and_reports_how_far_it_got_on_ctrl_c(cluster: Pee
             proc.kill()
             proc.wait(10)
     assert proc.returncode == 130, err
-    assert "interrupted: 3 record(s) confirmed; every line up to 3 is in the log" in err
     assert "Traceback" not in err
+    # All three lines are committed, but the answer to the last ones may still be on its way
+    # to the client when the interrupt lands (CI's busy host showed it). Whatever the race,
+    # the report must be true: N confirmed, the prefix up to N in the log, the rest counted
+    # as sent without an answer -- never fewer records accounted for than were sent.
+    summary = re.search(
+        r"interrupted: (\d+) record\(s\) confirmed; every line up to (\d+) is in the log"
+        r"(?:; (\d+) later record\(s\) were sent without an answer)?",
+        err,
+    )
+    assert summary is not None, err
+    confirmed, prefix, unanswered = (int(g or 0) for g in summary.groups())
+    assert confirmed + unanswered == 3, err
+    assert prefix <= confirmed and (prefix == 3 or unanswered > 0), err
 
 
 def test_every_cli_has_a_version() -> None:
