@@ -10,7 +10,8 @@ put that wait into whatever the thread was doing). This tool reports, per update
   split into user and system) and how long it was runnable but waiting for a core (the
   second field of ``schedstat``);
 * the reference client's own CPU (the Node process is a child of this one, so it is in
-  ``os.times()``'s children figures once it has exited);
+  ``os.times()``'s children figures once it has exited; its start-up is included, which is
+  why the default phase is long);
 * the peers' loop passes and synced writes (from their ``/metrics``).
 
 A fresh three-peer cluster per round; ``--rounds`` rounds of ``--updates`` updates at
@@ -35,38 +36,11 @@ sys.path[:0] = [str(ROOT / "tests")]
 
 from integration.cluster import PeerCluster  # noqa: E402
 
-from bench.procstat import load_average  # noqa: E402
+from bench.procstat import ThreadTimes, load_average, thread_times  # noqa: E402
 from bench.reference_client import NodeUpdates, run_phases, updates_phase  # noqa: E402
 
-_TICK = os.sysconf("SC_CLK_TCK")
 _COUNTS = ("raftlog_loop_pass_seconds_count", "raftlog_fsync_duration_seconds_count")
 """The ``/metrics`` counters read before and after the phase (loop passes, synced writes)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ThreadTimes:
-    """One thread's cumulative times, in seconds."""
-
-    user: float
-    system: float
-    waiting: float
-    """Runnable but not running (waiting for a core)."""
-
-
-def thread_times(pid: int) -> dict[tuple[str, str], ThreadTimes]:
-    """Every thread of ``pid`` by ``(name, tid)``; threads that end meanwhile are left out."""
-    out: dict[tuple[str, str], ThreadTimes] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            name = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-            waited = int((task / "schedstat").read_text().split()[1])
-        except OSError:
-            continue
-        out[name, task.name] = ThreadTimes(
-            int(fields[11]) / _TICK, int(fields[12]) / _TICK, waited / 1e9
-        )
-    return out
 
 
 def metric_counts(http_url: str) -> dict[str, float]:

@@ -10,9 +10,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _user_system(stat: str) -> tuple[float, float]:
+    """User and system CPU seconds from the text of a ``/proc/.../stat`` file (the fields
+    after the command name, which may itself hold spaces and parentheses)."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return int(fields[11]) / _TICK, int(fields[12]) / _TICK
 
 
 def cpu_seconds(pid: int) -> float:
@@ -20,10 +29,36 @@ def cpu_seconds(pid: int) -> float:
     gone."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+            user, system = _user_system(f.read())
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICK
+    return user + system
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadTimes:
+    """One thread's cumulative times, in seconds."""
+
+    user: float
+    system: float
+    waiting: float
+    """Runnable but not running: waiting for a core (``schedstat``'s second field)."""
+
+
+def thread_times(pid: int) -> dict[tuple[str, str], ThreadTimes]:
+    """Every thread of ``pid`` by ``(name, tid)``; threads that end meanwhile are left out.
+    Why per thread: on a busy machine a thread's wait for a core is time a wall-clock
+    profiler counts as work (``bench.cpu_split``)."""
+    out: dict[tuple[str, str], ThreadTimes] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            user, system = _user_system((task / "stat").read_text())
+            waited = int((task / "schedstat").read_text().split()[1])
+        except OSError:
+            continue
+        out[name, task.name] = ThreadTimes(user, system, waited / 1e9)
+    return out
 
 
 def total_cpu(pids: Iterable[int]) -> float:

@@ -165,8 +165,8 @@ def main() -> int:
     text = (
         f"Run {started_at:%Y-%m-%d %H:%M} UTC on {machine()}; load average before "
         f"{load_before}, after {load()}. Command: `RAFTLOG_CHAOS_MINUTES={minutes:g} "
-        f"RAFTLOG_CHAOS_SECONDS="
-        f"{seconds:g}{subset} make chaos`, seeds {seed}..{seed + round_no - 1}.\n\n"
+        f"RAFTLOG_CHAOS_SECONDS={seconds:g}{subset} make chaos`, "
+        f"seeds {seed}..{seed + round_no - 1}.\n\n"
         + table(rows, failures)
     )
     if failures:
