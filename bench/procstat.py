@@ -43,6 +43,21 @@ class ThreadTimes:
     system: float
     waiting: float
     """Runnable but not running: waiting for a core (``schedstat``'s second field)."""
+    sleeps: int = 0
+    """Voluntary context switches: how often the thread went to sleep (a poll with nothing
+    to read, a blocking sync), i.e. how often something had to wake it again."""
+    preemptions: int = 0
+    """Involuntary context switches: how often the scheduler took its core while it ran."""
+
+
+def _switches(status: str) -> tuple[int, int]:
+    """Voluntary and involuntary context switches from the text of a ``status`` file."""
+    counts = {}
+    for line in status.splitlines():
+        name, _, value = line.partition(":")
+        if name.endswith("_ctxt_switches"):
+            counts[name] = int(value)
+    return counts["voluntary_ctxt_switches"], counts["nonvoluntary_ctxt_switches"]
 
 
 def thread_times(pid: int) -> dict[tuple[str, str], ThreadTimes]:
@@ -55,9 +70,10 @@ def thread_times(pid: int) -> dict[tuple[str, str], ThreadTimes]:
             name = (task / "comm").read_text().strip()
             user, system = _user_system((task / "stat").read_text())
             waited = int((task / "schedstat").read_text().split()[1])
+            sleeps, preemptions = _switches((task / "status").read_text())
         except OSError:
             continue
-        out[name, task.name] = ThreadTimes(user, system, waited / 1e9)
+        out[name, task.name] = ThreadTimes(user, system, waited / 1e9, sleeps, preemptions)
     return out
 
 
