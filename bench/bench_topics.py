@@ -28,7 +28,7 @@ sys.path[:0] = [str(ROOT / "tests")]
 
 from integration.cluster import PeerCluster  # noqa: E402
 
-from bench.procstat import load_average  # noqa: E402
+from bench.procstat import load_average, total_cpu  # noqa: E402
 from raftlog.client import RaftClient  # noqa: E402
 from raftlog.topics.client import TopicClient, make_record  # noqa: E402
 
@@ -91,14 +91,7 @@ async def _read_topic(tc: TopicClient, topic: str) -> tuple[int, float]:
 def _peer_cpu(c: PeerCluster) -> float:
     """CPU seconds (user + system) the peer processes used so far: unlike wall-clock rates,
     hardly affected by other work on a shared machine."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for peer in c.peers.values():
-        if peer.process is not None:
-            with open(f"/proc/{peer.process.pid}/stat", encoding="ascii") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
-    return total
+    return total_cpu(peer.process.pid for peer in c.peers.values() if peer.process is not None)
 
 
 async def _round(out: dict[str, list[float]]) -> None:

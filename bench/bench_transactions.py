@@ -30,6 +30,7 @@ sys.path[:0] = [str(ROOT / "tests")]
 
 from integration.cluster import PeerCluster  # noqa: E402
 
+from bench.procstat import total_cpu  # noqa: E402
 from raftlog.client import RaftClient  # noqa: E402
 from raftlog.topics.client import TopicClient, make_record  # noqa: E402
 
@@ -43,14 +44,9 @@ VALUE = b"v" * 100
 
 
 def _peer_cpu(c: PeerCluster) -> float:
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for peer in c.peers.values():
-        if peer.process is not None:
-            with open(f"/proc/{peer.process.pid}/stat", encoding="ascii") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
-    return total
+    """CPU seconds (user + system) the peer processes used so far: unlike wall-clock rates,
+    hardly affected by other work on a shared machine."""
+    return total_cpu(peer.process.pid for peer in c.peers.values() if peer.process is not None)
 
 
 async def _run_jobs(jobs: int, job: Callable[[int], Awaitable[None]]) -> float:

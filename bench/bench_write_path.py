@@ -29,10 +29,10 @@ sys.path[:0] = [str(ROOT / "tests")]
 from integration.cluster import PeerCluster  # noqa: E402
 
 from bench.loadgen import UpdateResult, run_updates  # noqa: E402
+from bench.procstat import cpu_seconds  # noqa: E402
 
 ROUNDS = int(os.environ.get("RAFTLOG_BENCH_ROUNDS", "3"))
 TOTAL = int(os.environ.get("RAFTLOG_BENCH_WRITE_UPDATES", "20000"))
-TICKS = os.sysconf("SC_CLK_TCK")
 BASELINE = os.environ.get("RAFTLOG_BENCH_BASELINE")
 Variant = tuple[str, bool, dict[str, str]]
 """(name, storage_thread, extra environment of the peers)"""
@@ -41,11 +41,6 @@ VARIANTS: tuple[Variant, Variant] = (
     if BASELINE
     else (("fsync on the loop", False, {}), ("storage thread", True, {}))
 )
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def _one(storage_thread: bool, env: dict[str, str]) -> dict[str, float]:
@@ -72,7 +67,7 @@ def _one(storage_thread: bool, env: dict[str, str]) -> dict[str, float]:
             changes[0] = 0
             pids = {p: peer.process.pid for p, peer in c.peers.items() if peer.process}
             cpu: Callable[[], dict[str, float]] = lambda: {  # noqa: E731
-                p: _cpu_seconds(pid) for p, pid in pids.items()
+                p: cpu_seconds(pid) for p, pid in pids.items()
             }
             before = cpu()
             busy = phase(128, TOTAL)

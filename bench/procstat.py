@@ -25,13 +25,16 @@ def _user_system(stat: str) -> tuple[float, float]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds process ``pid`` (all its threads) used so far; 0.0 if it is
-    gone."""
+    """User + system CPU seconds process ``pid`` (all its threads) used so far.
+
+    Raises ``ProcessLookupError`` once the process has exited: a per-update figure taken
+    across a peer's exit would be false (its CPU would vanish from the sum), so the bench
+    stops and says so instead of printing it."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
             user, system = _user_system(f.read())
-    except OSError:
-        return 0.0
+    except FileNotFoundError:
+        raise ProcessLookupError(f"process {pid} has exited: no CPU figure") from None
     return user + system
 
 
