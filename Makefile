@@ -21,11 +21,20 @@ PYTEST_ARGS ?= --durations=25
 
 .PHONY: install install-run test lint interop run run-secure bench browser fuse kcat compiler
 
+# Byte-compile the source tree (compileall skips what is up to date: ~0.2 s). The editable
+# install leaves raftlog's ~180 modules uncompiled, and where PYTHONDONTWRITEBYTECODE is set
+# (or the tree is read-only) Python never caches them, so every peer, CLI and Spark worker
+# compiled them all again at start: ~0.27 s of CPU per process, on every start the suite
+# makes. Python reads bytecode even where it may not write it.
+BYTECODE = $(BIN)/python -m compileall -q
+
 # The full developer set-up (what `make test`, `make lint` and `make bench` use).
 install: $(TEST_STAMP)
+	$(BYTECODE) raftlog integrations/spark tests bench
 
 # Only the runtime dependencies: peers and CLIs.
 install-run: $(RUN_STAMP)
+	$(BYTECODE) raftlog
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
