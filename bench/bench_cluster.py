@@ -92,7 +92,7 @@ class _Ours:
         self.c.start()
 
     def pids(self) -> list[int]:
-        return [p.process.pid for p in self.c.peers.values() if p.process is not None]
+        return self.c.pids()
 
     def leader_pid(self) -> int:
         self.leader_id = self.c.wait_leader()

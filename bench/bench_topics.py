@@ -88,12 +88,6 @@ async def _read_topic(tc: TopicClient, topic: str) -> tuple[int, float]:
         index, position, inclusive = last.index, last.position, False
 
 
-def _peer_cpu(c: PeerCluster) -> float:
-    """CPU seconds (user + system) the peer processes used so far: unlike wall-clock rates,
-    hardly affected by other work on a shared machine."""
-    return total_cpu(peer.process.pid for peer in c.peers.values() if peer.process is not None)
-
-
 async def _round(out: dict[str, list[float]]) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-topics-") as tmp, PeerCluster(Path(tmp)) as c:
         c.start()
@@ -101,27 +95,27 @@ async def _round(out: dict[str, list[float]]) -> None:
         async with RaftClient(c.urls, c.ident, timeout=60) as client, TopicClient(client) as tc:
             for name in ("common", "rare"):
                 await tc.create_topic(name)
-            cpu = _peer_cpu(c)
+            cpu = total_cpu(c.pids())
             seconds = await _publish(tc, PUBLISH_BATCHES, lambda n: "common")
             out["publish"].append(PUBLISH_BATCHES * BATCH / seconds)
-            out["publish_cpu"].append((_peer_cpu(c) - cpu) / (PUBLISH_BATCHES * BATCH) * 1e5)
+            out["publish_cpu"].append((total_cpu(c.pids()) - cpu) / (PUBLISH_BATCHES * BATCH) * 1e5)
             have = PUBLISH_BATCHES * BATCH
             await _publish(tc, (SMALL - have) // BATCH, _one_percent)
             n, s = await _read_topic(tc, "rare")
             out["read_small"].append(n / s)
             await _publish(tc, (LARGE - SMALL) // BATCH, _one_percent)
-            cpu = _peer_cpu(c)
+            cpu = total_cpu(c.pids())
             n, s = await _read_topic(tc, "rare")
-            out["read_cpu"].append((_peer_cpu(c) - cpu) / n * 1e5)
+            out["read_cpu"].append((total_cpu(c.pids()) - cpu) / n * 1e5)
             out["read_large"].append(n / s)
             out["rare_large"].append(n)
-            cpu, client_cpu = _peer_cpu(c), time.process_time()
+            cpu, client_cpu = total_cpu(c.pids()), time.process_time()
             seconds = await _publish(
                 tc, BIG_BATCHES, lambda n: "common", batch=BIG_BATCH, in_flight=BIG_IN_FLIGHT
             )
             records = BIG_BATCHES * BIG_BATCH
             out["publish_big"].append(records / seconds)
-            out["publish_big_cpu"].append((_peer_cpu(c) - cpu) / records * 1e5)
+            out["publish_big_cpu"].append((total_cpu(c.pids()) - cpu) / records * 1e5)
             out["publish_big_client_cpu"].append((time.process_time() - client_cpu) / records * 1e5)
 
 

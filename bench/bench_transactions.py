@@ -43,12 +43,6 @@ BATCHES = 200
 VALUE = b"v" * 100
 
 
-def _peer_cpu(c: PeerCluster) -> float:
-    """CPU seconds (user + system) the peer processes used so far: unlike wall-clock rates,
-    hardly affected by other work on a shared machine."""
-    return total_cpu(peer.process.pid for peer in c.peers.values() if peer.process is not None)
-
-
 async def _run_jobs(jobs: int, job: Callable[[int], Awaitable[None]]) -> float:
     """Seconds to run ``jobs`` jobs, ``IN_FLIGHT`` at a time."""
     queue: asyncio.Queue[int] = asyncio.Queue()
@@ -101,11 +95,11 @@ async def _round(out: dict[str, list[float]]) -> None:
                 ("batch_tx", BATCHES, batch_tx, BATCH),
             ]
             for name, jobs, job, per_job in cases:
-                cpu = _peer_cpu(c)
+                cpu = total_cpu(c.pids())
                 seconds = await _run_jobs(jobs, job)
                 records = jobs * per_job
                 out[name].append(records / seconds)
-                out[f"{name}_cpu"].append((_peer_cpu(c) - cpu) / records * 1e4)
+                out[f"{name}_cpu"].append((total_cpu(c.pids()) - cpu) / records * 1e4)
             out["publish_ms"].append(statistics.median(publish_latency) * 1000)
             out["commit_ms"].append(statistics.median(commit_latency) * 1000)
 

@@ -55,7 +55,7 @@ class ThreadTimes:
 
 def _switches(status: str) -> tuple[int, int]:
     """Voluntary and involuntary context switches from the text of a ``status`` file."""
-    counts = {}
+    counts: dict[str, int] = {}
     for line in status.splitlines():
         name, _, value = line.partition(":")
         if name.endswith("_ctxt_switches"):

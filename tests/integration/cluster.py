@@ -283,6 +283,10 @@ class PeerCluster:
     def urls(self) -> list[str]:
         return [p.url for p in self.peers.values()]
 
+    def pids(self) -> list[int]:
+        """The process ids of the peers started so far (the benches read their CPU)."""
+        return [p.process.pid for p in self.peers.values() if p.process is not None]
+
     def start(self, *ids: str, extra_args: Sequence[str] = ()) -> None:
         for peer_id in ids or tuple(self.peers):
             peer = self.peers[peer_id]
