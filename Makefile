@@ -129,7 +129,7 @@ bench: install
 # Fault schedules against real peers, long and with many seeds; writes the table in
 # docs/reliability.md. RAFTLOG_CHAOS_MINUTES (10), RAFTLOG_CHAOS_SECONDS (30 per run),
 # RAFTLOG_CHAOS_SEED, RAFTLOG_CHAOS_SCHEDULES=a,b (see tests/faults/chaos.py).
-.PHONY: chaos chaos-power soak stability
+.PHONY: chaos chaos-power chaos-mixed soak stability
 chaos: install fuse
 	PYTHONPATH=tests $(BIN)/python -m faults.chaos
 
@@ -139,6 +139,15 @@ POWER_SCHEDULES := power_cut_all,power_cut_leader,power_cut_install_snapshot,pow
 chaos-power: install fuse
 	PYTHONPATH=tests RAFTLOG_CHAOS_SCHEDULES=$${RAFTLOG_CHAOS_SCHEDULES:-$(POWER_SCHEDULES)} \
 	  RAFTLOG_CHAOS_TABLE=power-table $(BIN)/python -m faults.chaos
+
+# Mixed clusters (raftlog and reference peers) under random kill -9 and pauses, with the
+# reference's client writing: RAFTLOG_MIXED_ROUNDS runs (3) of each shape, a new seed each,
+# RAFTLOG_MIXED_FAULT_SECONDS (120) of faults per run; tests/interop/test_mixed_faults.py.
+chaos-mixed: install interop
+	for round in $$(seq $${RAFTLOG_MIXED_ROUNDS:-3}); do \
+	  RAFTLOG_MIXED_FAULT_SECONDS=$${RAFTLOG_MIXED_FAULT_SECONDS:-120} $(BIN)/python -m pytest \
+	    -q -s -p no:cacheprovider tests/interop/test_mixed_faults.py -k random || exit 1; \
+	done
 
 # Long mixed load with faults; samples peers' RSS, fds and disk use (not in CI).
 # RAFTLOG_SOAK_MINUTES (30), RAFTLOG_SOAK_DOC (docs/reliability.md; - to only print).
