@@ -22,9 +22,10 @@ import random
 import socket
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -194,6 +195,11 @@ def read_reference_log(data_dir: Path) -> list[bytes]:
     return entries
 
 
+T = TypeVar("T")
+PeerState = tuple[int, int, int, int, str | None]
+"""What RequestLogInfo reports: last index, commit index, applied index, term, leader."""
+
+
 class MixedCluster:
     """A Raft cluster whose peers are run partly by raftlog and partly by the reference.
 
@@ -293,6 +299,56 @@ class MixedCluster:
         self.stop()
 
     # -- observations ------------------------------------------------------------------------
+    def wait_until(self, what: str, check: Callable[[], T | None], timeout: float) -> T:
+        """Poll ``check`` until truthy; fail at once (with the log tail) if a peer process
+        exits, instead of waiting out the deadline."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            value = check()
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            time.sleep(0.02)
+
+    def wait_same_state(
+        self, ids: Sequence[str], last: int, timeout: float = 15.0
+    ) -> dict[str, PeerState]:
+        """Wait until every peer in ``ids`` reports lastIndex == commitIndex == lastApplied
+        >= ``last``, the same term and the same leader (RequestLogInfo); return what each
+        reported."""
+        seen: dict[str, PeerState] = {}
+
+        def check() -> bool:
+            seen.clear()
+            for pid in ids:
+                info = self.log_info(pid)
+                if info is None:
+                    return False
+                seen[pid] = (
+                    info.last_index,
+                    info.commit_index,
+                    info.last_applied,
+                    info.term,
+                    info.leader_id,
+                )
+            values = set(seen.values())
+            if len(values) != 1:
+                return False
+            ((li, ci, la, _, leader),) = values
+            return li == ci == la >= last and leader is not None
+
+        try:
+            self.wait_until(
+                f"peers {list(ids)} to agree on a log of >= {last} entries", check, timeout
+            )
+        except AssertionError as exc:
+            raise AssertionError(
+                f"{exc}; last seen (last, commit, applied, term, leader): {seen}"
+            ) from None
+        return dict(seen)
+
     def wait_leader(self, timeout: float = 20.0, exclude: Sequence[str] = ()) -> str:
         """A leader acknowledged by a majority of the configured peers."""
         return wait_for_leader(

@@ -26,9 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from interop_peers import (
@@ -42,57 +40,6 @@ from reference import iter_state_data, js_read_log, js_updates
 from raftlog.entry import EntryType, LogEntry, decode_time_checkpoint
 
 pytestmark = pytest.mark.timeout(120)
-
-T = TypeVar("T")
-State = tuple[int, int, int, int, str | None]  # last index, commit, applied, term, leader
-
-def _wait(cluster: MixedCluster, what: str, check: Callable[[], T | None], timeout: float) -> T:
-    """Poll ``check`` until truthy; fail at once (with the log tail) if a peer process exits,
-    instead of waiting out the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        cluster.check_alive()
-        value = check()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
-
-
-def _same_state(
-    cluster: MixedCluster, ids: Sequence[str], last: int, timeout: float = 15.0
-) -> dict[str, State]:
-    """Wait until every peer in ``ids`` reports lastIndex == commitIndex == lastApplied >=
-    ``last``, the same term and the same leader (RequestLogInfo); return what each reported."""
-    seen: dict[str, State] = {}
-
-    def check() -> bool:
-        seen.clear()
-        for pid in ids:
-            info = cluster.log_info(pid)
-            if info is None:
-                return False
-            seen[pid] = (
-                info.last_index,
-                info.commit_index,
-                info.last_applied,
-                info.term,
-                info.leader_id,
-            )
-        values = set(seen.values())
-        if len(values) != 1:
-            return False
-        ((li, ci, la, _, leader),) = values
-        return li == ci == la >= last and leader is not None
-
-    try:
-        _wait(cluster, f"peers {list(ids)} to agree on a log of >= {last} entries", check, timeout)
-    except AssertionError as exc:
-        raise AssertionError(
-            f"{exc}; last seen (last, commit, applied, term, leader): {seen}"
-        ) from None
-    return dict(seen)
 
 
 def _commit(cluster: MixedCluster, payloads: list[bytes], written: dict[int, bytes]) -> list[int]:
@@ -150,8 +97,7 @@ def test_mixed_cluster_elects_replicates_and_survives_leader_kills(
             leaders.append(leader)
             # Every peer, whatever runs it, names the leader.
             for pid in cluster.ids:
-                _wait(
-                    cluster,
+                cluster.wait_until(
                     f"peer {pid} to name leader {leader}",
                     lambda p=pid: cluster.leader_known_by(p) == leader,
                     10,
@@ -159,7 +105,7 @@ def test_mixed_cluster_elects_replicates_and_survives_leader_kills(
 
             written: dict[int, bytes] = {}
             first = _commit(cluster, [b"round0-%d" % i for i in range(25)], written)
-            _same_state(cluster, cluster.ids, first[-1])
+            cluster.wait_same_state(cluster.ids, first[-1])
             log = _read_from_leader(cluster, written)
 
             for rnd in (1, 2):
@@ -170,18 +116,18 @@ def test_mixed_cluster_elects_replicates_and_survives_leader_kills(
                 alive = [p for p in cluster.ids if p != old]
                 more = _commit(cluster, [b"round%d-%d" % (rnd, i) for i in range(15)], written)
                 assert min(more) > max(first)
-                _same_state(cluster, alive, more[-1])
+                cluster.wait_same_state(alive, more[-1])
                 newlog = _read_from_leader(cluster, written)
                 # The new leader's log extends the old one: nothing committed was lost/changed.
                 assert newlog[: len(log)] == log
                 log = newlog
 
                 cluster.start(old)  # restarts from its data dir and catches up
-                _same_state(cluster, cluster.ids, more[-1], timeout=20)
+                cluster.wait_same_state(cluster.ids, more[-1], timeout=20)
                 first = more
 
             print(f"leaders in turn: {[(p, cluster.kind(p)) for p in leaders]}; {len(log)} entries")
-            final = _same_state(cluster, cluster.ids, max(written))
+            final = cluster.wait_same_state(cluster.ids, max(written))
             assert next(iter(final.values()))[0] == len(log)
 
             # Byte-identical replicas, each read with its own implementation's storage code.
@@ -206,11 +152,11 @@ def test_reference_follower_started_late_catches_up_from_a_raftlog_leader(
             cluster.wait_leader(timeout=20)
             written: dict[int, bytes] = {}
             done = _commit(cluster, [b"while-down-%d" % i for i in range(10)], written)
-            _same_state(cluster, ["1", "2"], done[-1])
+            cluster.wait_same_state(["1", "2"], done[-1])
             cluster.start("3")
-            _same_state(cluster, cluster.ids, done[-1])
+            cluster.wait_same_state(cluster.ids, done[-1])
             more = _commit(cluster, [b"after-%d" % i for i in range(5)], written)
-            _same_state(cluster, cluster.ids, more[-1])
+            cluster.wait_same_state(cluster.ids, more[-1])
             # Whether ``leader`` still leads is timing: on a loaded machine a stalled loop can
             # let peer 2 take over (#33). The catch-up and the identical states are the claim;
             # the cluster must still have a leader.
@@ -239,7 +185,7 @@ def test_reference_follower_survives_a_stall_behind_a_raftlog_leader(
             assert cluster.kind(leader) == "raftlog"
             written: dict[int, bytes] = {}
             done = _commit(cluster, [b"before-%d" % i for i in range(5)], written)
-            _same_state(cluster, cluster.ids, done[-1])
+            cluster.wait_same_state(cluster.ids, done[-1])
 
             pid = cluster.reference.pid("3")
             os.kill(pid, signal.SIGSTOP)
@@ -248,10 +194,10 @@ def test_reference_follower_survives_a_stall_behind_a_raftlog_leader(
             more = _commit(cluster, [b"during-%d" % i for i in range(5)], written)
             # Keep it stopped for at least 2 x appendEntriesRpcTimeoutMax (140 ms) after the
             # commits, so the leader's retransmission timers fire while it is away.
-            _wait(cluster, "a stall of >= 300 ms", lambda: time.monotonic() - t0 >= 0.3, 5)
+            cluster.wait_until("a stall of >= 300 ms", lambda: time.monotonic() - t0 >= 0.3, 5)
             os.kill(pid, signal.SIGCONT)
             stopped = False
-            _same_state(cluster, cluster.ids, more[-1])
+            cluster.wait_same_state(cluster.ids, more[-1])
         except BaseException:
             print(cluster.describe())
             raise
@@ -281,7 +227,7 @@ def test_a_reference_peer_is_refused_as_a_leadership_transfer_target(
             return subprocess.run([*base, *args], capture_output=True, text=True,
                                   timeout=120, check=False)
 
-        _same_state(cluster, cluster.ids, 0, timeout=60)
+        cluster.wait_same_state(cluster.ids, 0, timeout=60)
         refused = run("leader", "transfer", "--to", "3")
         assert refused.returncode == 1
         assert "peer 3 is a reference zmq-raft peer" in refused.stderr, refused.stderr

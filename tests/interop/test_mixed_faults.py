@@ -134,25 +134,6 @@ class Schedule:
         return process.pid
 
 
-def _agree(cluster: MixedCluster, last: int, timeout: float = 30.0) -> None:
-    """Wait until every peer reports lastIndex == commitIndex == lastApplied >= ``last``."""
-    deadline = time.monotonic() + timeout
-    seen: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        cluster.check_alive()
-        seen = {
-            pid: None if info is None else (info.last_index, info.commit_index, info.last_applied)
-            for pid, info in cluster.log_infos().items()
-        }
-        states = set(seen.values())
-        if len(seen) == len(cluster.ids) and len(states) == 1:
-            ((last_index, commit, applied),) = states
-            if last_index == commit == applied >= last:
-                return
-        time.sleep(0.05)
-    raise AssertionError(f"peers did not agree on a log of >= {last} entries: {seen}")
-
-
 def run_mixed_faults(
     workdir: Path, ours: Sequence[str], refs: Sequence[str], seed: int, seconds: float
 ) -> tuple[History, Counter[str]]:
@@ -174,7 +155,7 @@ def run_mixed_faults(
                     round_no += 1
                     load.wait_acked(len(load.progress()) + ACKS_BETWEEN_FAULTS, timeout=60)
                 acked = load.finish(timeout=60)["acked"]
-            _agree(cluster, max(int(a["index"]) for a in acked))
+            cluster.wait_same_state(cluster.ids, max(int(a["index"]) for a in acked), 30)
             cluster.stop()
             logs = {pid: cluster.read_log_files(pid) for pid in cluster.ids}
         except BaseException:
