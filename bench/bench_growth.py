@@ -79,10 +79,6 @@ def _updates(c: PeerCluster, what: str, **kwargs: int) -> UpdateResult:
     )
 
 
-def _pids(c: PeerCluster) -> list[int]:
-    return [p.process.pid for p in c.peers.values() if p.process is not None]
-
-
 def _mib(n: float) -> str:
     return f"{n / 2**20:,.1f}"
 
@@ -142,13 +138,13 @@ def _lengths(tmp: Path) -> tuple[dict[int, dict[str, float]], dict[int, list[Upd
                 update_once(c.urls, c.ident, timeout=120)
                 if rnd == 0:
                     out[n]["start"] = time.perf_counter() - t0
-                    out[n]["rss_start"] = max(rss_bytes(pid) for pid in _pids(c))
+                    out[n]["rss_start"] = max(rss_bytes(pid) for pid in c.pids())
                 # A run lost to three elections in a row is noted in ELECTIONS; the other
                 # rounds still count.
                 with contextlib.suppress(RuntimeError):
                     runs[n].append(_updates(c, f"log of {n:,}", inflight=128, total=UPDATES))
                 out[n]["rss_load"] = max(
-                    out[n].get("rss_load", 0.0), *(rss_bytes(pid) for pid in _pids(c))
+                    out[n].get("rss_load", 0.0), *(rss_bytes(pid) for pid in c.pids())
                 )
                 if rnd == LENGTH_ROUNDS - 1 and n == CATCH_UP_FROM:
                     out[n].update(_catch_up(c))

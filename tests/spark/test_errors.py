@@ -72,7 +72,7 @@ def test_a_cluster_gone_mid_read_is_reported_in_one_line(
     refused the connection, naming them, in one line (no worker traceback)."""
     (tmp_path / "cluster").mkdir()
     cluster = start_cluster(tmp_path / "cluster", "raftlog-spark-gone")
-    pids = [p.process.pid for p in cluster.peers.values() if p.process is not None]
+    pids = cluster.pids()
     marker = tmp_path / "killed"
     try:
         value = b"x" * 1000
