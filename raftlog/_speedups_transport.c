@@ -303,6 +303,118 @@ static PyObject *recv_bounded(PyObject *Py_UNUSED(self), PyObject *const *args,
                          too_large ? Py_True : Py_False);
 }
 
+/* Whether `parts` is a message of the run's shape: [routing, id, type, ident, data] with an id
+ * of `id_size` bytes, the type and ident given, and 1..max_data bytes of data. */
+static int of_shape(PyObject *parts, PyObject *type, PyObject *ident, Py_ssize_t id_size,
+                    Py_ssize_t max_data) {
+    if (PyList_GET_SIZE(parts) != 5) {
+        return 0;
+    }
+    PyObject *id = PyList_GET_ITEM(parts, 1), *data = PyList_GET_ITEM(parts, 4);
+    PyObject *got_type = PyList_GET_ITEM(parts, 2), *got_ident = PyList_GET_ITEM(parts, 3);
+    Py_ssize_t size = PyBytes_GET_SIZE(data);
+    return PyBytes_GET_SIZE(id) == id_size && size > 0 && size <= max_data &&
+           PyBytes_GET_SIZE(got_type) == PyBytes_GET_SIZE(type) &&
+           memcmp(PyBytes_AS_STRING(got_type), PyBytes_AS_STRING(type),
+                  (size_t)PyBytes_GET_SIZE(type)) == 0 &&
+           PyBytes_GET_SIZE(got_ident) == PyBytes_GET_SIZE(ident) &&
+           memcmp(PyBytes_AS_STRING(got_ident), PyBytes_AS_STRING(ident),
+                  (size_t)PyBytes_GET_SIZE(ident)) == 0;
+}
+
+/* tally[fd] += add; 0, or -1 with the error set. */
+static int tally_add(PyObject *tally, int fd, long long add) {
+    PyObject *key = PyLong_FromLong(fd);
+    if (key == NULL) {
+        return -1;
+    }
+    PyObject *had = PyDict_GetItemWithError(tally, key); /* borrowed */
+    long long sum = add;
+    if (had != NULL) {
+        sum += PyLong_AsLongLong(had);
+    }
+    PyObject *value = PyErr_Occurred() ? NULL : PyLong_FromLongLong(sum);
+    int rc = value == NULL ? -1 : PyDict_SetItem(tally, key, value);
+    Py_XDECREF(value);
+    Py_DECREF(key);
+    return rc;
+}
+
+PyDoc_STRVAR(take_run_doc,
+"take_run(socket_address, limit, shape, queue, tally, allowance, max_count)\n--\n\n"
+"Take up to `max_count` ROUTER messages (each capped like recv_bounded at `limit`). Each of\n"
+"`shape` = (type, ident, id_size, max_data) -- [routing, id, type, ident, data], see\n"
+"of_shape -- goes into `queue` as (routing, id, data); the first message of any other shape\n"
+"(or too large) ends the run and is returned. Every message adds its bytes plus `allowance`\n"
+"per frame to tally[fd]. Returns (taken, other): other is None when the socket had no more\n"
+"or `max_count` were taken, else (parts, total, too_large), parts cut to the routing id and\n"
+"message id when too large. raftlog.transport.take_run_py is the definition.");
+
+static PyObject *take_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
+    void *sock;
+    if (socket_of(args, nargs, 7,
+                  "take_run(socket_address, limit, shape, queue, tally, allowance, max_count)",
+                  &sock) < 0) {
+        return NULL;
+    }
+    PyObject *type, *ident, *queue = args[3], *tally = args[4];
+    Py_ssize_t id_size, max_data;
+    long long limit = PyLong_AsLongLong(args[1]);
+    long long allowance = PyLong_AsLongLong(args[5]);
+    Py_ssize_t max_count = PyLong_AsSsize_t(args[6]);
+    if (PyErr_Occurred() ||
+        !PyArg_ParseTuple(args[2], "SSnn", &type, &ident, &id_size, &max_data)) {
+        return NULL;
+    }
+    if (!PyList_Check(queue) || !PyDict_Check(tally)) {
+        PyErr_SetString(PyExc_TypeError, "take_run: queue must be a list and tally a dict");
+        return NULL;
+    }
+    Py_ssize_t taken = 0;
+    while (taken < max_count) {
+        zmq_msg_t msg;
+        z_msg_init(&msg);
+        int err = recv_part(sock, &msg);
+        if (err != 0) {
+            z_msg_close(&msg);
+            if (err == EAGAIN) {
+                break;
+            }
+            return recv_failed(err);
+        }
+        int got = z_msg_get(&msg, ZMQ_SRCFD), too_large = 0;
+        long long total = 0; /* the routing id is the peer's own, not the sender's bytes */
+        Py_ssize_t count = 1;
+        PyObject *parts = PyList_New(0);
+        if (take_message(sock, &msg, parts, limit, &total, &count, &too_large) < 0) {
+            Py_XDECREF(parts);
+            return NULL;
+        }
+        taken += 1;
+        if (tally_add(tally, got < 0 ? -1 : got, total + allowance * count) < 0) {
+            Py_DECREF(parts);
+            return NULL;
+        }
+        if (too_large) { /* the general path needs its routing id and message id only */
+            PyObject *head = PyList_GetSlice(parts, 0, 2);
+            Py_DECREF(parts);
+            return head == NULL ? NULL : Py_BuildValue("(n(NLO))", taken, head, total, Py_True);
+        }
+        if (!of_shape(parts, type, ident, id_size, max_data)) {
+            return Py_BuildValue("(n(NLO))", taken, parts, total, Py_False);
+        }
+        PyObject *item = PyTuple_Pack(3, PyList_GET_ITEM(parts, 0), PyList_GET_ITEM(parts, 1),
+                                      PyList_GET_ITEM(parts, 4));
+        Py_DECREF(parts);
+        if (item == NULL || PyList_Append(queue, item) < 0) {
+            Py_XDECREF(item);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    return Py_BuildValue("(nO)", taken, Py_None);
+}
+
 /* Send one frame (flags given), retrying after a signal; 0, or -1 with the error set. */
 static int send_part(void *sock, PyObject *frame, int flags) {
     Py_buffer view;
@@ -402,6 +514,7 @@ static PyMethodDef methods[] = {
     {"recv_bounded", (PyCFunction)(void (*)(void))recv_bounded, METH_FASTCALL, recv_bounded_doc},
     {"send_frames", (PyCFunction)(void (*)(void))send_frames, METH_FASTCALL, send_frames_doc},
     {"send_routed", (PyCFunction)(void (*)(void))send_routed, METH_FASTCALL, send_routed_doc},
+    {"take_run", (PyCFunction)(void (*)(void))take_run, METH_FASTCALL, take_run_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -83,6 +83,18 @@ class CompiledTransport(Protocol):
     ) -> None:
         """Send a ROUTER reply without blocking."""
 
+    def take_run(  # noqa: PLR0917 -- a C function's positional arguments
+        self,
+        socket: int,
+        limit: int,
+        shape: tuple[bytes, bytes, int, int],
+        queue: list[tuple[bytes, bytes, bytes]],
+        tally: dict[int, int],
+        allowance: int,
+        max_count: int,
+    ) -> tuple[int, tuple[list[bytes], int, bool] | None]:
+        """``(taken, other)``: a run of ROUTER messages of one shape into ``queue``."""
+
 
 def _import(name: str) -> tuple[object | None, str]:
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):

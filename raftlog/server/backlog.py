@@ -170,6 +170,13 @@ class ConnectionBacklog:
         self._lock = threading.Lock()  # accepted/closed/scan: all on the monitor thread
 
     # -- the loop's side -------------------------------------------------------------------
+    @property
+    def tally(self) -> dict[int, int]:
+        """fd -> bytes taken, the dict :meth:`taken` adds to: the compiled receive of a run
+        of messages (``raftlog.transport.take_run``) adds each message's size plus
+        ``FRAME_ALLOWANCE`` per frame to it directly, on the loop's thread like ``taken``."""
+        return self._taken
+
     def taken(self, fd: int, size: int, frames: int) -> None:
         """The loop took a message of ``frames`` frames and ``size`` payload bytes from
         connection ``fd``."""

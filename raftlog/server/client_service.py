@@ -46,8 +46,10 @@ from raftlog.consensus import (
     ProposeResult,
     Refused,
 )
+from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.metrics import PeerMetrics
 from raftlog.rpc.messages import (
+    TYPE_REQUEST_UPDATE,
     ClientDispatch,
     ConfigUpdate,
     ConfigUpdateResponse,
@@ -61,6 +63,7 @@ from raftlog.server.replies import ServerReply
 from raftlog.server.update_waiters import UpdateWaiters, Waiter
 from raftlog.topics.records import TopicError
 from raftlog.topics.wire import PublishReply, PublishStatus
+from raftlog.transport import RunQueue, RunShape
 
 ACCEPTED_DELAY: Final = 0.1
 """Seconds an update waits before its interim ``[true]`` is sent (see the module doc)."""
@@ -152,6 +155,21 @@ class ClientService:
                 self._log.warning("oversized_update_ignored", size=len(msg.data), count=count)
             return
         self._queued.append((routing, msg.request_id, msg.data))
+
+    def update_run(self, ident: bytes) -> RunShape:
+        """The RequestUpdates a ROUTER drain may queue straight from the socket, in compiled
+        runs (``raftlog.transport.take_run``, issue #28): exactly those the codec decodes
+        and :meth:`request_update` queues -- ``[routing, id, "=", ident, data]`` with a
+        12-byte request id and 1 to ``max_data`` bytes of data, no frame after it. Every
+        other message, an oversized or malformed RequestUpdate included, ends the run and
+        takes the general path, which decodes, counts and logs it as before."""
+        return RunShape(TYPE_REQUEST_UPDATE, ident, REQUEST_ID_SIZE, self._max_data)
+
+    @property
+    def update_queue(self) -> RunQueue:
+        """The queue :meth:`request_update` and a drain's runs fill and
+        :meth:`propose_queued` empties (it starts a new list: ask again after a flush)."""
+        return self._queued
 
     def propose_queued(self) -> None:
         """Propose every queued RequestUpdate as one batch, in arrival order: one clock

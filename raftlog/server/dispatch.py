@@ -126,6 +126,14 @@ class Dispatcher:
             self._due.append(queued)
         self._handlers.get(msg_type, self._fallback)(routing, msg_id, message)
 
+    def queued_run(self, msg_type: bytes) -> None:
+        """Messages of ``msg_type`` went straight into its handler's queue (a compiled run,
+        ``raftlog.transport.take_run``): its flush is now due, before any message of
+        another type, as if ``on_message`` had queued them."""
+        queued = self._queues[msg_type]
+        if queued not in self._due:
+            self._due.append(queued)
+
     def flush(self) -> None:
         """Handle everything queued since the last flush (the peer calls this at the end of
         every ROUTER drain; ``on_message`` before any message of another type)."""

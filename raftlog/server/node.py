@@ -41,7 +41,9 @@ from raftlog import speedups
 from raftlog.config import PeerSettings
 from raftlog.consensus import RaftCore
 from raftlog.errors import ConfigError, StorageError
+from raftlog.rpc.messages import TYPE_REQUEST_UPDATE
 from raftlog.rpc.ranges import OutOfRangeError
+from raftlog.security.peer import SecurePeer
 from raftlog.server.loop_health import LoopStallMeter
 from raftlog.server.loop_step import StepTimes, loop_step
 from raftlog.server.ready_executor import ReadyExecutor
@@ -75,6 +77,8 @@ class PeerNode:
         self.parts = build_peer(settings, stop=self.stop)
         parts = self.parts
         self.metrics, self.log, self.core = parts.metrics, parts.log, parts.core
+        self._update_run = parts.services.clients.update_run(settings.ident.encode())
+        """The RequestUpdates ``_drain_in_runs`` queues straight from the socket."""
         stall_ms = settings.options.election_timeout_min / 4
         self.stall = LoopStallMeter(stall_ms, self.metrics, self.log, time.monotonic)
         """``stall.max_ms``: the longest single pass of the loop so far (issue #12)."""
@@ -166,23 +170,54 @@ class PeerNode:
         """Handle queued ROUTER messages until the queue is empty or ``until`` passes, so a
         flood of client (or hostile) traffic cannot hold back ticks and heartbeats."""
         parts = self.parts
-        router, secure = parts.sockets.router, parts.sockets.secure
-        deny = parts.services.replies.reply
-        dispatcher, receive = parts.services.dispatcher, parts.limits.receive
-        dispatch = dispatcher.on_message
+        secure = parts.sockets.secure
         try:
-            for n in range(1, DRAIN_LIMIT + 1):
-                try:
-                    frames = receive(router, secure, deny)  # bounded, and guarded when secure
-                except zmq.Again:
-                    return
-                if frames is None:
-                    continue
-                dispatch(frames)
-                if n % 64 == 0 and time.monotonic() >= until:
-                    return
+            if secure is None and parts.limits.quotas is None:
+                self._drain_in_runs(until)
+            else:
+                self._drain_checked(secure, until)
         finally:
-            dispatcher.flush()  # the drain's RequestUpdates, proposed as one batch
+            parts.services.dispatcher.flush()  # the drain's RequestUpdates, as one batch
+
+    def _drain_in_runs(self, until: float) -> None:
+        """Nothing to check per sender: RequestUpdates are queued in runs straight from the
+        socket (``RouterLimits.take_run``, compiled when the transport twin is, issue #28);
+        the message that ends a run goes through the dispatcher, after the run's flush was
+        marked due, so the order of effects stays the arrival order."""
+        parts = self.parts
+        router, take_run = parts.sockets.router, parts.limits.take_run
+        clients, dispatcher = parts.services.clients, parts.services.dispatcher
+        shape = self._update_run
+        taken = 0
+        while taken < DRAIN_LIMIT:
+            queue = clients.update_queue
+            before = len(queue)
+            count, frames = take_run(router, shape, queue)
+            if count == 0:
+                return
+            taken += count
+            if len(queue) > before:
+                dispatcher.queued_run(TYPE_REQUEST_UPDATE)
+            if frames is not None:
+                dispatcher.on_message(frames)
+            if time.monotonic() >= until:
+                return
+
+    def _drain_checked(self, secure: SecurePeer | None, until: float) -> None:
+        """Every message through ``RouterLimits.receive`` (CURVE's request guard, quotas)."""
+        parts = self.parts
+        router, deny = parts.sockets.router, parts.services.replies.reply
+        receive, dispatch = parts.limits.receive, parts.services.dispatcher.on_message
+        for n in range(1, DRAIN_LIMIT + 1):
+            try:
+                frames = receive(router, secure, deny)  # bounded, and guarded when secure
+            except zmq.Again:
+                return
+            if frames is None:
+                continue
+            dispatch(frames)
+            if n % 64 == 0 and time.monotonic() >= until:
+                return
 
     def _drain_peer(self, socket: zmq.Socket[bytes]) -> None:
         channel = self.parts.sockets.channels.by_socket.get(socket)

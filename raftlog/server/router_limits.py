@@ -11,7 +11,7 @@ them along. docs/operations.md §11 describes the limits and the bound they give
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import zmq
 
@@ -22,12 +22,16 @@ from raftlog.options import RaftOptions
 from raftlog.rpc.denied import AccessDenied, QuotaRefusal
 from raftlog.security.peer import SecurePeer
 from raftlog.security.quotas import QuotaBook
-from raftlog.server.backlog import ConnectionBacklog, connection_cap
+from raftlog.server.backlog import FRAME_ALLOWANCE, ConnectionBacklog, connection_cap
 from raftlog.server.entries_service import EntriesService
 from raftlog.server.parked_reads import ParkedReads
 from raftlog.server.process_memory import ProcessMemory, descriptor_limit
 from raftlog.server.quota_gate import DROP, QuotaGate, gate_for, member_addresses
-from raftlog.transport import MessageTooLargeError, recv_bounded
+from raftlog.transport import MessageTooLargeError, RunQueue, RunShape, recv_bounded, take_run
+
+RUN_LENGTH: Final = 64
+"""Messages one :meth:`RouterLimits.take_run` takes at most, so the drain looks at the clock
+between runs (as the general path does every 64 messages)."""
 
 Deny = Callable[[bytes, bytes, AccessDenied | QuotaRefusal], None]
 """Sends an access-denied or quota answer: routing id, message id, the refusal."""
@@ -117,6 +121,27 @@ class RouterLimits:
                     deny(frames[0], frames[1], refusal)
                 return None
         return frames
+
+    def take_run(
+        self, router: zmq.Socket[bytes], shape: RunShape, queue: RunQueue
+    ) -> tuple[int, list[bytes] | None]:
+        """For a peer without CURVE and quotas (nothing to check per sender): up to
+        ``RUN_LENGTH`` messages, each one of ``shape`` queued, with the same per-message
+        limit and backlog accounting as :meth:`receive`. Returns ``(taken, frames)``:
+        ``frames`` the message that ended the run, for the general path (None when nothing
+        more was queued, the run was full, or it was over the limit and dropped); ``taken``
+        0 means the socket was empty."""
+        taken, odd = take_run(
+            router, self.message_limit, shape, queue, self.backlog.tally,
+            allowance=FRAME_ALLOWANCE, max_count=RUN_LENGTH,
+        )
+        if odd is None:
+            return taken, None
+        frames, size, too_large = odd
+        if too_large:
+            self.too_large(MessageTooLargeError(frames, size, None))
+            return taken, None
+        return taken, frames
 
     def _took(self, fd: int, size: int, frames: int) -> None:
         """``backlog.taken``, remembering the connection for the quota check."""

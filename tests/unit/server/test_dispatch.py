@@ -100,11 +100,9 @@ def test_a_wiring_mistake_is_loud() -> None:
         wrong(b"route", RID, RequestUpdate(RID, b"x"))
 
 
-def test_a_queueing_type_is_flushed_before_any_other_type_and_on_flush() -> None:
-    """``MessageRow.flush`` (issue #28): RequestUpdates are queued and proposed as one batch;
-    the order of effects stays the arrival order, whatever arrives in between."""
-    calls: list[str] = []
-    queue: list[bytes] = []
+def _queueing_dispatcher(calls: list[str], queue: list[bytes]) -> Dispatcher:
+    """RequestUpdates queued into ``queue`` and proposed as "batch ..." in ``calls``;
+    RequestLogInfo handled as "info", anything else as "fallback"."""
 
     def queue_update(routing: bytes, msg_id: bytes, message: RequestUpdate) -> None:
         queue.append(message.data)
@@ -117,7 +115,7 @@ def test_a_queueing_type_is_flushed_before_any_other_type_and_on_flush() -> None
     def info(routing: bytes, msg_id: bytes, message: RequestLogInfo) -> None:
         calls.append("info")
 
-    dispatcher = Dispatcher(
+    return Dispatcher(
         IDENT,
         {
             TYPE_REQUEST_UPDATE: route(RequestUpdate, queue_update),
@@ -128,6 +126,13 @@ def test_a_queueing_type_is_flushed_before_any_other_type_and_on_flush() -> None
         EventRecorder(),
         queues={TYPE_REQUEST_UPDATE: propose_queued},
     )
+
+
+def test_a_queueing_type_is_flushed_before_any_other_type_and_on_flush() -> None:
+    """``MessageRow.flush`` (issue #28): RequestUpdates are queued and proposed as one batch;
+    the order of effects stays the arrival order, whatever arrives in between."""
+    calls: list[str] = []
+    dispatcher = _queueing_dispatcher(calls, [])
 
     def send(message: Request, msg_id: bytes | None = None) -> None:
         dispatcher.on_message([b"route", *encode_request(message, ident=IDENT, id=msg_id)])
@@ -143,3 +148,26 @@ def test_a_queueing_type_is_flushed_before_any_other_type_and_on_flush() -> None
     dispatcher.flush()  # the end of the drain
     dispatcher.flush()  # nothing owed: nothing runs
     assert calls == ["batch 1,2", "info", "batch 3", "fallback", "batch 4,5"]
+
+
+def test_a_run_queued_past_the_dispatcher_is_flushed_like_one_it_queued() -> None:
+    """The peer's drain queues runs of RequestUpdates straight from the socket
+    (``RouterLimits.take_run``) and tells the dispatcher with ``queued_run``: the batch is
+    then proposed before the next message of another type, as if ``on_message`` had queued
+    it, and only once however many runs and messages it holds."""
+    calls: list[str] = []
+    queue: list[bytes] = []
+    dispatcher = _queueing_dispatcher(calls, queue)
+    queue += [b"1", b"2"]
+    dispatcher.queued_run(TYPE_REQUEST_UPDATE)
+    queue.append(b"3")
+    dispatcher.queued_run(TYPE_REQUEST_UPDATE)
+    assert calls == []
+    dispatcher.on_message([b"route", *encode_request(RequestLogInfo(), ident=IDENT, id=b"\x09")])
+    queue.append(b"4")
+    dispatcher.queued_run(TYPE_REQUEST_UPDATE)
+    dispatcher.on_message([b"route", *encode_request(RequestUpdate(RID, b"5"), ident=IDENT)])
+    dispatcher.queued_run(TYPE_REQUEST_UPDATE)
+    dispatcher.flush()
+    dispatcher.flush()
+    assert calls == ["batch 1,2,3", "info", "batch 4,5"]
