@@ -7,8 +7,10 @@ with which frames and size, what the backlog tally is told -- must be the same f
 *and* what the general path would have done: a message is queued by a run exactly when the
 codec decodes it as a RequestUpdate for this peer's ident, ``ClientService.request_update``
 would queue it (its data within ``max_data``), and it has no frame after the data (such a
-message is valid too, so it goes to the general path, which queues it). Without the
-extension these tests skip, except under ``RAFTLOG_EXPECT_COMPILED=1`` (CI).
+message is valid too, so it goes to the general path, which queues it). The peer's wrapper,
+``RouterLimits.take_run``, must keep the per-message limit (counted, logged, dropped) and the
+backlog accounting. Without the extension these tests skip, except under
+``RAFTLOG_EXPECT_COMPILED=1`` (CI).
 """
 
 from __future__ import annotations
@@ -16,18 +18,23 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
+from unittest.mock import Mock
 
 import pytest
 import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from zmq_pair import Pair
 
 from raftlog import speedups, transport
 from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.errors import RemoteProtocolError
+from raftlog.metrics import PeerMetrics
+from raftlog.options import RaftOptions
 from raftlog.rpc.codec import decode_request_args
 from raftlog.rpc.messages import TYPE_REQUEST_LOG_INFO, TYPE_REQUEST_UPDATE, RequestUpdate
 from raftlog.server.backlog import FRAME_ALLOWANCE
+from raftlog.server.router_limits import RUN_LENGTH, RouterLimits
 from raftlog.transport import RunShape
 
 pytestmark = pytest.mark.skipif(
@@ -41,24 +48,6 @@ SHAPE = RunShape(TYPE_REQUEST_UPDATE, IDENT, REQUEST_ID_SIZE, MAX_DATA)
 TakeRun = Callable[..., tuple[int, Any]]
 TWINS: dict[str, TakeRun] = {"pure": transport.take_run_py, "compiled": transport.take_run}
 Event = tuple[Any, ...]
-
-
-class Pair:
-    """A ROUTER bound on an ephemeral loopback port and a DEALER connected to it."""
-
-    def __init__(self) -> None:
-        self.ctx = zmq.Context()
-        self.router = self.ctx.socket(zmq.ROUTER)
-        self.router.setsockopt(zmq.LINGER, 0)
-        port = self.router.bind_to_random_port("tcp://127.0.0.1")
-        self.dealer = self.ctx.socket(zmq.DEALER)
-        self.dealer.setsockopt(zmq.LINGER, 0)
-        self.dealer.connect(f"tcp://127.0.0.1:{port}")
-
-    def close(self) -> None:
-        self.router.close()
-        self.dealer.close()
-        self.ctx.term()
 
 
 @pytest.fixture
@@ -206,3 +195,48 @@ def test_wrong_argument_types_are_errors(pair: Pair) -> None:
         transport.take_run(pair.router, 100, SHAPE, (), {}, allowance=0, max_count=4)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         transport.take_run(pair.router, 100, ("=", IDENT, 12, 4), [], {}, allowance=0, max_count=4)  # type: ignore[arg-type]
+
+
+# -- RouterLimits.take_run: the peer's wrapper (the limit counted and logged) -------------
+def _update_frames(n: int) -> list[bytes]:
+    return [b"%012d" % n, TYPE_REQUEST_UPDATE, IDENT, b"data %d" % n]
+
+
+def test_a_run_queues_updates_drops_one_over_the_limit_and_stops_at_another_type(
+    pair: Pair,
+) -> None:
+    peer_metrics, log = PeerMetrics(), Mock()
+    limits = RouterLimits(RaftOptions(), peer_metrics, log, owner="1")
+    limits.message_limit = 200
+    sent = [_update_frames(1), _update_frames(2), [b"x", b"?", b"y" * 300], _update_frames(3)]
+    sent += [[b"\x07", TYPE_REQUEST_LOG_INFO, IDENT], _update_frames(4)]
+    for message in sent:
+        pair.dealer.send_multipart(message)
+    queue: list[tuple[bytes, bytes, bytes]] = []
+    runs: list[tuple[int, list[bytes] | None]] = []
+    while sum(taken for taken, _ in runs) < len(sent):
+        runs.append(limits.take_run(pair.router, SHAPE, queue))
+        if runs[-1][0] == 0:
+            assert pair.router.poll(10_000)
+    ended = [frames for _, frames in runs if frames is not None]
+    assert [data for _, _, data in queue] == [b"data 1", b"data 2", b"data 3", b"data 4"]
+    assert [rid for _, rid, _ in queue] == [b"%012d" % n for n in (1, 2, 3, 4)]
+    assert len(ended) == 1 and ended[0][1:] == sent[4]  # the RequestLogInfo, whole
+    too_large = peer_metrics.messages_dropped.labels(reason="message_too_large")
+    assert too_large.value == 1
+    assert log.warning.call_args.args[0] == "message_too_large"
+    (told,) = limits.backlog.tally.values()
+    assert told == sum(sum(map(len, m)) + FRAME_ALLOWANCE * (len(m) + 1) for m in sent)
+
+
+def test_a_run_is_at_most_run_length_messages(pair: Pair) -> None:
+    limits = RouterLimits(RaftOptions(), PeerMetrics(), Mock(), owner="1")
+    for n in range(RUN_LENGTH + 3):
+        pair.dealer.send_multipart(_update_frames(n))
+    queue: list[tuple[bytes, bytes, bytes]] = []
+    while len(queue) < RUN_LENGTH + 3:
+        taken, frames = limits.take_run(pair.router, SHAPE, queue)
+        assert taken <= RUN_LENGTH and frames is None
+        if taken == 0:
+            assert pair.router.poll(10_000)
+    assert [data for _, _, data in queue] == [b"data %d" % n for n in range(RUN_LENGTH + 3)]
