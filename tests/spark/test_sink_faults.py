@@ -37,6 +37,19 @@ COMMON = [
 ]
 
 
+def _scratch(tmp_path: Path) -> list[str]:
+    """Spark's scratch space (block manager, artifacts) under the test's own directory: a
+    JVM killed with SIGKILL never runs the shutdown hook that deletes it from /tmp."""
+    scratch = tmp_path / "spark-scratch"
+    scratch.mkdir(exist_ok=True)
+    java = f"-Djava.io.tmpdir={scratch}"
+    return [
+        "--conf", f"spark.local.dir={scratch}",
+        "--conf", f"spark.driver.extraJavaOptions={java}",
+        "--conf", f"spark.executor.extraJavaOptions={java}",
+    ]
+
+
 def _env() -> dict[str, str]:
     return dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
 
@@ -65,6 +78,7 @@ def test_executor_killed_mid_write_writes_every_row_once(
         "--master",
         "local-cluster[2,1,1024]",
         *COMMON,
+        *_scratch(tmp_path),
         str(JOB),
         "batch",
         ",".join(cluster.urls),
@@ -97,6 +111,7 @@ def test_driver_killed_mid_stream_write_restarts_exactly_once(
         "--master",
         "local[2]",
         *COMMON,
+        *_scratch(tmp_path),
         str(JOB),
         "stream",
         ",".join(cluster.urls),
