@@ -47,8 +47,35 @@ def request_id_seconds(request_id: bytes) -> int:
     return int.from_bytes(request_id[:4], "big")
 
 
+class _Counter:
+    """A thread-safe 24-bit counter from a random start."""
+
+    def __init__(self, start: int) -> None:
+        self._next = start % _COUNTER_MODULUS
+        self._lock = threading.Lock()
+
+    def take(self) -> int:
+        with self._lock:
+            counter = self._next
+            self._next = (counter + 1) % _COUNTER_MODULUS
+        return counter
+
+
+_PROCESS_COUNTER: Final = _Counter(random.SystemRandom().randrange(_COUNTER_MODULUS))
+"""The counter every default generator of this process shares (below)."""
+
+
 class RequestIdGenerator:
-    """Thread-safe generator of unique request ids with an honest timestamp."""
+    """Thread-safe generator of unique request ids with an honest timestamp.
+
+    Every generator built without ``counter_start`` takes its counter from one counter per
+    process, as ObjectId's rule has it: the ids of two generators in one process (two
+    clients, say) differ in the counter even within the same second. Each with a counter of
+    its own from a random start, two clients whose starts were a few hundred apart made
+    the same ids in the same second, and the cluster answered the second client's update
+    as a retry of the first's -- acknowledged at the first's index, its own data never
+    written (found by the clock-step fault schedule's checker, 2026-11-27). After a fork
+    the child's pid bytes differ, so parent and child cannot collide either."""
 
     def __init__(
         self,
@@ -58,21 +85,12 @@ class RequestIdGenerator:
     ) -> None:
         self._machine = machine_id() if machine is None else machine
         self._pid = os.getpid() if pid is None else pid
-        start = (
-            random.SystemRandom().randrange(_COUNTER_MODULUS)
-            if counter_start is None
-            else counter_start
-        )
-        self._counter = start % _COUNTER_MODULUS
-        self._lock = threading.Lock()
+        self._counter = _PROCESS_COUNTER if counter_start is None else _Counter(counter_start)
 
     def next(self, now_seconds: int | None = None) -> bytes:
         """A fresh request id stamped with ``now_seconds`` (default: the wall clock)."""
         seconds = int(time.time()) if now_seconds is None else now_seconds
-        with self._lock:
-            counter = self._counter
-            self._counter = (counter + 1) % _COUNTER_MODULUS
-        return make_request_id(seconds, self._machine, self._pid, counter)
+        return make_request_id(seconds, self._machine, self._pid, self._counter.take())
 
 
 def is_fresh(

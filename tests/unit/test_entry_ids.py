@@ -3,6 +3,8 @@ freshness window boundaries the reference was verified with."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from raftlog.entry import (
@@ -53,6 +55,19 @@ def test_generator_ids_are_unique() -> None:
     ids = {gen.next() for _ in range(10_000)}
     assert len(ids) == 10_000
     assert all(len(rid) == 12 for rid in ids)
+
+
+def test_generators_of_one_process_never_make_the_same_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two clients in one process, in the same second: their ids must differ even when the
+    random draw is as unlucky as it can be (the same start for both). With a counter per
+    generator they were the same ids, and the second client's updates were taken for
+    retries of the first's."""
+    monkeypatch.setattr(random.SystemRandom, "randrange", lambda self, n: 7)
+    first, second = RequestIdGenerator(), RequestIdGenerator()
+    ids = [gen.next(now_seconds=1_700_000_000) for _ in range(500) for gen in (first, second)]
+    assert len(set(ids)) == len(ids)
 
 
 # --- freshness (§3.1) ----------------------------------------------------------------------
