@@ -60,9 +60,15 @@ class _Counter:
             self._next = (counter + 1) % _COUNTER_MODULUS
         return counter
 
+    def forked(self) -> None:
+        """In a child after ``fork``: a new lock, since another thread of the parent may
+        have held the old one at the fork and would never release it here."""
+        self._lock = threading.Lock()
+
 
 _PROCESS_COUNTER: Final = _Counter(random.SystemRandom().randrange(_COUNTER_MODULUS))
 """The counter every default generator of this process shares (below)."""
+os.register_at_fork(after_in_child=_PROCESS_COUNTER.forked)
 
 
 class RequestIdGenerator:

@@ -3,7 +3,10 @@ freshness window boundaries the reference was verified with."""
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import time
 
 import pytest
 
@@ -68,6 +71,28 @@ def test_generators_of_one_process_never_make_the_same_id(
     first, second = RequestIdGenerator(), RequestIdGenerator()
     ids = [gen.next(now_seconds=1_700_000_000) for _ in range(500) for gen in (first, second)]
     assert len(set(ids)) == len(ids)
+
+
+def test_a_child_forked_while_the_counter_is_taken_can_still_make_ids() -> None:
+    """The process counter's lock is shared by every generator of the process: a fork while
+    another thread holds it must not leave the child's generators waiting forever."""
+    from raftlog import ids  # noqa: PLC0415 -- the module's process counter itself
+
+    with ids._PROCESS_COUNTER._lock:  # another thread in the middle of ``take``
+        pid = os.fork()
+        if pid == 0:  # the child: make an id (nothing else that could wait), then leave
+            RequestIdGenerator(machine=b"abc", pid=1).next(now_seconds=1)
+            os._exit(0)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    raise AssertionError("the forked child could not make a request id")
 
 
 # --- freshness (§3.1) ----------------------------------------------------------------------
