@@ -175,8 +175,10 @@ def test_a_thousand_idle_long_polls_cost_nothing_and_one_publish_answers_them(
     # memory "coming back" is measured against that, and must not ratchet up per round
     PollRound(base, f"{topics}/warm", POLLS).wake()
     baseline, lines, terms = settle(watch), watch.log_lines(), cluster.terms()
+    # the yardstick is the same 4 s of probes without the polls: the probes' own cost
+    # grows with the host's load, and a yardstick without them made the bound flaky
     idle_before = watch.cpu_seconds()
-    time.sleep(2.0)
+    watch.keeps_answering(4.0)
     idle_cpu = watch.cpu_seconds() - idle_before
     polls = PollRound(base, f"{topics}/lp", POLLS)
     before = watch.cpu_seconds()
@@ -185,9 +187,9 @@ def test_a_thousand_idle_long_polls_cost_nothing_and_one_publish_answers_them(
     peak_rss = watch.rss_mb()
     got, woke_in = polls.wake()
     assert not watch.slow, watch.slow[:10]
-    # 4 s of 1,000 waiting polls, plus the probes, cost about what 2 s of idling did;
-    # on main (a re-read every 20 ms each) they cost whole seconds
-    assert busy_cpu < max(0.6, 4 * idle_cpu), (busy_cpu, idle_cpu, rounds)
+    # 4 s of 1,000 waiting polls cost about what the probes alone did; polls that re-read
+    # every 20 ms each (the code before waiting polls) cost whole seconds of CPU
+    assert busy_cpu < max(1.5, 3 * idle_cpu), (busy_cpu, idle_cpu, rounds)
     assert sum(b'"payload": "wake"' in answer for answer in got) == POLLS
     assert woke_in < 5.0
     assert peak_rss < RSS_BOUND_MB
