@@ -29,7 +29,7 @@ from raftlog.consensus.results import (
 )
 from raftlog.consensus.state import CoreState
 from raftlog.entry import ZERO_REQUEST_ID, EntryType, LogEntry, encode_time_checkpoint
-from raftlog.ids import is_fresh
+from raftlog.ids import FreshWindow, is_fresh
 from raftlog.rpc.config import check_config_update
 from raftlog.rpc.messages import ConfigPayload, ConfigUpdateErrorInfo
 
@@ -75,10 +75,13 @@ def propose_many(
         return [NotLeader(s.leader_id)] * len(requests)
     log = s.log
     known = log.indexes_of_requests([request_id for request_id, _ in requests])
-    term = s.term
+    cfg = s.cfg
+    fresh = FreshWindow.at(
+        now_ms, cfg.request_id_ttl_ms, cfg.request_id_accept_margin_ms, latest_ms
+    ).admits
     next_index = log.last_index + 1
     in_batch: dict[bytes, int] = {}
-    entries: list[LogEntry] = []
+    appended: list[tuple[bytes, bytes]] = []
     results: list[ProposeResult] = []
     for (request_id, data), known_at in zip(requests, known, strict=True):
         index = known_at if known_at is not None else in_batch.get(request_id)
@@ -89,15 +92,15 @@ def propose_many(
         if isinstance(prepared, Exception):
             results.append(Refused(prepared))
             continue
-        if not _fresh(s, request_id, now_ms, latest_ms):
+        if not fresh(request_id):
             results.append(Expired())
             continue
-        entries.append(LogEntry.state(request_id, term, prepared))
+        appended.append((request_id, prepared))
         in_batch[request_id] = next_index
         results.append(Appended(next_index))
         next_index += 1
-    if entries:
-        log.append(entries)
+    if appended:
+        log.append(LogEntry.states(s.term, appended))
         s.replication_dirty = True
     return results
 

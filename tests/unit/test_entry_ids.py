@@ -229,3 +229,24 @@ def test_state_constructor_is_the_dataclass_with_its_bytes_ready() -> None:
     for bad in ((rid[:11], 7, b"x"), (rid, -1, b"x"), (rid, 1 << 56, b"x"), (rid, 7, b"")):
         with pytest.raises(EntryFormatError):
             LogEntry.state(*bad)
+
+
+def test_states_builds_what_state_builds_for_each_item() -> None:
+    """``LogEntry.states`` (a proposal batch's entries, term checked once) equals ``state``
+    item by item, bytes included, and refuses what ``state`` refuses."""
+    items = [(bytes(range(k, k + 12)), b"d" * (k + 1)) for k in range(5)]
+    for term in (0, 7, MAX_ENTRY_TERM):
+        batch = LogEntry.states(term, items)
+        one_by_one = [LogEntry.state(rid, term, data) for rid, data in items]
+        assert batch == one_by_one
+        assert [e.to_bytes() for e in batch] == [e.to_bytes() for e in one_by_one]
+    assert LogEntry.states(3, []) == []
+    rid = bytes(range(1, 13))
+    for term, bad_items in (
+        (-1, [(rid, b"x")]),
+        (1 << 56, [(rid, b"x")]),
+        (7, [(rid, b"x"), (rid[:11], b"x")]),
+        (7, [(rid, b"x"), (rid, b"")]),
+    ):
+        with pytest.raises(EntryFormatError):
+            LogEntry.states(term, bad_items)
