@@ -90,7 +90,7 @@ def test_one_address_gets_its_share_then_a_fast_503(listener: tuple[HttpListener
         started = time.monotonic()
         answer = get(port)
         assert answer.startswith((b"HTTP/1.1 503", b"RESET")), answer[:80]
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 3.0  # answered, not the 5 s socket time-out
         assert get(port, source="127.0.0.2").startswith(b"HTTP/1.1 200")  # others still in
     finally:
         for sock in held:
