@@ -412,6 +412,244 @@ static PyObject *parse_entries(PyObject *Py_UNUSED(self), PyObject *const *args,
     return out;
 }
 
+/* --- a proposal batch (raftlog.consensus.batch) ------------------------------------------- */
+
+static PyObject *str_index; /* Appended's one field */
+
+#define MAX_ENTRY_TERM ((((uint64_t)1) << 56) - 1)
+
+/* Whether every request is a (bytes, bytes) tuple and every known index an int or None: the
+ * compiled loop handles these only, and checks before it calls prepare (side effects). */
+static int batch_is_plain(PyObject *requests, PyObject *known) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(requests);
+    if (PySequence_Fast_GET_SIZE(known) != n) {
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(requests, i);
+        PyObject *at = PySequence_Fast_GET_ITEM(known, i);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2 ||
+            !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 0)) ||
+            !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 1)) ||
+            (at != Py_None && !PyLong_CheckExact(at))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* FreshWindow.admits: a 12-byte id other than the zero id, its timestamp (bytes 0-3, big
+ * endian, seconds) within [low_ms, high_ms] unless there is no window. */
+static int id_admitted(PyObject *rid, int windowed, long long low_ms, long long high_ms) {
+    if (PyBytes_GET_SIZE(rid) != REQUEST_ID_SIZE) {
+        return 0;
+    }
+    const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(rid);
+    int zero = 1;
+    for (int i = 0; i < REQUEST_ID_SIZE; i++) {
+        zero = zero && p[i] == 0;
+    }
+    if (zero) {
+        return 0;
+    }
+    if (!windowed) {
+        return 1;
+    }
+    long long t = (long long)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+                              (uint32_t)p[2] << 8 | (uint32_t)p[3]) * 1000;
+    return low_ms <= t && t <= high_ms;
+}
+
+/* A Python int as a long long, saturated at the ends (the window's edges may be any int). */
+static int clamped(PyObject *value, long long *out) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    *out = overflow > 0 ? LLONG_MAX : overflow < 0 ? LLONG_MIN : v;
+    return 0;
+}
+
+/* A new instance of the slots class `cls` with `name` set (object.__new__ + setattr, as a
+ * frozen dataclass's own __init__ does). */
+static PyObject *new_with(PyTypeObject *cls, PyObject *name, PyObject *value) {
+    PyObject *made = cls->tp_alloc(cls, 0);
+    if (made != NULL && PyObject_GenericSetAttr(made, name, value) < 0) {
+        Py_CLEAR(made);
+    }
+    return made;
+}
+
+/* LogEntry.states(term, pairs) when every prepared data is bytes; else the Python one. */
+static PyObject *build_states(PyObject *const *kit, PyObject *term, PyObject *pairs) {
+    Py_ssize_t n = PyList_GET_SIZE(pairs);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyBytes_CheckExact(PyTuple_GET_ITEM(PyList_GET_ITEM(pairs, i), 1))) {
+            return PyObject_CallFunctionObjArgs(kit[2], term, pairs, NULL);
+        }
+    }
+    int overflow = 0;
+    long long t = PyLong_AsLongLongAndOverflow(term, &overflow);
+    if (t == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (overflow != 0 || t < 0 || (uint64_t)t > MAX_ENTRY_TERM) {
+        PyErr_Format(kit[7], "term %S does not fit in 7 bytes", term);
+        return NULL;
+    }
+    unsigned char header_tail[8];
+    header_tail[0] = (unsigned char)PyLong_AsLong(kit[1]);
+    for (int i = 0; i < 7; i++) {
+        header_tail[1 + i] = (unsigned char)((uint64_t)t >> (8 * i));
+    }
+    PyObject *entries = PyList_New(n);
+    PyObject *names[5] = {str_request_id, str_entry_type, str_term, str_data, str_raw};
+    for (Py_ssize_t i = 0; entries != NULL && i < n; i++) {
+        PyObject *pair = PyList_GET_ITEM(pairs, i);
+        PyObject *rid = PyTuple_GET_ITEM(pair, 0), *data = PyTuple_GET_ITEM(pair, 1);
+        Py_ssize_t size = PyBytes_GET_SIZE(data);
+        if (PyBytes_GET_SIZE(rid) != REQUEST_ID_SIZE) { /* admitted ids have the size */
+            PyErr_Format(kit[7], "request id must be %d bytes", REQUEST_ID_SIZE);
+            Py_CLEAR(entries);
+            break;
+        }
+        if (size == 0) {
+            PyErr_SetString(kit[7], "entry data must hold at least one byte");
+            Py_CLEAR(entries);
+            break;
+        }
+        PyObject *raw = PyBytes_FromStringAndSize(NULL, ENTRY_HEADER_SIZE + size);
+        PyObject *entry = ((PyTypeObject *)kit[0])->tp_alloc((PyTypeObject *)kit[0], 0);
+        if (raw != NULL) {
+            char *q = PyBytes_AS_STRING(raw);
+            memcpy(q, PyBytes_AS_STRING(rid), REQUEST_ID_SIZE);
+            memcpy(q + REQUEST_ID_SIZE, header_tail, 8);
+            memcpy(q + ENTRY_HEADER_SIZE, PyBytes_AS_STRING(data), (size_t)size);
+        }
+        PyObject *values[5] = {rid, kit[1], term, data, raw};
+        int failed = entry == NULL || raw == NULL;
+        for (int k = 0; k < 5; k++) {
+            failed = failed || PyObject_GenericSetAttr(entry, names[k], values[k]) < 0;
+        }
+        Py_XDECREF(raw);
+        if (failed) {
+            Py_XDECREF(entry);
+            Py_CLEAR(entries);
+            break;
+        }
+        PyList_SET_ITEM(entries, i, entry);
+    }
+    return entries;
+}
+
+/* One request of the loop: its result (a new reference), or NULL with an error set. */
+static PyObject *decide_one(PyObject *const *kit, PyObject *item, PyObject *known_at,
+                            PyObject *prepare, PyObject *in_batch, PyObject *pairs,
+                            long long *next_index, const long long *window) {
+    PyObject *rid = PyTuple_GET_ITEM(item, 0), *data = PyTuple_GET_ITEM(item, 1);
+    PyObject *index = known_at;
+    if (index == Py_None && (index = PyDict_GetItemWithError(in_batch, rid)) == NULL) {
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+        index = Py_None;
+    }
+    if (index != Py_None) {
+        return PyObject_CallOneArg(kit[4], index); /* Duplicate(index) */
+    }
+    PyObject *prepared = prepare == Py_None ? Py_NewRef(data) : PyObject_CallOneArg(prepare, data);
+    if (prepared == NULL) {
+        return NULL;
+    }
+    if (PyObject_TypeCheck(prepared, (PyTypeObject *)PyExc_Exception)) {
+        PyObject *refused = PyObject_CallOneArg(kit[5], prepared); /* Refused(reason) */
+        Py_DECREF(prepared);
+        return refused;
+    }
+    if (!id_admitted(rid, window[0] != 0, window[1], window[2])) {
+        Py_DECREF(prepared);
+        return PyObject_CallNoArgs(kit[6]); /* Expired() */
+    }
+    PyObject *pair = PyTuple_Pack(2, rid, prepared);
+    Py_DECREF(prepared);
+    PyObject *at = PyLong_FromLongLong(*next_index);
+    PyObject *result = NULL;
+    if (pair != NULL && at != NULL && PyList_Append(pairs, pair) == 0 &&
+        PyDict_SetItem(in_batch, rid, at) == 0) {
+        result = new_with((PyTypeObject *)kit[3], str_index, at); /* Appended(index) */
+        *next_index += 1;
+    }
+    Py_XDECREF(pair);
+    Py_XDECREF(at);
+    return result;
+}
+
+PyDoc_STRVAR(decide_batch_doc,
+"decide_batch(requests, known, prepare, low_ms, high_ms, term, next_index, kit)\n--\n\n"
+"(entries, results) as raftlog.consensus.batch.decide_batch_py decides them, with the\n"
+"FreshWindow's edges given; None when a request is not a (bytes, bytes) tuple or a known\n"
+"index not an int or None (the caller runs the pure twin then). kit = (LogEntry,\n"
+"EntryType.STATE, LogEntry.states, Appended, Duplicate, Refused, Expired, EntryFormatError).");
+
+static PyObject *decide_batch(PyObject *Py_UNUSED(self), PyObject *const *args,
+                              Py_ssize_t nargs) {
+    if (nargs != 8 || !PyTuple_CheckExact(args[7]) || PyTuple_GET_SIZE(args[7]) != 8 ||
+        !PyLong_Check(args[5]) || !PyLong_Check(args[6]) ||
+        (args[3] != Py_None && !PyLong_Check(args[3])) || !PyLong_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "decide_batch(requests, known, prepare, low_ms, high_ms, term, "
+                        "next_index, kit)");
+        return NULL;
+    }
+    PyObject *const *kit = &PyTuple_GET_ITEM(args[7], 0);
+    for (int k = 0; k < 8; k++) {
+        if (k != 1 && k != 2 && !PyType_Check(kit[k])) {
+            PyErr_SetString(PyExc_TypeError, "decide_batch: kit holds the wrong objects");
+            return NULL;
+        }
+    }
+    long long window[3] = {args[3] != Py_None, 0, 0}, next_index = 0;
+    if ((window[0] && clamped(args[3], &window[1]) < 0) || clamped(args[4], &window[2]) < 0 ||
+        clamped(args[6], &next_index) < 0) {
+        return NULL;
+    }
+    /* copies: prepare may run any code, even code that changes the caller's lists */
+    PyObject *requests = PySequence_Tuple(args[0]);
+    PyObject *known = requests == NULL ? NULL : PySequence_Tuple(args[1]);
+    if (known == NULL || !batch_is_plain(requests, known)) {
+        Py_XDECREF(requests);
+        Py_XDECREF(known);
+        return known == NULL && PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(requests);
+    PyObject *in_batch = PyDict_New(), *pairs = PyList_New(0), *results = PyList_New(n);
+    PyObject *out = NULL;
+    int failed = in_batch == NULL || pairs == NULL || results == NULL;
+    for (Py_ssize_t i = 0; !failed && i < n; i++) {
+        PyObject *result = decide_one(kit, PySequence_Fast_GET_ITEM(requests, i),
+                                      PySequence_Fast_GET_ITEM(known, i), args[2], in_batch,
+                                      pairs, &next_index, window);
+        failed = result == NULL;
+        if (!failed) {
+            PyList_SET_ITEM(results, i, result);
+        }
+    }
+    if (!failed) {
+        PyObject *entries = build_states(kit, args[5], pairs);
+        if (entries != NULL) {
+            out = PyTuple_Pack(2, entries, results);
+            Py_DECREF(entries);
+        }
+    }
+    Py_XDECREF(in_batch);
+    Py_XDECREF(pairs);
+    Py_XDECREF(results);
+    Py_DECREF(requests);
+    Py_DECREF(known);
+    return out;
+}
+
 PyDoc_STRVAR(crc32_doc,
 "crc32(data, value=0)\n--\n\n"
 "zlib.crc32 computed by this module's own tables: the tests check it against zlib, which\n"
@@ -446,6 +684,8 @@ static PyMethodDef methods[] = {
      take_payloads_doc},
     {"parse_entries", (PyCFunction)(void (*)(void))parse_entries, METH_FASTCALL,
      parse_entries_doc},
+    {"decide_batch", (PyCFunction)(void (*)(void))decide_batch, METH_FASTCALL,
+     decide_batch_doc},
     {"crc32", (PyCFunction)(void (*)(void))crc32, METH_FASTCALL, crc32_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -473,7 +713,8 @@ PyMODINIT_FUNC PyInit__speedups_records(void) {
     str_term = PyUnicode_InternFromString("term");
     str_data = PyUnicode_InternFromString("data");
     str_raw = PyUnicode_InternFromString("_raw");
-    if (str_to_bytes == NULL || str_request_id == NULL || str_entry_type == NULL ||
+    str_index = PyUnicode_InternFromString("index");
+    if (str_index == NULL || str_to_bytes == NULL || str_request_id == NULL || str_entry_type == NULL ||
         str_term == NULL || str_data == NULL || str_raw == NULL) {
         return NULL;
     }

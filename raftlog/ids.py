@@ -125,11 +125,13 @@ class FreshWindow:
     a proposal batch against the same clock reading (issue #28: per id, the edges and three
     calls cost more than the comparison)."""
 
-    __slots__ = ("_high_ms", "_low_ms")
+    __slots__ = ("high_ms", "low_ms")
 
     def __init__(self, low_ms: int | None, high_ms: int) -> None:
-        self._low_ms = low_ms
-        self._high_ms = high_ms
+        self.low_ms = low_ms
+        """The oldest timestamp accepted (ms), or None: no time checks."""
+        self.high_ms = high_ms
+        """The newest timestamp accepted (ms); unused when ``low_ms`` is None."""
 
     @classmethod
     def at(
@@ -150,11 +152,11 @@ class FreshWindow:
         """``is_fresh`` of ``request_id`` at this window's readings."""
         if len(request_id) != REQUEST_ID_SIZE or request_id == ZERO_REQUEST_ID:
             return False
-        low = self._low_ms
+        low = self.low_ms
         if low is None:
             return True
         t = int.from_bytes(request_id[:4], "big") * 1000  # request_id_seconds, inlined
-        return low <= t <= self._high_ms
+        return low <= t <= self.high_ms
 
 
 def is_expired(

@@ -7,7 +7,8 @@ compiled twins of the loops every entry and every frame passes through:
   entry's records, checking the stored CRC of each record a range read returns, and parsing
   each entry a follower or reader receives; twins of ``put_entries_py`` and
   ``take_payloads_py`` in ``raftlog.storage._records`` and ``parse_entries_py`` in
-  ``raftlog.entry``;
+  ``raftlog.entry``; and the leader's decision on each RequestUpdate of a proposal batch,
+  twin of ``decide_batch_py`` in ``raftlog.consensus.batch``;
 - ``raftlog._speedups_transport`` (``raftlog/_speedups_transport.c``): multipart send and
   receive straight between libzmq and bytes objects; twins of the ``*_py`` functions in
   ``raftlog.transport``.
@@ -29,7 +30,7 @@ import errno
 import importlib
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import zmq
 
@@ -61,6 +62,19 @@ class CompiledRecords(Protocol):
         self, cls: type[_Entry], frames: Sequence[bytes], error_type: type[Exception]
     ) -> tuple[_Entry, ...]:
         """``cls.from_bytes`` of each frame; ``error_type`` for one too short."""
+
+    def decide_batch(  # noqa: PLR0917 -- a C function's positional arguments
+        self,
+        requests: Sequence[tuple[bytes, bytes]],
+        known: Sequence[int | None],
+        prepare: Callable[[bytes], object] | None,
+        low_ms: int | None,
+        high_ms: int,
+        term: int,
+        next_index: int,
+        kit: tuple[object, ...],
+    ) -> tuple[list[Any], list[Any]] | None:
+        """``decide_batch_py``'s ``(entries, results)``; None for a batch it leaves to it."""
 
 
 class CompiledTransport(Protocol):

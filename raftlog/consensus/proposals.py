@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from raftlog.consensus import leader
+from raftlog.consensus.batch import decide_batch
 from raftlog.consensus.ready import Role
 from raftlog.consensus.results import (
     WRONG_ENTRY_TYPE,
-    Appended,
     ConfigAccepted,
     ConfigBusy,
     ConfigDone,
@@ -21,11 +21,8 @@ from raftlog.consensus.results import (
     ConfigNotLeader,
     ConfigProposeResult,
     ConfigRejected,
-    Duplicate,
-    Expired,
     NotLeader,
     ProposeResult,
-    Refused,
 )
 from raftlog.consensus.state import CoreState
 from raftlog.entry import ZERO_REQUEST_ID, EntryType, LogEntry, encode_time_checkpoint
@@ -78,29 +75,10 @@ def propose_many(
     cfg = s.cfg
     fresh = FreshWindow.at(
         now_ms, cfg.request_id_ttl_ms, cfg.request_id_accept_margin_ms, latest_ms
-    ).admits
-    next_index = log.last_index + 1
-    in_batch: dict[bytes, int] = {}
-    appended: list[tuple[bytes, bytes]] = []
-    results: list[ProposeResult] = []
-    for (request_id, data), known_at in zip(requests, known, strict=True):
-        index = known_at if known_at is not None else in_batch.get(request_id)
-        if index is not None:
-            results.append(Duplicate(index))
-            continue
-        prepared = data if prepare is None else prepare(data)
-        if isinstance(prepared, Exception):
-            results.append(Refused(prepared))
-            continue
-        if not fresh(request_id):
-            results.append(Expired())
-            continue
-        appended.append((request_id, prepared))
-        in_batch[request_id] = next_index
-        results.append(Appended(next_index))
-        next_index += 1
-    if appended:
-        log.append(LogEntry.states(s.term, appended))
+    )
+    entries, results = decide_batch(requests, known, prepare, fresh, s.term, log.last_index + 1)
+    if entries:
+        log.append(entries)
         s.replication_dirty = True
     return results
 

@@ -46,16 +46,18 @@ def test_pure_python_switch_selects_the_twins() -> None:
     code = (
         "from raftlog import speedups, entry, transport; "
         "from raftlog.storage import _records as r; "
+        "from raftlog.consensus import batch; "
         "print(speedups.IMPLEMENTATION, r.take_payloads is r.take_payloads_py, "
         "r.put_entries is r.put_entries_py, entry.parse_entries is entry.parse_entries_py, "
-        "transport.recv_bounded is transport.recv_bounded_py, sep='|')"
+        "transport.recv_bounded is transport.recv_bounded_py, "
+        "batch.decide_batch is batch.decide_batch_py, sep='|')"
     )
     env = dict(os.environ, RAFTLOG_PURE_PYTHON="1")
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout
     pure = "records pure (RAFTLOG_PURE_PYTHON), transport pure (RAFTLOG_PURE_PYTHON)"
-    assert out.strip().split("|") == [pure, "True", "True", "True", "True"]
+    assert out.strip().split("|") == [pure, "True", "True", "True", "True", "True"]
 
 
 class _Recorder:
