@@ -80,6 +80,12 @@ class HistogramValue:
         self.count += 1
         self.sum += value
 
+    def observe_many(self, value: float, times: int) -> None:
+        """Record ``times`` observations of ``value`` (a batch's updates waited alike)."""
+        self.buckets[bisect.bisect_left(self.bounds, value)] += times
+        self.count += times
+        self.sum += value * times
+
 
 class _Family:
     """A named metric with fixed label names; one child per label-value tuple."""

@@ -125,7 +125,9 @@ class ClientService:
         self._accepted_delay = accepted_delay
         self._oversized = metrics.messages_dropped.labels(reason="oversized_update")
         self._refused = metrics.topic_publishes_refused
-        self._accept_later: deque[tuple[float, int, bytes, bytes, bool]] = deque()
+        self._accept_later: deque[tuple[float, int, list[Waiter]]] = deque()
+        """``(when, first index, waiters)``: the interim ``[true]`` due then to each waiter
+        still unanswered (at ``first``, ``first + 1``, ...)."""
         self._at_commit = UpdateWaiters()
         """Plain RequestUpdates: answered once their entry is committed (``on_committed``)."""
         self._at_apply = UpdateWaiters()
@@ -185,8 +187,19 @@ class ClientService:
             [(rid, data) for _, rid, data in queued], now_ms, self._prepare, latest_ms=latest_ms
         )
         now = self._clock()
+        appended: list[Waiter] = []  # the batch's appended updates, at consecutive indexes
+        first = 0
         for (routing, rid, _), result in zip(queued, results, strict=True):
-            self._settle(routing, rid, result, now, publish=False)
+            if result.__class__ is Appended:
+                if not appended:
+                    first = result.index
+                appended.append((routing, rid, False))
+            else:
+                self._settle(routing, rid, result, now, publish=False)
+        if appended:  # one run: one heap entry, one accept entry (update_waiters.WaiterRun)
+            self._appended.inc(len(appended))
+            self._accept_later.append((now + self._accepted_delay, first, appended))
+            self._at_commit.add_run(first, appended, now)
 
     def publish(self, routing: bytes, msg_id: bytes, msg: ClientDispatch) -> None:
         """``TP``: the frames checked and answered, then proposed like ``=``."""
@@ -233,9 +246,10 @@ class ClientService:
     def _wait(self, index: int, routing: bytes, rid: bytes, publish: bool, now: float) -> None:
         """Answer once ``index`` is committed (``=``) or applied (``TP``); the interim
         ``[true]`` after the accepted delay."""
-        self._accept_later.append((now + self._accepted_delay, index, routing, rid, publish))
+        waiter = (routing, rid, publish)
+        self._accept_later.append((now + self._accepted_delay, index, [waiter]))
         waiting = self._at_apply if publish else self._at_commit
-        waiting.add(index, (routing, rid, publish), now)
+        waiting.add(index, waiter, now)
 
     def _answer(
         self,
@@ -286,9 +300,10 @@ class ClientService:
         queue = self._accept_later
         applied = self._machine.last_applied
         while queue and queue[0][0] <= now:
-            _, index, routing, rid, publish = queue.popleft()
-            if index > applied:
-                self._answer(routing, rid, publish, UpdateStatus.ACCEPTED)
+            _, first, waiters = queue.popleft()
+            for offset, (routing, rid, publish) in enumerate(waiters):
+                if first + offset > applied:
+                    self._answer(routing, rid, publish, UpdateStatus.ACCEPTED)
 
     def on_committed(self, committed: int) -> None:
         """Answer every plain RequestUpdate whose entry is now committed (called before the
@@ -305,11 +320,14 @@ class ClientService:
             self._release(self._at_commit, applied)
 
     def _release(self, waiting: UpdateWaiters, through: int) -> None:
-        answer, observe = self._answer_done, self._latency.observe
-        for index, waited, waiters in waiting.release(through, self._clock()):
+        answer, latency, now = self._answer_done, self._latency, self._clock()
+        for index, waited, waiters in waiting.release(through, now):
             for waiter in waiters:
                 answer(waiter, index)
-                observe(waited)
+                latency.observe(waited)
+        for first, waited, waiters in waiting.release_runs(through, now):
+            self._replies.updates_done(first, waiters)  # runs hold plain updates only
+            latency.observe_many(waited, len(waiters))
 
     # -- ConfigUpdate ----------------------------------------------------------------------
     def config_update(self, routing: bytes, msg_id: bytes, msg: ConfigUpdate) -> None:

@@ -46,6 +46,11 @@ class Replies(Protocol):
         answer sent once per committed update, without building the message."""
         ...
 
+    def updates_done(self, first: int, waiters: Sequence[tuple[bytes, bytes, bool]]) -> None:
+        """``update_done(routing, rid, first + k)`` of the ``k``-th ``(routing, rid, _)``
+        waiter: a released run of a batch's appended updates, in one call."""
+        ...
+
 
 class LeaderView(Protocol):
     """Who leads, as this peer knows it."""

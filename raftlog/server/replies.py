@@ -10,7 +10,7 @@ never blocks on one slow client.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias
 
 import zmq
@@ -18,6 +18,7 @@ import zmq
 from raftlog.errors import LocalProtocolError
 from raftlog.metrics import PeerMetrics
 from raftlog.rpc.responses import REPLY_ENCODERS, CoreReply, encode_update_done
+from raftlog.server.update_waiters import Waiter
 from raftlog.topics.wire import PublishReply, encode_publish_reply
 from raftlog.transport import send_routed
 
@@ -63,6 +64,17 @@ class ReplySender:
             send_routed(self._router, routing, msg_id, encode_reply_body(message))
         except zmq.Again:
             self._dropped.inc()
+
+    def updates_done(self, first: int, waiters: Sequence[Waiter]) -> None:
+        """``update_done`` of each waiter, at ``first``, ``first + 1``, ... (a released
+        ``WaiterRun``: one call per run, not one per update)."""
+        router, dropped, index = self._router, self._dropped, first
+        for routing, rid, _ in waiters:
+            try:
+                send_routed(router, routing, rid, encode_update_done(index))
+            except zmq.Again:
+                dropped.inc()
+            index += 1
 
     def update_done(self, routing: bytes, rid: bytes, index: int) -> None:
         """The final answer ``[true, index]`` to RequestUpdate ``rid``: the bytes of

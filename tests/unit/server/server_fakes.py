@@ -31,6 +31,10 @@ class RecordingReplies:
     def update_done(self, routing: bytes, rid: bytes, index: int) -> None:
         self.reply(routing, rid, RequestUpdateResponse(rid, UpdateStatus.DONE, index=index))
 
+    def updates_done(self, first: int, waiters: Sequence[tuple[bytes, bytes, bool]]) -> None:
+        for offset, (routing, rid, _) in enumerate(waiters):
+            self.update_done(routing, rid, first + offset)
+
     @property
     def messages(self) -> list[ServerReply]:
         return [m for _, _, m in self.sent]

@@ -287,3 +287,36 @@ def test_a_drains_updates_are_proposed_as_one_batch_and_each_answered() -> None:
     assert results == {"appended": 2, "duplicate": 1, "not_leader": 1}
     s.svc.propose_queued()  # an empty queue proposes nothing
     assert s.core.batches == [4]
+
+
+def test_a_batchs_appended_updates_wait_as_one_run_and_are_answered_as_committed() -> None:
+    """Issue #28: the appended updates of one batch are held as one run
+    (``update_waiters.WaiterRun``): each still answered at its own index, a commit in the
+    middle of the run answers its front, the interim ``[true]`` goes to those not yet
+    applied, and the latency histogram counts every update."""
+    rids = [bytes([65 + k]) * 12 for k in range(4)]
+    s = Setup(Appended(5), Duplicate(2), Appended(6), Appended(7), applied=4)
+    for k, rid in enumerate(rids):
+        s.svc.request_update(b"c%d" % k, rid, RequestUpdate(rid, b"x"))
+    s.clock[0] = 1.0
+    s.svc.propose_queued()
+    assert s.wire() == [(b"c1", [rids[1], b"\x01", pack_json(2)])]  # applied: at once
+    assert s.svc.pending_updates == 3
+    s.clock[0] = 1.25
+    s.svc.on_committed(6)
+    assert s.wire()[1:] == [
+        (b"c0", [rids[0], b"\x01", pack_json(5)]),
+        (b"c2", [rids[2], b"\x01", pack_json(6)]),
+    ]
+    assert s.svc.pending_updates == 1
+    s.machine.last_applied = 6
+    s.svc.send_overdue_accepts(1.2)  # only index 7 is above the applied index
+    assert s.wire()[3:] == [(b"c3", [rids[3], b"\x01"])]
+    s.clock[0] = 2.0
+    s.svc.on_committed(7)
+    assert s.wire()[4:] == [(b"c3", [rids[3], b"\x01", pack_json(7)])]
+    latency = s.metrics.update_latency_seconds.labels()
+    assert latency.count == 3
+    assert latency.sum == pytest.approx(0.25 + 0.25 + 1.0)
+    results = {k[0]: c.value for k, c in s.metrics.proposals.series() if c.value}
+    assert results == {"appended": 3, "duplicate": 1}
