@@ -24,24 +24,36 @@ def context() -> Iterator[zmq.Context[zmq.Socket[bytes]]]:
     ctx.term()
 
 
-def test_the_client_receives_the_echoed_id_and_the_encoded_body(
-    context: zmq.Context[zmq.Socket[bytes]],
-) -> None:
-    router = sockets.peer_router(context, "inproc://replies", max_message_size=1 << 20)
-    client = sockets.client_dealer(context, "inproc://replies")
-    try:
-        client.send_multipart([RID, b"=", b"ident", b"data"])
-        assert router.poll(2000)
-        routing = router.recv_multipart()[0]
-        metrics = PeerMetrics()
-        sender = ReplySender(router, metrics)
-        sender.reply(routing, RID, RequestUpdateResponse(RID, UpdateStatus.DONE, index=7))
-        assert client.poll(2000)
-        assert client.recv_multipart() == [RID, b"\x01", b"\x07"]
-        assert metrics.replies_dropped.value == 0
-    finally:
-        client.close(linger=0)
-        router.close(linger=0)
+class Connected:
+    """A peer's ROUTER, a client's DEALER, and the routing id of the client's one request."""
+
+    def __init__(self, context: zmq.Context[zmq.Socket[bytes]], name: str) -> None:
+        self.router = sockets.peer_router(context, f"inproc://{name}", max_message_size=1 << 20)
+        self.client = sockets.client_dealer(context, f"inproc://{name}")
+        self.client.send_multipart([RID, b"=", b"ident", b"data"])
+        assert self.router.poll(2000)
+        self.routing = self.router.recv_multipart()[0]
+
+    def received(self) -> list[bytes]:
+        """The client's next answer."""
+        assert self.client.poll(2000)
+        return self.client.recv_multipart()
+
+
+@pytest.fixture
+def connected(context: zmq.Context[zmq.Socket[bytes]]) -> Iterator[Connected]:
+    pair = Connected(context, "replies")
+    yield pair
+    pair.client.close(linger=0)
+    pair.router.close(linger=0)
+
+
+def test_the_client_receives_the_echoed_id_and_the_encoded_body(connected: Connected) -> None:
+    metrics = PeerMetrics()
+    sender = ReplySender(connected.router, metrics)
+    sender.reply(connected.routing, RID, RequestUpdateResponse(RID, UpdateStatus.DONE, index=7))
+    assert connected.received() == [RID, b"\x01", b"\x07"]
+    assert metrics.replies_dropped.value == 0
 
 
 def test_a_reply_the_router_cannot_queue_is_counted_not_waited_for(
@@ -63,50 +75,31 @@ def test_a_reply_the_router_cannot_queue_is_counted_not_waited_for(
 
 
 def test_a_released_run_gets_what_update_done_sends_each_and_drops_are_counted(
-    monkeypatch: pytest.MonkeyPatch, context: zmq.Context[zmq.Socket[bytes]]
+    monkeypatch: pytest.MonkeyPatch, connected: Connected
 ) -> None:
     """``updates_done(first, waiters)``: the k-th waiter gets ``[true, first + k]`` exactly
     as ``update_done`` encodes it; a reply that cannot be queued is counted, and the rest
     still go out."""
-    router = sockets.peer_router(context, "inproc://run", max_message_size=1 << 20)
-    client = sockets.client_dealer(context, "inproc://run")
-    try:
-        client.send_multipart([RID, b"=", b"ident", b"data"])
-        assert router.poll(2000)
-        routing = router.recv_multipart()[0]
-        metrics = PeerMetrics()
-        sender = ReplySender(router, metrics)
-        rids = [bytes([k]) * 12 for k in range(3)]
-        sender.updates_done(300, [(routing, rid, False) for rid in rids])
-        got = []
-        for _ in rids:
-            assert client.poll(2000)
-            got.append(client.recv_multipart())
-        sender.update_done(routing, RID, 302)
-        assert client.poll(2000)
-        single = client.recv_multipart()
-        assert got == [[rid, b"\x01", b"\xcd" + (300 + k).to_bytes(2, "big")]
-                       for k, rid in enumerate(rids)]
-        assert single[1:] == got[2][1:]
-        real = transport.send_routed
-        calls: list[bytes] = []
+    metrics = PeerMetrics()
+    sender = ReplySender(connected.router, metrics)
+    rids = [bytes([k]) * 12 for k in range(3)]
+    waiters = [(connected.routing, rid, False) for rid in rids]
+    sender.updates_done(300, waiters)
+    got = [connected.received() for _ in rids]
+    assert got == [[rid, b"\x01", b"\xcd" + (300 + k).to_bytes(2, "big")]
+                   for k, rid in enumerate(rids)]
+    sender.update_done(connected.routing, RID, 302)
+    assert connected.received()[1:] == got[2][1:]
+    real = transport.send_routed
+    calls: list[bytes] = []
 
-        def second_full(
-            socket: zmq.Socket[bytes], to: bytes, rid: bytes, body: list[bytes]
-        ) -> None:
-            calls.append(rid)
-            if len(calls) == 2:
-                raise zmq.Again()
-            real(socket, to, rid, body)
+    def second_full(socket: zmq.Socket[bytes], to: bytes, rid: bytes, body: list[bytes]) -> None:
+        calls.append(rid)
+        if len(calls) == 2:
+            raise zmq.Again()
+        real(socket, to, rid, body)
 
-        monkeypatch.setattr(replies_module, "send_routed", second_full)
-        sender.updates_done(400, [(routing, rid, False) for rid in rids])
-        assert calls == rids and metrics.replies_dropped.value == 1
-        received = []
-        for _ in range(2):
-            assert client.poll(2000)
-            received.append(client.recv_multipart()[0])
-        assert received == [rids[0], rids[2]]
-    finally:
-        client.close(linger=0)
-        router.close(linger=0)
+    monkeypatch.setattr(replies_module, "send_routed", second_full)
+    sender.updates_done(400, waiters)
+    assert calls == rids and metrics.replies_dropped.value == 1
+    assert [connected.received()[0] for _ in range(2)] == [rids[0], rids[2]]
