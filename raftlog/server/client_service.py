@@ -196,7 +196,7 @@ class ClientService:
                 appended.append((routing, rid, False))
             else:
                 self._settle(routing, rid, result, now, publish=False)
-        if appended:  # one run: one heap entry, one accept entry (update_waiters.WaiterRun)
+        if appended:  # one run: one queue entry, one accept entry (update_waiters.WaiterRun)
             self._appended.inc(len(appended))
             self._accept_later.append((now + self._accepted_delay, first, appended))
             self._at_commit.add_run(first, appended, now)
