@@ -111,30 +111,12 @@ class LogEntry:
         return raw
 
     @classmethod
-    def state(cls, request_id: bytes, term: int, data: bytes) -> LogEntry:
-        """A new STATE entry, as ``LogEntry(request_id, EntryType.STATE, term, data)`` with
-        the same checks, serialized at once: the leader builds one per client update and
-        needs its bytes for the write, every follower and the apply (issue #28: the
-        generated frozen ``__init__`` plus a later ``to_bytes`` cost twice as much)."""
-        if len(request_id) != REQUEST_ID_SIZE:
-            raise EntryFormatError(f"request id must be {REQUEST_ID_SIZE} bytes")
-        if not 0 <= term <= MAX_ENTRY_TERM:
-            raise EntryFormatError(f"term {term} does not fit in 7 bytes")
-        if not data:
-            raise EntryFormatError("entry data must hold at least one byte")
-        entry: LogEntry = object.__new__(cls)
-        init = object.__setattr__
-        init(entry, "request_id", request_id)
-        init(entry, "entry_type", EntryType.STATE)
-        init(entry, "term", term)
-        init(entry, "data", data)
-        init(entry, "_raw", b"".join((request_id, _STATE_BYTE, term.to_bytes(7, "little"), data)))
-        return entry
-
-    @classmethod
     def states(cls, term: int, items: Sequence[tuple[bytes, bytes]]) -> list[LogEntry]:
-        """``state(request_id, term, data)`` of each ``(request_id, data)``, with the term's
-        check and bytes done once: a leader builds a proposal batch's entries this way."""
+        """A new STATE entry of each ``(request_id, data)``, as ``LogEntry(request_id,
+        EntryType.STATE, term, data)`` with the same checks, serialized at once: the leader
+        builds a proposal batch's entries this way and needs their bytes for the write, every
+        follower and the apply (issue #28: the generated frozen ``__init__`` plus a later
+        ``to_bytes`` cost twice as much; the term's check and bytes are done once)."""
         if not 0 <= term <= MAX_ENTRY_TERM:
             raise EntryFormatError(f"term {term} does not fit in 7 bytes")
         header_tail = _STATE_BYTE + term.to_bytes(7, "little")

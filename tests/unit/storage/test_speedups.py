@@ -171,7 +171,7 @@ def test_take_payloads_gives_the_same_bodies_and_errors(
 @needs_compiled
 def test_take_payloads_names_the_damaged_index() -> None:
     assert compiled is not None
-    entries = [LogEntry.state(bytes([n]) * REQUEST_ID_SIZE, 1, b"x" * 30) for n in range(1, 5)]
+    entries = LogEntry.states(1, [(bytes([n]) * REQUEST_ID_SIZE, b"x" * 30) for n in range(1, 5)])
     values = _stored(7, entries)
     values[2] = values[2][:-1] + bytes([values[2][-1] ^ 1])
     with pytest.raises(StorageCorruptionError, match="entry 9: checksum mismatch"):
@@ -181,7 +181,7 @@ def test_take_payloads_names_the_damaged_index() -> None:
 @needs_compiled
 def test_take_payloads_stops_at_the_byte_limit_but_takes_one() -> None:
     assert compiled is not None
-    entries = [LogEntry.state(bytes([n]) * REQUEST_ID_SIZE, 1, b"y" * 80) for n in range(1, 6)]
+    entries = LogEntry.states(1, [(bytes([n]) * REQUEST_ID_SIZE, b"y" * 80) for n in range(1, 6)])
     values = _stored(1, entries)
     bodies, limited = compiled.take_payloads(iter(values), 1, 250, rec.entry_payload)
     assert (len(bodies), limited) == (2, True)  # 100 + 100 <= 250 < 300
