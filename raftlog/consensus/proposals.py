@@ -26,16 +26,16 @@ from raftlog.consensus.results import (
 )
 from raftlog.consensus.state import CoreState
 from raftlog.entry import ZERO_REQUEST_ID, EntryType, LogEntry, encode_time_checkpoint
-from raftlog.ids import FreshWindow, is_fresh
+from raftlog.ids import FreshWindow
 from raftlog.rpc.config import check_config_update
 from raftlog.rpc.messages import ConfigPayload, ConfigUpdateErrorInfo
 
 
-def _fresh(s: CoreState, request_id: bytes, now_ms: int, latest_ms: int | None) -> bool:
+def _window(s: CoreState, now_ms: int, latest_ms: int | None) -> FreshWindow:
+    """The request-id acceptance window (§3.1) at these clock readings, by this core's
+    settings: one per proposal, however many ids it checks."""
     cfg = s.cfg
-    return is_fresh(
-        request_id, now_ms, cfg.request_id_ttl_ms, cfg.request_id_accept_margin_ms, latest_ms
-    )
+    return FreshWindow.at(now_ms, cfg.request_id_ttl_ms, cfg.request_id_accept_margin_ms, latest_ms)
 
 
 def propose(
@@ -72,10 +72,7 @@ def propose_many(
         return [NotLeader(s.leader_id)] * len(requests)
     log = s.log
     known = log.indexes_of_requests([request_id for request_id, _ in requests])
-    cfg = s.cfg
-    fresh = FreshWindow.at(
-        now_ms, cfg.request_id_ttl_ms, cfg.request_id_accept_margin_ms, latest_ms
-    )
+    fresh = _window(s, now_ms, latest_ms)
     entries, results = decide_batch(requests, known, prepare, fresh, s.term, log.last_index + 1)
     if entries:
         log.append(entries)
@@ -96,7 +93,7 @@ def propose_config(
     index = s.log.index_of_request(request_id)
     current = s.membership
     if index is None:
-        if not _fresh(s, request_id, now_ms, latest_ms):
+        if not _window(s, now_ms, latest_ms).admits(request_id):
             return ConfigExpired()
         checked = check_config_update(current.payload, peers)
         if isinstance(checked, ConfigUpdateErrorInfo):
