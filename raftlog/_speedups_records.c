@@ -714,8 +714,8 @@ PyMODINIT_FUNC PyInit__speedups_records(void) {
     str_data = PyUnicode_InternFromString("data");
     str_raw = PyUnicode_InternFromString("_raw");
     str_index = PyUnicode_InternFromString("index");
-    if (str_index == NULL || str_to_bytes == NULL || str_request_id == NULL || str_entry_type == NULL ||
-        str_term == NULL || str_data == NULL || str_raw == NULL) {
+    if (str_index == NULL || str_to_bytes == NULL || str_request_id == NULL ||
+        str_entry_type == NULL || str_term == NULL || str_data == NULL || str_raw == NULL) {
         return NULL;
     }
     return PyModule_Create(&module);
