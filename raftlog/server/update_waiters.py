@@ -24,8 +24,8 @@ Waiter = tuple[bytes, bytes, bool]
 class WaiterRun:
     """The waiters of one proposal batch's appended updates: one at each index from
     ``first`` on, all accepted at ``since``. Issue #28: a leader at 128 in flight appends
-    ~50 updates per batch; held as one run, they cost one heap entry, one interim-accept
-    entry and one latency observation instead of one each."""
+    ~50 updates per batch; held as one run, they cost one queue entry, one interim-accept
+    entry and one latency observation instead of a heap entry and the rest each."""
 
     __slots__ = ("first", "since", "taken", "waiters")
 
