@@ -27,6 +27,10 @@ needs_compiled = pytest.mark.skipif(
     reason=f"the compiled twins are not in use here: {speedups.IMPLEMENTATION}",
 )
 
+KIT = (LogEntry, EntryType.STATE, LogEntry.states, Appended, Duplicate, Refused, Expired,
+       EntryFormatError)
+"""What ``decide_batch`` passes the compiled loop (its docstring names each)."""
+
 NOW_MS = 1_700_000_000_000
 TTL_MS, MARGIN_MS = 8 * 3600 * 1000, 15 * 60 * 1000
 _LOW_S = (NOW_MS - (TTL_MS - MARGIN_MS)) // 1000  # the oldest second accepted at NOW_MS
@@ -165,8 +169,6 @@ def test_odd_batches_are_left_to_the_pure_twin() -> None:
     assert compiled is not None
     rid = _rid(NOW_MS // 1000, 5)
     window = FreshWindow.at(NOW_MS, TTL_MS, MARGIN_MS)
-    kit = (LogEntry, EntryType.STATE, LogEntry.states, Appended, Duplicate, Refused, Expired,
-           EntryFormatError)
     calls: list[bytes] = []
 
     def prepare(data: bytes) -> bytes:
@@ -182,7 +184,7 @@ def test_odd_batches_are_left_to_the_pure_twin() -> None:
     ]
     for requests, known in cases:
         assert compiled.decide_batch(requests, known, prepare, window.low_ms, window.high_ms,
-                                     3, 10, kit) is None
+                                     3, 10, KIT) is None
         assert calls == []
         assert _odd(decide_batch, requests, known, window) == _odd(
             decide_batch_py, requests, known, window
@@ -192,10 +194,8 @@ def test_odd_batches_are_left_to_the_pure_twin() -> None:
 @needs_compiled
 def test_wrong_arguments_are_type_errors_not_crashes() -> None:
     assert compiled is not None
-    kit = (LogEntry, EntryType.STATE, LogEntry.states, Appended, Duplicate, Refused, Expired,
-           EntryFormatError)
-    good: list[Any] = [[], [], None, 0, 1, 3, 10, kit]
-    for position, bad in ((7, kit[:7]), (7, (1,) * 8), (5, "3"), (6, None), (3, "0"), (0, 5)):
+    good: list[Any] = [[], [], None, 0, 1, 3, 10, KIT]
+    for position, bad in ((7, KIT[:7]), (7, (1,) * 8), (5, "3"), (6, None), (3, "0"), (0, 5)):
         args = list(good)
         args[position] = bad
         with pytest.raises(TypeError):
