@@ -26,10 +26,14 @@ count as its own acknowledgement.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter, is_
+from typing import Final
 
 from raftlog.consensus.ready import LogAppend
 from raftlog.entry import ZERO_REQUEST_ID, LogEntry, entries_size
 from raftlog.storage.base import LogStore
+
+_REQUEST_ID: Final = attrgetter("request_id")
 
 RECENT_ENTRIES = 16384
 RECENT_BYTES = 8 << 20
@@ -253,19 +257,24 @@ class RaftLog:
         if self._unstable_first != first:
             return  # truncated below ``first`` since: a later write rewrites that range
         unstable = self._unstable
-        count = 0
         limit = min(len(entries), len(unstable))
-        ids = self._unstable_ids
-        while count < limit and unstable[count] is entries[count]:
-            request_id = entries[count].request_id  # _forget_id, inlined: once per entry
-            if ids.get(request_id) == first + count:
-                del ids[request_id]
-            count += 1
-        if count:
-            self._remember(first, unstable[:count])
-            del unstable[:count]
-            self._unstable_first = first + count
-            self._in_progress_next = max(self._in_progress_next, self._unstable_first)
+        if all(map(is_, unstable, entries)):  # the usual case, without a Python step per entry
+            count = limit
+        else:
+            count = 0
+            while count < limit and unstable[count] is entries[count]:
+                count += 1
+        if not count:
+            return
+        if count == len(unstable):
+            self._unstable_ids.clear()  # it only ever maps ids of unstable entries
+        else:
+            for position in range(count):
+                self._forget_id(unstable[position], first + position)
+        self._remember(first, unstable[:count])
+        del unstable[:count]
+        self._unstable_first = first + count
+        self._in_progress_next = max(self._in_progress_next, self._unstable_first)
 
     def snapshot_persisted(self, index: int, term: int) -> None:
         """The driver installed snapshot ``(index, term)`` and compacted the store."""
@@ -302,10 +311,10 @@ class RaftLog:
     def _extend(self, entries: Sequence[LogEntry]) -> None:
         index = self.last_index + 1
         ids = self._unstable_ids
-        for entry in entries:
-            if entry.request_id != ZERO_REQUEST_ID:
-                ids[entry.request_id] = index
-            index += 1
+        # in order: a later entry with the same id takes over the mapping; the zero id
+        # (checkpoints, configurations) is never mapped
+        ids.update(zip(map(_REQUEST_ID, entries), range(index, index + len(entries)), strict=True))
+        ids.pop(ZERO_REQUEST_ID, None)
         self._unstable.extend(entries)
 
     def _drop_unstable_from(self, offset: int) -> None:

@@ -26,6 +26,7 @@ ALLOWED_STDLIB = {
     "heapq",
     "itertools",
     "math",
+    "operator",
     "typing",
 }
 ALLOWED_PROJECT = {

@@ -7,6 +7,7 @@ from consensus_helpers import entry
 
 from raftlog.consensus.raft_log import RaftLog
 from raftlog.consensus.ready import LogAppend
+from raftlog.entry import ZERO_REQUEST_ID, LogEntry
 from raftlog.storage.memory import MemoryLogStore
 
 
@@ -103,6 +104,45 @@ def test_request_ids_in_a_truncated_stable_suffix_are_not_found() -> None:
     assert log.index_of_request(gone.request_id) == 2
     log.truncate_and_append(2, [entry(2)])
     assert log.index_of_request(gone.request_id) is None
+
+
+def test_request_ids_made_durable_then_truncated_are_not_found() -> None:
+    """An id whose entry was written through the tail, then truncated: the tail no longer
+    maps it, and the store's copy is being truncated."""
+    log, store = _log([])
+    gone = entry(1)
+    log.append([entry(1), gone])
+    _persist(log, store)
+    assert log.index_of_request(gone.request_id) == 2
+    log.truncate_and_append(2, [entry(2)])
+    assert log.index_of_request(gone.request_id) is None
+
+
+def test_ids_of_a_write_still_in_flight_are_found_after_an_earlier_write_completes() -> None:
+    """Two writes in flight (the storage thread): the first completing leaves the second's
+    ids mapped, since the store does not have them yet."""
+    log, store = _log([])
+    early, late = entry(1), entry(1)
+    log.append([early])
+    first = log.take_append()
+    log.append([late])
+    second = log.take_append()
+    assert first is not None and second is not None
+    store.append(first.first_index, first.entries)
+    log.stable_to(first)
+    assert log.indexes_of_requests([early.request_id, late.request_id]) == [1, 2]
+    store.append(second.first_index, second.entries)
+    log.stable_to(second)
+    assert log.indexes_of_requests([early.request_id, late.request_id]) == [1, 2]
+
+
+def test_the_zero_id_of_checkpoints_is_never_found() -> None:
+    """The zero request id (checkpoints, configurations) is no request: never a retry."""
+    log, store = _log([])
+    log.append([LogEntry.checkpoint(1), entry(1)])
+    assert log.index_of_request(ZERO_REQUEST_ID) is None
+    _persist(log, store)
+    assert log.index_of_request(ZERO_REQUEST_ID) is None
 
 
 def test_the_batch_lookup_answers_as_the_lookup_of_each_id() -> None:
