@@ -92,7 +92,7 @@ static const unsigned char ENTRY_PREFIX = 'e';
 static const unsigned char REQUEST_PREFIX = 'r';
 static const unsigned char BY_INDEX_PREFIX = 'x';
 static uint32_t entry_prefix_crc, request_prefix_crc, by_index_prefix_crc;
-static PyObject *str_to_bytes, *str_request_id;
+static PyObject *str_to_bytes, *str_request_id, *str_raw;
 
 /* An index from Python: a non-negative int that fits in 64 bits, as in int.to_bytes(8). */
 static int index_arg(PyObject *obj, uint64_t *out) {
@@ -141,16 +141,36 @@ static int put_record(PyObject *put, unsigned char prefix, const unsigned char *
     return 0;
 }
 
+/* An entry's serialized bytes: its cached `_raw` (what parse_entries and decide_batch set,
+ * read without a Python call), else entry.to_bytes(). A new reference, or NULL with the error
+ * set. */
+static PyObject *entry_bytes(PyObject *entry) {
+    PyObject *raw = PyObject_GetAttr(entry, str_raw);
+    if (raw != NULL && PyBytes_CheckExact(raw)) {
+        return raw;
+    }
+    if (raw == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return NULL;
+        }
+        PyErr_Clear();
+    } else {
+        Py_DECREF(raw);
+    }
+    PyObject *payload = PyObject_CallMethodNoArgs(entry, str_to_bytes);
+    if (payload != NULL && !PyBytes_Check(payload)) {
+        Py_DECREF(payload);
+        PyErr_SetString(PyExc_TypeError, "entry.to_bytes() must return bytes");
+        return NULL;
+    }
+    return payload;
+}
+
 static int put_one(PyObject *put, uint64_t index, PyObject *entry) {
     unsigned char packed_index[INDEX_SIZE];
     put_be64(packed_index, index);
-    PyObject *payload = PyObject_CallMethodNoArgs(entry, str_to_bytes);
+    PyObject *payload = entry_bytes(entry);
     if (payload == NULL) {
-        return -1;
-    }
-    if (!PyBytes_Check(payload)) {
-        Py_DECREF(payload);
-        PyErr_SetString(PyExc_TypeError, "entry.to_bytes() must return bytes");
         return -1;
     }
     int rc = put_record(put, ENTRY_PREFIX, packed_index, INDEX_SIZE, entry_prefix_crc,
@@ -330,7 +350,7 @@ static PyObject *take_payloads(PyObject *Py_UNUSED(self), PyObject *const *args,
     return Py_BuildValue("(NO)", out, stopped ? Py_True : Py_False);
 }
 
-static PyObject *str_entry_type, *str_term, *str_data, *str_raw; /* with str_request_id */
+static PyObject *str_entry_type, *str_term, *str_data; /* with str_request_id, str_raw */
 
 /* A new instance of the slots class `cls` (object.__new__) parsed from `frame`, its slots set
  * as object.__setattr__ does (bypassing a frozen dataclass's __setattr__). */
@@ -678,6 +698,43 @@ static PyObject *crc32(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssiz
     return PyLong_FromUnsignedLong(crc);
 }
 
+PyDoc_STRVAR(entries_bytes_doc,
+"entries_bytes(entries)\n--\n\n"
+"[entry.to_bytes() for entry in entries], reading each entry's cached bytes without a call:\n"
+"the twin of raftlog.entry.entries_bytes_py.");
+
+static PyObject *entries_bytes(PyObject *Py_UNUSED(self), PyObject *entries) {
+    PyObject *seq = PySequence_Fast(entries, "entries must be a sequence");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(count);
+    if (out == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (count != PySequence_Fast_GET_SIZE(seq)) { /* a to_bytes() changed the list */
+            PyErr_SetString(PyExc_RuntimeError, "entries changed size while serialized");
+            Py_DECREF(out);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        PyObject *entry = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+        PyObject *payload = entry_bytes(entry);
+        Py_DECREF(entry);
+        if (payload == NULL) {
+            Py_DECREF(out);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, payload);
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"put_entries", (PyCFunction)(void (*)(void))put_entries, METH_FASTCALL, put_entries_doc},
     {"take_payloads", (PyCFunction)(void (*)(void))take_payloads, METH_FASTCALL,
@@ -686,6 +743,7 @@ static PyMethodDef methods[] = {
      parse_entries_doc},
     {"decide_batch", (PyCFunction)(void (*)(void))decide_batch, METH_FASTCALL,
      decide_batch_doc},
+    {"entries_bytes", entries_bytes, METH_O, entries_bytes_doc},
     {"crc32", (PyCFunction)(void (*)(void))crc32, METH_FASTCALL, crc32_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -63,6 +63,9 @@ class CompiledRecords(Protocol):
     ) -> tuple[_Entry, ...]:
         """``cls.from_bytes`` of each frame; ``error_type`` for one too short."""
 
+    def entries_bytes(self, entries: Sequence[_Entry]) -> list[bytes]:
+        """``entry.to_bytes()`` of each entry, read from its cache where it has one."""
+
     def decide_batch(  # noqa: PLR0917 -- a C function's positional arguments
         self,
         requests: Sequence[tuple[bytes, bytes]],

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from raftlog.entry import REQUEST_ID_SIZE, LogEntry, parse_entries
+from raftlog.entry import REQUEST_ID_SIZE, LogEntry, entries_bytes, parse_entries
 from raftlog.errors import EntryFormatError, LocalProtocolError, RemoteProtocolError
 from raftlog.rpc.config import PeerListError, peers_from_json, peers_to_json
 from raftlog.rpc.frames import (
@@ -295,7 +295,7 @@ def _encode_append_entries(msg: AppendEntries) -> tuple[bytes, list[bytes]]:
         encode_uint(msg.prev_log_term),
         encode_uint(msg.commit_index),
     ]
-    args += [entry.to_bytes() for entry in msg.entries]
+    args += entries_bytes(msg.entries)
     return TYPE_APPEND_ENTRIES, args
 
 
@@ -405,9 +405,7 @@ def _check_local_id(msg_type: bytes, msg_id: bytes) -> None:
 
 def encode_broadcast(msg: StateBroadcast, *, ident: bytes) -> list[bytes]:
     """``[ident, term, lastIndex, entries...]`` of a typed broadcast."""
-    return encode_broadcast_raw(
-        ident, msg.term, msg.last_index, [entry.to_bytes() for entry in msg.entries]
-    )
+    return encode_broadcast_raw(ident, msg.term, msg.last_index, entries_bytes(msg.entries))
 
 
 def encode_broadcast_raw(

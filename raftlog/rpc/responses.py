@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, TypeAlias
 
-from raftlog.entry import REQUEST_ID_SIZE
+from raftlog.entry import REQUEST_ID_SIZE, entries_bytes
 from raftlog.errors import LocalProtocolError, RemoteProtocolError
 from raftlog.rpc.admin import CompactResponse, encode_compact_response
 from raftlog.rpc.codec import CORE_TYPES, decode_entries
@@ -127,7 +127,7 @@ def _encode_entries(msg: RequestEntriesResponse) -> list[bytes]:
     if msg.last_index is None:
         raise LocalProtocolError("RequestEntries LAST/MORE needs last_index")
     frames = [encode_uint(status), JSON_NULL, encode_uint(msg.last_index)]
-    frames.extend(entry.to_bytes() for entry in msg.entries)
+    frames.extend(entries_bytes(msg.entries))
     frames.extend(msg.raw_entries)
     return frames
 

@@ -53,6 +53,7 @@ from raftlog.consensus import (
     SnapshotChunkWrite,
     SnapshotInstall,
 )
+from raftlog.entry import entries_bytes
 from raftlog.rpc.messages import Peer, PeerRequest, PeerResponse
 from raftlog.server.durable_writes import DurableWrites, SynchronousWrites
 from raftlog.storage.base import HardState, HardStateStore, LogStore, ReadyStore, SnapshotStore
@@ -310,7 +311,7 @@ class ReadyExecutor:
         if committed is not None:
             if self._on_committed is not None:
                 self._on_committed(committed.first_index + len(committed.entries) - 1)
-            raw = [entry.to_bytes() for entry in committed.entries]
+            raw = entries_bytes(committed.entries)
             core = self.core
             term = core.term if core is not None else committed.entries[-1].term
             self._machine.apply(committed.first_index, raw, term)

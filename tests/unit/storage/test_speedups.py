@@ -22,7 +22,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raftlog import speedups
-from raftlog.entry import REQUEST_ID_SIZE, ZERO_REQUEST_ID, EntryType, LogEntry, parse_entries_py
+from raftlog.entry import (
+    REQUEST_ID_SIZE,
+    ZERO_REQUEST_ID,
+    EntryType,
+    LogEntry,
+    entries_bytes_py,
+    parse_entries_py,
+)
 from raftlog.errors import EntryFormatError, StorageCorruptionError
 from raftlog.storage import _records as rec
 
@@ -50,14 +57,15 @@ def test_pure_python_switch_selects_the_twins() -> None:
         "print(speedups.IMPLEMENTATION, r.take_payloads is r.take_payloads_py, "
         "r.put_entries is r.put_entries_py, entry.parse_entries is entry.parse_entries_py, "
         "transport.recv_bounded is transport.recv_bounded_py, "
-        "batch.decide_batch is batch.decide_batch_py, sep='|')"
+        "batch.decide_batch is batch.decide_batch_py, "
+        "entry.entries_bytes is entry.entries_bytes_py, sep='|')"
     )
     env = dict(os.environ, RAFTLOG_PURE_PYTHON="1")
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout
     pure = "records pure (RAFTLOG_PURE_PYTHON), transport pure (RAFTLOG_PURE_PYTHON)"
-    assert out.strip().split("|") == [pure, "True", "True", "True", "True", "True"]
+    assert out.strip().split("|") == [pure, *["True"] * 6]
 
 
 class _Recorder:
@@ -103,6 +111,64 @@ def test_put_entries_writes_the_same_records(entries: list[LogEntry], first: int
     compiled.put_entries(fast.put, first, entries)
     assert fast.puts == pure.puts
     assert len(pure.puts) == sum(1 if e.request_id == ZERO_REQUEST_ID else 3 for e in entries)
+
+
+def _copies(entries: list[LogEntry]) -> list[LogEntry]:
+    """Equal entries that have not serialized themselves yet (no cached bytes)."""
+    return [LogEntry(e.request_id, e.entry_type, e.term, e.data) for e in entries]
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(entries=entries_strategy, first=index_strategy)
+def test_put_entries_writes_the_same_records_for_entries_never_serialized(
+    entries: list[LogEntry], first: int
+) -> None:
+    """The compiled twin first, on entries without cached bytes: it must serialize them."""
+    assert compiled is not None
+    fast = _Recorder()
+    compiled.put_entries(fast.put, first, _copies(entries))
+    pure = _Recorder()
+    rec.put_entries_py(pure, first, entries)  # type: ignore[arg-type]
+    assert fast.puts == pure.puts
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(entries=entries_strategy, source=st.sampled_from(["new", "serialized", "parsed"]))
+def test_entries_bytes_gives_each_entrys_bytes(entries: list[LogEntry], source: str) -> None:
+    """Entries built here (no cached bytes), serialized before, or parsed from the wire (bytes
+    cached by the parse): the compiled twin gives what ``to_bytes`` gives, in order."""
+    assert compiled is not None
+    expected = entries_bytes_py(_copies(entries))
+    given_entries = _copies(entries)
+    if source == "serialized":
+        entries_bytes_py(given_entries)
+    elif source == "parsed":
+        given_entries = list(parse_entries_py(expected))
+    got = compiled.entries_bytes(given_entries)
+    assert got == expected and all(type(b) is bytes for b in got)
+    assert compiled.entries_bytes(tuple(given_entries)) == expected
+
+
+@needs_compiled
+def test_entries_bytes_calls_to_bytes_where_nothing_is_cached() -> None:
+    assert compiled is not None
+
+    class Duck:
+        def __init__(self, out: object) -> None:
+            self.out = out
+
+        def to_bytes(self) -> object:
+            return self.out
+
+    assert compiled.entries_bytes([Duck(b"one"), Duck(b"two")]) == [b"one", b"two"]  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="must return bytes"):
+        compiled.entries_bytes([Duck("text")])  # type: ignore[list-item]
+    with pytest.raises(AttributeError):  # as the pure twin: no to_bytes
+        compiled.entries_bytes([object()])  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        compiled.entries_bytes(5)  # type: ignore[arg-type]
 
 
 def _stored(first: int, entries: list[LogEntry]) -> list[bytes]:
