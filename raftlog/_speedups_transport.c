@@ -6,9 +6,11 @@
  * message a peer handles passes through these functions frame by frame. Receiving through
  * pyzmq costs ~1 us per frame (a Frame object, then its bytes); a RequestUpdate has six
  * frames and an AppendEntries one per entry. Here each frame goes from libzmq straight into a
- * bytes object. The pure-Python twins in raftlog/transport.py are the definition: same
- * frames, same errors (zmq.Again when nothing is queued or the high-water mark is reached),
- * same limits (tests/unit/test_transport_twins.py runs both on real sockets).
+ * bytes object. send_update_dones answers a run of committed updates in one call (a leader
+ * sends one answer per update). The pure-Python twins in raftlog/transport.py are the
+ * definition: same frames, same errors (zmq.Again when nothing is queued or the high-water
+ * mark is reached), same limits (tests/unit/test_transport_twins.py runs both on real
+ * sockets).
  *
  * libzmq is the copy pyzmq already loaded: bind() is given the path of pyzmq's own extension
  * module, opens it with RTLD_NOLOAD (so nothing new is loaded) and looks the functions up
@@ -416,25 +418,32 @@ static PyObject *take_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_s
 }
 
 /* Send one frame (flags given), retrying after a signal; 0, or -1 with the error set. */
+/* Send `len` bytes at `buf` as one frame, retrying after a signal: 0, or -1 with the error
+ * set (zmq.Again when the high-water mark is reached). */
+static int send_buf(void *sock, const void *buf, size_t len, int flags) {
+    for (;;) {
+        if (z_send(sock, buf, len, flags) >= 0) {
+            return 0;
+        }
+        int err = z_errno();
+        if (err != EINTR) {
+            raise_zmq(err);
+            return -1;
+        }
+        if (PyErr_CheckSignals() < 0) {
+            return -1;
+        }
+    }
+}
+
 static int send_part(void *sock, PyObject *frame, int flags) {
     Py_buffer view;
     if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0) {
         return -1;
     }
-    for (;;) {
-        if (z_send(sock, view.buf, (size_t)view.len, flags) >= 0) {
-            PyBuffer_Release(&view);
-            return 0;
-        }
-        int err = z_errno();
-        if (err != EINTR || PyErr_CheckSignals() < 0) {
-            PyBuffer_Release(&view);
-            if (err != EINTR) {
-                raise_zmq(err);
-            }
-            return -1;
-        }
-    }
+    int rc = send_buf(sock, view.buf, (size_t)view.len, flags);
+    PyBuffer_Release(&view);
+    return rc;
 }
 
 /* Send `frames` (a list or tuple) as the rest of a message; `more` if frames follow them. */
@@ -508,6 +517,112 @@ static PyObject *send_routed(PyObject *Py_UNUSED(self), PyObject *const *args,
     Py_RETURN_NONE;
 }
 
+/* `value` (0 <= value <= INT32_MAX) packed as msgpack-python packs an int: its shortest
+ * form. Returns the length written to `out` (at most 5 bytes). */
+static size_t pack_small_uint(uint32_t value, unsigned char *out) {
+    if (value < 0x80) {
+        out[0] = (unsigned char)value;
+        return 1;
+    }
+    if (value <= 0xff) {
+        out[0] = 0xcc;
+        out[1] = (unsigned char)value;
+        return 2;
+    }
+    if (value <= 0xffff) {
+        out[0] = 0xcd;
+        out[1] = (unsigned char)(value >> 8);
+        out[2] = (unsigned char)value;
+        return 3;
+    }
+    out[0] = 0xce;
+    for (int i = 0; i < 4; i++) {
+        out[1 + i] = (unsigned char)(value >> (24 - 8 * i));
+    }
+    return 5;
+}
+
+/* One final answer: `routing`, `rid`, then the body of [true, index]. Up to INT32_MAX the
+ * body is written here (the bytes of rpc.responses.encode_update_done, pinned by the twins'
+ * tests); beyond, `encode(index)` gives it. 0, or -1 with the error set. */
+static int send_one_done(void *sock, PyObject *waiter, long long index, PyObject *encode) {
+    if (!PyTuple_Check(waiter) || PyTuple_GET_SIZE(waiter) < 2) {
+        PyErr_SetString(PyExc_TypeError, "a waiter is a (routing, request id, ...) tuple");
+        return -1;
+    }
+    PyObject *routing = PyTuple_GET_ITEM(waiter, 0), *rid = PyTuple_GET_ITEM(waiter, 1);
+    if (index <= INT32_MAX) {
+        static const unsigned char true_frame[1] = {1};
+        unsigned char body[5];
+        size_t len = pack_small_uint((uint32_t)index, body);
+        if (send_part(sock, routing, ZMQ_NOBLOCK | ZMQ_SNDMORE) < 0 ||
+            send_part(sock, rid, ZMQ_NOBLOCK | ZMQ_SNDMORE) < 0 ||
+            send_buf(sock, true_frame, 1, ZMQ_NOBLOCK | ZMQ_SNDMORE) < 0) {
+            return -1;
+        }
+        return send_buf(sock, body, len, ZMQ_NOBLOCK);
+    }
+    PyObject *frames = PyObject_CallFunction(encode, "L", index);
+    if (frames == NULL) {
+        return -1;
+    }
+    Py_ssize_t count = PySequence_Size(frames);
+    int rid_flags = count > 0 ? ZMQ_NOBLOCK | ZMQ_SNDMORE : ZMQ_NOBLOCK;
+    int failed = count < 0 || send_part(sock, routing, ZMQ_NOBLOCK | ZMQ_SNDMORE) < 0 ||
+                 send_part(sock, rid, rid_flags) < 0 ||
+                 (count > 0 && send_seq(sock, frames, 0) < 0);
+    Py_DECREF(frames);
+    return failed ? -1 : 0;
+}
+
+PyDoc_STRVAR(send_update_dones_doc,
+"send_update_dones(socket_address, first, waiters, encode)\n--\n\n"
+"The final answer [true, first + k] to the k-th waiter's RequestUpdate, each behind its\n"
+"routing id and request id; returns how many the ROUTER dropped (zmq.Again).");
+
+static PyObject *send_update_dones(PyObject *Py_UNUSED(self), PyObject *const *args,
+                                   Py_ssize_t nargs) {
+    void *sock;
+    if (socket_of(args, nargs, 4, "send_update_dones(socket_address, first, waiters, encode)",
+                  &sock) < 0) {
+        return NULL;
+    }
+    long long first = PyLong_AsLongLong(args[1]);
+    if (first == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (first < 0) {
+        return PyErr_Format(PyExc_ValueError, "first index %lld is negative", first);
+    }
+    PyObject *seq = PySequence_Fast(args[2], "waiters must be a sequence");
+    if (seq == NULL) {
+        return NULL;
+    }
+    PyObject *again = (PyObject *)Py_TYPE(again_instance);
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq), dropped = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        /* held: `encode` may run code that changes the list */
+        PyObject *waiter = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+        int rc = send_one_done(sock, waiter, first + i, args[3]);
+        Py_DECREF(waiter);
+        if (rc < 0) {
+            if (!PyErr_ExceptionMatches(again)) {
+                Py_DECREF(seq);
+                return NULL;
+            }
+            PyErr_Clear();
+            dropped++;
+        }
+        if (count != PySequence_Fast_GET_SIZE(seq)) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_RuntimeError, "waiters changed size while answered");
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    return PyLong_FromSsize_t(dropped);
+}
+
 static PyMethodDef methods[] = {
     {"bind", bind, METH_VARARGS, bind_doc},
     {"recv_frames", recv_frames, METH_O, recv_frames_doc},
@@ -515,6 +630,8 @@ static PyMethodDef methods[] = {
     {"send_frames", (PyCFunction)(void (*)(void))send_frames, METH_FASTCALL, send_frames_doc},
     {"send_routed", (PyCFunction)(void (*)(void))send_routed, METH_FASTCALL, send_routed_doc},
     {"take_run", (PyCFunction)(void (*)(void))take_run, METH_FASTCALL, take_run_doc},
+    {"send_update_dones", (PyCFunction)(void (*)(void))send_update_dones, METH_FASTCALL,
+     send_update_dones_doc},
     {NULL, NULL, 0, NULL},
 };
 

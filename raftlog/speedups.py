@@ -100,6 +100,15 @@ class CompiledTransport(Protocol):
     ) -> None:
         """Send a ROUTER reply without blocking."""
 
+    def send_update_dones(
+        self,
+        socket: int,
+        first: int,
+        waiters: Sequence[tuple[bytes, bytes, bool]],
+        encode: Callable[[int], Sequence[bytes]],
+    ) -> int:
+        """The final answers of a run of committed updates; how many were dropped."""
+
     def take_run(  # noqa: PLR0917 -- a C function's positional arguments
         self,
         socket: int,

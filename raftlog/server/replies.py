@@ -20,7 +20,7 @@ from raftlog.metrics import PeerMetrics
 from raftlog.rpc.responses import REPLY_ENCODERS, CoreReply, encode_update_done
 from raftlog.server.update_waiters import Waiter
 from raftlog.topics.wire import PublishReply, encode_publish_reply
-from raftlog.transport import send_routed
+from raftlog.transport import send_routed, send_update_dones
 
 ServerReply: TypeAlias = CoreReply | PublishReply
 """Everything a peer answers: the core responses, raftlog's extensions and the topic
@@ -68,13 +68,9 @@ class ReplySender:
     def updates_done(self, first: int, waiters: Sequence[Waiter]) -> None:
         """``update_done`` of each waiter, at ``first``, ``first + 1``, ... (a released
         ``WaiterRun``: one call per run, not one per update)."""
-        router, dropped, index = self._router, self._dropped, first
-        for routing, rid, _ in waiters:
-            try:
-                send_routed(router, routing, rid, encode_update_done(index))
-            except zmq.Again:
-                dropped.inc()
-            index += 1
+        dropped = send_update_dones(self._router, first, waiters, encode_update_done)
+        if dropped:
+            self._dropped.inc(dropped)
 
     def update_done(self, routing: bytes, rid: bytes, index: int) -> None:
         """The final answer ``[true, index]`` to RequestUpdate ``rid``: the bytes of

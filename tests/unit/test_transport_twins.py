@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import msgpack
 import pytest
 import zmq
 from hypothesis import given, settings
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 from zmq_pair import Pair
 
 from raftlog import speedups, transport
+from raftlog.rpc.responses import encode_update_done
 from raftlog.transport import MessageTooLargeError
 
 pytestmark = pytest.mark.skipif(
@@ -180,3 +182,72 @@ def test_wrong_frame_types_are_errors(pair: Pair) -> None:
     for send in (transport.send_frames_py, transport.send_frames):
         with pytest.raises(TypeError):
             send(pair.dealer, ["text"])  # type: ignore[list-item]
+
+
+TWINS_UPDATE_DONES = {
+    "pure": transport.send_update_dones_py,
+    "compiled": transport.send_update_dones,
+}
+EDGES = [0, 1, 126, 127, 128, 254, 255, 256, 65534, 65535, 65536, 2**31 - 3, 2**31 - 1, 2**31]
+"""Indexes on and around each of msgpack's integer forms, and where the compiled twin stops
+writing the body itself (2**31 - 1) and calls ``encode``."""
+
+
+def _routing_of(pair: Pair) -> bytes:
+    pair.dealer.send(b"hello")
+    assert pair.router.poll(10_000)
+    return pair.router.recv_multipart()[0]
+
+
+@pytest.mark.parametrize("twin", TWINS_UPDATE_DONES)
+def test_update_dones_put_the_bytes_of_each_answer_sent_alone(pair: Pair, twin: str) -> None:
+    send_dones = TWINS_UPDATE_DONES[twin]
+    routing = _routing_of(pair)
+    encoded: list[int] = []
+
+    def encode(index: int) -> list[bytes]:
+        encoded.append(index)
+        return encode_update_done(index)
+
+    for first in [*EDGES, 2**53 - 3]:
+        waiters = [(routing, bytes([k]) * 16, False) for k in range(3)]
+        assert send_dones(pair.router, first, waiters, encode) == 0
+        for k in range(3):
+            assert pair.dealer.poll(10_000)
+            assert pair.dealer.recv_multipart() == [bytes([k]) * 16, *encode_update_done(first + k)]
+    if twin == "compiled":  # the body is written in C up to 2**31 - 1, encode() only beyond
+        assert min(encoded) == 2**31
+    assert not pair.dealer.poll(0)
+
+
+def test_update_dones_bodies_are_msgpack_of_the_index(pair: Pair) -> None:
+    """The C body is pinned to the encoder above; this pins the encoder to msgpack itself:
+    an int up to 2**31 - 1, a float64 beyond (what the reference reads, docs/protocol.md)."""
+    for index in EDGES[:-1]:
+        assert encode_update_done(index) == [b"\x01", msgpack.packb(index)]
+    assert encode_update_done(2**31) == [b"\x01", msgpack.packb(float(2**31))]
+
+
+@pytest.mark.parametrize("twin", TWINS_UPDATE_DONES)
+def test_update_dones_count_what_the_router_cannot_queue(pair: Pair, twin: str) -> None:
+    send_dones = TWINS_UPDATE_DONES[twin]
+    lonely = pair.ctx.socket(zmq.DEALER)  # no connection: every answer is zmq.Again
+    lonely.setsockopt(zmq.LINGER, 0)
+    try:
+        waiters = [(b"r", b"\x01" * 16, False)] * 4
+        assert send_dones(lonely, 7, waiters, encode_update_done) == 4
+        assert send_dones(lonely, 2**31, waiters[:2], encode_update_done) == 2
+        assert send_dones(lonely, 7, [], encode_update_done) == 0
+    finally:
+        lonely.close()
+
+
+@pytest.mark.parametrize("twin", TWINS_UPDATE_DONES)
+def test_update_dones_refuse_bad_arguments(pair: Pair, twin: str) -> None:
+    send_dones = TWINS_UPDATE_DONES[twin]
+    with pytest.raises(ValueError, match="negative"):
+        send_dones(pair.router, -1, [(b"r", b"i", False)], encode_update_done)
+    with pytest.raises(TypeError):
+        send_dones(pair.router, 1, [None], encode_update_done)  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        send_dones(pair.router, 1, [("text", b"i", False)], encode_update_done)  # type: ignore[list-item]

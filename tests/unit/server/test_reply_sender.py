@@ -90,7 +90,7 @@ def test_a_released_run_gets_what_update_done_sends_each_and_drops_are_counted(
                    for k, rid in enumerate(rids)]
     sender.update_done(connected.routing, RID, 302)
     assert connected.received()[1:] == got[2][1:]
-    real = transport.send_routed
+    real = transport.send_routed_py
     calls: list[bytes] = []
 
     def second_full(socket: zmq.Socket[bytes], to: bytes, rid: bytes, body: list[bytes]) -> None:
@@ -99,7 +99,10 @@ def test_a_released_run_gets_what_update_done_sends_each_and_drops_are_counted(
             raise zmq.Again()
         real(socket, to, rid, body)
 
-    monkeypatch.setattr(replies_module, "send_routed", second_full)
+    # the pure twin over a send that finds the second client's queue full (the compiled
+    # twin's count is checked in tests/unit/test_transport_twins.py)
+    monkeypatch.setattr(transport, "send_routed_py", second_full)
+    monkeypatch.setattr(replies_module, "send_update_dones", transport.send_update_dones_py)
     sender.updates_done(400, waiters)
     assert calls == rids and metrics.replies_dropped.value == 1
     assert [connected.received()[0] for _ in range(2)] == [rids[0], rids[2]]

@@ -58,14 +58,15 @@ def test_pure_python_switch_selects_the_twins() -> None:
         "r.put_entries is r.put_entries_py, entry.parse_entries is entry.parse_entries_py, "
         "transport.recv_bounded is transport.recv_bounded_py, "
         "batch.decide_batch is batch.decide_batch_py, "
-        "entry.entries_bytes is entry.entries_bytes_py, sep='|')"
+        "entry.entries_bytes is entry.entries_bytes_py, "
+        "transport.send_update_dones is transport.send_update_dones_py, sep='|')"
     )
     env = dict(os.environ, RAFTLOG_PURE_PYTHON="1")
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout
     pure = "records pure (RAFTLOG_PURE_PYTHON), transport pure (RAFTLOG_PURE_PYTHON)"
-    assert out.strip().split("|") == [pure, *["True"] * 6]
+    assert out.strip().split("|") == [pure, *["True"] * 7]
 
 
 class _Recorder:
