@@ -76,8 +76,5 @@ class ReplySender:
         """The final answer ``[true, index]`` to RequestUpdate ``rid``: the bytes of
         ``reply(routing, rid, RequestUpdateResponse(rid, DONE, index=index))`` with no
         message object and no encoder lookup -- a busy leader sends one per committed update
-        (issue #28)."""
-        try:
-            send_routed(self._router, routing, rid, encode_update_done(index))
-        except zmq.Again:
-            self._dropped.inc()
+        (issue #28). The one-waiter case of ``updates_done``: one sender of this answer."""
+        self.updates_done(index, ((routing, rid, False),))
