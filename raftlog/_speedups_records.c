@@ -141,6 +141,16 @@ static int put_record(PyObject *put, unsigned char prefix, const unsigned char *
     return 0;
 }
 
+/* Whether the 12 bytes at `r` are the zero request id (checkpoints and configurations: never
+ * indexed, never admitted). */
+static int is_zero_id(const unsigned char *r) {
+    int zero = 1;
+    for (int i = 0; i < REQUEST_ID_SIZE; i++) {
+        zero &= r[i] == 0;
+    }
+    return zero;
+}
+
 /* An entry's serialized bytes: its cached `_raw` (what parse_entries and decide_batch set,
  * read without a Python call), else entry.to_bytes(). A new reference, or NULL with the error
  * set. */
@@ -189,11 +199,7 @@ static int put_one(PyObject *put, uint64_t index, PyObject *entry) {
         return -1;
     }
     const unsigned char *r = (const unsigned char *)PyBytes_AS_STRING(rid);
-    int zero = 1;
-    for (int i = 0; i < REQUEST_ID_SIZE; i++) {
-        zero &= r[i] == 0;
-    }
-    if (!zero) {
+    if (!is_zero_id(r)) {
         rc = put_record(put, REQUEST_PREFIX, r, REQUEST_ID_SIZE, request_prefix_crc,
                         (const char *)packed_index, INDEX_SIZE);
         if (rc == 0) {
@@ -352,8 +358,27 @@ static PyObject *take_payloads(PyObject *Py_UNUSED(self), PyObject *const *args,
 
 static PyObject *str_entry_type, *str_term, *str_data; /* with str_request_id, str_raw */
 
-/* A new instance of the slots class `cls` (object.__new__) parsed from `frame`, its slots set
- * as object.__setattr__ does (bypassing a frozen dataclass's __setattr__). */
+/* A new instance of the slots class `cls` (object.__new__) with the five slots of a LogEntry
+ * -- request_id, entry_type, term, data, _raw -- set to `values` as object.__setattr__ does
+ * (bypassing a frozen dataclass's __setattr__). A NULL value is a failure whose error is
+ * already set. The values are borrowed. */
+static PyObject *entry_with(PyTypeObject *cls, PyObject *const values[5]) {
+    PyObject *names[5] = {str_request_id, str_entry_type, str_term, str_data, str_raw};
+    for (int i = 0; i < 5; i++) {
+        if (values[i] == NULL) {
+            return NULL;
+        }
+    }
+    PyObject *entry = cls->tp_alloc(cls, 0);
+    for (int i = 0; entry != NULL && i < 5; i++) {
+        if (PyObject_GenericSetAttr(entry, names[i], values[i]) < 0) {
+            Py_CLEAR(entry);
+        }
+    }
+    return entry;
+}
+
+/* A new instance of the slots class `cls` parsed from `frame` (entry_with). */
 static PyObject *entry_from_frame(PyTypeObject *cls, PyObject *frame, PyObject *error_type) {
     PyObject *raw;
     if (PyBytes_CheckExact(frame)) {
@@ -372,7 +397,6 @@ static PyObject *entry_from_frame(PyTypeObject *cls, PyObject *frame, PyObject *
     for (int i = ENTRY_HEADER_SIZE - 1; i >= REQUEST_ID_SIZE + 1; i--) {
         term = term << 8 | p[i];
     }
-    PyObject *entry = cls->tp_alloc(cls, 0);
     PyObject *values[5] = {
         PyBytes_FromStringAndSize((const char *)p, REQUEST_ID_SIZE),
         PyLong_FromLong(p[REQUEST_ID_SIZE]),
@@ -380,16 +404,9 @@ static PyObject *entry_from_frame(PyTypeObject *cls, PyObject *frame, PyObject *
         PyBytes_FromStringAndSize((const char *)p + ENTRY_HEADER_SIZE, len - ENTRY_HEADER_SIZE),
         raw,
     };
-    PyObject *names[5] = {str_request_id, str_entry_type, str_term, str_data, str_raw};
-    int failed = entry == NULL;
+    PyObject *entry = entry_with(cls, values);
     for (int i = 0; i < 5; i++) {
-        failed = failed || values[i] == NULL ||
-                 PyObject_GenericSetAttr(entry, names[i], values[i]) < 0;
         Py_XDECREF(values[i]);
-    }
-    if (failed) {
-        Py_XDECREF(entry);
-        return NULL;
     }
     return entry;
 }
@@ -465,11 +482,7 @@ static int id_admitted(PyObject *rid, int windowed, long long low_ms, long long 
         return 0;
     }
     const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(rid);
-    int zero = 1;
-    for (int i = 0; i < REQUEST_ID_SIZE; i++) {
-        zero = zero && p[i] == 0;
-    }
-    if (zero) {
+    if (is_zero_id(p)) {
         return 0;
     }
     if (!windowed) {
@@ -524,7 +537,6 @@ static PyObject *build_states(PyObject *const *kit, PyObject *term, PyObject *pa
         header_tail[1 + i] = (unsigned char)((uint64_t)t >> (8 * i));
     }
     PyObject *entries = PyList_New(n);
-    PyObject *names[5] = {str_request_id, str_entry_type, str_term, str_data, str_raw};
     for (Py_ssize_t i = 0; entries != NULL && i < n; i++) {
         PyObject *pair = PyList_GET_ITEM(pairs, i);
         PyObject *rid = PyTuple_GET_ITEM(pair, 0), *data = PyTuple_GET_ITEM(pair, 1);
@@ -540,7 +552,6 @@ static PyObject *build_states(PyObject *const *kit, PyObject *term, PyObject *pa
             break;
         }
         PyObject *raw = PyBytes_FromStringAndSize(NULL, ENTRY_HEADER_SIZE + size);
-        PyObject *entry = ((PyTypeObject *)kit[0])->tp_alloc((PyTypeObject *)kit[0], 0);
         if (raw != NULL) {
             char *q = PyBytes_AS_STRING(raw);
             memcpy(q, PyBytes_AS_STRING(rid), REQUEST_ID_SIZE);
@@ -548,13 +559,9 @@ static PyObject *build_states(PyObject *const *kit, PyObject *term, PyObject *pa
             memcpy(q + ENTRY_HEADER_SIZE, PyBytes_AS_STRING(data), (size_t)size);
         }
         PyObject *values[5] = {rid, kit[1], term, data, raw};
-        int failed = entry == NULL || raw == NULL;
-        for (int k = 0; k < 5; k++) {
-            failed = failed || PyObject_GenericSetAttr(entry, names[k], values[k]) < 0;
-        }
+        PyObject *entry = entry_with((PyTypeObject *)kit[0], values);
         Py_XDECREF(raw);
-        if (failed) {
-            Py_XDECREF(entry);
+        if (entry == NULL) {
             Py_CLEAR(entries);
             break;
         }
