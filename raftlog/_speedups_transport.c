@@ -493,6 +493,21 @@ static PyObject *send_frames(PyObject *Py_UNUSED(self), PyObject *const *args,
     Py_RETURN_NONE;
 }
 
+/* `routing`, `msg_id`, then the frames of `body` (a sequence, maybe empty) as one message:
+ * 0, or -1 with the error set. */
+static int send_routed_parts(void *sock, PyObject *routing, PyObject *msg_id, PyObject *body) {
+    Py_ssize_t count = PySequence_Size(body);
+    if (count < 0) {
+        return -1;
+    }
+    int id_flags = count > 0 ? ZMQ_NOBLOCK | ZMQ_SNDMORE : ZMQ_NOBLOCK;
+    if (send_part(sock, routing, ZMQ_NOBLOCK | ZMQ_SNDMORE) < 0 ||
+        send_part(sock, msg_id, id_flags) < 0 || (count > 0 && send_seq(sock, body, 0) < 0)) {
+        return -1;
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(send_routed_doc,
 "send_routed(socket_address, routing, msg_id, body)\n--\n\n"
 "A reply on a ROUTER: `routing`, `msg_id`, then the frames of `body`; zmq.Again like\n"
@@ -505,13 +520,7 @@ static PyObject *send_routed(PyObject *Py_UNUSED(self), PyObject *const *args,
                   &sock) < 0) {
         return NULL;
     }
-    Py_ssize_t body = PySequence_Size(args[3]);
-    if (body < 0) {
-        return NULL;
-    }
-    if (send_part(sock, args[1], ZMQ_NOBLOCK | ZMQ_SNDMORE) < 0 ||
-        send_part(sock, args[2], body > 0 ? ZMQ_NOBLOCK | ZMQ_SNDMORE : ZMQ_NOBLOCK) < 0 ||
-        (body > 0 && send_seq(sock, args[3], 0) < 0)) {
+    if (send_routed_parts(sock, args[1], args[2], args[3]) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -566,13 +575,9 @@ static int send_one_done(void *sock, PyObject *waiter, long long index, PyObject
     if (frames == NULL) {
         return -1;
     }
-    Py_ssize_t count = PySequence_Size(frames);
-    int rid_flags = count > 0 ? ZMQ_NOBLOCK | ZMQ_SNDMORE : ZMQ_NOBLOCK;
-    int failed = count < 0 || send_part(sock, routing, ZMQ_NOBLOCK | ZMQ_SNDMORE) < 0 ||
-                 send_part(sock, rid, rid_flags) < 0 ||
-                 (count > 0 && send_seq(sock, frames, 0) < 0);
+    int rc = send_routed_parts(sock, routing, rid, frames);
     Py_DECREF(frames);
-    return failed ? -1 : 0;
+    return rc;
 }
 
 PyDoc_STRVAR(send_update_dones_doc,
