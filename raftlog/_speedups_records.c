@@ -176,7 +176,7 @@ static PyObject *entry_bytes(PyObject *entry) {
     return payload;
 }
 
-static int put_one(PyObject *put, uint64_t index, PyObject *entry) {
+static int put_entry_record(PyObject *put, uint64_t index, PyObject *entry) {
     unsigned char packed_index[INDEX_SIZE];
     put_be64(packed_index, index);
     PyObject *payload = entry_bytes(entry);
@@ -186,36 +186,71 @@ static int put_one(PyObject *put, uint64_t index, PyObject *entry) {
     int rc = put_record(put, ENTRY_PREFIX, packed_index, INDEX_SIZE, entry_prefix_crc,
                         PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload));
     Py_DECREF(payload);
-    if (rc < 0) {
-        return -1;
-    }
+    return rc;
+}
+
+/* entry.request_id, checked to be 12 bytes: a new reference, or NULL with the error set. */
+static PyObject *request_id_of(PyObject *entry) {
     PyObject *rid = PyObject_GetAttr(entry, str_request_id);
+    if (rid != NULL && (!PyBytes_Check(rid) || PyBytes_GET_SIZE(rid) != REQUEST_ID_SIZE)) {
+        Py_DECREF(rid);
+        PyErr_SetString(PyExc_TypeError, "entry.request_id must be 12 bytes");
+        return NULL;
+    }
+    return rid;
+}
+
+/* The by-index mirror (by_index) or the request-id record of the entry at `index`; nothing
+ * for the zero id. */
+static int put_id_record(PyObject *put, int by_index, uint64_t index, PyObject *entry) {
+    PyObject *rid = request_id_of(entry);
     if (rid == NULL) {
         return -1;
     }
-    if (!PyBytes_Check(rid) || PyBytes_GET_SIZE(rid) != REQUEST_ID_SIZE) {
-        Py_DECREF(rid);
-        PyErr_SetString(PyExc_TypeError, "entry.request_id must be 12 bytes");
-        return -1;
-    }
     const unsigned char *r = (const unsigned char *)PyBytes_AS_STRING(rid);
+    unsigned char packed_index[INDEX_SIZE];
+    put_be64(packed_index, index);
+    int rc = 0;
     if (!is_zero_id(r)) {
-        rc = put_record(put, REQUEST_PREFIX, r, REQUEST_ID_SIZE, request_prefix_crc,
-                        (const char *)packed_index, INDEX_SIZE);
-        if (rc == 0) {
-            rc = put_record(put, BY_INDEX_PREFIX, packed_index, INDEX_SIZE,
-                            by_index_prefix_crc, (const char *)r, REQUEST_ID_SIZE);
-        }
+        rc = by_index ? put_record(put, BY_INDEX_PREFIX, packed_index, INDEX_SIZE,
+                                   by_index_prefix_crc, (const char *)r, REQUEST_ID_SIZE)
+                      : put_record(put, REQUEST_PREFIX, r, REQUEST_ID_SIZE, request_prefix_crc,
+                                   (const char *)packed_index, INDEX_SIZE);
     }
     Py_DECREF(rid);
     return rc;
 }
 
+/* One run of put_entries: run 0 the entry records (each request id checked on the way, so a
+ * bad one fails before any id record is queued), 1 the by-index mirrors, 2 the request ids. */
+static int put_run(PyObject *put, int run, uint64_t first, PyObject *seq) {
+    uint64_t index = first;
+    /* the size is read again each time and the item held: put() is Python code */
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++, index++) {
+        PyObject *entry = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+        int rc;
+        if (run == 0) {
+            rc = put_entry_record(put, index, entry);
+            PyObject *rid = rc < 0 ? NULL : request_id_of(entry);
+            rc = rid == NULL ? -1 : 0;
+            Py_XDECREF(rid);
+        } else {
+            rc = put_id_record(put, run == 1, index, entry);
+        }
+        Py_DECREF(entry);
+        if (rc < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 PyDoc_STRVAR(put_entries_doc,
 "put_entries(put, first_index, entries)\n--\n\n"
 "Call put(key, value) for the sealed records of entries from first_index: the entry\n"
-"record, and for a non-zero request id its two request records. The twin of\n"
-"raftlog.storage._records.put_entries_py, taking the batch's bound put method.");
+"records, then for each non-zero request id its by-index mirror, then the request-id\n"
+"records, each run in entry order (the memtable inserts keys that follow each other cheaply).\n"
+"The twin of raftlog.storage._records.put_entries_py, taking the batch's bound put method.");
 
 static PyObject *put_entries(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) {
@@ -230,12 +265,8 @@ static PyObject *put_entries(PyObject *Py_UNUSED(self), PyObject *const *args, P
     if (seq == NULL) {
         return NULL;
     }
-    /* the size is read again each time and the item held: put() is Python code */
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++, index++) {
-        PyObject *entry = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
-        int rc = put_one(args[0], index, entry);
-        Py_DECREF(entry);
-        if (rc < 0) {
+    for (int run = 0; run < 3; run++) {
+        if (put_run(args[0], run, index, seq) < 0) {
             Py_DECREF(seq);
             return NULL;
         }

@@ -114,6 +114,29 @@ def test_put_entries_writes_the_same_records(entries: list[LogEntry], first: int
     assert len(pure.puts) == sum(1 if e.request_id == ZERO_REQUEST_ID else 3 for e in entries)
 
 
+@settings(max_examples=200, deadline=None)
+@given(entries=entries_strategy, first=index_strategy)
+def test_put_entries_queues_entries_then_mirrors_then_ids(
+    entries: list[LogEntry], first: int
+) -> None:
+    """Three runs, each in entry order: the memtable inserts a batch in its order and keys
+    that follow each other are the cheap inserts (docs/performance.md §3). The compiled
+    twin writes what this one does (the tests above)."""
+    recorder = _Recorder()
+    rec.put_entries_py(recorder, first, entries)  # type: ignore[arg-type]
+    indexed = [
+        (i.to_bytes(8, "big"), e.request_id)
+        for i, e in enumerate(entries, start=first)
+        if e.request_id != ZERO_REQUEST_ID
+    ]
+    expected_keys = (
+        [rec.entry_key(i) for i in range(first, first + len(entries))]
+        + [rec.REQUEST_BY_INDEX_PREFIX + packed for packed, _ in indexed]
+        + [rec.REQUEST_PREFIX + rid for _, rid in indexed]
+    )
+    assert [key for key, _ in recorder.puts] == expected_keys
+
+
 def _copies(entries: list[LogEntry]) -> list[LogEntry]:
     """Equal entries that have not serialized themselves yet (no cached bytes)."""
     return [LogEntry(e.request_id, e.entry_type, e.term, e.data) for e in entries]
