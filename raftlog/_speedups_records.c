@@ -109,10 +109,11 @@ static int index_arg(PyObject *obj, uint64_t *out) {
     return 0;
 }
 
-/* Call put(key, value) with two new bytes objects built from the given parts. */
+/* Call put(key, value[, family]) with two new bytes objects built from the given parts;
+ * `family` NULL: two arguments (the default column family). */
 static int put_record(PyObject *put, unsigned char prefix, const unsigned char *key_body,
                       Py_ssize_t key_len, uint32_t prefix_crc, const char *body,
-                      Py_ssize_t body_len) {
+                      Py_ssize_t body_len, PyObject *family) {
     PyObject *key = PyBytes_FromStringAndSize(NULL, 1 + key_len);
     if (key == NULL) {
         return -1;
@@ -130,8 +131,8 @@ static int put_record(PyObject *put, unsigned char prefix, const unsigned char *
                               (const unsigned char *)body, body_len);
     put_be32(v, crc);
     memcpy(v + CRC_SIZE, body, (size_t)body_len);
-    PyObject *args[2] = {key, value};
-    PyObject *res = PyObject_Vectorcall(put, args, 2, NULL);
+    PyObject *args[3] = {key, value, family};
+    PyObject *res = PyObject_Vectorcall(put, args, family == NULL ? 2 : 3, NULL);
     Py_DECREF(key);
     Py_DECREF(value);
     if (res == NULL) {
@@ -184,7 +185,7 @@ static int put_entry_record(PyObject *put, uint64_t index, PyObject *entry) {
         return -1;
     }
     int rc = put_record(put, ENTRY_PREFIX, packed_index, INDEX_SIZE, entry_prefix_crc,
-                        PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload));
+                        PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload), NULL);
     Py_DECREF(payload);
     return rc;
 }
@@ -200,9 +201,10 @@ static PyObject *request_id_of(PyObject *entry) {
     return rid;
 }
 
-/* The by-index mirror (by_index) or the request-id record of the entry at `index`; nothing
- * for the zero id. */
-static int put_id_record(PyObject *put, int by_index, uint64_t index, PyObject *entry) {
+/* The by-index mirror (by_index) or the request-id record of the entry at `index`, into
+ * `family`; nothing for the zero id. */
+static int put_id_record(PyObject *put, int by_index, uint64_t index, PyObject *entry,
+                         PyObject *family) {
     PyObject *rid = request_id_of(entry);
     if (rid == NULL) {
         return -1;
@@ -213,9 +215,9 @@ static int put_id_record(PyObject *put, int by_index, uint64_t index, PyObject *
     int rc = 0;
     if (!is_zero_id(r)) {
         rc = by_index ? put_record(put, BY_INDEX_PREFIX, packed_index, INDEX_SIZE,
-                                   by_index_prefix_crc, (const char *)r, REQUEST_ID_SIZE)
+                                   by_index_prefix_crc, (const char *)r, REQUEST_ID_SIZE, family)
                       : put_record(put, REQUEST_PREFIX, r, REQUEST_ID_SIZE, request_prefix_crc,
-                                   (const char *)packed_index, INDEX_SIZE);
+                                   (const char *)packed_index, INDEX_SIZE, family);
     }
     Py_DECREF(rid);
     return rc;
@@ -223,7 +225,7 @@ static int put_id_record(PyObject *put, int by_index, uint64_t index, PyObject *
 
 /* One run of put_entries: run 0 the entry records (each request id checked on the way, so a
  * bad one fails before any id record is queued), 1 the by-index mirrors, 2 the request ids. */
-static int put_run(PyObject *put, int run, uint64_t first, PyObject *seq) {
+static int put_run(PyObject *put, int run, uint64_t first, PyObject *seq, PyObject *family) {
     uint64_t index = first;
     /* the size is read again each time and the item held: put() is Python code */
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++, index++) {
@@ -235,7 +237,7 @@ static int put_run(PyObject *put, int run, uint64_t first, PyObject *seq) {
             rc = rid == NULL ? -1 : 0;
             Py_XDECREF(rid);
         } else {
-            rc = put_id_record(put, run == 1, index, entry);
+            rc = put_id_record(put, run == 1, index, entry, family);
         }
         Py_DECREF(entry);
         if (rc < 0) {
@@ -246,15 +248,17 @@ static int put_run(PyObject *put, int run, uint64_t first, PyObject *seq) {
 }
 
 PyDoc_STRVAR(put_entries_doc,
-"put_entries(put, first_index, entries)\n--\n\n"
-"Call put(key, value) for the sealed records of entries from first_index: the entry\n"
-"records, then for each non-zero request id its by-index mirror, then the request-id\n"
-"records, each run in entry order (the memtable inserts keys that follow each other cheaply).\n"
-"The twin of raftlog.storage._records.put_entries_py, taking the batch's bound put method.");
+"put_entries(put, first_index, entries, mirrors, requests)\n--\n\n"
+"Call put(key, value) for the sealed records of entries from first_index, then for each\n"
+"non-zero request id put(key, value, mirrors) for its by-index mirror, then\n"
+"put(key, value, requests) for its request-id record, each run in entry order (the memtable\n"
+"inserts keys that follow each other cheaply). The twin of\n"
+"raftlog.storage._records.put_entries_py, taking the batch's bound put method.");
 
 static PyObject *put_entries(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "put_entries(put, first_index, entries)");
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "put_entries(put, first_index, entries, mirrors, requests)");
         return NULL;
     }
     uint64_t index;
@@ -265,8 +269,9 @@ static PyObject *put_entries(PyObject *Py_UNUSED(self), PyObject *const *args, P
     if (seq == NULL) {
         return NULL;
     }
+    PyObject *families[3] = {NULL, args[3], args[4]};
     for (int run = 0; run < 3; run++) {
-        if (put_run(args[0], run, index, seq) < 0) {
+        if (put_run(args[0], run, index, seq, families[run]) < 0) {
             Py_DECREF(seq);
             return NULL;
         }

@@ -45,9 +45,15 @@ class CompiledRecords(Protocol):
     which is imported only here (its test hook ``crc32`` aside)."""
 
     def put_entries(
-        self, put: Callable[[bytes, bytes], object], first_index: int, entries: Sequence[object]
+        self,
+        put: Callable[..., object],
+        first_index: int,
+        entries: Sequence[object],
+        mirrors: object,
+        requests: object,
     ) -> None:
-        """Call ``put(key, value)`` for each sealed record of ``entries``."""
+        """Call ``put(key, value)`` for each entry record of ``entries``, then
+        ``put(key, value, mirrors)`` and ``put(key, value, requests)`` for its id records."""
 
     def take_payloads(
         self,

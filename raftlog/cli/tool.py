@@ -34,7 +34,13 @@ from raftlog.errors import StorageCorruptionError, StorageError
 from raftlog.storage._rocksdb import RocksDatabase
 from raftlog.storage.offline import stopped_peer_stores
 from raftlog.storage.private import loose_modes
-from raftlog.storage.rocks import LOG_DIR, SNAPSHOT_DIR, RocksHardStateStore, RocksLogStore
+from raftlog.storage.rocks import (
+    LOG_DIR,
+    SNAPSHOT_DIR,
+    RocksHardStateStore,
+    RocksLogStore,
+    open_log_database,
+)
 from raftlog.storage.snapshot import FileSnapshotStore
 from raftlog.storage.verify import verify_data_dir
 
@@ -91,7 +97,7 @@ def _preview(entry: LogEntry) -> str:
 
 
 def _open_log(path: Path) -> tuple[RocksDatabase, RocksLogStore, RocksHardStateStore]:
-    database = RocksDatabase(path / LOG_DIR, read_only=True)
+    database = open_log_database(path / LOG_DIR, read_only=True)
     try:
         return database, RocksLogStore(database), RocksHardStateStore(database)
     except BaseException:

@@ -47,13 +47,8 @@ from raftlog.storage.base import HardState
 from raftlog.storage.bounds_check import check_durable_bounds
 from raftlog.storage.durable_dirs import make_dirs
 from raftlog.storage.ready_store import RocksReadyStore
-from raftlog.storage.rocks import (
-    RocksHardStateStore,
-    RocksLogStore,
-    check_snapshot_covers_log,
-    open_storage,
-)
-from raftlog.storage.snapshot import FileSnapshotStore
+from raftlog.storage.rocks import RocksHardStateStore, RocksLogStore, open_storage
+from raftlog.storage.snapshot import FileSnapshotStore, check_snapshot_covers_log
 from raftlog.topics.machine import TOPICS_DIR, TopicStateMachine
 from raftlog.topics.opening import open_topic_machine
 

@@ -1,7 +1,8 @@
 """On-disk layout of the RocksDB store: keys, checksummed records, and error mapping.
 
 One RocksDB database per peer, keys grouped by a one-byte prefix (sorted, so each group is a
-contiguous key range)::
+contiguous key range); the two request-id groups live in column families of their own
+(``FAMILY_OF_PREFIX``), the rest in the default family::
 
     b"e" + index (8 bytes BE)   entry record: CRC32 (4 bytes BE) + entry bytes
                                 (layout: docs/protocol.md §4.1)
@@ -13,6 +14,15 @@ contiguous key range)::
 Big-endian indexes make key order equal index order, so ranges are plain iterator bounds. Every
 CRC covers the key as well as the value, so a record that ends up under the wrong key (or a
 stale value) fails its check like a flipped bit does.
+
+Why the column families (issue #28): RocksDB flushes its memtable into one table file, so with
+all groups in one family every flushed file spans ``e`` to ``x``, overlaps every other level-0
+file and all of level 1, and each compaction rewrites most of the store: ~9 µs of CPU per
+entry under steady load (docs/performance.md §3). In families of their own each group's files
+hold consecutive keys. One write batch still spans the families and one WAL carries it, so a
+synced append stays one atomic fsync. The keys and values are byte for byte what they were in
+the single family, so an older store is upgraded by moving its records
+(``RocksDatabase``).
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 import msgpack
-from rocksdict import WriteBatch
+from rocksdict import ColumnFamily, WriteBatch
 
 from raftlog import speedups
 from raftlog.entry import ENTRY_HEADER_SIZE, ZERO_REQUEST_ID, LogEntry
@@ -37,6 +47,17 @@ REQUEST_PREFIX: Final = b"r"
 REQUEST_END: Final = b"s"
 REQUEST_BY_INDEX_PREFIX: Final = b"x"
 REQUEST_BY_INDEX_END: Final = b"y"
+REQUEST_FAMILY: Final = "request_ids"
+"""The column family of the ``r`` records."""
+MIRROR_FAMILY: Final = "request_ids_by_index"
+"""The column family of the ``x`` records."""
+FAMILY_OF_PREFIX: Final = {REQUEST_PREFIX: REQUEST_FAMILY, REQUEST_BY_INDEX_PREFIX: MIRROR_FAMILY}
+"""Which column family holds the records of a key prefix (absent: the default family)."""
+FAMILY_RANGES: Final = {
+    REQUEST_FAMILY: (REQUEST_PREFIX, REQUEST_END),
+    MIRROR_FAMILY: (REQUEST_BY_INDEX_PREFIX, REQUEST_BY_INDEX_END),
+}
+"""Each column family's key range, in key order (a whole-store scan reads them in this order)."""
 META_KEY: Final = b"m/log"
 HARD_STATE_KEY: Final = b"m/hard"
 
@@ -85,9 +106,17 @@ def unseal(key: bytes, value: bytes, what: str) -> bytes:
     return body
 
 
-def put_entries_py(batch: WriteBatch, first_index: int, entries: Sequence[LogEntry]) -> None:
+def put_entries_py(
+    batch: WriteBatch,
+    first_index: int,
+    entries: Sequence[LogEntry],
+    mirrors: ColumnFamily | None = None,
+    requests: ColumnFamily | None = None,
+) -> None:
     """Queue the sealed records of ``entries`` (from ``first_index``) and of their request ids
     (the pure-Python twin and definition of ``put_entries``: ``raftlog.speedups``).
+    ``mirrors`` and ``requests`` are the column families of the ``x`` and ``r`` records
+    (``RocksDatabase.family``; None: the default family), passed to each ``put``.
 
     The hot loop of every append, so it is written out by hand: the same records as
     ``seal(entry_key(i), ...)`` etc., using CRC32's streaming property to checksum key and
@@ -119,12 +148,14 @@ def put_entries_py(batch: WriteBatch, first_index: int, entries: Sequence[LogEnt
             REQUEST_BY_INDEX_PREFIX + packed_index,
             crc32(request_id, crc32(packed_index, _BY_INDEX_PREFIX_CRC)).to_bytes(4, "big")
             + request_id,
+            mirrors,
         )
     for packed_index, request_id in indexed:
         put(
             REQUEST_PREFIX + request_id,
             crc32(packed_index, crc32(request_id, _REQUEST_PREFIX_CRC)).to_bytes(4, "big")
             + packed_index,
+            requests,
         )
 
 
@@ -176,9 +207,15 @@ else:
     _put_entries_c = speedups.records.put_entries
     _take_payloads_c = speedups.records.take_payloads
 
-    def put_entries(batch: WriteBatch, first_index: int, entries: Sequence[LogEntry]) -> None:
+    def put_entries(
+        batch: WriteBatch,
+        first_index: int,
+        entries: Sequence[LogEntry],
+        mirrors: ColumnFamily | None = None,
+        requests: ColumnFamily | None = None,
+    ) -> None:
         """``put_entries_py``, compiled (``raftlog._speedups_records``)."""
-        _put_entries_c(batch.put, first_index, entries)
+        _put_entries_c(batch.put, first_index, entries, mirrors, requests)
 
     def take_payloads(
         values: Iterator[bytes], first_index: int, max_bytes: int | None

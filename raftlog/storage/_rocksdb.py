@@ -7,18 +7,15 @@ the whole durable store — is one method, ``write(batch, sync=True)``.
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import TypeVar, cast
 
 from rocksdict import (
     AccessType,
-    BlockBasedOptions,
-    DBRecoveryMode,
-    Options,
+    ColumnFamily,
     Rdict,
     ReadOptions,
     WriteBatch,
@@ -28,66 +25,13 @@ from rocksdict import (
 from raftlog.errors import StorageError
 from raftlog.storage import failpoints
 from raftlog.storage._records import rocks_error
+from raftlog.storage._rocksdb_options import database_options, shadow_of
 from raftlog.storage.durable_dirs import make_dirs
 
 _T = TypeVar("_T")
-WRITE_BUFFER_SIZE = 4 * 1024 * 1024
-BLOOM_BITS_PER_KEY = 10
-"""~1% false positives: a miss costs a filter probe, not a search."""
-MEMTABLE_BLOOM_RATIO = 0.1
-"""Share of the memtable's size given to its whole-key bloom filter."""
+MOVE_CHUNK = 50_000
+"""Records moved into their column family per synced batch when an older store is upgraded."""
 
-
-def _options(create: bool) -> Options:
-    options = Options(raw_mode=True)
-    options.create_if_missing(create)
-    options.set_paranoid_checks(True)
-    # A torn record at the end of the WAL is a write that never completed (so was never
-    # acknowledged): drop it. A bad record anywhere else is corruption: refuse to open.
-    options.set_wal_recovery_mode(DBRecoveryMode.tolerate_corrupted_tail_records())
-    options.set_keep_log_file_num(3)
-    # Reopening after a crash replays the WAL of every unflushed memtable. RocksDB's 64 MiB
-    # default would be ~400k log records, seconds of replay; 4 MiB memtables (at most two
-    # live) keep restart time independent of log size at the cost of more, smaller flushes.
-    options.set_write_buffer_size(WRITE_BUFFER_SIZE)
-    options.set_max_write_buffer_number(2)
-    options.set_max_total_wal_size(2 * WRITE_BUFFER_SIZE)
-    # Bloom filters, in the table files and the memtable: the leader looks up every new
-    # request id to prove it is new (docs/protocol.md §12.7), a read that almost always
-    # misses. Without filters a miss searched the memtable and every level-0 file's index:
-    # ~8 us of CPU, 7% of a busy leader's loop; with them ~0.9 us (docs/performance.md).
-    table = BlockBasedOptions()
-    table.set_bloom_filter(BLOOM_BITS_PER_KEY, False)
-    options.set_block_based_table_factory(table)
-    options.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO)
-    options.set_memtable_whole_key_filtering(True)
-    return options
-
-
-def _shadow_of(path: Path) -> Path:
-    """A temporary directory of symlinks to the database files, for read-only opens.
-
-    ``rocksdict`` rewrites its ``rocksdict-config.json`` and RocksDB may write an info ``LOG``
-    even when opening read-only; pointing them at a private directory keeps the real one
-    untouched (and readable on a read-only file system). Only immutable or append-only files
-    are linked; RocksDB opens them by name and never writes to them in read-only mode.
-    """
-    shadow = Path(tempfile.mkdtemp(prefix="raftlog-ro-"))
-    try:
-        for entry in os.scandir(path):
-            if (
-                entry.is_file()
-                and entry.name not in _NOT_SHARED
-                and not entry.name.startswith("LOG")
-            ):
-                os.symlink(os.path.abspath(entry.path), shadow / entry.name)
-    except OSError:
-        shutil.rmtree(shadow, ignore_errors=True)
-        raise
-    return shadow
-
-
-_NOT_SHARED = frozenset({"LOCK", "rocksdict-config.json"})
 
 
 class ValueRange:
@@ -111,9 +55,21 @@ class ValueRange:
 class RocksDatabase:
     """One RocksDB database, shared by the stores of a peer and closed with the last of them."""
 
-    def __init__(self, path: str | Path, *, read_only: bool = False, create: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        read_only: bool = False,
+        create: bool = True,
+        families: Mapping[str, tuple[bytes, bytes]] | None = None,
+    ) -> None:
+        """``families``: column families by name, each holding one key range ``[lo, hi)``
+        whose keys share the one-byte prefix ``lo``; reads of a key go to its family, and
+        write batches name the family (``family``). The log store's layout
+        (``_records.FAMILY_RANGES``); other databases (the topic index) have none."""
         self.path = Path(path)
         self.read_only = read_only
+        self._families: Mapping[str, tuple[bytes, bytes]] = families or {}
         if not (self.path / "CURRENT").is_file():
             if read_only or not create:
                 raise StorageError(f"{self.path}: no raftlog store here")
@@ -124,22 +80,105 @@ class RocksDatabase:
         else:
             try:
                 self._db = Rdict(
-                    str(self.path), _options(create), access_type=AccessType.read_write()
+                    str(self.path),
+                    database_options(create),
+                    column_families={name: database_options(create) for name in self._families},
+                    access_type=AccessType.read_write(),
                 )
             except Exception as exc:
                 raise rocks_error(exc, f"opening {self.path}") from None
         self._no_sync = WriteOptions()
         self._users = 1
         self._closed = False
+        self._handles: dict[str, ColumnFamily] = {}
+        self._readers: dict[bytes, Rdict] = {}
+        """The family view that reads each prefix's keys (absent: the default family)."""
+        try:
+            self._attach_families()
+        except BaseException:
+            self._close_db()
+            raise
+
+    def _attach_families(self) -> None:
+        """Take the column families' handles and views; a read-write open then moves the
+        records an older store keeps in the default family into them. A read-only open of an
+        older store that was never opened read-write reads them where they are; one whose
+        move was cut short (a crash during the upgrade) is refused: its records are in two
+        places until the peer opens it once more."""
+        if not self._families:
+            return
+        present = set(Rdict.list_cf(str(self._shadow or self.path)))
+        for name, (lo, _) in self._families.items():
+            if name in present:
+                self._handles[name] = self._db.get_column_family_handle(name)
+                self._readers[lo[:1]] = self._db.get_column_family(name)
+        if not self.read_only:
+            self._move_into_families()
+            return
+        if self._readers and any(
+            self._first_in_default(*self._families[name]) for name in self._handles
+        ):
+            raise StorageError(
+                f"{self.path}: its request ids are being moved into their column families "
+                "(an upgrade that was interrupted); start the peer once to finish it"
+            )
+
+    def _first_in_default(self, lo: bytes, hi: bytes) -> bytes | None:
+        iterator = self._db.iter(self._read_options(lo, hi))
+        iterator.seek(lo)
+        first = cast(bytes, iterator.key()) if iterator.valid() else None
+        iterator.status()
+        return first
+
+    def _move_into_families(self) -> None:
+        """Move the records of each family's key range out of the default family, where a
+        store written before the families kept them, in chunks of ``MOVE_CHUNK``. Each chunk
+        is one synced batch -- put into the family, deleted from the default -- so a crash
+        between chunks leaves every record in exactly one place, and the next open goes on
+        from there. The keys and values are copied verbatim (their CRCs cover the key)."""
+        for name, (lo, hi) in self._families.items():
+            handle = self._handles[name]
+            while self._first_in_default(lo, hi) is not None:
+                batch = WriteBatch(raw_mode=True)
+                last = lo
+                for count, (key, value) in enumerate(
+                    self._db.items(from_key=lo, read_opt=self._read_options(lo, hi)), 1
+                ):
+                    batch.put(key, value, handle)
+                    last = cast(bytes, key)
+                    if count == MOVE_CHUNK:
+                        break
+                batch.delete_range(lo, last + b"\x00")  # exactly [lo, last]: what was copied
+                self.write(batch, True, f"moving request ids into {name}")
+
+    def family(self, name: str) -> ColumnFamily | None:
+        """The handle of a column family for write batches; None where the family does not
+        exist (a read-only view of an older store, or a database without families)."""
+        return self._handles.get(name)
+
+    def family_of(self, key: bytes) -> ColumnFamily | None:
+        """The handle of the family that holds ``key`` (None: the default family), for
+        copying records whose kind is not known in advance (backups)."""
+        for name, (lo, hi) in self._families.items():
+            if lo <= key < hi:
+                return self._handles.get(name)
+        return None
+
+    def _reader(self, key: bytes) -> Rdict:
+        return self._readers.get(key[:1], self._db)
 
     def _open_read_only(self) -> Rdict:
         """Open through a shadow directory; retried because a live peer may rotate its
         MANIFEST or compact files between our directory listing and RocksDB's open."""
         for attempt in range(3):
-            self._shadow = _shadow_of(self.path)
+            self._shadow = shadow_of(self.path)
             try:
+                families = set(Rdict.list_cf(str(self._shadow))) & set(self._families)
                 return Rdict(
-                    str(self._shadow), _options(False), access_type=AccessType.read_only(False)
+                    str(self._shadow),
+                    database_options(False),
+                    column_families={name: database_options(False) for name in families},
+                    access_type=AccessType.read_only(False),
                 )
             except Exception as exc:
                 self._remove_shadow()
@@ -159,13 +198,18 @@ class RocksDatabase:
             return
         self._users -= 1
         if self._users == 0:
-            self._closed = True
-            try:
-                self._db.close()
-            except Exception as exc:
-                raise rocks_error(exc, f"closing {self.path}") from None
-            finally:
-                self._remove_shadow()
+            self._close_db()
+
+    def _close_db(self) -> None:
+        self._closed = True
+        self._handles.clear()  # RocksDB closes only when nothing holds a family
+        self._readers.clear()
+        try:
+            self._db.close()
+        except Exception as exc:
+            raise rocks_error(exc, f"closing {self.path}") from None
+        finally:
+            self._remove_shadow()
 
     def _remove_shadow(self) -> None:
         if self._shadow is not None:
@@ -188,16 +232,19 @@ class RocksDatabase:
         ``what``."""
         self.check_open()
         try:
-            return cast("bytes | None", self._db.get(key))
+            return cast("bytes | None", self._reader(key).get(key))
         except Exception as exc:
             raise rocks_error(exc, f"reading {what}") from None
 
     def get_many(self, keys: Sequence[bytes], what: str) -> list[bytes | None]:
-        """The value of each of ``keys`` or None, in order: one RocksDB ``MultiGet``."""
+        """The value of each of ``keys`` or None, in order: one RocksDB ``MultiGet``. The
+        keys share one prefix (one column family)."""
         self.check_open()
+        if not keys:
+            return []
         wanted: list[str | int | float | bytes | bool] = list(keys)  # the stub's key type
         try:
-            return cast("list[bytes | None]", self._db.get(wanted))
+            return cast("list[bytes | None]", self._reader(keys[0]).get(wanted))
         except Exception as exc:
             raise rocks_error(exc, f"reading {what}") from None
 
@@ -244,7 +291,7 @@ class RocksDatabase:
         """Values of keys in ``[lo, hi)``. Note: like every RocksDB iterator it may *stop early*
         on a bad block instead of raising; callers count what they got (``check_iteration``)."""
         self.check_open()
-        return self._guarded(self._db.values, lo, hi, what)
+        return self._guarded(self._reader(lo).values, lo, hi, what)
 
     def raw_values(self, lo: bytes, hi: bytes) -> ValueRange:
         """``values`` without the per-item exception wrapper, for hot loops that convert
@@ -252,14 +299,17 @@ class RocksDatabase:
         The caller keeps the returned range referenced while it iterates ``.values``."""
         self.check_open()
         options = self._read_options(lo, hi)
-        values = cast(Iterator[bytes], self._db.values(from_key=lo, read_opt=options))
+        values = cast(Iterator[bytes], self._reader(lo).values(from_key=lo, read_opt=options))
         return ValueRange(values, options, (lo, hi))
 
     def items(self, lo: bytes, hi: bytes, what: str) -> Iterator[tuple[bytes, bytes]]:
         """``(key, value)`` pairs in ``[lo, hi)`` (same early-stop caveat as ``values``)."""
         self.check_open()
         return self._guarded(
-            cast(Callable[..., Iterator[tuple[bytes, bytes]]], self._db.items), lo, hi, what
+            cast(Callable[..., Iterator[tuple[bytes, bytes]]], self._reader(lo).items),
+            lo,
+            hi,
+            what,
         )
 
     def _guarded(
@@ -270,13 +320,32 @@ class RocksDatabase:
         except Exception as exc:
             raise rocks_error(exc, f"reading {what}") from None
 
+    def scan_all(self, what: str) -> Iterator[tuple[bytes, bytes]]:
+        """Every record of the store in key order, whichever family holds it (the families
+        hold disjoint key ranges: the default family's below ``r``, then each family's), with
+        ``scan``'s strict end check."""
+        ranges = sorted(self._families.values())
+        if not ranges:
+            yield from self._scan(self._db, b"", b"\xff" * 16, what)
+            return
+        default = [(b"", ranges[0][0])]
+        default += [(hi, lo) for (_, hi), (lo, _) in pairwise(ranges)]
+        default.append((ranges[-1][1], b"\xff" * 16))
+        for (lo, hi), family in zip(default, [*ranges, None], strict=True):
+            yield from self._scan(self._db, lo, hi, what)
+            if family is not None:
+                yield from self.scan(*family, what)
+
     def scan(self, lo: bytes, hi: bytes, what: str) -> Iterator[tuple[bytes, bytes]]:
         """Like ``items`` but strict: checks the iterator status at the end, so a bad block
         raises ``StorageCorruptionError`` instead of silently ending the scan (slower: for
-        verification, not for the hot path)."""
+        verification, not for the hot path). ``[lo, hi)`` lies within one family."""
+        return self._scan(self._reader(lo), lo, hi, what)
+
+    def _scan(self, db: Rdict, lo: bytes, hi: bytes, what: str) -> Iterator[tuple[bytes, bytes]]:
         self.check_open()
         try:
-            iterator = self._db.iter(self._read_options(lo, hi))
+            iterator = db.iter(self._read_options(lo, hi))
             iterator.seek(lo)
             while iterator.valid():
                 yield cast(bytes, iterator.key()), cast(bytes, iterator.value())
@@ -295,7 +364,7 @@ class RocksDatabase:
         ``seek_to_first``, which ignores the lower bound."""
         self.check_open()
         try:
-            iterator = self._db.iter(self._read_options(lo, hi))
+            iterator = self._reader(lo).iter(self._read_options(lo, hi))
             iterator.seek(lo)
             if not iterator.valid():
                 iterator.status()
@@ -316,21 +385,25 @@ class RocksDatabase:
         and disk, which a peer that wrote the same log over hours never pays at once."""
         self.check_writable()
         try:
-            self._db.compact_range(None, None)
+            for db in (self._db, *self._readers.values()):  # every column family
+                db.compact_range(None, None)
         except Exception as exc:
             raise rocks_error(exc, f"compacting {self.path}") from None
 
     def property_int(self, name: str) -> int | None:
-        """A RocksDB integer property (e.g. sizes for the metrics), None if unknown."""
+        """A RocksDB integer property (e.g. sizes for the metrics) summed over the column
+        families, None if unknown."""
         self.check_open()
         try:
-            return self._db.property_int_value(name)
+            values = [db.property_int_value(name) for db in (self._db, *self._readers.values())]
         except Exception as exc:
             raise rocks_error(exc, f"reading property {name}") from None
+        known = [value for value in values if value is not None]
+        return sum(known) if known else None
 
     def raw_put_for_tests(self, key: bytes, value: bytes) -> None:
         """Overwrite a stored value verbatim (synced), bypassing every check: corruption tests
         use it to plant a bad record inside an otherwise healthy database."""
         self.check_writable()
-        self._db.put(key, value, self._no_sync)
+        self._reader(key).put(key, value, self._no_sync)
         self._db.flush_wal(True)

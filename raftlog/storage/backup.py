@@ -41,8 +41,13 @@ from pathlib import Path
 from rocksdict import WriteBatch
 
 from raftlog.errors import StorageError
-from raftlog.storage._rocksdb import RocksDatabase
-from raftlog.storage.rocks import LOG_DIR, SNAPSHOT_DIR, RocksHardStateStore, RocksLogStore
+from raftlog.storage.rocks import (
+    LOG_DIR,
+    SNAPSHOT_DIR,
+    RocksHardStateStore,
+    RocksLogStore,
+    open_log_database,
+)
 from raftlog.storage.snapshot import HEADER_SIZE, SNAPSHOT_FILE, FileSnapshotStore
 from raftlog.storage.verify import verify_data_dir
 
@@ -110,14 +115,14 @@ def _copy_snapshot(source: Path, dest_dir: Path) -> int | None:
 
 def _copy_database(source: Path, dest: Path) -> tuple[int, int]:
     """Scan a read-only view of ``source`` into a new database at ``dest``: (keys, bytes)."""
-    view = RocksDatabase(source, read_only=True)
+    view = open_log_database(source, read_only=True)
     try:
-        copy = RocksDatabase(dest, create=True)
+        copy = open_log_database(dest, create=True)
         try:
             keys = size = pending = 0
             batch = WriteBatch(raw_mode=True)
-            for key, value in view.scan(b"", b"\xff" * 16, "the log database"):
-                batch.put(key, value)
+            for key, value in view.scan_all("the log database"):
+                batch.put(key, value, copy.family_of(key))
                 keys += 1
                 pending += len(key) + len(value)
                 if pending >= _BATCH_BYTES:
@@ -134,7 +139,7 @@ def _copy_database(source: Path, dest: Path) -> tuple[int, int]:
 
 
 def _describe(data_dir: Path) -> dict[str, int]:
-    database = RocksDatabase(data_dir / LOG_DIR, read_only=True)
+    database = open_log_database(data_dir / LOG_DIR, read_only=True)
     log = RocksLogStore(database)
     hard_state = RocksHardStateStore(database)
     try:

@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from raftlog.errors import StorageError
-from raftlog.storage._rocksdb import RocksDatabase
-from raftlog.storage.rocks import LOG_DIR, RocksHardStateStore, RocksLogStore
+from raftlog.storage.rocks import LOG_DIR, RocksHardStateStore, RocksLogStore, open_log_database
 
 
 @contextlib.contextmanager
@@ -26,7 +25,7 @@ def stopped_peer_stores(
     ``refused`` builds the error raised when the directory cannot be opened for writing
     (most often: the peer is still running)."""
     try:
-        database = RocksDatabase(data_dir / LOG_DIR, create=False)
+        database = open_log_database(data_dir / LOG_DIR, create=False)
     except StorageError as exc:
         raise refused(
             f"cannot open {data_dir} for writing (is the peer still running?): {exc}"

@@ -49,10 +49,20 @@ from raftlog.storage.base import HardStateStore, LogStore, SnapshotStore
 from raftlog.storage.hard_state import RocksHardStateStore
 from raftlog.storage.snapshot import FileSnapshotStore
 
-__all__ = ["LOG_DIR", "SNAPSHOT_DIR", "RocksHardStateStore", "RocksLogStore", "open_storage"]
+__all__ = ["LOG_DIR", "SNAPSHOT_DIR", "RocksHardStateStore", "RocksLogStore"]
+__all__ += ["open_log_database", "open_storage"]
 
 LOG_DIR = "log"
 SNAPSHOT_DIR = "snapshots"
+
+
+def open_log_database(
+    path: str | Path, *, read_only: bool = False, create: bool = True
+) -> RocksDatabase:
+    """The RocksDB database of a peer's log and hard state, with the column families of the
+    request-id records (``_records.FAMILY_RANGES``): every opener of that database goes
+    through here (the topic index is another database, without them)."""
+    return RocksDatabase(path, read_only=read_only, create=create, families=rec.FAMILY_RANGES)
 
 
 def _nothing_in_flight() -> None:
@@ -76,9 +86,12 @@ class RocksLogStore:
         self.before_write: Callable[[], None] = _nothing_in_flight
         """Called before every write made directly by this store (see the class docstring)."""
         self._closed = False
+        self._mirrors = database.family(rec.MIRROR_FAMILY)
+        self._requests = database.family(rec.REQUEST_FAMILY)
         try:
             self._load_meta()
         except BaseException:
+            self._mirrors = self._requests = None
             self._db.release()
             raise
 
@@ -92,7 +105,7 @@ class RocksLogStore:
         create: bool = True,
     ) -> RocksLogStore:
         """Open (or create) the database at ``path`` for this log store alone."""
-        database = RocksDatabase(path, read_only=read_only, create=create)
+        database = open_log_database(path, read_only=read_only, create=create)
         try:
             return cls(database, max_entry_data_size)
         finally:
@@ -255,7 +268,7 @@ class RocksLogStore:
         if first_index <= self._last_index:
             self._unindex_from(batch, first_index)
             batch.delete_range(rec.entry_key(first_index), rec.ENTRY_END)
-        rec.put_entries(batch, first_index, entries)
+        rec.put_entries(batch, first_index, entries, self._mirrors, self._requests)
         batch.put(
             rec.META_KEY, rec.encode_meta(self._snapshot_index, self._snapshot_term, new_last)
         )
@@ -289,12 +302,11 @@ class RocksLogStore:
             batch.delete_range(rec.ENTRY_PREFIX, rec.entry_key(snapshot_index + 1))
             new_last = self._last_index
         else:
-            for begin, end in (
-                (rec.ENTRY_PREFIX, rec.ENTRY_END),
-                (rec.REQUEST_PREFIX, rec.REQUEST_END),
-                (rec.REQUEST_BY_INDEX_PREFIX, rec.REQUEST_BY_INDEX_END),
-            ):
-                batch.delete_range(begin, end)
+            batch.delete_range(rec.ENTRY_PREFIX, rec.ENTRY_END)
+            batch.delete_range(rec.REQUEST_PREFIX, rec.REQUEST_END, self._requests)
+            batch.delete_range(
+                rec.REQUEST_BY_INDEX_PREFIX, rec.REQUEST_BY_INDEX_END, self._mirrors
+            )
             new_last = snapshot_index
         batch.put(rec.META_KEY, rec.encode_meta(snapshot_index, snapshot_term, new_last))
         self.write_synced(batch, f"compaction to {snapshot_index}")
@@ -343,7 +355,7 @@ class RocksLogStore:
             if not expired(index, request_id):
                 break
             if self.index_of_request(request_id) == index:  # a later duplicate keeps its mapping
-                batch.delete(rec.request_key(request_id))
+                batch.delete(rec.request_key(request_id), self._requests)
             if not pruned:
                 first = index
             last = index
@@ -353,7 +365,9 @@ class RocksLogStore:
             # A point tombstone per key piled up at the front of this prefix, and every later
             # seek there (the next prune, oldest_request_index) walked over all of them: loop
             # stalls of up to 1.3 s with compaction on (issue #12, docs/reliability.md).
-            batch.delete_range(rec.request_by_index_key(first), rec.request_by_index_key(last + 1))
+            batch.delete_range(
+                rec.request_by_index_key(first), rec.request_by_index_key(last + 1), self._mirrors
+            )
             self._db.write(batch, False, "request-id prune")
         return pruned
 
@@ -365,9 +379,9 @@ class RocksLogStore:
             self._unindex(batch, index, rec.unseal(key, value, f"request id of entry {index}"))
 
     def _unindex(self, batch: WriteBatch, index: int, request_id: bytes) -> None:
-        batch.delete(rec.request_by_index_key(index))
+        batch.delete(rec.request_by_index_key(index), self._mirrors)
         if self.index_of_request(request_id) == index:  # a later duplicate keeps its mapping
-            batch.delete(rec.request_key(request_id))
+            batch.delete(rec.request_key(request_id), self._requests)
 
     def write_synced(self, batch: WriteBatch, what: str, skip_point: str = "log_sync") -> None:
         """The fsync point of the log (and of ``RocksReadyStore``): ``batch`` atomically,
@@ -387,6 +401,8 @@ class RocksLogStore:
         """Release this store's use of the database (idempotent)."""
         if not self._closed:
             self._closed = True
+            # RocksDB closes only when nothing holds one of its column families.
+            self._mirrors = self._requests = None
             self._db.release()
 
 
@@ -405,7 +421,7 @@ def open_storage(
     root = Path(data_dir)
     if read_only and not root.is_dir():
         raise StorageError(f"{root}: no such data directory")
-    database = RocksDatabase(root / LOG_DIR, read_only=read_only, create=create)
+    database = open_log_database(root / LOG_DIR, read_only=read_only, create=create)
     try:
         log = RocksLogStore(database, max_entry_data_size)
         try:
@@ -422,23 +438,6 @@ def open_storage(
         hard_state.close()
         raise
     return log, hard_state, snapshots
-
-
-def check_snapshot_covers_log(root: Path, log: RocksLogStore, snapshots: FileSnapshotStore) -> None:
-    """A peer's start-up check (``raftlog-tool verify`` reports the same): a log compacted
-    to N needs a snapshot at N or later. Installing writes the snapshot (durably) before
-    compacting the log, so an older or missing snapshot means the file was lost -- e.g. a
-    power cut after a rename whose directory was never fsynced -- and the entries up to N
-    exist nowhere on this peer. Raises ``StorageCorruptionError``."""
-    if log.snapshot_index == 0:
-        return
-    meta = snapshots.meta()
-    if meta is None or meta.index < log.snapshot_index:
-        have = "no snapshot" if meta is None else f"a snapshot only up to {meta.index}"
-        raise StorageCorruptionError(
-            f"{root}: the log was compacted up to {log.snapshot_index} but there is {have}: "
-            "entries are missing"
-        )
 
 
 if TYPE_CHECKING:  # mypy proves the durable stores satisfy the Protocols

@@ -29,7 +29,7 @@ from typing import Final
 
 from raftlog.errors import StorageCorruptionError, StorageError
 from raftlog.storage import failpoints
-from raftlog.storage.base import SnapshotMeta
+from raftlog.storage.base import LogStore, SnapshotMeta
 from raftlog.storage.durable_dirs import fsync_dir, make_dirs
 
 SNAPSHOT_FILE: Final = "snapshot.bin"
@@ -279,3 +279,20 @@ class FileSnapshotStore:
         if self._fd is not None:
             os.close(self._fd)
         self._fd = self._meta = None
+
+
+def check_snapshot_covers_log(root: Path, log: LogStore, snapshots: FileSnapshotStore) -> None:
+    """A peer's start-up check (``raftlog-tool verify`` reports the same): a log compacted
+    to N needs a snapshot at N or later. Installing writes the snapshot (durably) before
+    compacting the log, so an older or missing snapshot means the file was lost -- e.g. a
+    power cut after a rename whose directory was never fsynced -- and the entries up to N
+    exist nowhere on this peer. Raises ``StorageCorruptionError``."""
+    if log.snapshot_index == 0:
+        return
+    meta = snapshots.meta()
+    if meta is None or meta.index < log.snapshot_index:
+        have = "no snapshot" if meta is None else f"a snapshot only up to {meta.index}"
+        raise StorageCorruptionError(
+            f"{root}: the log was compacted up to {log.snapshot_index} but there is {have}: "
+            "entries are missing"
+        )

@@ -15,7 +15,7 @@ from raftlog.entry import REQUEST_ID_SIZE, LogEntry
 from raftlog.errors import EntryFormatError, StorageError
 from raftlog.storage import _records as rec
 from raftlog.storage._rocksdb import RocksDatabase
-from raftlog.storage.rocks import LOG_DIR, SNAPSHOT_DIR
+from raftlog.storage.rocks import LOG_DIR, SNAPSHOT_DIR, open_log_database
 from raftlog.storage.snapshot import FileSnapshotStore
 
 MAX_REPORTED = 50
@@ -117,11 +117,11 @@ def verify_data_dir(data_dir: str | Path, *, peer: bool = True) -> VerifyReport:
     if not root.is_dir():
         raise StorageError(f"{root}: no such data directory")
     report = VerifyReport()
-    database = RocksDatabase(root / LOG_DIR, read_only=True)
+    database = open_log_database(root / LOG_DIR, read_only=True)
     try:
         checker = _Checker(report, database)
         try:
-            for key, value in database.scan(b"", b"\xff", "the whole store"):
+            for key, value in database.scan_all("the whole store"):
                 checker.record(key, value)
         except StorageError as exc:
             report.add(str(exc))

@@ -28,8 +28,7 @@ from integration.cluster import wait_for
 
 from faults.harness import Chaos, FaultFunction
 from raftlog.storage import _records as rec
-from raftlog.storage._rocksdb import RocksDatabase
-from raftlog.storage.rocks import LOG_DIR, SNAPSHOT_DIR
+from raftlog.storage.rocks import LOG_DIR, SNAPSHOT_DIR, open_log_database
 from raftlog.storage.snapshot import HEADER_SIZE, SNAPSHOT_FILE
 
 KINDS = ("snapshot_flip", "snapshot_truncate", "wal_flip", "hard_state", "entry")
@@ -62,7 +61,7 @@ def corrupt(data_dir: Path, kind: str, rng: random.Random) -> str:
         offset = rng.randrange(size // 4, size // 2)  # well before the tail
         flip_bit(wal, offset, rng)
         return f"flipped a bit at {offset} of {wal.name} ({size} bytes)"
-    database = RocksDatabase(data_dir / LOG_DIR)
+    database = open_log_database(data_dir / LOG_DIR)
     try:
         if kind == "hard_state":
             key = rec.HARD_STATE_KEY

@@ -13,8 +13,7 @@ from faults.corruption import KINDS, corrupt_follower, flip_bit
 from faults.harness import RunOptions, run_schedule
 from faults.power import COMPACTING_RAFT, TOPIC_RETENTION_MS
 from raftlog.client import SyncRaftClient
-from raftlog.storage._rocksdb import RocksDatabase
-from raftlog.storage.rocks import LOG_DIR
+from raftlog.storage.rocks import LOG_DIR, open_log_database
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -44,7 +43,7 @@ def test_a_bad_table_block_is_found_when_read_and_never_served(tmp_path: Path) -
         victim, third = [p for p in cluster.peers if p != leader]
         cluster.terminate(victim)
         log_dir = cluster.peers[victim].data_dir / LOG_DIR
-        database = RocksDatabase(log_dir)  # every entry into table files
+        database = open_log_database(log_dir)  # every entry into table files
         database.compact_all()
         database.release()
         table = max(log_dir.glob("*.sst"), key=lambda p: p.stat().st_size)

@@ -11,8 +11,13 @@ import pytest
 
 from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import StorageCorruptionError
-from raftlog.storage.rocks import SNAPSHOT_DIR, check_snapshot_covers_log, open_storage
-from raftlog.storage.snapshot import HEADER_SIZE, SNAPSHOT_FILE, FileSnapshotStore
+from raftlog.storage.rocks import SNAPSHOT_DIR, open_storage
+from raftlog.storage.snapshot import (
+    HEADER_SIZE,
+    SNAPSHOT_FILE,
+    FileSnapshotStore,
+    check_snapshot_covers_log,
+)
 from raftlog.storage.verify import verify_data_dir
 
 

@@ -73,10 +73,15 @@ class _Recorder:
     """A stand-in for a RocksDB WriteBatch that keeps every ``put`` in order."""
 
     def __init__(self) -> None:
-        self.puts: list[tuple[bytes, bytes]] = []
+        self.puts: list[tuple[object, ...]] = []
 
-    def put(self, key: bytes, value: bytes) -> None:
-        self.puts.append((key, value))
+    def put(self, key: bytes, value: bytes, *family: object) -> None:
+        """``family``: the column family of an id record (absent for an entry record)."""
+        self.puts.append((key, value, *family))
+
+
+MIRRORS, REQUESTS = "mirrors-family", "requests-family"
+"""Stand-ins for the column families' handles: what matters is which record gets which."""
 
 
 def _entries(draw: st.DrawFn) -> list[LogEntry]:
@@ -108,8 +113,8 @@ def test_crc32_is_zlibs(data: bytes, start: int) -> None:
 def test_put_entries_writes_the_same_records(entries: list[LogEntry], first: int) -> None:
     assert compiled is not None
     pure, fast = _Recorder(), _Recorder()
-    rec.put_entries_py(pure, first, entries)  # type: ignore[arg-type]
-    compiled.put_entries(fast.put, first, entries)
+    rec.put_entries_py(pure, first, entries, MIRRORS, REQUESTS)  # type: ignore[arg-type]
+    compiled.put_entries(fast.put, first, entries, MIRRORS, REQUESTS)
     assert fast.puts == pure.puts
     assert len(pure.puts) == sum(1 if e.request_id == ZERO_REQUEST_ID else 3 for e in entries)
 
@@ -123,18 +128,18 @@ def test_put_entries_queues_entries_then_mirrors_then_ids(
     that follow each other are the cheap inserts (docs/performance.md §3). The compiled
     twin writes what this one does (the tests above)."""
     recorder = _Recorder()
-    rec.put_entries_py(recorder, first, entries)  # type: ignore[arg-type]
+    rec.put_entries_py(recorder, first, entries, MIRRORS, REQUESTS)  # type: ignore[arg-type]
     indexed = [
         (i.to_bytes(8, "big"), e.request_id)
         for i, e in enumerate(entries, start=first)
         if e.request_id != ZERO_REQUEST_ID
     ]
-    expected_keys = (
-        [rec.entry_key(i) for i in range(first, first + len(entries))]
-        + [rec.REQUEST_BY_INDEX_PREFIX + packed for packed, _ in indexed]
-        + [rec.REQUEST_PREFIX + rid for _, rid in indexed]
+    expected = (
+        [(rec.entry_key(i),) for i in range(first, first + len(entries))]
+        + [(rec.REQUEST_BY_INDEX_PREFIX + packed, MIRRORS) for packed, _ in indexed]
+        + [(rec.REQUEST_PREFIX + rid, REQUESTS) for _, rid in indexed]
     )
-    assert [key for key, _ in recorder.puts] == expected_keys
+    assert [(put[0], *put[2:]) for put in recorder.puts] == expected
 
 
 def _copies(entries: list[LogEntry]) -> list[LogEntry]:
@@ -151,9 +156,9 @@ def test_put_entries_writes_the_same_records_for_entries_never_serialized(
     """The compiled twin first, on entries without cached bytes: it must serialize them."""
     assert compiled is not None
     fast = _Recorder()
-    compiled.put_entries(fast.put, first, _copies(entries))
+    compiled.put_entries(fast.put, first, _copies(entries), MIRRORS, REQUESTS)
     pure = _Recorder()
-    rec.put_entries_py(pure, first, entries)  # type: ignore[arg-type]
+    rec.put_entries_py(pure, first, entries, MIRRORS, REQUESTS)  # type: ignore[arg-type]
     assert fast.puts == pure.puts
 
 
@@ -198,7 +203,7 @@ def test_entries_bytes_calls_to_bytes_where_nothing_is_cached() -> None:
 def _stored(first: int, entries: list[LogEntry]) -> list[bytes]:
     recorder = _Recorder()
     rec.put_entries_py(recorder, first, entries)  # type: ignore[arg-type]
-    return [value for key, value in recorder.puts if key[:1] == rec.ENTRY_PREFIX]
+    return [put[1] for put in recorder.puts if put[0][:1] == rec.ENTRY_PREFIX]  # type: ignore[index, misc]
 
 
 def _damage(draw: st.DrawFn, first: int, values: list[bytes]) -> list[bytes]:
@@ -289,9 +294,9 @@ def test_wrong_argument_types_are_errors_not_crashes() -> None:
     with pytest.raises(OverflowError):
         compiled.take_payloads(iter([]), -1, None, rec.entry_payload)
     with pytest.raises(AttributeError):  # as the pure twin: no to_bytes
-        compiled.put_entries(_Recorder().put, 1, [object()])  # type: ignore[list-item]
+        compiled.put_entries(_Recorder().put, 1, [object()], None, None)  # type: ignore[list-item]
     with pytest.raises(TypeError):
-        compiled.put_entries(_Recorder().put, 1, 5)  # type: ignore[arg-type]
+        compiled.put_entries(_Recorder().put, 1, 5, None, None)  # type: ignore[arg-type]
 
 
 frame_strategy = st.one_of(

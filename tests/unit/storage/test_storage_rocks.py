@@ -15,7 +15,7 @@ from raftlog.ids import make_request_id
 from raftlog.storage import _records as rec
 from raftlog.storage import failpoints
 from raftlog.storage._rocksdb import RocksDatabase
-from raftlog.storage.rocks import RocksLogStore, open_storage
+from raftlog.storage.rocks import RocksLogStore, open_log_database, open_storage
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ def test_bad_last_entry_or_meta_fails_open(tmp_path: Path) -> None:
     log.close()
     with pytest.raises(StorageCorruptionError, match="entry 5"):
         RocksLogStore.open(path)
-    database = RocksDatabase(path)
+    database = open_log_database(path)
     database.raw_put_for_tests(rec.entry_key(5), rec.seal(rec.entry_key(5), entry(1, 5).to_bytes()))
     database.raw_put_for_tests(rec.META_KEY, rec.encode_meta(0, 0, 7))  # claims 2 more
     database.release()

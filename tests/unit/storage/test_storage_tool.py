@@ -14,9 +14,8 @@ from raftlog.cli.tool import main
 from raftlog.entry import LogEntry
 from raftlog.rpc.messages import ConfigPayload, Peer
 from raftlog.storage import _records as rec
-from raftlog.storage._rocksdb import RocksDatabase
 from raftlog.storage.base import HardState
-from raftlog.storage.rocks import open_storage
+from raftlog.storage.rocks import open_log_database, open_storage
 
 
 @pytest.fixture
@@ -80,7 +79,7 @@ def test_dump_out_of_range_is_a_usage_error(
 def test_verify_ok_and_corrupt(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", str(data_dir)]) == 0
     assert capsys.readouterr().out.startswith("OK: 4 entries")
-    database = RocksDatabase(data_dir / "log")
+    database = open_log_database(data_dir / "log")
     database.raw_put_for_tests(rec.entry_key(4), b"\x00" * 30)
     database.release()
     assert main(["verify", str(data_dir)]) == 1
