@@ -90,9 +90,9 @@ class RocksDatabase:
         self._no_sync = WriteOptions()
         self._users = 1
         self._closed = False
-        self._handles: dict[str, ColumnFamily] = {}
-        self._readers: dict[bytes, Rdict] = {}
-        """The family view that reads each prefix's keys (absent: the default family)."""
+        self._at_prefix: dict[bytes, tuple[ColumnFamily, Rdict]] = {}
+        """The family holding each prefix's keys: its handle for write batches, its view for
+        reads (absent: the default family)."""
         try:
             self._attach_families()
         except BaseException:
@@ -110,13 +110,17 @@ class RocksDatabase:
         present = set(Rdict.list_cf(str(self._shadow or self.path)))
         for name, (lo, _) in self._families.items():
             if name in present:
-                self._handles[name] = self._db.get_column_family_handle(name)
-                self._readers[lo[:1]] = self._db.get_column_family(name)
+                self._at_prefix[lo[:1]] = (
+                    self._db.get_column_family_handle(name),
+                    self._db.get_column_family(name),
+                )
         if not self.read_only:
             self._move_into_families()
             return
-        if self._readers and any(
-            self._first_in_default(*self._families[name]) for name in self._handles
+        if any(
+            self._first_in_default(lo, hi)
+            for lo, hi in self._families.values()
+            if lo[:1] in self._at_prefix
         ):
             raise StorageError(
                 f"{self.path}: its request ids are being moved into their column families "
@@ -137,10 +141,10 @@ class RocksDatabase:
         between chunks leaves every record in exactly one place, and the next open goes on
         from there. The keys and values are copied verbatim (their CRCs cover the key)."""
         for name, (lo, hi) in self._families.items():
-            handle = self._handles[name]
-            while self._first_in_default(lo, hi) is not None:
+            handle = self._at_prefix[lo[:1]][0]
+            while True:
                 batch = WriteBatch(raw_mode=True)
-                last = lo
+                last: bytes | None = None
                 for count, (key, value) in enumerate(
                     self._db.items(from_key=lo, read_opt=self._read_options(lo, hi)), 1
                 ):
@@ -148,24 +152,30 @@ class RocksDatabase:
                     last = cast(bytes, key)
                     if count == MOVE_CHUNK:
                         break
+                if last is None:  # nothing (left) in the default family
+                    break
                 batch.delete_range(lo, last + b"\x00")  # exactly [lo, last]: what was copied
                 self.write(batch, True, f"moving request ids into {name}")
 
     def family(self, name: str) -> ColumnFamily | None:
         """The handle of a column family for write batches; None where the family does not
         exist (a read-only view of an older store, or a database without families)."""
-        return self._handles.get(name)
+        bounds = self._families.get(name)
+        return None if bounds is None else self.family_of(bounds[0])
 
     def family_of(self, key: bytes) -> ColumnFamily | None:
         """The handle of the family that holds ``key`` (None: the default family), for
         copying records whose kind is not known in advance (backups)."""
-        for name, (lo, hi) in self._families.items():
-            if lo <= key < hi:
-                return self._handles.get(name)
-        return None
+        found = self._at_prefix.get(key[:1])
+        return None if found is None else found[0]
 
     def _reader(self, key: bytes) -> Rdict:
-        return self._readers.get(key[:1], self._db)
+        found = self._at_prefix.get(key[:1])
+        return self._db if found is None else found[1]
+
+    def _all_families(self) -> tuple[Rdict, ...]:
+        """The default family's view and every other family's."""
+        return (self._db, *(view for _, view in self._at_prefix.values()))
 
     def _open_read_only(self) -> Rdict:
         """Open through a shadow directory; retried because a live peer may rotate its
@@ -202,8 +212,7 @@ class RocksDatabase:
 
     def _close_db(self) -> None:
         self._closed = True
-        self._handles.clear()  # RocksDB closes only when nothing holds a family
-        self._readers.clear()
+        self._at_prefix.clear()  # RocksDB closes only when nothing holds a family
         try:
             self._db.close()
         except Exception as exc:
@@ -385,7 +394,7 @@ class RocksDatabase:
         and disk, which a peer that wrote the same log over hours never pays at once."""
         self.check_writable()
         try:
-            for db in (self._db, *self._readers.values()):  # every column family
+            for db in self._all_families():
                 db.compact_range(None, None)
         except Exception as exc:
             raise rocks_error(exc, f"compacting {self.path}") from None
@@ -395,7 +404,7 @@ class RocksDatabase:
         families, None if unknown."""
         self.check_open()
         try:
-            values = [db.property_int_value(name) for db in (self._db, *self._readers.values())]
+            values = [db.property_int_value(name) for db in self._all_families()]
         except Exception as exc:
             raise rocks_error(exc, f"reading property {name}") from None
         known = [value for value in values if value is not None]

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rocksdict import WriteBatch
+from rocksdict import ColumnFamily, WriteBatch
 
 from raftlog.entry import LogEntry
 from raftlog.errors import EntryFormatError, StorageCorruptionError, StorageError
@@ -86,12 +86,9 @@ class RocksLogStore:
         self.before_write: Callable[[], None] = _nothing_in_flight
         """Called before every write made directly by this store (see the class docstring)."""
         self._closed = False
-        self._mirrors = database.family(rec.MIRROR_FAMILY)
-        self._requests = database.family(rec.REQUEST_FAMILY)
         try:
             self._load_meta()
         except BaseException:
-            self._mirrors = self._requests = None
             self._db.release()
             raise
 
@@ -268,7 +265,7 @@ class RocksLogStore:
         if first_index <= self._last_index:
             self._unindex_from(batch, first_index)
             batch.delete_range(rec.entry_key(first_index), rec.ENTRY_END)
-        rec.put_entries(batch, first_index, entries, self._mirrors, self._requests)
+        rec.put_entries(batch, first_index, entries, *self._id_families())
         batch.put(
             rec.META_KEY, rec.encode_meta(self._snapshot_index, self._snapshot_term, new_last)
         )
@@ -302,11 +299,10 @@ class RocksLogStore:
             batch.delete_range(rec.ENTRY_PREFIX, rec.entry_key(snapshot_index + 1))
             new_last = self._last_index
         else:
+            mirrors, requests = self._id_families()
             batch.delete_range(rec.ENTRY_PREFIX, rec.ENTRY_END)
-            batch.delete_range(rec.REQUEST_PREFIX, rec.REQUEST_END, self._requests)
-            batch.delete_range(
-                rec.REQUEST_BY_INDEX_PREFIX, rec.REQUEST_BY_INDEX_END, self._mirrors
-            )
+            batch.delete_range(rec.REQUEST_PREFIX, rec.REQUEST_END, requests)
+            batch.delete_range(rec.REQUEST_BY_INDEX_PREFIX, rec.REQUEST_BY_INDEX_END, mirrors)
             new_last = snapshot_index
         batch.put(rec.META_KEY, rec.encode_meta(snapshot_index, snapshot_term, new_last))
         self.write_synced(batch, f"compaction to {snapshot_index}")
@@ -347,6 +343,7 @@ class RocksLogStore:
             return 0
         self.before_write()
         batch = WriteBatch(raw_mode=True)
+        mirrors, requests = self._id_families()
         pruned = 0
         first = last = 0
         for key, value in self._db.items(rec.REQUEST_BY_INDEX_PREFIX, end, "request ids"):
@@ -355,7 +352,7 @@ class RocksLogStore:
             if not expired(index, request_id):
                 break
             if self.index_of_request(request_id) == index:  # a later duplicate keeps its mapping
-                batch.delete(rec.request_key(request_id), self._requests)
+                batch.delete(rec.request_key(request_id), requests)
             if not pruned:
                 first = index
             last = index
@@ -366,7 +363,7 @@ class RocksLogStore:
             # seek there (the next prune, oldest_request_index) walked over all of them: loop
             # stalls of up to 1.3 s with compaction on (issue #12, docs/reliability.md).
             batch.delete_range(
-                rec.request_by_index_key(first), rec.request_by_index_key(last + 1), self._mirrors
+                rec.request_by_index_key(first), rec.request_by_index_key(last + 1), mirrors
             )
             self._db.write(batch, False, "request-id prune")
         return pruned
@@ -379,9 +376,15 @@ class RocksLogStore:
             self._unindex(batch, index, rec.unseal(key, value, f"request id of entry {index}"))
 
     def _unindex(self, batch: WriteBatch, index: int, request_id: bytes) -> None:
-        batch.delete(rec.request_by_index_key(index), self._mirrors)
+        mirrors, requests = self._id_families()
+        batch.delete(rec.request_by_index_key(index), mirrors)
         if self.index_of_request(request_id) == index:  # a later duplicate keeps its mapping
-            batch.delete(rec.request_key(request_id), self._requests)
+            batch.delete(rec.request_key(request_id), requests)
+
+    def _id_families(self) -> tuple[ColumnFamily | None, ColumnFamily | None]:
+        """The column families of the by-index mirrors and of the request ids, asked of the
+        database each time: a store that kept the handles would keep RocksDB from closing."""
+        return self._db.family(rec.MIRROR_FAMILY), self._db.family(rec.REQUEST_FAMILY)
 
     def write_synced(self, batch: WriteBatch, what: str, skip_point: str = "log_sync") -> None:
         """The fsync point of the log (and of ``RocksReadyStore``): ``batch`` atomically,
@@ -401,8 +404,6 @@ class RocksLogStore:
         """Release this store's use of the database (idempotent)."""
         if not self._closed:
             self._closed = True
-            # RocksDB closes only when nothing holds one of its column families.
-            self._mirrors = self._requests = None
             self._db.release()
 
 
