@@ -81,10 +81,13 @@ def index_in_range(index: int) -> bool:
     return 0 <= index <= MAX_INDEX
 
 
-def out_of_range_reason(terms: tuple[int, ...], indexes: tuple[int, ...]) -> str | None:
-    """The drop reason for a message carrying these terms and indexes, or None if all fit."""
-    if any(term > MAX_TERM for term in terms):
+def out_of_range_reason(top_term: int, top_index: int) -> str | None:
+    """The drop reason for a message whose highest term is ``top_term`` and highest index
+    ``top_index`` (0 when it carries none), or None if both fit. The highest values, not
+    every field: every peer message is checked twice (at the codec and in the core), so the
+    check is two comparisons (issue #28)."""
+    if top_term > MAX_TERM:
         return TERM_OUT_OF_RANGE
-    if any(index > MAX_INDEX for index in indexes):
+    if top_index > MAX_INDEX:
         return INDEX_OUT_OF_RANGE
     return None

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 from consensus_helpers import Node, elect, entry, make_node, replies, requests
+from hypothesis import given
+from hypothesis import strategies as st
 
 from raftlog.bounds import (
     ADOPT_CEILING,
@@ -24,9 +26,11 @@ from raftlog.rpc.messages import (
     AppendEntries,
     AppendEntriesResponse,
     InstallSnapshot,
+    InstallSnapshotResponse,
     RequestVote,
     RequestVoteResponse,
 )
+from raftlog.rpc.ranges import peer_message_out_of_range
 
 FORGED_TERMS = (2**53 - 1, 2**53 - 2, MAX_TERM + 1)
 """Above what the codec carries into a peer (``MAX_TERM``)."""
@@ -156,3 +160,55 @@ def test_a_follower_hearing_its_leader_neither_votes_nor_adopts_the_term() -> No
     ready = node.receive(RequestVote("n3", ADOPT_CEILING, 0, 0))
     assert node.core.term == 2 and node.core.voted_for is None
     assert replies(ready)[0].message == RequestVoteResponse(2, False)
+
+
+_FIELD = st.one_of(
+    st.integers(0, 1000), st.integers(MAX_INDEX - 2, MAX_INDEX + 2), st.integers(0, 2**53)
+)
+
+
+def _reason_field_by_field(terms: tuple[int, ...], indexes: tuple[int, ...]) -> str | None:
+    """The definition the fast check must keep: any term above MAX_TERM, then any index."""
+    if any(term > MAX_TERM for term in terms):
+        return TERM_OUT_OF_RANGE
+    if any(index > MAX_INDEX for index in indexes):
+        return INDEX_OUT_OF_RANGE
+    return None
+
+
+@given(
+    term=_FIELD,
+    prev=_FIELD,
+    prev_term=_FIELD,
+    commit=_FIELD,
+    entry_terms=st.lists(_FIELD, max_size=3),
+    hint=st.none() | _FIELD,
+    other=_FIELD,
+)
+def test_range_check_is_every_field(
+    term: int,
+    prev: int,
+    prev_term: int,
+    commit: int,
+    entry_terms: list[int],
+    hint: int | None,
+    other: int,
+) -> None:
+    """``peer_message_out_of_range`` compares only each message's highest term and index
+    (issue #28); it must still decide exactly as checking every field does."""
+    entries = tuple(entry(t) for t in entry_terms)
+    cases: list[tuple[object, tuple[int, ...], tuple[int, ...]]] = [
+        (
+            AppendEntries("n2", term, prev, prev_term, commit, entries),
+            (term, prev_term, *entry_terms),
+            (prev, commit, prev + len(entries)),
+        ),
+        (AppendEntriesResponse(term, hint is None, hint), (term,), () if hint is None else (hint,)),
+        (RequestVote("n2", term, prev, prev_term), (term, prev_term), (prev,)),
+        (InstallSnapshot("n2", term, prev, prev_term, 0, 1, b"x"), (term, prev_term), (prev,)),
+        (RequestVoteResponse(term, True), (term,), ()),
+        (InstallSnapshotResponse(term, other), (term,), ()),
+    ]
+    for message, terms, indexes in cases:
+        got = peer_message_out_of_range(message)  # type: ignore[arg-type]
+        assert got == _reason_field_by_field(terms, indexes), message
