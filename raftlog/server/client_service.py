@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from operator import itemgetter
 from typing import Final, Protocol
 
 from raftlog.consensus import (
@@ -78,6 +79,11 @@ class UpdateGate(Protocol):
         """The data to append for a new request at the leader, or why not."""
         ...
 
+    def needs_prepare(self, datas: Iterable[bytes]) -> bool:
+        """False when ``prepare`` would return each of ``datas`` unchanged (then the batch
+        is proposed without it)."""
+        ...
+
     def check_publish(self, msg_id: bytes, args: tuple[bytes, ...]) -> TopicError | None:
         """Why a ``TP`` request's frames are unacceptable, or None."""
         ...
@@ -85,8 +91,6 @@ class UpdateGate(Protocol):
     def refusal_at(self, index: int) -> TopicError | None:
         """Why the state machine refused the entry applied at ``index``, or None."""
         ...
-
-
 
 
 class ClientService:
@@ -183,9 +187,9 @@ class ClientService:
             return
         self._queued = []
         now_ms, latest_ms = self._times()
-        results = self._proposer.propose_many(
-            [(rid, data) for _, rid, data in queued], now_ms, self._prepare, latest_ms=latest_ms
-        )
+        requests = [(rid, data) for _, rid, data in queued]
+        prepare = self._prepare if self._gate.needs_prepare(map(_DATA, requests)) else None
+        results = self._proposer.propose_many(requests, now_ms, prepare, latest_ms=latest_ms)
         now = self._clock()
         appended: list[Waiter] = []  # the batch's appended updates, at consecutive indexes
         first = 0
@@ -370,6 +374,8 @@ class ClientService:
         self._accept_later.clear()
 
 
+_DATA: Final = itemgetter(1)
+"""The data of a ``(request id, data)`` request."""
 _PUBLISH_STATUS: Final = {
     UpdateStatus.ACCEPTED: PublishStatus.ACCEPTED,
     UpdateStatus.DONE: PublishStatus.DONE,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import pytest
 from server_fakes import EventRecorder, FakeCluster, FakeMachine, RecordingReplies, metrics
 
@@ -38,6 +40,13 @@ class FakeGate:
     def __init__(self) -> None:
         self.refused_at: dict[int, TopicError] = {}
         self.prepared: list[bytes] = []
+        self.asked: list[list[bytes]] = []
+
+    def needs_prepare(self, datas: Iterable[bytes]) -> bool:
+        """Only data starting with b"t" (a "topic entry") or b"bad" needs preparing here."""
+        datas = list(datas)
+        self.asked.append(datas)
+        return any(d.startswith((b"t", b"bad")) for d in datas)
 
     def prepare(self, data: bytes) -> bytes | TopicError:
         self.prepared.append(data)
@@ -150,9 +159,9 @@ def test_an_oversized_update_is_dropped_and_counted() -> None:
 
 def test_both_ways_in_are_prepared_by_the_gate_on_the_same_path() -> None:
     s = Setup(Appended(1), Appended(2))
-    s.update(b"a", RID, b"x")
+    s.update(b"a", RID, b"tx")  # b"t": the fake gate's "topic entry"
     s.svc.publish(b"p", b"t" * 12, ClientDispatch(TYPE_PUBLISH, (b"y",)))
-    assert s.core.proposed == [(RID, b"x+"), (b"t" * 12, b"y+")]
+    assert s.core.proposed == [(RID, b"tx+"), (b"t" * 12, b"y+")]
 
 
 def test_a_retry_is_not_prepared_again() -> None:
@@ -287,6 +296,23 @@ def test_a_drains_updates_are_proposed_as_one_batch_and_each_answered() -> None:
     assert results == {"appended": 2, "duplicate": 1, "not_leader": 1}
     s.svc.propose_queued()  # an empty queue proposes nothing
     assert s.core.batches == [4]
+
+
+def test_a_batch_the_gate_would_not_change_is_proposed_without_prepare() -> None:
+    """Issue #28: the gate is asked once per batch; a batch of plain data (what a
+    reference client sends) skips the Python ``prepare`` call per update, a batch with one
+    entry to prepare is prepared whole, in order."""
+    s = Setup(Appended(5), Appended(6), Appended(7), Appended(8), Appended(9))
+    for i, data in enumerate((b"x", b"y")):
+        s.svc.request_update(b"a", bytes([i]) * 12, RequestUpdate(bytes([i]) * 12, data))
+    s.svc.propose_queued()
+    assert s.gate.asked == [[b"x", b"y"]] and s.gate.prepared == []
+    assert [data for _, data in s.core.proposed] == [b"x", b"y"]
+    for i, data in enumerate((b"p", b"t1", b"q"), start=2):
+        s.svc.request_update(b"a", bytes([i]) * 12, RequestUpdate(bytes([i]) * 12, data))
+    s.svc.propose_queued()
+    assert s.gate.prepared == [b"p", b"t1", b"q"]
+    assert [data for _, data in s.core.proposed][2:] == [b"p+", b"t1+", b"q+"]
 
 
 def test_a_batchs_appended_updates_wait_as_one_run_and_are_answered_as_committed() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from raftlog.cluster_clock import encode_time_checkpoint
 from raftlog.entry import EntryType, LogEntry
+from raftlog.server.disk_guard import DiskGuard
 from raftlog.storage.memory import MemoryLogStore
 from raftlog.topics.clock import TopicClock
 from raftlog.topics.gate import TopicGate
@@ -132,3 +133,43 @@ def test_the_leader_ticks_the_log_clock_only_when_a_record_is_due(tmp_path: Path
     clock.on_timer()  # followers never tick
     assert len(ticks) == 1
     machine.close()
+
+
+def test_needs_prepare_is_false_only_where_prepare_changes_nothing(
+    machine: TopicStateMachine, tmp_path: Path
+) -> None:
+    """Issue #28: the leader skips ``prepare`` for a batch the gate says it would not change.
+    So ``needs_prepare`` must be True for any topic entry (valid, refused or malformed) and
+    for every update while the disk is low, and False for plain data, whose ``prepare`` is
+    the data itself."""
+    free = [10**9]
+    disk = DiskGuard(tmp_path, 1000, _Quiet(), free_bytes=lambda _: free[0])
+    g = TopicGate(machine, auto_create=False, max_data=200, now_ms=lambda: 5_000, disk=disk)
+    plain = [b"not a topic entry", b"", b"\xc1RL", b"x" * 100]
+    for data in plain:
+        assert not g.needs_prepare([data]) and g.prepare(data) is data
+    assert not g.needs_prepare(plain) and not g.needs_prepare([])
+    topic = [
+        encode_records([Record("t", b"v")]),
+        encode_records([Record("nosuch", b"v")]),
+        encode_command(TopicCommand("create", "u")),
+        b"\xc1RLT\x01\x01\x00" + bytes(8) + b"\x93",  # malformed
+    ]
+    for data in topic:
+        assert g.needs_prepare([data]) and g.needs_prepare([*plain, data])
+    free[0] = 10  # the disk is low: plain data is refused, so every batch is prepared
+    disk.check()
+    assert g.needs_prepare([b"x"]) and isinstance(g.prepare(b"x"), TopicError)
+
+
+class _Quiet:
+    """An event log that drops what the disk guard logs."""
+
+    def info(self, event: str, **fields: object) -> None:
+        """Dropped."""
+
+    def warning(self, event: str, **fields: object) -> None:
+        """Dropped."""
+
+    def error(self, event: str, **fields: object) -> None:
+        """Dropped."""
