@@ -141,15 +141,22 @@ class PeerNode:
 
     # -- StepInputs: what loop_step asks of the peer ---------------------------------------
     def drain_inputs(self) -> None:
-        """Phase 1: peer traffic first (it keeps the cluster alive), then the ROUTER."""
+        """Phase 1: peer traffic first (it keeps the cluster alive), then the ROUTER -- only
+        when the poll found it readable (the poll is level-triggered: a ROUTER left with
+        messages by the drain's budget is readable again at once). A pass woken by a
+        follower's answer or a durable write alone does not end in an empty receive on it
+        (issue #28)."""
         polled, self._polled = self._polled, []
         storage, router = self.parts.storage, self.parts.sockets.router
+        router_ready = False
         for socket, _ in polled:
             if isinstance(socket, int) and storage is not None:  # a write is durable
                 storage.clear_wakeup()
-            elif socket is not router:
+            elif socket is router:
+                router_ready = True
+            else:
                 self._drain_peer(socket)
-        if polled:
+        if router_ready:
             self._drain_router(time.monotonic() + DRAIN_BUDGET)
 
     def ticks_due(self, now: float) -> int:
