@@ -20,6 +20,8 @@ what that path asks:
   the AUTO_CREATE flag from this peer's ``topic_auto_create`` option; a transaction entry
   is also checked against the open transactions (``TopicStateMachine.check_transaction``,
   with the stamp it would get, so a store or commit past its deadline is refused at once);
+  ``needs_prepare`` tells the leader when a whole batch would pass through unchanged (plain
+  data, disk not low), so that it proposes the batch without a call per update;
 * ``refusal_at``: the state machine re-checks at apply, so an admin command committed in
   between can still refuse a batch, deterministically; its publisher is told.
 """
@@ -49,6 +51,7 @@ from raftlog.topics.state import TopicState
 from raftlog.topics.wire import bad_request
 
 _HEAD: Final = itemgetter(slice(0, len(MAGIC)))
+"""The first bytes of a data, where a topic entry has its magic (``is_topic_data``)."""
 
 
 class TopicView(Protocol):
