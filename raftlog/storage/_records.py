@@ -2,7 +2,7 @@
 
 One RocksDB database per peer, keys grouped by a one-byte prefix (sorted, so each group is a
 contiguous key range); the two request-id groups live in column families of their own
-(``FAMILY_OF_PREFIX``), the rest in the default family::
+(``FAMILY_RANGES``), the rest in the default family::
 
     b"e" + index (8 bytes BE)   entry record: CRC32 (4 bytes BE) + entry bytes
                                 (layout: docs/protocol.md §4.1)
@@ -51,8 +51,6 @@ REQUEST_FAMILY: Final = "request_ids"
 """The column family of the ``r`` records."""
 MIRROR_FAMILY: Final = "request_ids_by_index"
 """The column family of the ``x`` records."""
-FAMILY_OF_PREFIX: Final = {REQUEST_PREFIX: REQUEST_FAMILY, REQUEST_BY_INDEX_PREFIX: MIRROR_FAMILY}
-"""Which column family holds the records of a key prefix (absent: the default family)."""
 FAMILY_RANGES: Final = {
     REQUEST_FAMILY: (REQUEST_PREFIX, REQUEST_END),
     MIRROR_FAMILY: (REQUEST_BY_INDEX_PREFIX, REQUEST_BY_INDEX_END),
