@@ -371,15 +371,13 @@ class RocksLogStore:
     def _unindex_from(self, batch: WriteBatch, first_index: int) -> None:
         """Queue removal of the request ids of every entry at or after ``first_index``."""
         start = rec.request_by_index_key(first_index)
+        mirrors, requests = self._id_families()
         for key, value in self._db.items(start, rec.REQUEST_BY_INDEX_END, "request ids"):
             index = rec.key_index(key)
-            self._unindex(batch, index, rec.unseal(key, value, f"request id of entry {index}"))
-
-    def _unindex(self, batch: WriteBatch, index: int, request_id: bytes) -> None:
-        mirrors, requests = self._id_families()
-        batch.delete(rec.request_by_index_key(index), mirrors)
-        if self.index_of_request(request_id) == index:  # a later duplicate keeps its mapping
-            batch.delete(rec.request_key(request_id), requests)
+            request_id = rec.unseal(key, value, f"request id of entry {index}")
+            batch.delete(key, mirrors)
+            if self.index_of_request(request_id) == index:  # a later duplicate keeps its mapping
+                batch.delete(rec.request_key(request_id), requests)
 
     def _id_families(self) -> tuple[ColumnFamily | None, ColumnFamily | None]:
         """The column families of the by-index mirrors and of the request ids, asked of the

@@ -208,6 +208,29 @@ def test_pruning_request_ids_leaves_one_range_tombstone_not_one_per_id(tmp_path:
         snapshots.close()
 
 
+def test_a_shortening_overwrite_leaves_no_request_id_record_of_the_cut_suffix(
+    tmp_path: Path,
+) -> None:
+    """Appending below the end replaces the suffix: the request ids of the cut entries go,
+    both ways (id -> index and the by-index mirror), or pruning and
+    ``oldest_request_index`` would read ids of entries that no longer exist."""
+    store, hard_state, snapshots = open_storage(tmp_path)
+    try:
+        store.append(1, batch(1, 1, 6))
+        store.append(3, batch(2, 100, 1))  # entries 3-6 cut; 3 is new
+        assert store.last_index == 3
+        found = {n: store.index_of_request(rid(n)) for n in (1, 2, 3, 4, 5, 6, 100)}
+        assert found == {1: 1, 2: 2, 3: None, 4: None, 5: None, 6: None, 100: 3}
+        mirrors = list(
+            store.database.items(rec.REQUEST_BY_INDEX_PREFIX, rec.REQUEST_BY_INDEX_END, "ids")
+        )
+        assert [rec.key_index(key) for key, _ in mirrors] == [1, 2, 3]
+        ids = list(store.database.items(rec.REQUEST_PREFIX, rec.REQUEST_END, "ids"))
+        assert len(ids) == 3
+    finally:
+        store.close(), hard_state.close(), snapshots.close()
+
+
 def test_compact_all_leaves_no_level0_tables_and_keeps_every_record(tmp_path: Path) -> None:
     """``bench/prefill.py`` compacts a bulk-written store before closing it, so that the
     peers it is measured with do not pay the load's compactions; nothing may be lost."""
