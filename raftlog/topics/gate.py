@@ -29,8 +29,7 @@ what that path asks:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import itemgetter
-from typing import Final, Protocol
+from typing import Protocol
 
 from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.server.disk_guard import DiskGuard
@@ -38,10 +37,10 @@ from raftlog.topics.groups.entry import GroupCommand
 from raftlog.topics.groups.host import GroupHost
 from raftlog.topics.record_scan import batch_fits, summarize_batch
 from raftlog.topics.records import (
-    MAGIC,
     ClockTick,
     RecordFormatError,
     TopicError,
+    any_topic_data,
     is_topic_data,
 )
 from raftlog.topics.records_tx import TxControl, TxStore, decode_any_entry
@@ -49,9 +48,6 @@ from raftlog.topics.rules import check_entry
 from raftlog.topics.stamp import AppendClock
 from raftlog.topics.state import TopicState
 from raftlog.topics.wire import bad_request
-
-_HEAD: Final = itemgetter(slice(0, len(MAGIC)))
-"""The first bytes of a data, where a topic entry has its magic (``is_topic_data``)."""
 
 
 class TopicView(Protocol):
@@ -134,11 +130,10 @@ class TopicGate:
         """Could :meth:`prepare` return anything but its argument for one of ``datas``? False
         only while the disk is not low and none of them is a topic entry: the leader then
         proposes the batch without ``prepare``, a Python call per update less (issue #28;
-        a reference client's data is never a topic entry). The test is C-level iteration:
-        ``MAGIC in map(...)``, no Python frame per update."""
+        a reference client's data is never a topic entry)."""
         if self._disk is not None and self._disk.low:
             return True
-        return MAGIC in map(_HEAD, datas)
+        return any_topic_data(datas)
 
     def check_publish(self, msg_id: bytes, args: Sequence[bytes]) -> TopicError | None:
         """Why the frames of a ``TP`` request are unacceptable, or None."""
