@@ -1,8 +1,8 @@
 """On-disk layout of the RocksDB store: keys, checksummed records, and error mapping.
 
 One RocksDB database per peer, keys grouped by a one-byte prefix (sorted, so each group is a
-contiguous key range); the two request-id groups live in column families of their own
-(``FAMILY_RANGES``), the rest in the default family::
+contiguous key range); the entries live in the default family, every other group in a
+column family of its own (``FAMILY_RANGES``)::
 
     b"e" + index (8 bytes BE)   entry record: CRC32 (4 bytes BE) + entry bytes
                                 (layout: docs/protocol.md §4.1)
@@ -19,10 +19,14 @@ Why the column families (issue #28): RocksDB flushes its memtable into one table
 all groups in one family every flushed file spans ``e`` to ``x``, overlaps every other level-0
 file and all of level 1, and each compaction rewrites most of the store: ~9 µs of CPU per
 entry under steady load (docs/performance.md §3). In families of their own each group's files
-hold consecutive keys. One write batch still spans the families and one WAL carries it, so a
-synced append stays one atomic fsync. The keys and values are byte for byte what they were in
-the single family, so an older store is upgraded by moving its records
-(``RocksDatabase``).
+hold consecutive keys. The two ``m/`` records are rewritten by every append, so beside the
+entries they put a key above every entry into each flushed file, and no entry file could be
+moved down a level without being rewritten: every entry's bytes were read, decompressed and
+written again by each compaction (with 256 KiB entries three times the CPU of the flushes
+themselves). In their own family the entries' files follow each other and move down whole.
+One write batch still spans the families and one WAL carries it, so a synced append stays one
+atomic fsync. The keys and values are byte for byte what they were in the single family, so
+an older store is upgraded by moving its records (``RocksDatabase``).
 """
 
 from __future__ import annotations
@@ -51,7 +55,12 @@ REQUEST_FAMILY: Final = "request_ids"
 """The column family of the ``r`` records."""
 MIRROR_FAMILY: Final = "request_ids_by_index"
 """The column family of the ``x`` records."""
+META_PREFIX: Final = b"m"
+META_END: Final = b"n"
+META_FAMILY: Final = "meta"
+"""The column family of the ``m/`` records: the log's bounds and the hard state."""
 FAMILY_RANGES: Final = {
+    META_FAMILY: (META_PREFIX, META_END),
     REQUEST_FAMILY: (REQUEST_PREFIX, REQUEST_END),
     MIRROR_FAMILY: (REQUEST_BY_INDEX_PREFIX, REQUEST_BY_INDEX_END),
 }
@@ -243,6 +252,19 @@ def encode_meta(snapshot_index: int, snapshot_term: int, last_index: int) -> byt
     restart."""
     body = _META_FORMAT.pack(_META_VERSION, snapshot_index, snapshot_term, last_index)
     return seal(META_KEY, body)
+
+
+def put_meta(
+    batch: WriteBatch,
+    family: ColumnFamily | None,
+    snapshot_index: int,
+    snapshot_term: int,
+    last_index: int,
+) -> None:
+    """Queue the meta record into ``batch``, in ``family`` (the meta column family; None in a
+    database opened without families, the layout before them, where it lived in the default
+    family)."""
+    batch.put(META_KEY, encode_meta(snapshot_index, snapshot_term, last_index), family)
 
 
 def decode_meta(value: bytes) -> tuple[int, int, int]:

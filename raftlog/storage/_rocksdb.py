@@ -123,7 +123,7 @@ class RocksDatabase:
             if lo[:1] in self._at_prefix
         ):
             raise StorageError(
-                f"{self.path}: its request ids are being moved into their column families "
+                f"{self.path}: its records are being moved into their column families "
                 "(an upgrade that was interrupted); start the peer once to finish it"
             )
 
@@ -155,7 +155,7 @@ class RocksDatabase:
                 if last is None:  # nothing (left) in the default family
                     break
                 batch.delete_range(lo, last + b"\x00")  # exactly [lo, last]: what was copied
-                self.write(batch, True, f"moving request ids into {name}")
+                self.write(batch, True, f"moving records into {name}")
 
     def family(self, name: str) -> ColumnFamily | None:
         """The handle of a column family for write batches; None where the family does not
@@ -331,7 +331,7 @@ class RocksDatabase:
 
     def scan_all(self, what: str) -> Iterator[tuple[bytes, bytes]]:
         """Every record of the store in key order, whichever family holds it (the families
-        hold disjoint key ranges: the default family's below ``r``, then each family's), with
+        hold disjoint key ranges, the default family's keys the gaps between them), with
         ``scan``'s strict end check."""
         ranges = sorted(self._families.values())
         if not ranges:

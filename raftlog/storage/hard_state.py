@@ -53,7 +53,7 @@ class RocksHardStateStore:
         if self._closed:
             raise StorageError(f"{self._db.path}: hard-state store is closed")
         self._db.check_writable()
-        batch.put(rec.HARD_STATE_KEY, rec.encode_hard_state(state))
+        self._put(batch, state)
 
         def saved() -> None:
             self._state = state
@@ -74,9 +74,16 @@ class RocksHardStateStore:
             raise StorageError(f"{self._db.path}: hard-state store is closed")
         state = self._state.with_applied(last_applied)
         batch = WriteBatch(raw_mode=True)
-        batch.put(rec.HARD_STATE_KEY, rec.encode_hard_state(state))
+        self._put(batch, state)
         self._db.write(batch, False, "hard state")
         self._state = state
+
+    def _put(self, batch: WriteBatch, state: HardState) -> None:
+        """Queue the record into ``batch``, in the meta column family (the default family
+        in a database opened without families, the layout before them)."""
+        batch.put(
+            rec.HARD_STATE_KEY, rec.encode_hard_state(state), self._db.family(rec.META_FAMILY)
+        )
 
     def close(self) -> None:
         """Release this store's hold on the shared database (idempotent)."""
