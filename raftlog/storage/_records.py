@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 import msgpack
@@ -65,6 +65,10 @@ FAMILY_RANGES: Final = {
     MIRROR_FAMILY: (REQUEST_BY_INDEX_PREFIX, REQUEST_BY_INDEX_END),
 }
 """Each column family's key range, in key order (a whole-store scan reads them in this order)."""
+UNFILTERED_FAMILIES: Final = frozenset({"default", MIRROR_FAMILY})
+"""The families read only in ranges and by keys they hold -- the entries (the default
+family) and the by-index mirrors -- whose table files need no bloom filter (memory,
+``_rocksdb_options.database_options``)."""
 META_KEY: Final = b"m/log"
 HARD_STATE_KEY: Final = b"m/hard"
 
@@ -256,15 +260,16 @@ def encode_meta(snapshot_index: int, snapshot_term: int, last_index: int) -> byt
 
 def put_meta(
     batch: WriteBatch,
-    family: ColumnFamily | None,
+    family: Callable[[str], ColumnFamily | None],
     snapshot_index: int,
     snapshot_term: int,
     last_index: int,
 ) -> None:
-    """Queue the meta record into ``batch``, in ``family`` (the meta column family; None in a
-    database opened without families, the layout before them, where it lived in the default
-    family)."""
-    batch.put(META_KEY, encode_meta(snapshot_index, snapshot_term, last_index), family)
+    """Queue the meta record into ``batch``, in the family ``family(META_FAMILY)`` names (the
+    database's ``family``: None in a database opened without families, the layout before
+    them, where the record lived in the default family)."""
+    value = encode_meta(snapshot_index, snapshot_term, last_index)
+    batch.put(META_KEY, value, family(META_FAMILY))
 
 
 def decode_meta(value: bytes) -> tuple[int, int, int]:

@@ -8,7 +8,7 @@ the whole durable store — is one method, ``write(batch, sync=True)``.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
 from typing import TypeVar, cast
@@ -16,6 +16,7 @@ from typing import TypeVar, cast
 from rocksdict import (
     AccessType,
     ColumnFamily,
+    Options,
     Rdict,
     ReadOptions,
     WriteBatch,
@@ -29,6 +30,8 @@ from raftlog.storage._rocksdb_options import database_options, shadow_of
 from raftlog.storage.durable_dirs import make_dirs
 
 _T = TypeVar("_T")
+DEFAULT_FAMILY = "default"
+"""RocksDB's name of the family every database has."""
 MOVE_CHUNK = 50_000
 """Records moved into their column family per synced batch when an older store is upgraded."""
 
@@ -62,14 +65,18 @@ class RocksDatabase:
         read_only: bool = False,
         create: bool = True,
         families: Mapping[str, tuple[bytes, bytes]] | None = None,
+        unfiltered: Collection[str] = (),
     ) -> None:
         """``families``: column families by name, each holding one key range ``[lo, hi)``
         whose keys share the one-byte prefix ``lo``; reads of a key go to its family, and
         write batches name the family (``family``). The log store's layout
-        (``_records.FAMILY_RANGES``); other databases (the topic index) have none."""
+        (``_records.FAMILY_RANGES``); other databases (the topic index) have none.
+        ``unfiltered``: the families (``"default"`` among them) never read by a key they may
+        not hold, written without bloom filters (``database_options``)."""
         self.path = Path(path)
         self.read_only = read_only
         self._families: Mapping[str, tuple[bytes, bytes]] = families or {}
+        self._unfiltered = frozenset(unfiltered)
         if not (self.path / "CURRENT").is_file():
             if read_only or not create:
                 raise StorageError(f"{self.path}: no raftlog store here")
@@ -81,8 +88,8 @@ class RocksDatabase:
             try:
                 self._db = Rdict(
                     str(self.path),
-                    database_options(create),
-                    column_families={name: database_options(create) for name in self._families},
+                    self._options(DEFAULT_FAMILY, create),
+                    column_families={name: self._options(name, create) for name in self._families},
                     access_type=AccessType.read_write(),
                 )
             except Exception as exc:
@@ -98,6 +105,10 @@ class RocksDatabase:
         except BaseException:
             self._close_db()
             raise
+
+    def _options(self, family: str, create: bool) -> Options:
+        """The options of ``family`` (``database_options``; without filters if unfiltered)."""
+        return database_options(create, point_reads=family not in self._unfiltered)
 
     def _attach_families(self) -> None:
         """Take the column families' handles and views; a read-write open then moves the
@@ -186,8 +197,8 @@ class RocksDatabase:
                 families = set(Rdict.list_cf(str(self._shadow))) & set(self._families)
                 return Rdict(
                     str(self._shadow),
-                    database_options(False),
-                    column_families={name: database_options(False) for name in families},
+                    self._options(DEFAULT_FAMILY, False),
+                    column_families={name: self._options(name, False) for name in families},
                     access_type=AccessType.read_only(False),
                 )
             except Exception as exc:

@@ -21,9 +21,14 @@ MEMTABLE_BLOOM_RATIO = 0.1
 """Share of the memtable's size given to its whole-key bloom filter."""
 
 
-def database_options(create: bool) -> Options:
+def database_options(create: bool, *, point_reads: bool = True) -> Options:
     """The options of every raftlog database and of each of its column families (``create``:
-    create the database when it is missing)."""
+    create the database when it is missing).
+
+    ``point_reads=False`` for a family read only in ranges and by keys it holds (the log's
+    entries, the by-index mirrors): a bloom filter never saves such a read a search, and it
+    costs ~1.25 bytes of memory per key for as long as its table file is open -- at 10 M
+    entries ~25 MiB for those two families (docs/performance.md §3)."""
     options = Options(raw_mode=True)
     options.create_if_missing(create)
     options.set_paranoid_checks(True)
@@ -41,11 +46,12 @@ def database_options(create: bool) -> Options:
     # request id to prove it is new (docs/protocol.md §12.7), a read that almost always
     # misses. Without filters a miss searched the memtable and every level-0 file's index:
     # ~8 us of CPU, 7% of a busy leader's loop; with them ~0.9 us (docs/performance.md).
-    table = BlockBasedOptions()
-    table.set_bloom_filter(BLOOM_BITS_PER_KEY, False)
-    options.set_block_based_table_factory(table)
-    options.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO)
-    options.set_memtable_whole_key_filtering(True)
+    if point_reads:
+        table = BlockBasedOptions()
+        table.set_bloom_filter(BLOOM_BITS_PER_KEY, False)
+        options.set_block_based_table_factory(table)
+        options.set_memtable_prefix_bloom_ratio(MEMTABLE_BLOOM_RATIO)
+        options.set_memtable_whole_key_filtering(True)
     # A log store written before its column families (``_records``) gets them at its first
     # read-write open, and its records are moved (``RocksDatabase._move_into_families``).
     options.create_missing_column_families(True)

@@ -59,10 +59,15 @@ SNAPSHOT_DIR = "snapshots"
 def open_log_database(
     path: str | Path, *, read_only: bool = False, create: bool = True
 ) -> RocksDatabase:
-    """The RocksDB database of a peer's log and hard state, with the column families of the
-    meta and request-id records (``_records.FAMILY_RANGES``): every opener of that database
-    goes through here (the topic index is another database, without them)."""
-    return RocksDatabase(path, read_only=read_only, create=create, families=rec.FAMILY_RANGES)
+    """The RocksDB database of a peer's log and hard state in its layout (``_records``: the
+    column families, the families without bloom filters): every opener goes through here."""
+    return RocksDatabase(
+        path,
+        read_only=read_only,
+        create=create,
+        families=rec.FAMILY_RANGES,
+        unfiltered=rec.UNFILTERED_FAMILIES,
+    )
 
 
 def _nothing_in_flight() -> None:
@@ -266,8 +271,7 @@ class RocksLogStore:
             self._unindex_from(batch, first_index)
             batch.delete_range(rec.entry_key(first_index), rec.ENTRY_END)
         rec.put_entries(batch, first_index, entries, *self._id_families())
-        meta = self._db.family(rec.META_FAMILY)
-        rec.put_meta(batch, meta, self._snapshot_index, self._snapshot_term, new_last)
+        rec.put_meta(batch, self._db.family, self._snapshot_index, self._snapshot_term, new_last)
 
         def appended() -> None:
             self._last_index = new_last
@@ -303,8 +307,7 @@ class RocksLogStore:
             batch.delete_range(rec.REQUEST_PREFIX, rec.REQUEST_END, requests)
             batch.delete_range(rec.REQUEST_BY_INDEX_PREFIX, rec.REQUEST_BY_INDEX_END, mirrors)
             new_last = snapshot_index
-        meta = self._db.family(rec.META_FAMILY)
-        rec.put_meta(batch, meta, snapshot_index, snapshot_term, new_last)
+        rec.put_meta(batch, self._db.family, snapshot_index, snapshot_term, new_last)
         self.write_synced(batch, f"compaction to {snapshot_index}")
         if not matching or new_last == snapshot_index:
             self._last_term = snapshot_term

@@ -202,3 +202,34 @@ def test_a_read_only_view_of_an_older_store_reads_it_where_it_is(
         log.close()
     assert _records_in_default(path) == before  # nothing moved, nothing written
     assert verify_data_dir(tmp_path / "data", peer=False).ok
+
+
+
+def _filter_bytes(database: RocksDatabase) -> dict[str, int]:
+    """The bloom-filter bytes of each family's table files, after a flush (the views are
+    dropped on return: RocksDB closes only when nothing holds a family)."""
+    views = {"default": database._db}  # the table files' properties: no public view
+    views |= {name: database._db.get_column_family(name) for name in rec.FAMILY_RANGES}
+    sizes = {}
+    for name, view in views.items():
+        view.flush()
+        properties = view.property_value("rocksdb.aggregated-table-properties") or ""
+        sizes[name] = int(properties.split("filter block size=")[1].split(";")[0])
+    return sizes
+
+
+def test_only_families_read_by_keys_they_may_not_hold_carry_bloom_filters(tmp_path: Path) -> None:
+    """A filter costs ~1.25 bytes of memory per key while its table is open; it saves a search
+    only for a key the family may not hold: the request ids (every new one is looked up) and
+    the meta records, not the entries or the by-index mirrors (ranges, keys they hold)."""
+    database = open_log_database(tmp_path / "log")
+    log = RocksLogStore(database)
+    database.release()
+    try:
+        log.append(1, batch(1, 1, 200))
+        sizes = _filter_bytes(log.database)
+    finally:
+        log.close()
+    assert all(size > 0 for name, size in sizes.items() if name not in rec.UNFILTERED_FAMILIES)
+    assert {name for name, size in sizes.items() if size == 0} == rec.UNFILTERED_FAMILIES
+    assert {"default", rec.MIRROR_FAMILY} == rec.UNFILTERED_FAMILIES
