@@ -123,7 +123,9 @@ lint: install
 	$(BIN)/ruff check raftlog tests integrations/spark
 	$(BIN)/mypy --strict raftlog integrations/spark/raftlog_spark
 
-bench: install
+# The cluster suite runs the reference zmq-raft beside raftlog: `interop` installs it (once;
+# a no-op when it is there), so `make bench` works from a fresh clone.
+bench: install interop
 	$(BIN)/python -m bench $(BENCH)
 
 # Fault schedules against real peers, long and with many seeds; writes the table in
