@@ -43,6 +43,7 @@ from raftlog import speedups
 from raftlog.entry import ENTRY_HEADER_SIZE, ZERO_REQUEST_ID, LogEntry
 from raftlog.errors import EntryFormatError, StorageCorruptionError, StorageError
 from raftlog.rpc.messages import ConfigPayload, Peer
+from raftlog.storage._rocksdb_options import DEFAULT_FAMILY
 from raftlog.storage.base import HardState
 
 ENTRY_PREFIX: Final = b"e"
@@ -65,7 +66,7 @@ FAMILY_RANGES: Final = {
     MIRROR_FAMILY: (REQUEST_BY_INDEX_PREFIX, REQUEST_BY_INDEX_END),
 }
 """Each column family's key range, in key order (a whole-store scan reads them in this order)."""
-UNFILTERED_FAMILIES: Final = frozenset({"default", MIRROR_FAMILY})
+UNFILTERED_FAMILIES: Final = frozenset({DEFAULT_FAMILY, MIRROR_FAMILY})
 """The families read only in ranges and by keys they hold -- the entries (the default
 family) and the by-index mirrors -- whose table files need no bloom filter (memory,
 ``_rocksdb_options.database_options``)."""

@@ -26,12 +26,10 @@ from rocksdict import (
 from raftlog.errors import StorageError
 from raftlog.storage import failpoints
 from raftlog.storage._records import rocks_error
-from raftlog.storage._rocksdb_options import database_options, shadow_of
+from raftlog.storage._rocksdb_options import DEFAULT_FAMILY, database_options, shadow_of
 from raftlog.storage.durable_dirs import make_dirs
 
 _T = TypeVar("_T")
-DEFAULT_FAMILY = "default"
-"""RocksDB's name of the family every database has."""
 MOVE_CHUNK = 50_000
 """Records moved into their column family per synced batch when an older store is upgraded."""
 

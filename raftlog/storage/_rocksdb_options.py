@@ -14,6 +14,8 @@ from pathlib import Path
 
 from rocksdict import BlockBasedOptions, DBRecoveryMode, Options
 
+DEFAULT_FAMILY = "default"
+"""RocksDB's name of the column family every database has."""
 WRITE_BUFFER_SIZE = 4 * 1024 * 1024
 BLOOM_BITS_PER_KEY = 10
 """~1% false positives: a miss costs a filter probe, not a search."""
