@@ -120,8 +120,9 @@ class KeyValueState:
         self._next_stats = now + STATS_INTERVAL
         self.stats = tuple(
             (name, *self.store.stats(name, state.properties, clock_ms))
-            for name, state in sorted(topics.items())
-            if state.properties.compacted
+            for name, state in sorted(
+                (name, state) for name, state in topics.items() if state.properties.compacted
+            )
         )
 
     def dropped(self, batch: WriteBatch, topic: str) -> None:

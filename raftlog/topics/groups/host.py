@@ -16,7 +16,8 @@ result is the same group state everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import heapq
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Final
 
 import msgpack
@@ -57,7 +58,7 @@ class IndexRecords:
         """While a command applies: the index before it (what the index holds, written
         through), so every peer sees the same records whatever its apply batches."""
 
-    def topic_names(self) -> Iterable[str]:
+    def topic_names(self) -> Collection[str]:
         return self._topics().keys()
 
     def start(self, topic: str) -> RecordId:
@@ -176,7 +177,7 @@ class GroupHost:
         not yet delivered (queue: after the cursor, plus those waiting for redelivery) or
         not yet committed (stream: after the committed position), over the group's topics."""
         out = []
-        for name in sorted(self.table.groups)[:limit]:
+        for name in heapq.nsmallest(limit, self.table.groups):
             group = self.table.groups[name]
             lag = len(group.waiting)
             for topic in group.resolved(self.source.topic_names()):

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from raftlog.consensus import Role
-from raftlog.observability.build import build_peer_view
+from raftlog.observability.build import MAX_TOPIC_NAMES, build_peer_view
 from raftlog.observability.collector import group_metrics
 from raftlog.observability.elections import LeaderChange
 from raftlog.observability.health import (
@@ -162,3 +162,17 @@ def test_the_view_carries_the_disk_guards_reading() -> None:
     )
     assert (view.disk_free_bytes, view.min_free_disk_bytes) == (123_456, 64 << 20)
     assert _view().disk_free_bytes is None
+
+
+def test_the_view_names_the_first_topics_by_name_whatever_their_number() -> None:
+    """The view is built every 200 ms on the loop: it takes the first ``MAX_TOPIC_NAMES`` names
+    without sorting all of them (a sort of 50,000 names took ~11 ms), with the same result."""
+
+    class ManyTopics(FakeTopics):
+        topics: Mapping[str, object] = {f"t{(n * 7919) % 2000:05d}": object() for n in range(2000)}
+
+    core = FakeCore(Role.FOLLOWER, ConfigPayload(new=PEERS))
+    view = build_peer_view(core, FakeClients(), FakeEntries(), ManyTopics(), FakeElections())
+    assert view.topics == 2000
+    assert view.topic_names == tuple(sorted(ManyTopics.topics)[:MAX_TOPIC_NAMES])
+    assert len(view.topic_names) == MAX_TOPIC_NAMES < 2000

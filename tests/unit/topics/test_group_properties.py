@@ -149,3 +149,28 @@ def test_every_record_ends_acked_once_or_dead(
     stats = table.groups["g"].stats
     assert stats.acked == sum(1 for k in outcome.values() if k == ["acked"])
     assert stats.acked + stats.dead_lettered == len(every)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    mine=st.lists(st.sampled_from(("a", "b", "ab", "ba", "c1", "c2", "zz")), max_size=5),
+    pattern=st.one_of(st.none(), st.sampled_from(("a*", "c?", "*b", "[bz]*", "*"))),
+    existing=st.sets(st.sampled_from(("a", "b", "ab", "ba", "c1", "c2", "zz", "q"))),
+)
+def test_resolved_is_every_existing_topic_the_group_matches(
+    mine: list[str], pattern: str | None, existing: set[str]
+) -> None:
+    """A group of named topics looks each one up instead of matching every existing topic
+    (an operation on it must not cost more with 50,000 topics); the result is the definition:
+    the existing topics the group matches, in name order, each once."""
+    table = GroupTable()
+    options: dict[str, Any] = {"ack_wait_ms": ACK_WAIT}
+    spec: dict[str, Any] = {"mode": "queue", "topics": mine, "options": options}
+    if pattern is not None:
+        spec["pattern"] = pattern
+    if not mine and pattern is None:
+        return  # a group names topics or a pattern (check_command refuses neither)
+    table.apply(1, command("create", spec), 1000, ListSource())
+    group = table.groups["g"]
+    names = dict.fromkeys(existing).keys()
+    assert group.resolved(names) == sorted(n for n in names if group.matches(n))
