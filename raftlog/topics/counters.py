@@ -116,6 +116,24 @@ class TopicTotals:
     """TTL-expired records at or after ``start`` (already subtracted) and their sizes."""
 
 
+def _at_rest(state: TopicState, totals: TopicTotals, first_index: int, clock_ms: int) -> bool:
+    """Whether :meth:`TopicCounters.advance` would leave ``totals`` as they are: no window
+    (so the retention start is the largest of the incarnation, the low-water mark and the
+    log's first index) that has moved past the cursor, and no record TTL due or expired."""
+    props = state.properties
+    if props.retention_ms is not None or props.max_bytes is not None or totals.ttl_gone:
+        return False
+    due = totals.ttl_due
+    if due and due[0][0] <= clock_ms:
+        return False
+    cursor = totals.start
+    low = state.low_water
+    return (
+        max(state.created_index, first_index) <= cursor.index
+        and (low.index, low.position) <= (cursor.index, cursor.position)
+    )
+
+
 TopicStat = tuple[str, int, int, int, int, int, int]
 """``(topic, records, bytes, published_records, published_bytes, expired_records,
 expired_bytes)``: one topic in a published view (a plain tuple: cheap to copy every 200 ms)."""
@@ -191,9 +209,17 @@ class TopicCounters:
     # -- retention ----------------------------------------------------------------------------
     def advance_all(self, machine: TopicMachineState) -> None:
         """:meth:`advance` every topic of ``machine`` (once a second, before the machine's
-        index clean-up)."""
+        index clean-up), except those where it would do nothing: a topic without time or
+        size retention whose cursor is already at its start and with no record TTL due or
+        expired (``_at_rest``). Those are most topics, and the full computation cost ~3 µs
+        each: with 50,000 topics ~150 ms of the loop, in one piece, every second."""
+        first, clock = self._log.first_index, machine.last_time
+        topics = self._topics
         for name, state in machine.topics.items():
-            self.advance(name, self._start(machine, name, state), machine.last_time)
+            totals = topics.get(name)
+            if totals is not None and _at_rest(state, totals, first, clock):
+                continue
+            self.advance(name, self._start(machine, name, state), clock)
 
     def advance(self, name: str, start: RecordId, clock_ms: int) -> None:
         """Retention now starts at ``start`` for ``name`` and the log clock is at
