@@ -6,7 +6,6 @@ keeps no monitoring code beyond one call.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Mapping
 from typing import Final, Protocol
 
@@ -144,7 +143,7 @@ def build_peer_view(
         pending_updates=clients.pending_updates,
         open_entries_streams=entries.open_pipelines,
         topics=len(topics.topics),
-        topic_names=tuple(heapq.nsmallest(MAX_TOPIC_NAMES, topics.topics)),
+        topic_names=tuple(sorted(topics.topics)[:MAX_TOPIC_NAMES]),
         topic_stats=topics.counters.stats(MAX_TOPIC_NAMES),
         kv_stats=topics.kv.stats[:MAX_TOPIC_NAMES],
         group_stats=topics.groups.stats(MAX_TOPIC_NAMES),

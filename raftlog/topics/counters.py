@@ -309,7 +309,7 @@ class TopicCounters:
     def stats(self, limit: int) -> tuple[TopicStat, ...]:
         """The first ``limit`` topics by name, as plain tuples for a published view."""
         out: list[TopicStat] = []
-        for name in heapq.nsmallest(limit, self._topics):  # not a sort of every topic
+        for name in sorted(self._topics)[:limit]:
             t = self._topics[name]
             out.append(
                 (

@@ -16,7 +16,6 @@ result is the same group state everywhere.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Final
 
@@ -177,7 +176,7 @@ class GroupHost:
         not yet delivered (queue: after the cursor, plus those waiting for redelivery) or
         not yet committed (stream: after the committed position), over the group's topics."""
         out = []
-        for name in heapq.nsmallest(limit, self.table.groups):
+        for name in sorted(self.table.groups)[:limit]:
             group = self.table.groups[name]
             lag = len(group.waiting)
             for topic in group.resolved(self.source.topic_names()):
