@@ -118,20 +118,21 @@ class TopicTotals:
 
 def _at_rest(state: TopicState, totals: TopicTotals, first_index: int, clock_ms: int) -> bool:
     """Whether :meth:`TopicCounters.advance` would leave ``totals`` as they are: no window
-    (so the retention start is the largest of the incarnation, the low-water mark and the
-    log's first index) that has moved past the cursor, and no record TTL due or expired."""
+    (so the retention start -- ``TopicCounters._start`` over ``TopicReads.start`` -- is the
+    largest of the incarnation, the low-water mark and the log's first index) that has moved
+    past the cursor, and no record TTL due or expired. Compared without building that start:
+    this runs for every topic every second."""
     props = state.properties
     if props.retention_ms is not None or props.max_bytes is not None or totals.ttl_gone:
         return False
     due = totals.ttl_due
     if due and due[0][0] <= clock_ms:
         return False
-    cursor = totals.start
-    low = state.low_water
-    return (
-        max(state.created_index, first_index) <= cursor.index
-        and (low.index, low.position) <= (cursor.index, cursor.position)
-    )
+    cursor, low = totals.start, state.low_water
+    # RecordId's own order, compared as tuples: its generated ``__le__`` is a Python call per
+    # topic (9.4 against 7.5 ms for 20,000 topics)
+    past_start = max(state.created_index, first_index) <= cursor.index
+    return past_start and (low.index, low.position) <= (cursor.index, cursor.position)
 
 
 TopicStat = tuple[str, int, int, int, int, int, int]
