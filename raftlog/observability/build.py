@@ -65,6 +65,7 @@ class TopicTotalsSource(Protocol):
     """Per-topic totals (``TopicCounters``)."""
 
     def stats(self, limit: int) -> tuple[TopicStat, ...]: ...
+    def first_names(self, limit: int) -> tuple[str, ...]: ...
 
 
 class GroupStatsSource(Protocol):
@@ -143,7 +144,7 @@ def build_peer_view(
         pending_updates=clients.pending_updates,
         open_entries_streams=entries.open_pipelines,
         topics=len(topics.topics),
-        topic_names=tuple(sorted(topics.topics)[:MAX_TOPIC_NAMES]),
+        topic_names=topics.counters.first_names(MAX_TOPIC_NAMES),
         topic_stats=topics.counters.stats(MAX_TOPIC_NAMES),
         kv_stats=topics.kv.stats[:MAX_TOPIC_NAMES],
         group_stats=topics.groups.stats(MAX_TOPIC_NAMES),

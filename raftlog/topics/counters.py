@@ -31,7 +31,7 @@ only -- so nothing here is ever written to disk or has to agree with the index f
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
@@ -150,15 +150,29 @@ class TopicCounters:
         self._reader = reader
         self._log = log
         self._topics: dict[str, TopicTotals] = {}
+        self._first: tuple[int, tuple[str, ...]] | None = None
+        """``(limit, names)`` of the last ``first_names`` call, until a topic comes or goes."""
+        self._moving: set[str] = set()
+        """The topics the next retention pass visits: those it could not skip last time,
+        those with record TTLs pending, and those an event may have moved since (created,
+        seeded, updated, given a TTL record). Every other topic is at rest until one of those
+        events or a move of the log's first index (``advance_all``)."""
+        self._walked_first: int | None = None
+        """The log's first index at the last pass (None: walk every topic next time)."""
 
     # -- fed by the machine's apply ---------------------------------------------------------
-    def created(self, name: str, index: int) -> None:
-        """A topic (re)created empty at log index ``index``."""
-        self._topics[name] = TopicTotals(RecordId(index, 0))
-
-    def deleted(self, name: str) -> None:
-        """A topic deleted: its totals go with it."""
-        self._topics.pop(name, None)
+    def topic_set(self, name: str, index: int, state: TopicState | None) -> None:
+        """The machine set ``name``'s state at log index ``index``: deleted (None), created
+        empty (a new incarnation: ``created_index == index``), or updated (its properties or
+        low-water mark changed, so its retention start may have)."""
+        if state is None:
+            self._topics.pop(name, None)
+            self._moving.discard(name)
+        else:
+            if state.created_index == index:
+                self._topics[name] = TopicTotals(RecordId(index, 0))
+            self._moving.add(name)
+        self._first = None
 
     def indexed(self, by_topic: Mapping[str, tuple[list[int], int]]) -> None:
         """One applied record entry: ``by_topic`` maps each topic to the positions of its
@@ -180,6 +194,7 @@ class TopicCounters:
         totals = self._topics.get(name)
         if totals is not None:
             heapq.heappush(totals.ttl_due, (deadline_ms, index, position, size))
+            self._moving.add(name)
 
     # -- seeding (start-up, restore) ----------------------------------------------------------
     def seed(self, name: str, start: RecordId) -> None:
@@ -192,11 +207,15 @@ class TopicCounters:
             totals.records += sum(1 for p in entry.positions if RecordId(entry.index, p) >= start)
         totals.bytes = max(0, self._index.published_bytes(name) - self._bytes_before(name, start))
         self._topics[name] = totals
+        self._first = None
+        self._moving.add(name)
 
     def seed_all(self, machine: TopicMachineState) -> None:
         """Forget everything and seed every topic of ``machine`` from its retention start
         (as :meth:`advance_all` computes it): at start-up and after a snapshot restore."""
         self._topics.clear()
+        self._first = None
+        self._walked_first = None
         for name, state in machine.topics.items():
             self.seed(name, self._start(machine, name, state))
 
@@ -213,14 +232,32 @@ class TopicCounters:
         index clean-up), except those where it would do nothing: a topic without time or
         size retention whose cursor is already at its start and with no record TTL due or
         expired (``_at_rest``). Those are most topics, and the full computation cost ~3 µs
-        each: with 50,000 topics ~150 ms of the loop, in one piece, every second."""
+        each: with 50,000 topics ~150 ms of the loop, in one piece, every second.
+
+        Nor does the pass look at them again: a topic at rest stays so until it is updated,
+        re-created or given a TTL record (which put it back in ``_moving``), or until the
+        log's first index moves (compaction can pass any cursor: then every topic is
+        looked at). Looking at 50,000 topics at rest cost ~30 ms a second, most of what a
+        peer idle with them spent (docs/performance.md §3, "Many topics")."""
         first, clock = self._log.first_index, machine.last_time
-        topics = self._topics
-        for name, state in machine.topics.items():
+        topics, states = self._topics, machine.topics
+        if first != self._walked_first:
+            self._walked_first = first
+            visit: Iterable[str] = list(states)
+        else:
+            visit = self._moving
+        self._moving = set()
+        for name in visit:
+            state = states.get(name)
+            if state is None:
+                continue
             totals = topics.get(name)
             if totals is not None and _at_rest(state, totals, first, clock):
+                if totals.ttl_due:  # at rest until its first TTL falls due
+                    self._moving.add(name)
                 continue
             self.advance(name, self._start(machine, name, state), clock)
+            self._moving.add(name)
 
     def advance(self, name: str, start: RecordId, clock_ms: int) -> None:
         """Retention now starts at ``start`` for ``name`` and the log clock is at
@@ -307,10 +344,21 @@ class TopicCounters:
         """``name``'s totals (None: no such topic, or not seeded yet)."""
         return self._topics.get(name)
 
+    def first_names(self, limit: int) -> tuple[str, ...]:
+        """The first ``limit`` live topics by name: the status view's list, built five times
+        a second. These are the machine's topics (``created``, ``deleted`` and the seeding
+        follow them one for one), sorted once per change of the set, not per view: sorting
+        50,000 names twice per view was a fifth of what a peer idle with that many topics
+        spent (docs/performance.md §3, "Many topics")."""
+        first = self._first
+        if first is None or first[0] != limit:
+            first = self._first = (limit, tuple(sorted(self._topics)[:limit]))
+        return first[1]
+
     def stats(self, limit: int) -> tuple[TopicStat, ...]:
         """The first ``limit`` topics by name, as plain tuples for a published view."""
         out: list[TopicStat] = []
-        for name in sorted(self._topics)[:limit]:
+        for name in self.first_names(limit):
             t = self._topics[name]
             out.append(
                 (

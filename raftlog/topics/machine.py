@@ -284,7 +284,6 @@ class TopicStateMachine:
         if name not in self._topics:
             self._set(batch, name, index, TopicState(TopicProperties(), index))
             self._published[name] = 0
-            self.counters.created(name, index)
         elif name not in self._published:
             self._published[name] = self._index.published_bytes(name)
 
@@ -295,7 +294,6 @@ class TopicStateMachine:
             self._index.delete_topic_records(batch, name)
             self._published[name] = 0
             self._set(batch, name, index, TopicState(props, index))
-            self.counters.created(name, index)
         elif command.op == "update":
             old = self._topics[name]
             # What retention removed so far stays removed, whatever the new limits say.
@@ -312,7 +310,6 @@ class TopicStateMachine:
             self._set(batch, name, index, None)
             self._index.delete_topic_records(batch, name)
             self._published.pop(name, None)
-            self.counters.deleted(name)
 
     def _write_through(self, index: int) -> Any:
         """Write what this apply indexed before ``index`` (readers see the database only),
@@ -329,6 +326,7 @@ class TopicStateMachine:
         else:
             self._topics[name] = state
         self._index.put_version(batch, name, index, state)
+        self.counters.topic_set(name, index, state)
         if state is None or state.created_index == index:  # a new incarnation: no keys
             self.kv.dropped(batch, name)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any, cast
 
 from raftlog.consensus import Role
 from raftlog.observability.build import MAX_TOPIC_NAMES, build_peer_view
@@ -18,8 +19,10 @@ from raftlog.observability.health import (
 )
 from raftlog.observability.view import PeerView, ViewBox, ViewPublisher, members_of
 from raftlog.rpc.messages import ConfigPayload, Peer
-from raftlog.topics.counters import TopicStat
+from raftlog.topics.counters import TopicCounters, TopicStat
 from raftlog.topics.groups.host import GroupStat
+from raftlog.topics.properties import TopicProperties
+from raftlog.topics.state import TopicState
 
 
 class FakeCore:
@@ -50,6 +53,9 @@ class FakeEntries:
 class FakeCounters:
     def stats(self, limit: int) -> tuple[TopicStat, ...]:
         return (("audit", 3, 30, 5, 50, 2, 20), ("orders", 1, 10, 1, 10, 0, 0))[:limit]
+
+    def first_names(self, limit: int) -> tuple[str, ...]:
+        return ("audit", "orders")[:limit]
 
 
 class FakeKeyValue:
@@ -167,11 +173,18 @@ def test_the_view_carries_the_disk_guards_reading() -> None:
 def test_the_view_names_the_first_topics_by_name_whatever_their_number() -> None:
     """The view names the first ``MAX_TOPIC_NAMES`` topics by name, however many exist."""
 
-    class ManyTopics(FakeTopics):
-        topics: Mapping[str, object] = {f"t{(n * 7919) % 2000:05d}": object() for n in range(2000)}
+    names = [f"t{(n * 7919) % 2000:05d}" for n in range(2000)]
+    counters = TopicCounters(cast(Any, None), cast(Any, None), cast(Any, None))
+    for name in names:
+        counters.topic_set(name, 1, TopicState(TopicProperties(), 1))  # as the machine's create
 
+    class ManyTopics(FakeTopics):
+        topics: Mapping[str, object] = {name: object() for name in names}
+
+    ManyTopics.counters = counters  # type: ignore[assignment]
     core = FakeCore(Role.FOLLOWER, ConfigPayload(new=PEERS))
     view = build_peer_view(core, FakeClients(), FakeEntries(), ManyTopics(), FakeElections())
     assert view.topics == 2000
     assert view.topic_names == tuple(sorted(ManyTopics.topics)[:MAX_TOPIC_NAMES])
     assert len(view.topic_names) == MAX_TOPIC_NAMES < 2000
+    assert [s[0] for s in view.topic_stats] == list(view.topic_names)

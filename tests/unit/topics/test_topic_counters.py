@@ -235,7 +235,9 @@ def test_topics_at_rest_are_skipped_only_where_advancing_changes_nothing(
     ~150 ms of its loop every second. Two machines apply the same log, one with the skip
     and one without it; after every pass their totals are identical: topics without a
     window, with time and size windows, with record TTLs, a topic the log's compaction
-    passes, an updated one (its low-water mark) and a re-created one."""
+    passes, an updated one (its low-water mark), a re-created one, and one given a TTL record
+    after passes that found it at rest. A topic at rest is not looked at again until one of
+    those events: each of them left out once fails here."""
     log = Log()
     fast = TopicStateMachine(tmp_path / "fast", log.store)
     slow = TopicStateMachine(tmp_path / "slow", log.store)
@@ -263,6 +265,7 @@ def test_topics_at_rest_are_skipped_only_where_advancing_changes_nothing(
         log.create("sized", max_bytes=6)
         log.create("ttl")
         log.create("lowered", retention_ms=1_000)
+        log.create("late")  # at rest for two passes, then given a record with a TTL
         first = log.publish(Record("plain", b"12"), Record("timed", b"345"), at=1_000_000)
         log.publish(Record("lowered", b"old"), at=1_000_000)
         log.publish(Record("sized", b"6789"), Record("ttl", b"x", ttl_ms=300), at=1_000_000)
@@ -283,9 +286,24 @@ def test_topics_at_rest_are_skipped_only_where_advancing_changes_nothing(
         log.create("sized")
         log.publish(Record("sized", b"new"), Record("empty", b"e"))
         check(30.0)
-        log.tick(1_010_000)
+        check(32.0)  # every topic the compaction moved is at rest again
+        log.publish(Record("late", b"t", ttl_ms=500), at=1_009_000)
+        check(35.0)
+        log.tick(1_010_000)  # "late"'s record expires
         check(40.0)
+        assert fast.counters.get("late") == slow.counters.get("late")
+        assert totals(fast, "late").expired_records == 1
         assert calls[0] > 0
+        looked_at: list[str] = []
+
+        def counting(state: object, *args: object) -> bool:
+            looked_at.append("topic")
+            return real_at_rest(state, *args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(counters_module, "_at_rest", counting)
+        log.tick(1_011_000)
+        check(50.0)
+        assert 0 < len(looked_at) < len(fast.topics)  # topics at rest are not looked at again
         skipped = sum(
             real_at_rest(fast.topics[n], t, log.store.first_index, fast.last_time)
             for n in fast.topics
@@ -295,3 +313,44 @@ def test_topics_at_rest_are_skipped_only_where_advancing_changes_nothing(
     finally:
         fast.close()
         slow.close()
+
+
+def test_first_names_follow_the_topics_through_every_change(log: Log, tmp_path: Path) -> None:
+    """The status view's names (``first_names``, sorted once per change of the topic set) are
+    the machine's topics in order after creates, auto-creates, deletes, re-creates and a
+    snapshot restore; between changes the same tuple is handed out again (not re-sorted)."""
+    first = TopicStateMachine(tmp_path / "first", log.store)
+    second = TopicStateMachine(tmp_path / "second", log.store)
+
+    def check(machine: TopicStateMachine, limit: int = 3) -> None:
+        names = machine.counters.first_names(limit)
+        assert names == tuple(sorted(machine.topics)[:limit])
+        assert machine.counters.first_names(limit) is names  # cached until the set changes
+        assert [s[0] for s in machine.counters.stats(limit)] == list(names)
+
+    try:
+        empty = second.snapshot(0)
+        for name in ("m", "c", "x", "a"):
+            log.create(name)
+            log.apply(first)
+            check(first)
+        check(first, limit=10)
+        log.publish(Record("b", b"auto"), auto=True)
+        log.apply(first)
+        check(first)
+        log.add(encode_command(TopicCommand("delete", "a")))
+        log.apply(first)
+        check(first)
+        log.create("a")
+        log.apply(first)
+        check(first)
+        check(second)  # nothing applied: no topics
+        second.restore(log.store.last_index, 1, first.snapshot(log.store.last_index))
+        check(second)
+        assert second.counters.first_names(10) == ("a", "b", "c", "m", "x")
+        first.restore(log.store.last_index, 1, empty)  # a snapshot without topics
+        check(first)
+        assert first.counters.first_names(10) == ()
+    finally:
+        first.close()
+        second.close()
