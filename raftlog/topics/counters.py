@@ -346,9 +346,9 @@ class TopicCounters:
 
     def first_names(self, limit: int) -> tuple[str, ...]:
         """The first ``limit`` live topics by name: the status view's list, built five times
-        a second. These are the machine's topics (``created``, ``deleted`` and the seeding
-        follow them one for one), sorted once per change of the set, not per view: sorting
-        50,000 names twice per view was a fifth of what a peer idle with that many topics
+        a second. These are the machine's topics (``topic_set`` and the seeding follow them
+        one for one), sorted once per change of the set, not per view: sorting 50,000 names
+        twice per view was over a quarter of what a peer idle with that many topics still
         spent (docs/performance.md §3, "Many topics")."""
         first = self._first
         if first is None or first[0] != limit:
