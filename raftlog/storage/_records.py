@@ -259,6 +259,16 @@ def encode_meta(snapshot_index: int, snapshot_term: int, last_index: int) -> byt
     return seal(META_KEY, body)
 
 
+def put_in_meta_family(
+    batch: WriteBatch, family: Callable[[str], ColumnFamily | None], key: bytes, value: bytes
+) -> None:
+    """Queue one of the ``m/`` records (the log's bounds, the hard state) into ``batch``, in
+    the family ``family(META_FAMILY)`` names (the database's ``family``: None in a database
+    opened without families, the layout before them, where the records lived in the default
+    family)."""
+    batch.put(key, value, family(META_FAMILY))
+
+
 def put_meta(
     batch: WriteBatch,
     family: Callable[[str], ColumnFamily | None],
@@ -266,11 +276,10 @@ def put_meta(
     snapshot_term: int,
     last_index: int,
 ) -> None:
-    """Queue the meta record into ``batch``, in the family ``family(META_FAMILY)`` names (the
-    database's ``family``: None in a database opened without families, the layout before
-    them, where the record lived in the default family)."""
-    value = encode_meta(snapshot_index, snapshot_term, last_index)
-    batch.put(META_KEY, value, family(META_FAMILY))
+    """Queue the meta record (``put_in_meta_family``)."""
+    put_in_meta_family(
+        batch, family, META_KEY, encode_meta(snapshot_index, snapshot_term, last_index)
+    )
 
 
 def decode_meta(value: bytes) -> tuple[int, int, int]:

@@ -79,10 +79,9 @@ class RocksHardStateStore:
         self._state = state
 
     def _put(self, batch: WriteBatch, state: HardState) -> None:
-        """Queue the record into ``batch``, in the meta column family (the default family
-        in a database opened without families, the layout before them)."""
-        batch.put(
-            rec.HARD_STATE_KEY, rec.encode_hard_state(state), self._db.family(rec.META_FAMILY)
+        """Queue the record into ``batch`` (``_records.put_in_meta_family``)."""
+        rec.put_in_meta_family(
+            batch, self._db.family, rec.HARD_STATE_KEY, rec.encode_hard_state(state)
         )
 
     def close(self) -> None:
