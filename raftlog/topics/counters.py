@@ -243,7 +243,7 @@ class TopicCounters:
         topics, states = self._topics, machine.topics
         if first != self._walked_first:
             self._walked_first = first
-            visit: Iterable[str] = list(states)
+            visit: Iterable[str] = states  # advancing changes only the counters' own state
         else:
             visit = self._moving
         self._moving = set()
