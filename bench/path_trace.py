@@ -287,6 +287,8 @@ def _median_p90(values: list[float]) -> tuple[float, float]:
 def report(trace: Trace, who: Roles, kept: list[dict[str, float]]) -> str:
     """The links' table, then the threads' CPU and wait per update."""
     updates = len(trace.events[who.client_io]["send"])
+    if not kept:
+        return f"none of {updates} updates had a complete chain (was perf tracing the run?)"
     lines = [
         f"{len(kept)} of {updates} updates in {trace.span / 1e3:.0f} ms with a complete chain",
         "",
