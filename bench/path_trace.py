@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import itertools
-import json
 import os
 import re
 import shutil
@@ -46,12 +45,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "interop")]
+sys.path[:0] = [str(ROOT / "tests")]
 
 from integration.cluster import PeerCluster  # noqa: E402
-from reference import NODE_MODULES  # noqa: E402
 
 from bench.procstat import load_average  # noqa: E402
+from bench.reference_client import node_command  # noqa: E402
 
 EVENTS = (
     "sched:sched_switch",
@@ -354,12 +353,8 @@ def one_round(updates: int, seconds: float, workdir: Path) -> str:
             {"kind": "updates", "inflight": 16, "total": 2000, "size": 100},
             {"kind": "updates", "inflight": 1, "total": updates, "size": 100},
         ]
-        params = json.dumps({"urls": cluster.urls, "ident": cluster.ident, "phases": phases})
-        script = ROOT / "bench" / "reference_loadgen.js"
-        env = {**os.environ, "NODE_PATH": str(NODE_MODULES)}
-        with subprocess.Popen(
-            ["node", str(script), params], stdout=subprocess.DEVNULL, env=env
-        ) as client:
+        command, env = node_command(cluster.urls, cluster.ident, phases)
+        with subprocess.Popen(command, stdout=subprocess.DEVNULL, env=env) as client:
             time.sleep(2.0)  # start-up, leader discovery and the warm-up phase
             data = workdir / "perf.data"
             record = ["perf", "record", "-q", "-a", "-o", str(data)]

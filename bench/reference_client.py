@@ -63,16 +63,24 @@ def read_phase(prev_index: int = 0) -> dict[str, Any]:
     return {"kind": "read", "prevIndex": prev_index}
 
 
+def node_command(
+    urls: Sequence[str], ident: str, phases: Sequence[Mapping[str, Any]]
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment that run ``phases`` against the cluster at ``urls``
+    (for a caller that must do something while they run, such as ``bench.path_trace``)."""
+    params = {"urls": list(urls), "ident": ident, "phases": list(phases)}
+    return ["node", str(SCRIPT), json.dumps(params)], {**os.environ, "NODE_PATH": str(NODE_MODULES)}
+
+
 def run_phases(
     urls: Sequence[str], ident: str, phases: Sequence[Mapping[str, Any]], timeout: float = 600.0
 ) -> list[NodeUpdates | NodeRead]:
     """Run ``phases`` in one Node process against the cluster at ``urls``; results in order.
 
     Raises ``RuntimeError`` with the program's stderr when it fails."""
-    params = {"urls": list(urls), "ident": ident, "phases": list(phases)}
-    env = {**os.environ, "NODE_PATH": str(NODE_MODULES)}
+    command, env = node_command(urls, ident, phases)
     proc = subprocess.run(
-        ["node", str(SCRIPT), json.dumps(params)],
+        command,
         stdin=subprocess.DEVNULL,
         capture_output=True,
         env=env,
