@@ -33,7 +33,6 @@ from raftlog.rpc.admin import (
     decode_take_leadership_response,
     drain_request,
 )
-from raftlog.rpc.codec import encode_request
 from raftlog.rpc.messages import (
     TYPE_REQUEST_ENTRIES,
     EntriesStatus,
@@ -41,6 +40,7 @@ from raftlog.rpc.messages import (
     RequestEntries,
     RequestEntriesResponse,
 )
+from raftlog.rpc.request_encoders import encode_request
 from raftlog.rpc.responses import decode_response
 
 POLL: Final = 0.05

@@ -29,7 +29,6 @@ import zmq
 
 from integration.secure_setup import SecureSetup
 from raftlog import sockets
-from raftlog.rpc.codec import encode_request
 from raftlog.rpc.messages import (
     ConfigUpdate,
     EntriesStatus,
@@ -45,6 +44,7 @@ from raftlog.rpc.messages import (
     Response,
     UpdateStatus,
 )
+from raftlog.rpc.request_encoders import encode_request
 from raftlog.rpc.responses import decode_response
 from raftlog.security.settings import CurveClient
 

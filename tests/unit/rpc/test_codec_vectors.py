@@ -13,7 +13,6 @@ from raftlog.rpc.codec import (
     decode_request,
     decode_request_args,
     encode_broadcast,
-    encode_request,
     split_header,
 )
 from raftlog.rpc.config import decode_config_payload, encode_config_payload
@@ -50,6 +49,7 @@ from raftlog.rpc.messages import (
     StateBroadcast,
     UpdateStatus,
 )
+from raftlog.rpc.request_encoders import encode_request
 from raftlog.rpc.responses import decode_response, encode_response
 
 IDENT = b"s3cr3t"
