@@ -41,7 +41,7 @@ from raftlog.rpc.messages import (
     RequestEntriesResponse,
 )
 from raftlog.rpc.request_encoders import encode_request
-from raftlog.rpc.responses import decode_response
+from raftlog.rpc.response_decoders import decode_response
 
 POLL: Final = 0.05
 """Seconds between two looks at who leads, while waiting for the target to win."""

@@ -23,7 +23,8 @@ from raftlog.rpc.config import (
 )
 from raftlog.rpc.frames import decode_msg_id, encode_msg_id, next_msg_id
 from raftlog.rpc.request_encoders import encode_request
-from raftlog.rpc.responses import decode_response, encode_response
+from raftlog.rpc.response_decoders import decode_response
+from raftlog.rpc.responses import encode_response
 
 __all__ = [
     "DecodedRequest",

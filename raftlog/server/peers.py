@@ -40,7 +40,7 @@ from raftlog.rpc.messages import (
     RequestVote,
 )
 from raftlog.rpc.request_encoders import encode_request
-from raftlog.rpc.responses import decode_response
+from raftlog.rpc.response_decoders import decode_response
 from raftlog.security.settings import CurveClient
 from raftlog.transport import send_frames
 

@@ -45,7 +45,7 @@ from raftlog.rpc.messages import (
     UpdateStatus,
 )
 from raftlog.rpc.request_encoders import encode_request
-from raftlog.rpc.responses import decode_response
+from raftlog.rpc.response_decoders import decode_response
 from raftlog.security.settings import CurveClient
 
 PEER_BIN = Path(sys.executable).with_name("raftlog-peer")

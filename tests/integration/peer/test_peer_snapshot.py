@@ -12,7 +12,7 @@ from integration.peer.monitoring_helpers import metric_samples as _samples
 from integration.peer.updates import update
 from raftlog.rpc.messages import EntriesStatus, RequestEntries, RequestEntriesResponse
 from raftlog.rpc.request_encoders import encode_request
-from raftlog.rpc.responses import decode_response
+from raftlog.rpc.response_decoders import decode_response
 
 RAFT = {
     "log_compaction_threshold": 50,

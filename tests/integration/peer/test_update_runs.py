@@ -28,7 +28,7 @@ from raftlog.rpc.messages import (
     UpdateStatus,
 )
 from raftlog.rpc.request_encoders import encode_request
-from raftlog.rpc.responses import decode_response
+from raftlog.rpc.response_decoders import decode_response
 
 BURSTS = 40
 INFO_ID = b"\x01"

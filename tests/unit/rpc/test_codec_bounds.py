@@ -20,7 +20,7 @@ from raftlog.rpc.messages import (
 )
 from raftlog.rpc.ranges import OutOfRangeError
 from raftlog.rpc.request_encoders import encode_request
-from raftlog.rpc.responses import decode_response
+from raftlog.rpc.response_decoders import decode_response
 
 ENTRY = LogEntry(bytes(12), EntryType.STATE, 1, b"x")
 

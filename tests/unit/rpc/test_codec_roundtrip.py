@@ -31,7 +31,8 @@ from raftlog.rpc.messages import (
     StateBroadcast,
 )
 from raftlog.rpc.request_encoders import encode_request
-from raftlog.rpc.responses import decode_response, encode_response
+from raftlog.rpc.response_decoders import decode_response
+from raftlog.rpc.responses import encode_response
 
 ROUNDTRIP = settings(max_examples=150, deadline=None)
 

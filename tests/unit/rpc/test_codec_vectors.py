@@ -50,7 +50,8 @@ from raftlog.rpc.messages import (
     UpdateStatus,
 )
 from raftlog.rpc.request_encoders import encode_request
-from raftlog.rpc.responses import decode_response, encode_response
+from raftlog.rpc.response_decoders import decode_response
+from raftlog.rpc.responses import encode_response
 
 IDENT = b"s3cr3t"
 REQID = bytes.fromhex("5956dc8826f27e10dcccab20")
