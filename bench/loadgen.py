@@ -17,7 +17,6 @@ import zmq
 
 from raftlog import sockets
 from raftlog.ids import RequestIdGenerator
-from raftlog.rpc.codec import encode_request
 from raftlog.rpc.frames import decode_uint
 from raftlog.rpc.messages import (
     EntriesStatus,
@@ -29,7 +28,8 @@ from raftlog.rpc.messages import (
     RequestUpdateResponse,
     UpdateStatus,
 )
-from raftlog.rpc.responses import decode_response
+from raftlog.rpc.request_encoders import encode_request
+from raftlog.rpc.response_decoders import decode_response
 from raftlog.security.settings import CurveClient
 from raftlog.transport import recv_frames, send_frames
 

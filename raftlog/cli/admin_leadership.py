@@ -33,7 +33,6 @@ from raftlog.rpc.admin import (
     decode_take_leadership_response,
     drain_request,
 )
-from raftlog.rpc.codec import encode_request
 from raftlog.rpc.messages import (
     TYPE_REQUEST_ENTRIES,
     EntriesStatus,
@@ -41,7 +40,8 @@ from raftlog.rpc.messages import (
     RequestEntries,
     RequestEntriesResponse,
 )
-from raftlog.rpc.responses import decode_response
+from raftlog.rpc.request_encoders import encode_request
+from raftlog.rpc.response_decoders import decode_response
 
 POLL: Final = 0.05
 """Seconds between two looks at who leads, while waiting for the target to win."""

@@ -22,7 +22,6 @@ from raftlog.consensus.results import ConfigProposeResult, ProposeResult
 from raftlog.consensus.settings import CoreConfig
 from raftlog.consensus.state import CoreState
 from raftlog.consensus.views import CoreViews
-from raftlog.entry import LogEntry
 from raftlog.errors import LocalProtocolError
 from raftlog.rpc.messages import (
     AppendEntries,
@@ -30,7 +29,6 @@ from raftlog.rpc.messages import (
     ConfigPayload,
     InstallSnapshot,
     InstallSnapshotResponse,
-    Peer,
     PeerRequest,
     PeerResponse,
     RequestVote,
@@ -365,44 +363,3 @@ class RaftCore(CoreViews):
             s.log.stable_to(ready.append)
             if s.role is Role.LEADER:
                 maybe_commit(s)  # this leader's own copy is durable now
-
-    # -- read-only views for the driver (the simple ones: ``CoreViews``) ---------------------
-    def term_at(self, index: int) -> int | None:
-        """Term of ``index`` in this peer's log view (including not yet durable entries)."""
-        return self._s.log.term_at(index)
-
-    def entries(self, lo: int, hi: int, max_bytes: int | None = None) -> list[LogEntry]:
-        """Entries ``[lo, hi)`` of the log view (for tests and diagnostics)."""
-        return list(self._s.log.entries(lo, hi, max_bytes))
-
-    @property
-    def config(self) -> ConfigPayload:
-        """The configuration in effect (best guess when ``config_known`` is False); what
-        RequestConfig answers with."""
-        return self._s.membership.payload
-
-    def connect_to(self) -> tuple[Peer, ...]:
-        """Every peer the driver must keep a connection to: the configuration in effect plus
-        the peers this leader is still telling about their removal (see ``leader``)."""
-        peers = self._s.membership.payload.all_peers()
-        known = {peer.id for peer in peers}
-        departing = tuple(p for p in self._s.departing.values() if p.id not in known)
-        return peers + departing
-
-    @property
-    def removed(self) -> bool:
-        """Has a committed configuration removed this former voter (``RemovedFromCluster``)?"""
-        return self._s.removed_reported
-
-    def match_indexes(self) -> dict[str, int]:
-        """On a leader: each other peer's highest index known replicated (its progress);
-        empty elsewhere. A copy, for monitoring (``raftlog.observability``)."""
-        if self._s.role is not Role.LEADER:
-            return {}
-        return {peer: p.match for peer, p in self._s.progress.items()}
-
-    @property
-    def pending_config_change(self) -> int | None:
-        """Joint index of the ConfigUpdate this leader started and has not completed."""
-        change = self._s.pending_change
-        return None if change is None else change[1]

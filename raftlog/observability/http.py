@@ -38,7 +38,8 @@ from raftlog.client.runner import LoopStartError, LoopThread
 from raftlog.metrics import Registry
 from raftlog.observability.cluster_poll import ClusterPoller
 from raftlog.observability.collector import PeerCollector
-from raftlog.observability.guard import ConnectionGuard, GuardedSite
+from raftlog.observability.guard import ConnectionGuard
+from raftlog.observability.guarded_site import GuardedSite
 from raftlog.observability.health import (
     DEFAULT_READY_MAX_LAG,
     Verdict,

@@ -1,8 +1,9 @@
 """The ØMQ RAFT wire format: typed messages (``messages``) and pure frame codecs.
 
-The public codec API is re-exported here; see :mod:`raftlog.rpc.codec` (requests and
-broadcasts), :mod:`raftlog.rpc.responses`, :mod:`raftlog.rpc.frames` (primitives) and
-:mod:`raftlog.rpc.config` (peer lists and CONFIG payloads).
+The public codec API is re-exported here; see :mod:`raftlog.rpc.codec` (request decoding and
+broadcasts), :mod:`raftlog.rpc.request_encoders`, :mod:`raftlog.rpc.responses`,
+:mod:`raftlog.rpc.frames` (primitives) and :mod:`raftlog.rpc.config` (peer lists and CONFIG
+payloads).
 """
 
 from raftlog.rpc.codec import (
@@ -11,7 +12,6 @@ from raftlog.rpc.codec import (
     decode_request,
     decode_request_args,
     encode_broadcast,
-    encode_request,
     split_header,
 )
 from raftlog.rpc.config import (
@@ -22,7 +22,9 @@ from raftlog.rpc.config import (
     validate_peer_url,
 )
 from raftlog.rpc.frames import decode_msg_id, encode_msg_id, next_msg_id
-from raftlog.rpc.responses import decode_response, encode_response
+from raftlog.rpc.request_encoders import encode_request
+from raftlog.rpc.response_decoders import decode_response
+from raftlog.rpc.responses import encode_response
 
 __all__ = [
     "DecodedRequest",

@@ -50,7 +50,7 @@ class CompactResponse:
 
 
 def compact_request() -> ClientDispatch:
-    """The ``AC`` request (encode it with ``codec.encode_request``)."""
+    """The ``AC`` request (encode it with ``request_encoders.encode_request``)."""
     return ClientDispatch(TYPE_COMPACT)
 
 

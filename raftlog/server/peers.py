@@ -26,7 +26,6 @@ import zmq
 
 from raftlog import sockets
 from raftlog.errors import LocalProtocolError, RemoteProtocolError
-from raftlog.rpc.codec import encode_request
 from raftlog.rpc.frames import decode_msg_id, encode_msg_id, next_msg_id
 from raftlog.rpc.messages import (
     TYPE_APPEND_ENTRIES,
@@ -40,7 +39,8 @@ from raftlog.rpc.messages import (
     PeerResponse,
     RequestVote,
 )
-from raftlog.rpc.responses import decode_response
+from raftlog.rpc.request_encoders import encode_request
+from raftlog.rpc.response_decoders import decode_response
 from raftlog.security.settings import CurveClient
 from raftlog.transport import send_frames
 

@@ -26,8 +26,8 @@ from faults.group_schedule import GroupLoad, group_options
 from faults.harness import Chaos, FaultFunction, RunOptions
 from raftlog import sockets
 from raftlog.client import RaftClient
-from raftlog.rpc.codec import encode_request
 from raftlog.rpc.messages import RequestEntries
+from raftlog.rpc.request_encoders import encode_request
 
 SLOW_SYNC_MS = 100
 BURST_STREAMS = 200

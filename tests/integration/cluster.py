@@ -29,7 +29,6 @@ import zmq
 
 from integration.secure_setup import SecureSetup
 from raftlog import sockets
-from raftlog.rpc.codec import encode_request
 from raftlog.rpc.messages import (
     ConfigUpdate,
     EntriesStatus,
@@ -45,7 +44,8 @@ from raftlog.rpc.messages import (
     Response,
     UpdateStatus,
 )
-from raftlog.rpc.responses import decode_response
+from raftlog.rpc.request_encoders import encode_request
+from raftlog.rpc.response_decoders import decode_response
 from raftlog.security.settings import CurveClient
 
 PEER_BIN = Path(sys.executable).with_name("raftlog-peer")

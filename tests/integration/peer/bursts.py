@@ -38,7 +38,7 @@ or unscheduled, and the default timeouts then see elections without any burst.""
 
 SILENT_CLIENTS: Final = """
 import sys, zmq
-from raftlog.rpc.codec import encode_request
+from raftlog.rpc.request_encoders import encode_request
 from raftlog.rpc.messages import RequestEntries
 url, ident, n = sys.argv[1], sys.argv[2].encode(), int(sys.argv[3])
 context = zmq.Context()

@@ -22,9 +22,9 @@ import zmq
 from integration.cluster import PeerCluster, wait_for
 from integration.peer.updates import update
 from raftlog.bounds import MAX_INDEX, MAX_TERM
-from raftlog.rpc.codec import encode_request
 from raftlog.rpc.frames import encode_msg_id
 from raftlog.rpc.messages import RequestVote
+from raftlog.rpc.request_encoders import encode_request
 from raftlog.storage.rocks import open_storage
 
 FORGED_TERMS = (2**53 - 1, 2**53 - 2, MAX_TERM, MAX_TERM - 1)

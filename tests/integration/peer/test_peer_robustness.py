@@ -13,9 +13,9 @@ import zmq
 from integration.cluster import PEER_BIN, PeerCluster, free_ports, wait_for
 from integration.peer.updates import new_request_id, update
 from raftlog.entry import EntryType, LogEntry
-from raftlog.rpc.codec import encode_request
 from raftlog.rpc.frames import encode_msg_id
 from raftlog.rpc.messages import AppendEntries, InstallSnapshot, RequestVote
+from raftlog.rpc.request_encoders import encode_request
 
 GOOD_RID = b"\x00" * 12
 

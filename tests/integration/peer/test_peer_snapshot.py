@@ -10,9 +10,9 @@ import zmq
 from integration.cluster import PeerCluster, wait_for
 from integration.peer.monitoring_helpers import metric_samples as _samples
 from integration.peer.updates import update
-from raftlog.rpc.codec import encode_request
 from raftlog.rpc.messages import EntriesStatus, RequestEntries, RequestEntriesResponse
-from raftlog.rpc.responses import decode_response
+from raftlog.rpc.request_encoders import encode_request
+from raftlog.rpc.response_decoders import decode_response
 
 RAFT = {
     "log_compaction_threshold": 50,

@@ -20,9 +20,9 @@ import zmq
 from integration.cluster import PeerCluster
 from integration.peer.updates import new_request_id
 from raftlog.client import RaftClient
-from raftlog.rpc.codec import encode_request
 from raftlog.rpc.denied import quota_refusal_of
 from raftlog.rpc.messages import ClientDispatch, Request, RequestUpdate
+from raftlog.rpc.request_encoders import encode_request
 from raftlog.topics.client import TopicClient
 from raftlog.topics.records import Record, encode_records
 from raftlog.topics.wire import TYPE_PUBLISH

@@ -18,7 +18,6 @@ import zmq
 
 from integration.cluster import PeerCluster
 from integration.peer.updates import new_request_id
-from raftlog.rpc.codec import encode_request
 from raftlog.rpc.messages import (
     TYPE_REQUEST_LOG_INFO,
     TYPE_REQUEST_UPDATE,
@@ -28,7 +27,8 @@ from raftlog.rpc.messages import (
     RequestUpdateResponse,
     UpdateStatus,
 )
-from raftlog.rpc.responses import decode_response
+from raftlog.rpc.request_encoders import encode_request
+from raftlog.rpc.response_decoders import decode_response
 
 BURSTS = 40
 INFO_ID = b"\x01"

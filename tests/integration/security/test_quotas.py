@@ -25,9 +25,9 @@ from integration.security.test_secure_cluster import raw_exchange
 from raftlog import sockets
 from raftlog.client import RaftClient
 from raftlog.errors import QuotaExceededError
-from raftlog.rpc.codec import encode_request
 from raftlog.rpc.denied import quota_refusal_of
 from raftlog.rpc.messages import RequestEntries, RequestLogInfo
+from raftlog.rpc.request_encoders import encode_request
 from raftlog.security.policy import token_digest
 from raftlog.topics.client import TopicClient
 

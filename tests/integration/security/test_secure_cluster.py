@@ -23,7 +23,6 @@ from raftlog import sockets
 from raftlog.client import RaftClient, Subscriber
 from raftlog.client.dealer import AUTH_REQUIRED
 from raftlog.errors import AccessDeniedError, AuthenticationError
-from raftlog.rpc.codec import encode_request
 from raftlog.rpc.denied import access_denied_reason
 from raftlog.rpc.messages import (
     ConfigUpdate,
@@ -34,6 +33,7 @@ from raftlog.rpc.messages import (
     RequestUpdate,
     RequestVote,
 )
+from raftlog.rpc.request_encoders import encode_request
 from raftlog.security.settings import CurveClient
 from raftlog.topics.client import TopicClient
 

@@ -25,7 +25,6 @@ from raftlog.errors import (
     QuotaExceededError,
     TransactionNotOwnedError,
 )
-from raftlog.rpc.codec import encode_request
 from raftlog.rpc.denied import access_denied_reason, quota_refusal_of
 from raftlog.rpc.messages import (
     ClientDispatch,
@@ -35,6 +34,7 @@ from raftlog.rpc.messages import (
     RequestLogInfo,
     RequestVote,
 )
+from raftlog.rpc.request_encoders import encode_request
 from raftlog.topics.client import TopicClient
 from raftlog.topics.wire import TYPE_READ, ReadRequest, encode_read_request
 

@@ -9,7 +9,7 @@ import pytest
 from raftlog.bounds import INDEX_OUT_OF_RANGE, MAX_INDEX, MAX_TERM, TERM_OUT_OF_RANGE
 from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import RemoteProtocolError
-from raftlog.rpc.codec import decode_request, encode_request
+from raftlog.rpc.codec import decode_request
 from raftlog.rpc.frames import encode_bool, encode_uint
 from raftlog.rpc.messages import (
     AppendEntries,
@@ -19,7 +19,8 @@ from raftlog.rpc.messages import (
     RequestVoteResponse,
 )
 from raftlog.rpc.ranges import OutOfRangeError
-from raftlog.rpc.responses import decode_response
+from raftlog.rpc.request_encoders import encode_request
+from raftlog.rpc.response_decoders import decode_response
 
 ENTRY = LogEntry(bytes(12), EntryType.STATE, 1, b"x")
 

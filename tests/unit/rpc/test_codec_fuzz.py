@@ -20,12 +20,13 @@ from raftlog.rpc.codec import (
     decode_broadcast,
     decode_request,
     encode_broadcast,
-    encode_request,
 )
 from raftlog.rpc.config import decode_config_payload
 from raftlog.rpc.frames import decode_json
 from raftlog.rpc.messages import Request, Response, StateBroadcast
-from raftlog.rpc.responses import decode_response, encode_response
+from raftlog.rpc.request_encoders import encode_request
+from raftlog.rpc.response_decoders import decode_response
+from raftlog.rpc.responses import encode_response
 
 ALL_TYPES = [*sorted(CORE_TYPES), b"W", b"", b"xy"]
 

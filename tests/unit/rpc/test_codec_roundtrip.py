@@ -12,7 +12,6 @@ from raftlog.rpc.codec import (
     decode_request,
     decode_request_args,
     encode_broadcast,
-    encode_request,
     split_header,
 )
 from raftlog.rpc.config import decode_config_payload, encode_config_payload
@@ -31,7 +30,9 @@ from raftlog.rpc.messages import (
     Response,
     StateBroadcast,
 )
-from raftlog.rpc.responses import decode_response, encode_response
+from raftlog.rpc.request_encoders import encode_request
+from raftlog.rpc.response_decoders import decode_response
+from raftlog.rpc.responses import encode_response
 
 ROUNDTRIP = settings(max_examples=150, deadline=None)
 

@@ -13,7 +13,6 @@ from raftlog.rpc.codec import (
     decode_request,
     decode_request_args,
     encode_broadcast,
-    encode_request,
     split_header,
 )
 from raftlog.rpc.config import decode_config_payload, encode_config_payload
@@ -50,7 +49,9 @@ from raftlog.rpc.messages import (
     StateBroadcast,
     UpdateStatus,
 )
-from raftlog.rpc.responses import decode_response, encode_response
+from raftlog.rpc.request_encoders import encode_request
+from raftlog.rpc.response_decoders import decode_response
+from raftlog.rpc.responses import encode_response
 
 IDENT = b"s3cr3t"
 REQID = bytes.fromhex("5956dc8826f27e10dcccab20")

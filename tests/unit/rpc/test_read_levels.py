@@ -7,9 +7,10 @@ import pytest
 
 from raftlog.consensus import ReadIndexFailed, ReadIndexReady
 from raftlog.errors import RemoteProtocolError
-from raftlog.rpc.codec import decode_request, encode_request
+from raftlog.rpc.codec import decode_request
 from raftlog.rpc.messages import ClientDispatch, ClientDispatchResponse, RequestEntries
 from raftlog.rpc.reads import Consistency, decode_read_index_answer, encode_read_index_answer
+from raftlog.rpc.request_encoders import encode_request
 from raftlog.server.consistent_reads import ConsistentReads
 from raftlog.topics import wire as rpc
 from raftlog.topics.wire_reads import encode_not_served, not_served_leader, read_level, with_level

@@ -7,7 +7,6 @@ from server_fakes import EventRecorder, metrics
 
 from raftlog.errors import LocalProtocolError
 from raftlog.metrics import PeerMetrics
-from raftlog.rpc.codec import encode_request
 from raftlog.rpc.messages import (
     TYPE_REQUEST_LOG_INFO,
     TYPE_REQUEST_UPDATE,
@@ -16,6 +15,7 @@ from raftlog.rpc.messages import (
     RequestLogInfo,
     RequestUpdate,
 )
+from raftlog.rpc.request_encoders import encode_request
 from raftlog.server.dispatch import Dispatcher, Handler, route
 
 IDENT = b"cluster"

@@ -23,7 +23,7 @@ from raftlog.rpc.messages import (
     RequestLogInfo,
     RequestLogInfoResponse,
 )
-from raftlog.rpc.responses import decode_response
+from raftlog.rpc.response_decoders import decode_response
 from raftlog.server.consistent_reads import ConsistentReads
 from raftlog.server.info_service import InfoService
 from raftlog.storage.base import SnapshotMeta
