@@ -58,7 +58,8 @@ from raftlog.topics.requests import answer_request
 from raftlog.topics.rules import check_entry
 from raftlog.topics.snapshot import build_snapshot, parse_snapshot, snapshot_part
 from raftlog.topics.state import TopicState
-from raftlog.topics.tx import Finished, TransactionTable
+from raftlog.topics.tx import TransactionTable
+from raftlog.topics.tx_rows import Finished
 
 NAME: Final = "topics"
 TOPICS_DIR: Final = "topics"
