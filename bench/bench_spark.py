@@ -46,12 +46,12 @@ from raftlog_spark.rows import KIND_OFFSET  # noqa: E402
 
 from bench import spark_mixed  # noqa: E402
 from raftlog.client import IndexedEntry, RaftClient  # noqa: E402
+from raftlog.topics.record_decode import decode_entry  # noqa: E402
 from raftlog.topics.records import (  # noqa: E402
     KIND_RECORDS,
     MAGIC,
     Record,
     RecordBatch,
-    decode_entry,
     encode_records,
 )
 

@@ -26,22 +26,20 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from raftlog.entry import ENTRY_HEADER_SIZE, EntryType, decode_time_checkpoint
 from raftlog.errors import TopicError, TransactionError
 from raftlog.storage.base import SnapshotStore
-from raftlog.topics import wire as rpc
-from raftlog.topics import wire_counts as topic_counts
-from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.commit import CommitRecords, plan_commit
 from raftlog.topics.counters import TopicCounters
 from raftlog.topics.groups.entry import GroupCommand
 from raftlog.topics.groups.host import GroupHost, IndexRecords
 from raftlog.topics.index import TopicIndex, group_by_topic
 from raftlog.topics.kv_state import KeyValueState
+from raftlog.topics.machine_views import TopicMachineViews
 from raftlog.topics.reads import EntrySource, TopicReader
 from raftlog.topics.record_scan import BatchSummary, batch_fits, summarize_batch
 from raftlog.topics.records import (
@@ -58,7 +56,8 @@ from raftlog.topics.requests import answer_request
 from raftlog.topics.rules import check_entry
 from raftlog.topics.snapshot import build_snapshot, parse_snapshot, snapshot_part
 from raftlog.topics.state import TopicState
-from raftlog.topics.tx import Finished, TransactionTable
+from raftlog.topics.tx import TransactionTable
+from raftlog.topics.tx_rows import Finished
 
 NAME: Final = "topics"
 TOPICS_DIR: Final = "topics"
@@ -69,7 +68,7 @@ MAX_RECENT_REFUSALS: Final = 10_000
 __all__ = ["TopicStateMachine", "check_entry", "snapshot_part"]
 
 
-class TopicStateMachine:
+class TopicStateMachine(TopicMachineViews):
     """Topics over the replicated log: applies topic commands and record batches into a topic
     index, and answers topic reads (``TR``, ``TD``, ``TL``) from it."""
 
@@ -100,33 +99,11 @@ class TopicStateMachine:
         records = IndexRecords(self._index, self._reader, lambda: self._topics, position)
         self.groups = GroupHost(self._index, records)  # consumer groups (#27)
 
-    # -- state -----------------------------------------------------------------------------
-    @property
-    def last_applied(self) -> int:
-        """Index of the last entry applied to the topic index."""
-        return self._applied
-
-    @property
-    def last_time(self) -> int:
-        """The log clock (``raftlog.cluster_clock``): the latest cluster time stamped in the
-        applied log. Every time-based decision (retention, TTL, transaction timeouts, leases,
-        request-id expiry) is taken against it: the same log, the same decision everywhere."""
-        return self._last_time
-
-    @property
-    def topics(self) -> Mapping[str, TopicState]:
-        """The topics as of the applied index (the leader's gate checks publishes against it)."""
-        return self._topics
-
     def _note(self, event: str, **fields: object) -> None:
         if self._log is not None:
             self._log.warning(event, **fields)
 
     # -- StateMachine ----------------------------------------------------------------------
-    def refusal_at(self, index: int) -> TopicError | None:
-        """Why the record batch at ``index`` was refused at apply (if it was, still known)."""
-        return self._recent_refusals.get(index)
-
     def apply(self, first_index: int, entries: Sequence[bytes], term: int) -> None:
         """Apply committed entries: topic commands change topics, record batches are indexed (or
         refused, deterministically), ticks and time checkpoints move the log clock; a replayed
@@ -261,14 +238,6 @@ class TopicStateMachine:
             self._index.put_commit_stores(batch, index, tx.stores)
         self._tx.end(batch, txid, Finished("committed", index, index))
 
-    def check_transaction(self, entry: TxControl | TxStore, now_ms: int) -> TopicError | None:
-        """The gate's question: why refuse ``entry`` stamped ``now_ms`` (apply's rules)."""
-        return self._tx.check(entry, now_ms)
-
-    def transaction(self, txid: str) -> tx_rpc.TransactionInfo:
-        """``TS``: what this peer knows of ``txid``."""
-        return self._tx.known_status(txid)
-
     def _apply_summary(self, batch: Any, index: int, summary: BatchSummary) -> None:
         """The hot path of every publish on every peer: no Record per record (``record_scan``)."""
         self._advance_clock(batch, index, summary.append_time_ms)
@@ -386,52 +355,6 @@ class TopicStateMachine:
     def catch_up(self, snapshots: SnapshotStore, upto: int) -> None:
         """Bring the index to ``upto`` from its own position (``raftlog.topics.replay``)."""
         catch_up(self, self._entries, snapshots, upto)
-
-    # -- reads -----------------------------------------------------------------------------
-    def _state(self, name: str) -> TopicState:
-        state = self._topics.get(name)
-        if state is None:
-            raise TopicError("UnknownTopic", f"topic {name!r} does not exist")
-        return state
-
-    def read(self, req: rpc.ReadRequest) -> rpc.ReadResult:
-        """``TR``: records of a topic from a record id or an append time (``topic_reads``)."""
-        return self._reader.read(
-            self._state(req.topic), req, self._applied, self._is_leader, self._last_time
-        )
-
-    def describe(self, name: str) -> rpc.TopicInfo:
-        """``TD``: a topic's properties, retained range, low-water and log clock."""
-        return self._reader.describe(name, self._state(name), self._last_time, self._applied)
-
-    # -- retention and compaction ----------------------------------------------------------
-    def compaction_limit(self) -> int:
-        """The highest index the log may be compacted to without losing a retained record
-        (just below the first record any topic retains; ``last_applied`` when none does)
-        or entering a transaction that needs its entries (``TransactionTable``)."""
-        floor = self._reader.retained_floor(self._topics, self._last_time, self._applied)
-        return self._tx.compaction_floor(floor)
-
-    def next_expiry(self) -> int | None:
-        """The log-clock time at which the next retained record expires by time or by its
-        own TTL (None: nothing will): when the leader's clock passes it, a clock tick makes
-        every peer expire it."""
-        deadlines = self._ttl_deadlines
-        while deadlines and deadlines[0] <= self._last_time:
-            heapq.heappop(deadlines)
-        dues = (
-            deadlines[0] if deadlines else None,
-            self._tx.next_deadline(),  # transaction timeouts need the log clock to move too
-            self.groups.table.next_deadline,  # and lease deadlines (#27)
-            self._reader.retention_due(self._topics, self._last_time, self._applied),
-        )
-        return min((due for due in dues if due is not None), default=None)
-
-    def counts(self, req: topic_counts.CountsRequest) -> topic_counts.CountsResult:
-        """Records per index bucket (``TC``): every topic, or the named (existing) ones."""
-        names = list(self._topics) if req.topics is None else req.topics
-        states = {name: self._state(name) for name in names}
-        return self._reader.counts(req, states, self._applied, self._last_time)
 
     # -- housekeeping ----------------------------------------------------------------------
     def _collect(self) -> None:

@@ -7,8 +7,8 @@ plus the records' TTLs. Building a frozen ``Record`` for each record to get ther
 about three quarters of a microsecond per record, three or four times per publish
 (measured with py-spy on a 3-peer cluster: decoding was the leader's largest CPU item).
 
-:func:`summarize_batch` accepts exactly what ``raftlog.topics.records.decode_entry`` accepts as a
-record batch, and nothing it would refuse; where it is unsure (anything it does not
+:func:`summarize_batch` accepts exactly what ``raftlog.topics.record_decode.decode_entry``
+accepts as a record batch, and nothing it would refuse; where it is unsure (anything it does not
 recognise as a plain, valid batch) it returns None and the caller takes the full decoder,
 which then produces the precise error. So the fast path can never change a decision, only
 skip work.

@@ -32,6 +32,7 @@ from typing import Final, TypeAlias
 import msgpack
 
 from raftlog.errors import RecordFormatError
+from raftlog.topics.record_decode import _records
 from raftlog.topics.records import (
     MAX_POSITION,
     Expectation,
@@ -39,7 +40,6 @@ from raftlog.topics.records import (
     RecordBatch,
     RecordId,
     _header,
-    _records,
     check_topic_name,
     check_uint,
     encode_records,

@@ -31,6 +31,7 @@ from typing import Final, Literal, TypeAlias
 import msgpack
 
 from raftlog.topics.groups.entry import KIND_GROUP, GroupCommand, decode_group_body
+from raftlog.topics.record_decode import _records, _unpack, decode_entry
 from raftlog.topics.records import (
     _HEADER,
     _KNOWN_FLAGS,
@@ -43,9 +44,6 @@ from raftlog.topics.records import (
     RecordFormatError,
     TopicEntry,
     _header,
-    _records,
-    _unpack,
-    decode_entry,
     encode_records,
 )
 from raftlog.topics.records_kv import KIND_CONDITIONAL, decode_conditional
@@ -229,7 +227,7 @@ def decode_tx_body(kind: int, flags: int, append_time: int, body: object) -> TxE
 
 
 def decode_any_entry(data: bytes) -> TopicEntry | TxEntry | GroupCommand | None:
-    """Any topic entry, transaction kinds included (``raftlog.topics.records.decode_entry``'s
+    """Any topic entry, transaction kinds included (``raftlog.topics.record_decode.decode_entry``'s
     rules otherwise): None without the magic, ``RecordFormatError`` when malformed."""
     if len(data) <= HEADER_SIZE or data[:4] != MAGIC or data[5] not in _KINDS:
         return decode_entry(data)

@@ -29,12 +29,12 @@ counted, and reported to a ``TP`` publisher through ``refusal_at``):
   re-created) since, the whole transaction aborts instead: all or nothing.
 * ``rollback``: the transaction ends; its stores become garbage.
 
-State, in the topic index (``topic_index`` lists the keys): ``e <begin>`` per transaction
-(id, deadline, totals, end and outcome), ``y <begin> <store>`` per store, ``x <txid>`` the
-latest begin of an id (for status and error names), ``t <commit>`` the stores behind each
-commit (for readers). Open transactions are also held in memory. Everything is written in
-the apply's batch; a finished transaction's keys are dropped once the log is compacted past
-its end (``collect``).
+State, in the topic index (``topic_index`` lists the keys, ``tx_rows`` encodes the rows):
+``e <begin>`` per transaction (id, deadline, totals, end and outcome), ``y <begin> <store>``
+per store, ``x <txid>`` the latest begin of an id (for status and error names),
+``t <commit>`` the stores behind each commit (for readers). Open transactions are also held
+in memory. Everything is written in the apply's batch; a finished transaction's keys are
+dropped once the log is compacted past its end (``collect``).
 
 Log compaction (``compaction_floor``): a snapshot at index S must never fall inside a
 transaction that was open at S -- its begin would be compacted away while later entries
@@ -50,7 +50,6 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import msgpack
@@ -58,7 +57,16 @@ import msgpack
 from raftlog.errors import TopicError, TransactionError, transaction_error
 from raftlog.topics.index import TopicIndex, u64
 from raftlog.topics.records_tx import TxControl, TxStore
-from raftlog.topics.wire_tx import TransactionInfo, TxState
+from raftlog.topics.tx_rows import (
+    _END,
+    Finished,
+    OpenTransaction,
+    _begin_key,
+    _pack_tx,
+    _store_key,
+    _unpack_tx,
+)
+from raftlog.topics.wire_tx import TransactionInfo
 
 MAX_OPEN_TRANSACTIONS: Final = 1000
 """Open transactions at once (each pins log compaction at its begin until it ends)."""
@@ -66,63 +74,8 @@ MAX_TX_RECORDS: Final = 100_000
 """Records in one transaction."""
 MAX_TX_BYTES: Final = 64 * 1024 * 1024
 """Bytes (``Record.size``) in one transaction."""
-_END: Final = b"\xff" * 8
 MAX_RECENT: Final = 10_000
 """Finished transactions remembered in memory (beyond: read from the index)."""
-
-
-@dataclass(slots=True)
-class OpenTransaction:
-    """One open transaction as the machine holds it."""
-
-    txid: str
-    begin_index: int
-    deadline_ms: int
-    stores: list[tuple[int, int]] = field(default_factory=list)
-    """``(store entry index, records)`` in log order."""
-    records: int = 0
-    bytes: int = 0
-    owner: str | None = None
-    """The principal that began it (None: nobody owns it)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """How a transaction ended."""
-
-    state: TxState
-    end_index: int
-    commit_index: int | None = None
-
-
-def _pack_tx(tx: OpenTransaction, end: Finished | None) -> bytes:
-    packed: bytes = msgpack.packb(
-        [
-            tx.txid,
-            tx.deadline_ms,
-            tx.records,
-            tx.bytes,
-            None if end is None else end.state,
-            None if end is None else end.end_index,
-            None if end is None else end.commit_index,
-            tx.owner,
-        ]
-    )
-    return packed
-
-
-def _unpack_tx(value: bytes) -> list[Any]:
-    """``_pack_tx``'s eight fields; rows written before owners existed had seven."""
-    fields: list[Any] = msgpack.unpackb(value)
-    return fields if len(fields) == 8 else [*fields, None]
-
-
-def _begin_key(begin: int) -> bytes:
-    return b"e" + u64(begin)
-
-
-def _store_key(begin: int, store: int) -> bytes:
-    return b"y" + u64(begin) + u64(store)
 
 
 class TransactionTable:

@@ -42,7 +42,8 @@ from pathlib import Path
 
 from raftlog.entry import EntryType, LogEntry
 from raftlog.storage.rocks import open_storage
-from raftlog.topics.records import RecordBatch, decode_entry
+from raftlog.topics.record_decode import decode_entry
+from raftlog.topics.records import RecordBatch
 from raftlog.topics.records_tx import decode_any_entry
 
 EXAMPLES = 20

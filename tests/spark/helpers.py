@@ -1,8 +1,9 @@
 """Shared pieces of the Spark source tests: clusters, data, and rows computed without Spark.
 
 ``log_rows`` is the reference: it reads the log with the plain client and turns entries into
-rows with ``raftlog.topics.records.decode_entry`` -- independently of ``raftlog_spark`` -- so that
-"the DataFrame equals the log" is checked against code the source does not share.
+rows with ``raftlog.topics.record_decode.decode_entry`` -- independently of
+``raftlog_spark`` -- so that "the DataFrame equals the log" is checked against code the
+source does not share.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from raftlog_spark.anchors import ANCHOR_TOPIC
 from raftlog.client import IndexedEntry, RaftClient, SyncRaftClient
 from raftlog.entry import EntryType
 from raftlog.topics.client import admin_data
-from raftlog.topics.records import Record, RecordBatch, decode_entry, encode_records
+from raftlog.topics.record_decode import decode_entry
+from raftlog.topics.records import Record, RecordBatch, encode_records
 
 Row = tuple[Any, ...]
 """(index, position, term, topic, key, value, headers, append ms, producer ms)."""

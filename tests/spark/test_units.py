@@ -62,6 +62,7 @@ from raftlog_spark.sink import _chunks, parse_sink_options, request_id
 from raftlog.client import IndexedEntry
 from raftlog.entry import EntryType, LogEntry
 from raftlog.topics.client_view import TopicBounds, TopicView
+from raftlog.topics.record_decode import decode_entry
 from raftlog.topics.records import (
     HEADER_SIZE,
     LoggedRecord,
@@ -69,7 +70,6 @@ from raftlog.topics.records import (
     RecordBatch,
     RecordId,
     TopicCommand,
-    decode_entry,
     encode_command,
     encode_records,
 )

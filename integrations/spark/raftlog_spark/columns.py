@@ -1,12 +1,13 @@
 """A record batch's records as columns, without building a ``Record`` per record.
 
 Why: for the Spark source every record becomes one row of column arrays, so building a
-``Record`` object per record (``raftlog.topics.records.decode_entry``) and then reading its fields
-back is most of a task's CPU time. :func:`record_columns` unpacks the MessagePack body once
-and transposes it. It accepts exactly the plain batches that ``decode_entry`` accepts on its
-fast path -- every field of the exact expected type, each distinct topic name checked with
-``check_topic_name`` -- and returns None for anything else, so the caller falls back to
-``decode_entry``, which stays the one authority on the format (errors, odd but valid input).
+``Record`` object per record (``raftlog.topics.record_decode.decode_entry``) and then
+reading its fields back is most of a task's CPU time. :func:`record_columns` unpacks the
+MessagePack body once and transposes it. It accepts exactly the plain batches that
+``decode_entry`` accepts on its fast path -- every field of the exact expected type, each
+distinct topic name checked with ``check_topic_name`` -- and returns None for anything else,
+so the caller falls back to ``decode_entry``, which stays the one authority on the format
+(errors, odd but valid input).
 """
 
 from __future__ import annotations

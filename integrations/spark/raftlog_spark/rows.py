@@ -1,13 +1,14 @@
 """Entries to Arrow record batches, column by column (no per-row tuples).
 
 For each STATE entry: raw data gives one row; a topic record batch (decoded with
-``raftlog.topics.records.decode_entry``) gives one row per admitted record; a transaction commit
-(kind 04 ``commit``) gives one row per admitted record it made visible, at ``(commit index,
-k)``, as the ``commits`` resolver (``raftlog_spark.commits``) fetches them -- transactional
-stores (kind 05) and the other control entries give none (read committed). Cheap checks come
-first, on the entry's bytes, so rejected entries are never decoded: the entry type, the
-topic magic and kind, the append time in the header (time filters), and whether the
-MessagePack encoding of some wanted topic name occurs in the entry at all (topic filters).
+``raftlog.topics.record_decode.decode_entry``) gives one row per admitted record; a
+transaction commit (kind 04 ``commit``) gives one row per admitted record it made visible,
+at ``(commit index, k)``, as the ``commits`` resolver (``raftlog_spark.commits``) fetches
+them -- transactional stores (kind 05) and the other control entries give none (read
+committed). Cheap checks come first, on the entry's bytes, so rejected entries are never
+decoded: the entry type, the topic magic and kind, the append time in the header (time
+filters), and whether the MessagePack encoding of some wanted topic name occurs in the entry
+at all (topic filters).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pyarrow.compute as pc
 from raftlog.client import IndexedEntry
 from raftlog.entry import EntryType, LogEntry
 from raftlog.topics.client_view import TopicView
+from raftlog.topics.record_decode import decode_entry
 from raftlog.topics.records import (
     HEADER_SIZE,
     KIND_RECORDS,
@@ -30,7 +32,6 @@ from raftlog.topics.records import (
     Record,
     RecordBatch,
     RecordFormatError,
-    decode_entry,
     is_topic_data,
 )
 from raftlog.topics.records_tx import KIND_TX, KIND_TX_STORE, TxControl, TxStore, decode_any_entry

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raftlog.topics.machine import check_entry
+from raftlog.topics.record_decode import decode_entry
 from raftlog.topics.record_scan import BatchSummary, TopicShare, batch_fits, summarize_batch
 from raftlog.topics.records import (
     FLAG_AUTO_CREATE,
@@ -21,7 +22,6 @@ from raftlog.topics.records import (
     RecordFormatError,
     TopicCommand,
     TopicProperties,
-    decode_entry,
     encode_command,
     encode_records,
 )

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from raftlog.topics.record_decode import decode_entry
 from raftlog.topics.records import (
     FLAG_AUTO_CREATE,
     HEADER_SIZE,
@@ -21,7 +22,6 @@ from raftlog.topics.records import (
     TopicError,
     TopicProperties,
     check_topic_name,
-    decode_entry,
     encode_command,
     encode_records,
 )

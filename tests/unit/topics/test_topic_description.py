@@ -20,12 +20,12 @@ from raftlog.storage.memory import MemoryLogStore, MemorySnapshotStore
 from raftlog.topics import wire
 from raftlog.topics.client import admin_data
 from raftlog.topics.machine import TopicStateMachine
+from raftlog.topics.record_decode import decode_entry
 from raftlog.topics.records import (
     MAX_PROPERTY_TEXT,
     PROPERTY_KINDS,
     TopicCommand,
     TopicProperties,
-    decode_entry,
     encode_command,
 )
 from raftlog.topics.snapshot import parse_snapshot, snapshot_part

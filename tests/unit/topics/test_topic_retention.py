@@ -11,12 +11,12 @@ from raftlog.entry import ENTRY_HEADER_SIZE
 from raftlog.errors import RecordsExpiredError
 from raftlog.topics.client_view import TopicBounds, TopicView
 from raftlog.topics.machine import TopicStateMachine
+from raftlog.topics.record_decode import decode_entry
 from raftlog.topics.records import (
     ClockTick,
     Record,
     RecordId,
     TopicCommand,
-    decode_entry,
     encode_clock_tick,
     encode_command,
 )

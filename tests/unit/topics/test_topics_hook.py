@@ -16,12 +16,12 @@ from raftlog.storage.memory import MemoryLogStore
 from raftlog.topics.clock import TopicClock
 from raftlog.topics.gate import TopicGate
 from raftlog.topics.machine import TopicStateMachine
+from raftlog.topics.record_decode import decode_entry
 from raftlog.topics.records import (
     Record,
     RecordBatch,
     TopicCommand,
     TopicError,
-    decode_entry,
     encode_clock_tick,
     encode_command,
     encode_records,

@@ -20,13 +20,13 @@ from raftlog.security.policy import Principal, Role, TopicFilter
 from raftlog.storage.memory import MemoryLogStore
 from raftlog.topics.gate import TopicGate
 from raftlog.topics.machine import TopicStateMachine
+from raftlog.topics.record_decode import decode_entry
 from raftlog.topics.records import (
     FLAG_AUTO_CREATE,
     HEADER_SIZE,
     Record,
     RecordFormatError,
     TopicCommand,
-    decode_entry,
     encode_command,
 )
 from raftlog.topics.records_tx import (

@@ -1,0 +1,115 @@
+"""``TopicMachineViews``: what the topic machine answers from the state it keeps.
+
+Why apart: ``raftlog.topics.machine`` holds what every peer does with the log (apply,
+snapshot, restore, housekeeping); the views here only read what apply decided -- the applied
+position and log clock, the reads (``TR``, ``TD``, ``TC``, ``TS``), and the questions the
+leader's gate and the driver ask (``refusal_at``, ``check_transaction``,
+``compaction_limit``, ``next_expiry``; the last one drops deadlines already passed from its
+heap). ``TopicStateMachine`` inherits them, as ``RaftCore`` does ``CoreViews``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from collections.abc import Mapping
+
+from raftlog.errors import TopicError
+from raftlog.topics import wire as rpc
+from raftlog.topics import wire_counts as topic_counts
+from raftlog.topics import wire_tx as tx_rpc
+from raftlog.topics.groups.host import GroupHost
+from raftlog.topics.reads import TopicReader
+from raftlog.topics.records_tx import TxControl, TxStore
+from raftlog.topics.state import TopicState
+from raftlog.topics.tx import TransactionTable
+
+
+class TopicMachineViews:
+    """The read side of ``TopicStateMachine``: answers, no decisions (module docstring)."""
+
+    _applied: int
+    _last_time: int
+    _topics: dict[str, TopicState]
+    _is_leader: bool
+    _recent_refusals: OrderedDict[int, TopicError]
+    _ttl_deadlines: list[int]
+    _tx: TransactionTable
+    _reader: TopicReader
+    groups: GroupHost
+
+    # -- state -----------------------------------------------------------------------------
+    @property
+    def last_applied(self) -> int:
+        """Index of the last entry applied to the topic index."""
+        return self._applied
+
+    @property
+    def last_time(self) -> int:
+        """The log clock (``raftlog.cluster_clock``): the latest cluster time stamped in the
+        applied log. Every time-based decision (retention, TTL, transaction timeouts, leases,
+        request-id expiry) is taken against it: the same log, the same decision everywhere."""
+        return self._last_time
+
+    @property
+    def topics(self) -> Mapping[str, TopicState]:
+        """The topics as of the applied index (the leader's gate checks publishes against it)."""
+        return self._topics
+
+    def refusal_at(self, index: int) -> TopicError | None:
+        """Why the record batch at ``index`` was refused at apply (if it was, still known)."""
+        return self._recent_refusals.get(index)
+
+    def check_transaction(self, entry: TxControl | TxStore, now_ms: int) -> TopicError | None:
+        """The gate's question: why refuse ``entry`` stamped ``now_ms`` (apply's rules)."""
+        return self._tx.check(entry, now_ms)
+
+    def transaction(self, txid: str) -> tx_rpc.TransactionInfo:
+        """``TS``: what this peer knows of ``txid``."""
+        return self._tx.known_status(txid)
+
+    # -- reads -----------------------------------------------------------------------------
+    def _state(self, name: str) -> TopicState:
+        state = self._topics.get(name)
+        if state is None:
+            raise TopicError("UnknownTopic", f"topic {name!r} does not exist")
+        return state
+
+    def read(self, req: rpc.ReadRequest) -> rpc.ReadResult:
+        """``TR``: records of a topic from a record id or an append time (``topic_reads``)."""
+        return self._reader.read(
+            self._state(req.topic), req, self._applied, self._is_leader, self._last_time
+        )
+
+    def describe(self, name: str) -> rpc.TopicInfo:
+        """``TD``: a topic's properties, retained range, low-water and log clock."""
+        return self._reader.describe(name, self._state(name), self._last_time, self._applied)
+
+    # -- retention and compaction ----------------------------------------------------------
+    def compaction_limit(self) -> int:
+        """The highest index the log may be compacted to without losing a retained record
+        (just below the first record any topic retains; ``last_applied`` when none does)
+        or entering a transaction that needs its entries (``TransactionTable``)."""
+        floor = self._reader.retained_floor(self._topics, self._last_time, self._applied)
+        return self._tx.compaction_floor(floor)
+
+    def next_expiry(self) -> int | None:
+        """The log-clock time at which the next retained record expires by time or by its
+        own TTL (None: nothing will): when the leader's clock passes it, a clock tick makes
+        every peer expire it."""
+        deadlines = self._ttl_deadlines
+        while deadlines and deadlines[0] <= self._last_time:
+            heapq.heappop(deadlines)
+        dues = (
+            deadlines[0] if deadlines else None,
+            self._tx.next_deadline(),  # transaction timeouts need the log clock to move too
+            self.groups.table.next_deadline,  # and lease deadlines (#27)
+            self._reader.retention_due(self._topics, self._last_time, self._applied),
+        )
+        return min((due for due in dues if due is not None), default=None)
+
+    def counts(self, req: topic_counts.CountsRequest) -> topic_counts.CountsResult:
+        """Records per index bucket (``TC``): every topic, or the named (existing) ones."""
+        names = list(self._topics) if req.topics is None else req.topics
+        states = {name: self._state(name) for name in names}
+        return self._reader.counts(req, states, self._applied, self._last_time)
