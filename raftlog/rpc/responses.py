@@ -160,8 +160,8 @@ def _encode_dispatch(msg: ClientDispatchResponse) -> list[bytes]:
 
 CoreReply: TypeAlias = Response | CompactResponse | AccessDenied | QuotaRefusal
 """Every answer this package can encode: the core responses and raftlog's topic-free
-extensions. A topic answer (``raftlog.topics.wire.PublishReply``) is added to the table by
-the peer that sends it (``raftlog.server.replies``): this package knows no topic."""
+extensions. A topic answer (``raftlog.topics.wire_publish.PublishReply``) is added to the
+table by the peer that sends it (``raftlog.server.replies``): this package knows no topic."""
 
 REPLY_ENCODERS: Final[Mapping[type, Callable[[Any], list[bytes]]]] = {
     AppendEntriesResponse: _encode_append,

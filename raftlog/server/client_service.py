@@ -63,7 +63,7 @@ from raftlog.server.interfaces import AppliedView, EventLog, Proposer, Replies
 from raftlog.server.replies import ServerReply
 from raftlog.server.update_waiters import UpdateWaiters, Waiter
 from raftlog.topics.records import TopicError
-from raftlog.topics.wire import PublishReply, PublishStatus
+from raftlog.topics.wire_publish import PublishReply, PublishStatus
 from raftlog.transport import RunQueue, RunShape
 
 ACCEPTED_DELAY: Final = 0.1

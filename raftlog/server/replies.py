@@ -19,7 +19,7 @@ from raftlog.errors import LocalProtocolError
 from raftlog.metrics import PeerMetrics
 from raftlog.rpc.responses import REPLY_ENCODERS, CoreReply, encode_update_done
 from raftlog.server.update_waiters import Waiter
-from raftlog.topics.wire import PublishReply, encode_publish_reply
+from raftlog.topics.wire_publish import PublishReply, encode_publish_reply
 from raftlog.transport import send_routed, send_update_dones
 
 ServerReply: TypeAlias = CoreReply | PublishReply

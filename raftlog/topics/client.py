@@ -34,7 +34,7 @@ from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.errors import RequestExpiredError, TopicError, TransactionExistsError
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
-from raftlog.topics import wire_fetch
+from raftlog.topics import wire_fetch, wire_publish
 from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.client_reads import read_frames
 from raftlog.topics.client_stream import POLL_INTERVAL, subscribe
@@ -136,7 +136,7 @@ class TopicClient(GroupCalls):
         self._client.check_entry_size(data)
 
         def interpret(frames: list[bytes], _url: str) -> Outcome[int]:
-            reply = rpc.decode_publish_reply(frames)
+            reply = wire_publish.decode_publish_reply(frames)
             if reply.status == "done" and reply.index is not None:
                 return Done(reply.index)
             if reply.status == "accepted":

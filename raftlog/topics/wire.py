@@ -5,17 +5,8 @@ Requests use the common layout ``[id, type, ident, args...]`` (§5.1); responses
 bytes as bin), as in the core protocol -- including its convention that numbers >= 2^31 may
 travel as float64 (decoders accept integral doubles); record frames use plain integers.
 
-``TP`` publish -- leader only; exactly RequestUpdate (§10.3) plus one answer:
-
-    request   [reqid(12), "TP", ident, data]          data: a topic entry (raftlog.topics.records)
-    response  [reqid, 01]                             accepted, not yet applied (interim)
-              [reqid, 01, json index]                 done: the entry's log index
-              [reqid, "", json leader-id | nil]       not the leader
-              [reqid, ""]                             request id expired (§3.1)
-              [reqid, "", nil, json error]            refused, nothing appended (final)
-
-  The id frame *is* the request id: retrying with the same id never appends twice, and the
-  answers come from the same code as RequestUpdate's.
+``TP`` publish -- leader only; exactly RequestUpdate (§10.3) plus one answer: its frames and
+their codecs live in ``raftlog.topics.wire_publish``.
 
 ``TR`` read -- any peer:
 
@@ -52,17 +43,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Final
 
 import msgpack
 
-from raftlog.errors import LocalProtocolError, RemoteProtocolError
+from raftlog.errors import RemoteProtocolError
 from raftlog.rpc.frames import (
-    FALSE_FRAME,
-    JSON_NULL,
     TRUE_FRAME,
-    decode_bool,
     decode_json,
     json_to_uint,
     pack_json,
@@ -81,7 +68,7 @@ from raftlog.topics.records import (
     check_record,
     check_topic_name,
 )
-from raftlog.topics.wire_errors import check_status, error_from, error_map, record_id
+from raftlog.topics.wire_errors import check_status, record_id
 
 TYPE_PUBLISH: Final = b"TP"
 TYPE_READ: Final = b"TR"
@@ -158,32 +145,6 @@ class TopicInfo:
     applied: int = 0
 
 
-class PublishStatus(StrEnum):
-    """Outcome of ``TP`` (a ``StrEnum``: compares equal to the strings it replaced)."""
-
-    ACCEPTED = "accepted"
-    DONE = "done"
-    NOT_LEADER = "not_leader"
-    EXPIRED = "expired"
-    REJECTED = "rejected"
-
-
-@dataclass(frozen=True, slots=True)
-class PublishReply:
-    """One answer to ``TP``; ``final`` unless ACCEPTED. DONE carries ``index``, NOT_LEADER
-    ``leader_id`` (None when unknown), REJECTED ``error``."""
-
-    status: PublishStatus
-    index: int | None = None
-    leader_id: str | None = None
-    error: TopicError | None = None
-
-    @property
-    def final(self) -> bool:
-        """Whether no further answer follows."""
-        return self.status is not PublishStatus.ACCEPTED
-
-
 # --- shared pieces -------------------------------------------------------------------------
 
 
@@ -195,54 +156,6 @@ def _unpack(frame: bytes, frame_no: int) -> object:
     except (ValueError, TypeError, OverflowError, RecursionError, msgpack.UnpackException) as exc:
         raise RemoteProtocolError(f"invalid MessagePack: {exc}", frame_no) from None
     return value
-
-
-# --- TP publish ----------------------------------------------------------------------------
-
-
-def encode_publish_rejection(error: TopicError) -> list[bytes]:
-    """The frames after the reqid of a refused publish."""
-    return [FALSE_FRAME, JSON_NULL, pack_json(error_map(error))]
-
-
-def encode_publish_reply(reply: PublishReply) -> list[bytes]:
-    """The frames after the reqid of a ``TP`` answer (RequestUpdate's, plus REJECTED)."""
-    status = reply.status
-    if status is PublishStatus.ACCEPTED:
-        return [TRUE_FRAME]
-    if status is PublishStatus.DONE:
-        if reply.index is None:
-            raise LocalProtocolError("a DONE publish answer needs the index")
-        return [TRUE_FRAME, pack_json(reply.index)]
-    if status is PublishStatus.NOT_LEADER:
-        return [FALSE_FRAME, pack_json(reply.leader_id)]
-    if status is PublishStatus.EXPIRED:
-        return [FALSE_FRAME]
-    if reply.error is None:
-        raise LocalProtocolError("a REJECTED publish answer needs the error")
-    return encode_publish_rejection(reply.error)
-
-
-def decode_publish_reply(frames: Sequence[bytes]) -> PublishReply:
-    """The frames after the reqid of a ``TP`` answer."""
-    if not frames or len(frames) > 3:
-        raise RemoteProtocolError(f"a publish answer has 1-3 frames, got {len(frames)}")
-    if decode_bool(frames[0]):
-        if len(frames) == 1:
-            return PublishReply(PublishStatus.ACCEPTED)
-        if len(frames) == 2:
-            index = json_to_uint(decode_json(frames[1], 1), 1, "index")
-            return PublishReply(PublishStatus.DONE, index)
-        raise RemoteProtocolError("a positive publish answer has at most two frames")
-    if len(frames) == 1:
-        return PublishReply(PublishStatus.EXPIRED)
-    leader = decode_json(frames[1], 1)
-    if len(frames) == 3:
-        error = error_from(decode_json(frames[2], 2), 2)
-        return PublishReply(PublishStatus.REJECTED, error=error)
-    if leader is not None and not isinstance(leader, str):
-        raise RemoteProtocolError("leader id must be a string or nil", 1)
-    return PublishReply(PublishStatus.NOT_LEADER, leader_id=leader)
 
 
 # --- TR read -------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ from raftlog.rpc.messages import (
 )
 from raftlog.server.client_service import ClientService
 from raftlog.topics.records import TopicError
-from raftlog.topics.wire import TYPE_PUBLISH, PublishStatus, decode_publish_reply
+from raftlog.topics.wire import TYPE_PUBLISH
+from raftlog.topics.wire_publish import PublishStatus, decode_publish_reply
 
 RID = b"r" * 12
 

@@ -29,7 +29,7 @@ from raftlog.rpc.messages import (
 )
 from raftlog.server.replies import REPLY_TYPES, ServerReply, encode_reply
 from raftlog.topics.records import TopicError
-from raftlog.topics.wire import PublishReply, PublishStatus
+from raftlog.topics.wire_publish import PublishReply, PublishStatus
 
 ID = b"\x00\x00\x2a"  # a peer msgid (uints are little-endian on the wire: 300 = 2c 01)
 RID = bytes(range(12))  # a request id (RequestUpdate, ConfigUpdate, TP)

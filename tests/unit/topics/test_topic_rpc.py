@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from raftlog.errors import RemoteProtocolError
 from raftlog.topics import wire as rpc
+from raftlog.topics import wire_publish as publish
 from raftlog.topics.records import LoggedRecord, Record, RecordId, TopicError, TopicProperties
 from raftlog.topics.wire_errors import encode_error
 
@@ -119,25 +120,25 @@ def test_malformed_read_responses_are_protocol_errors(frames: list[bytes]) -> No
 
 def test_publish_replies_cover_every_answer() -> None:
     error = TopicError("UnknownTopic", "nope")
-    assert rpc.decode_publish_reply([b"\x01"]) == rpc.PublishReply("accepted")
-    assert rpc.decode_publish_reply([b"\x01", b"\x2a"]) == rpc.PublishReply("done", 42)
-    assert rpc.decode_publish_reply([b"", msgpack.packb("2")]) == rpc.PublishReply(
+    assert publish.decode_publish_reply([b"\x01"]) == publish.PublishReply("accepted")
+    assert publish.decode_publish_reply([b"\x01", b"\x2a"]) == publish.PublishReply("done", 42)
+    assert publish.decode_publish_reply([b"", msgpack.packb("2")]) == publish.PublishReply(
         "not_leader", leader_id="2"
     )
-    assert rpc.decode_publish_reply([b"", b"\xc0"]) == rpc.PublishReply("not_leader")
-    assert rpc.decode_publish_reply([b""]) == rpc.PublishReply("expired")
-    frames = rpc.encode_publish_rejection(error)
+    assert publish.decode_publish_reply([b"", b"\xc0"]) == publish.PublishReply("not_leader")
+    assert publish.decode_publish_reply([b""]) == publish.PublishReply("expired")
+    frames = publish.encode_publish_rejection(error)
     assert frames[:2] == [b"", b"\xc0"]
-    reply = rpc.decode_publish_reply(frames)
+    reply = publish.decode_publish_reply(frames)
     assert reply.status == "rejected" and reply.final
     assert reply.error is not None and (reply.error.name, reply.error.message) == (
         "UnknownTopic",
         "nope",
     )
-    assert not rpc.decode_publish_reply([b"\x01"]).final
+    assert not publish.decode_publish_reply([b"\x01"]).final
     for bad in ([], [b"\x01", b"\x01", b"\x01"], [b"", b"\x01"], [b"\x01", b"\xa1x"]):
         with pytest.raises(RemoteProtocolError):
-            rpc.decode_publish_reply(bad)
+            publish.decode_publish_reply(bad)
 
 
 def test_describe_and_list_round_trip() -> None:
