@@ -28,15 +28,13 @@ from types import TracebackType
 from typing import Literal
 
 from raftlog.client.client import RaftClient
-from raftlog.client.consistency import read_level
 from raftlog.client.routing import WAIT, Done, Outcome, Redirect
 from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.errors import RequestExpiredError, TopicError, TransactionExistsError
 from raftlog.topics import wire as rpc
-from raftlog.topics import wire_counts as topic_counts
-from raftlog.topics import wire_fetch, wire_publish
+from raftlog.topics import wire_publish
 from raftlog.topics import wire_tx as tx_rpc
-from raftlog.topics.client_reads import read_frames
+from raftlog.topics.client_read_calls import ReadCalls
 from raftlog.topics.client_stream import POLL_INTERVAL, subscribe
 from raftlog.topics.client_tx import Transaction, begin_data, new_txid
 from raftlog.topics.groups.client import GroupCalls
@@ -71,9 +69,10 @@ def admin_data(
     return encode_command(TopicCommand(op, topic, dict(properties or {})))
 
 
-class TopicClient(GroupCalls):
-    """Topic operations over a :class:`RaftClient` (which it does not close); the consumer
-    group calls come from ``GroupCalls`` (``raftlog.topics.groups.client``).
+class TopicClient(ReadCalls, GroupCalls):
+    """Topic operations over a :class:`RaftClient` (which it does not close); the reads come
+    from ``ReadCalls`` (``raftlog.topics.client_read_calls``), the consumer group calls from
+    ``GroupCalls`` (``raftlog.topics.groups.client``).
 
     Every request travels on the RaftClient's transport: publishes with
     :meth:`RaftClient.leader_request` (leader discovery, "not leader" redirects, resends
@@ -296,70 +295,6 @@ class TopicClient(GroupCalls):
         leader = self._client.leader
         return None if leader is None else leader.url
 
-    async def read(
-        self,
-        topic: str,
-        *,
-        from_index: int | None = None,
-        from_position: int | None = None,
-        from_time_ms: int | None = None,
-        inclusive: bool = True,
-        limit: int = rpc.DEFAULT_READ_LIMIT,
-        url: str | None = None,
-        timeout: float | None = None,
-        wait_ms: int = 0,
-        consistency: str = "any",
-        min_index: int | None = None,
-    ) -> rpc.ReadResult:
-        """Records of ``topic`` from a record id or an append time (see ``raftlog.topics.wire``
-        ``TR``), from peer ``url`` or, by default, the leader. ``from_index`` (with
-        ``from_position``) is inclusive unless ``inclusive=False``; neither start: the
-        oldest retained record. A start below what retention removed raises
-        ``RecordsExpiredError`` naming the first available position. ``wait_ms`` (with a
-        ``url``): when nothing matches, the peer answers once a record does or after that
-        long (a raftlog peer older than this option answers ``BadRequest``).
-        ``consistency`` (``any``, ``read_your_writes``, ``linearizable``) and ``min_index``:
-        docs/client.md, "Read consistency" (``raftlog.topics.client_reads``)."""
-        req = rpc.ReadRequest(
-            topic, from_index, from_position, from_time_ms, inclusive, limit, wait_ms
-        )
-        if wait_ms and url is None:
-            raise ValueError("a waiting read names its peer (url)")
-        if wait_ms and timeout is None:  # the peer may hold it that long, then answer
-            timeout = self._client.timeout + wait_ms / 1000
-        level = read_level(self._client, consistency, min_index)
-        frames = await read_frames(
-            self._client, req, level, url, timeout=timeout, patience=wait_ms / 1000
-        )
-        return rpc.decode_read_response(frames)
-
-    async def fetch(
-        self,
-        topic: str,
-        url: str,
-        *,
-        from_index: int | None = None,
-        from_position: int | None = None,
-        inclusive: bool = True,
-        limit: int = rpc.DEFAULT_READ_LIMIT,
-        wait_ms: int = 0,
-        min_records: int = 1,
-        min_bytes: int | None = None,
-        max_bytes: int | None = None,
-        timeout: float | None = None,
-    ) -> rpc.ReadResult:
-        """Push fetch (``TF``, :mod:`raftlog.topics.wire_fetch`) from peer ``url``: waits up
-        to ``wait_ms`` for ``min_records`` records or ``min_bytes`` bytes, woken by the
-        peer's apply, and sends at most ``max_bytes`` (the credit). raftlog peers only."""
-        read = rpc.ReadRequest(topic, from_index, from_position, None, inclusive, limit, wait_ms)
-        req = wire_fetch.FetchRequest(read, min_records, min_bytes, max_bytes)
-        frames = await self.request(
-            url, wire_fetch.TYPE_FETCH, wire_fetch.encode_fetch_request(req),
-            timeout=self._client.timeout + wait_ms / 1000 if timeout is None else timeout,
-            patience=wait_ms / 1000,
-        )
-        return rpc.decode_read_response(frames)
-
     def subscribe(
         self,
         topics: Sequence[str],
@@ -402,45 +337,3 @@ class TopicClient(GroupCalls):
     def raft_client(self) -> RaftClient:
         """The client this topic client publishes and subscribes through."""
         return self._client
-
-    async def describe(
-        self, topic: str, *, url: str | None = None, timeout: float | None = None
-    ) -> rpc.TopicInfo:
-        frames = await self.request(url, rpc.TYPE_DESCRIBE, [topic.encode()], timeout=timeout)
-        return rpc.decode_describe_response(frames)
-
-    async def list_topics(
-        self, *, url: str | None = None, timeout: float | None = None
-    ) -> tuple[str, ...]:
-        return rpc.decode_list_response(
-            await self.request(url, rpc.TYPE_LIST, [], timeout=timeout)
-        )
-
-    async def record_counts(
-        self,
-        from_index: int,
-        to_index: int,
-        *,
-        step: int = 1,
-        topics: Sequence[str] | None = None,
-        url: str | None = None,
-        timeout: float | None = None,
-        commits: bool = False,
-    ) -> topic_counts.CountsResult:
-        """Records per index bucket of ``step`` entries in ``[from_index, to_index]``, from
-        the topic index of peer ``url`` (default: the leader) without reading entries
-        (``TC``, :mod:`raftlog.topics.wire_counts`): what a parallel reader balances its
-        tasks by. Raises ``TopicError`` (``UnknownTopic``) for a topic that does not exist,
-        ``ClusterUnavailableError`` when the peer does not answer (peers without ``TC``).
-        ``commits``: also the range's transaction commits and their stores (``BadRequest``
-        from a peer that predates it)."""
-        req = topic_counts.CountsRequest(
-            from_index, to_index, step, None if topics is None else tuple(topics), commits
-        )
-        frames = await self.request(
-            url,
-            topic_counts.TYPE_COUNTS,
-            topic_counts.encode_counts_request(req),
-            timeout=timeout,
-        )
-        return topic_counts.decode_counts_response(frames)
