@@ -190,7 +190,7 @@ class TopicCounters:
 
     def ttl(self, name: str, index: int, position: int, deadline_ms: int, size: int) -> None:
         """An applied record with its own TTL: it expires when the log clock reaches
-        ``deadline_ms`` (``append time + ttl_ms``, as ``topic_reads.ttl_expired``)."""
+        ``deadline_ms`` (``append time + ttl_ms``, as ``raftlog.topics.retention.ttl_expired``)."""
         totals = self._topics.get(name)
         if totals is not None:
             heapq.heappush(totals.ttl_due, (deadline_ms, index, position, size))

@@ -40,7 +40,7 @@ from raftlog.topics.groups.host import GroupHost, IndexRecords
 from raftlog.topics.index import TopicIndex, group_by_topic
 from raftlog.topics.kv_state import KeyValueState
 from raftlog.topics.machine_views import TopicMachineViews
-from raftlog.topics.reads import EntrySource, TopicReader
+from raftlog.topics.reads import TopicReader
 from raftlog.topics.record_scan import BatchSummary, batch_fits, summarize_batch
 from raftlog.topics.records import (
     MAGIC,
@@ -53,6 +53,7 @@ from raftlog.topics.records import (
 from raftlog.topics.records_tx import TxControl, TxStore, decode_any_entry
 from raftlog.topics.replay import catch_up
 from raftlog.topics.requests import answer_request
+from raftlog.topics.retention import EntrySource
 from raftlog.topics.rules import check_entry
 from raftlog.topics.snapshot import build_snapshot, parse_snapshot, snapshot_part
 from raftlog.topics.state import TopicState

@@ -12,7 +12,7 @@ from typing import Any
 
 from raftlog.storage.base import SnapshotStore
 from raftlog.topics.machine import TopicStateMachine
-from raftlog.topics.reads import EntrySource
+from raftlog.topics.retention import EntrySource
 
 __all__ = ["open_topic_machine"]
 

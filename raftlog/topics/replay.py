@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Final, Protocol
 
 from raftlog.storage.base import SnapshotStore
-from raftlog.topics.reads import EntrySource
+from raftlog.topics.retention import EntrySource
 from raftlog.topics.snapshot import snapshot_part
 
 CATCH_UP_BYTES: Final = 8 * 1024 * 1024

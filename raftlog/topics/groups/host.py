@@ -25,8 +25,9 @@ from raftlog.topics.groups.codec import decode_group, encode_group
 from raftlog.topics.groups.entry import GroupCommand
 from raftlog.topics.groups.table import GroupTable
 from raftlog.topics.index import TopicIndex
-from raftlog.topics.reads import TopicReader, ttl_expired
+from raftlog.topics.reads import TopicReader
 from raftlog.topics.records import LoggedRecord, Record, RecordId
+from raftlog.topics.retention import ttl_expired
 from raftlog.topics.state import TopicState
 
 LAG_SCAN_CAP: Final = 100_000
