@@ -154,8 +154,8 @@ def recv_bounded_py(
 class RunShape(NamedTuple):
     """The one message shape :func:`take_run` queues without Python looking at each message:
     ``[routing, id, msg_type, ident, data]`` with an id of ``id_size`` bytes and 1 to
-    ``max_data`` bytes of data. The codec says which messages have it
-    (``raftlog.rpc.codec.request_update_run``)."""
+    ``max_data`` bytes of data. The client service says which messages have it
+    (``raftlog.server.client_service.ClientService.update_run``)."""
 
     msg_type: bytes
     ident: bytes
