@@ -1,7 +1,8 @@
 """The ØMQ RAFT wire format: typed messages (``messages``) and pure frame codecs.
 
 The public codec API is re-exported here; see :mod:`raftlog.rpc.codec` (request decoding and
-broadcasts), :mod:`raftlog.rpc.request_encoders`, :mod:`raftlog.rpc.responses`,
+broadcasts), :mod:`raftlog.rpc.request_encoders`, :mod:`raftlog.rpc.responses` (answers),
+:mod:`raftlog.rpc.response_decoders`,
 :mod:`raftlog.rpc.frames` (primitives) and :mod:`raftlog.rpc.config` (peer lists and CONFIG
 payloads).
 """

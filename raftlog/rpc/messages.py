@@ -2,7 +2,8 @@
 
 This is a leaf module shared by the consensus core, the codec and the transports (like etcd's
 ``raftpb``). What a message *means* lives here; how it is laid out in frames lives in
-``raftlog.rpc.codec``. Two things are deliberately *not* fields of these classes:
+the codecs (``raftlog.rpc.codec`` and ``request_encoders`` for requests, ``responses`` and
+``response_decoders`` for answers). Two things are deliberately *not* fields of these classes:
 
 * frame 1, the request id / peer msgid, which the transport assigns and echoes (except the
   12-byte ``request_id`` of RequestUpdate and ConfigUpdate, which is part of their meaning);
