@@ -3,11 +3,13 @@
 Every RocksDB call goes through here so that (1) its exceptions become ``StorageError`` /
 ``StorageCorruptionError`` in exactly one place, and (2) the synced write — the fsync point of
 the whole durable store — is one method, ``write(batch, sync=True)``.
+
+What it does only while opening (the read-only shadow, the column families' options and
+handles, moving an older store's records into them) is its base class, ``_rocksdb_open``.
 """
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from itertools import pairwise
 from pathlib import Path
@@ -16,7 +18,6 @@ from typing import TypeVar, cast
 from rocksdict import (
     AccessType,
     ColumnFamily,
-    Options,
     Rdict,
     ReadOptions,
     WriteBatch,
@@ -26,12 +27,11 @@ from rocksdict import (
 from raftlog.errors import StorageError
 from raftlog.storage import failpoints
 from raftlog.storage._records import rocks_error
-from raftlog.storage._rocksdb_options import DEFAULT_FAMILY, database_options, shadow_of
+from raftlog.storage._rocksdb_open import RocksDatabaseOpening
+from raftlog.storage._rocksdb_options import DEFAULT_FAMILY
 from raftlog.storage.durable_dirs import make_dirs
 
 _T = TypeVar("_T")
-MOVE_CHUNK = 50_000
-"""Records moved into their column family per synced batch when an older store is upgraded."""
 
 
 
@@ -53,7 +53,7 @@ class ValueRange:
         self._bounds = bounds
 
 
-class RocksDatabase:
+class RocksDatabase(RocksDatabaseOpening):
     """One RocksDB database, shared by the stores of a peer and closed with the last of them."""
 
     def __init__(
@@ -104,68 +104,6 @@ class RocksDatabase:
             self._close_db()
             raise
 
-    def _options(self, family: str, create: bool) -> Options:
-        """The options of ``family`` (``database_options``; without filters if unfiltered)."""
-        return database_options(create, point_reads=family not in self._unfiltered)
-
-    def _attach_families(self) -> None:
-        """Take the column families' handles and views; a read-write open then moves the
-        records an older store keeps in the default family into them. A read-only open of an
-        older store that was never opened read-write reads them where they are; one whose
-        move was cut short (a crash during the upgrade) is refused: its records are in two
-        places until the peer opens it once more."""
-        if not self._families:
-            return
-        present = set(Rdict.list_cf(str(self._shadow or self.path)))
-        for name, (lo, _) in self._families.items():
-            if name in present:
-                self._at_prefix[lo[:1]] = (
-                    self._db.get_column_family_handle(name),
-                    self._db.get_column_family(name),
-                )
-        if not self.read_only:
-            self._move_into_families()
-            return
-        if any(
-            self._first_in_default(lo, hi)
-            for lo, hi in self._families.values()
-            if lo[:1] in self._at_prefix
-        ):
-            raise StorageError(
-                f"{self.path}: its records are being moved into their column families "
-                "(an upgrade that was interrupted); start the peer once to finish it"
-            )
-
-    def _first_in_default(self, lo: bytes, hi: bytes) -> bytes | None:
-        iterator = self._db.iter(self._read_options(lo, hi))
-        iterator.seek(lo)
-        first = cast(bytes, iterator.key()) if iterator.valid() else None
-        iterator.status()
-        return first
-
-    def _move_into_families(self) -> None:
-        """Move the records of each family's key range out of the default family, where a
-        store written before the families kept them, in chunks of ``MOVE_CHUNK``. Each chunk
-        is one synced batch -- put into the family, deleted from the default -- so a crash
-        between chunks leaves every record in exactly one place, and the next open goes on
-        from there. The keys and values are copied verbatim (their CRCs cover the key)."""
-        for name, (lo, hi) in self._families.items():
-            handle = self._at_prefix[lo[:1]][0]
-            while True:
-                batch = WriteBatch(raw_mode=True)
-                last: bytes | None = None
-                for count, (key, value) in enumerate(
-                    self._db.items(from_key=lo, read_opt=self._read_options(lo, hi)), 1
-                ):
-                    batch.put(key, value, handle)
-                    last = cast(bytes, key)
-                    if count == MOVE_CHUNK:
-                        break
-                if last is None:  # nothing (left) in the default family
-                    break
-                batch.delete_range(lo, last + b"\x00")  # exactly [lo, last]: what was copied
-                self.write(batch, True, f"moving records into {name}")
-
     def family(self, name: str) -> ColumnFamily | None:
         """The handle of a column family for write batches; None where the family does not
         exist (a read-only view of an older store, or a database without families)."""
@@ -185,25 +123,6 @@ class RocksDatabase:
     def _all_families(self) -> tuple[Rdict, ...]:
         """The default family's view and every other family's."""
         return (self._db, *(view for _, view in self._at_prefix.values()))
-
-    def _open_read_only(self) -> Rdict:
-        """Open through a shadow directory; retried because a live peer may rotate its
-        MANIFEST or compact files between our directory listing and RocksDB's open."""
-        for attempt in range(3):
-            self._shadow = shadow_of(self.path)
-            try:
-                families = set(Rdict.list_cf(str(self._shadow))) & set(self._families)
-                return Rdict(
-                    str(self._shadow),
-                    self._options(DEFAULT_FAMILY, False),
-                    column_families={name: self._options(name, False) for name in families},
-                    access_type=AccessType.read_only(False),
-                )
-            except Exception as exc:
-                self._remove_shadow()
-                if attempt == 2 or "No such file" not in str(exc):
-                    raise rocks_error(exc, f"opening {self.path}") from None
-        raise AssertionError("unreachable")
 
     def acquire(self) -> RocksDatabase:
         """One more user of the shared database (the log and hard-state stores share it)."""
@@ -228,11 +147,6 @@ class RocksDatabase:
             raise rocks_error(exc, f"closing {self.path}") from None
         finally:
             self._remove_shadow()
-
-    def _remove_shadow(self) -> None:
-        if self._shadow is not None:
-            shutil.rmtree(self._shadow, ignore_errors=True)
-            self._shadow = None
 
     def check_open(self) -> None:
         """Refuse use after close with a clear error instead of a crash inside RocksDB."""

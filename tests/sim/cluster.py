@@ -36,7 +36,8 @@ from raftlog.rpc.messages import (
 from raftlog.server.loop_step import loop_step
 from raftlog.server.ready_executor import ReadyExecutor
 from raftlog.storage.base import HardState
-from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore, MemorySnapshotStore
+from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 from raftlog.storage.ready_store import MemoryReadyStore
 from sim.network import LinkRule, SimNetwork
 from sim.tracing import Trace

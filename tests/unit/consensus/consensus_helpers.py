@@ -31,7 +31,8 @@ from raftlog.rpc.messages import (
 )
 from raftlog.server.ready_executor import ReadyExecutor
 from raftlog.storage.base import HardState
-from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore, MemorySnapshotStore
+from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 from raftlog.storage.ready_store import MemoryReadyStore
 
 NOW_MS = 1_700_000_000_000

@@ -10,7 +10,8 @@ from consensus_helpers import config, config_entry, elect, entry, make_node, req
 from raftlog.consensus import CoreConfig, RaftCore, Role, SnapshotInstall
 from raftlog.rpc.messages import AppendEntries, RequestVote
 from raftlog.storage.base import HardState
-from raftlog.storage.memory import MemoryLogStore, MemorySnapshotStore
+from raftlog.storage.memory import MemoryLogStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 
 
 def test_commit_index_restarts_at_last_applied() -> None:

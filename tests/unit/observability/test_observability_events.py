@@ -18,7 +18,7 @@ from raftlog.observability.elections import ElectionLog, LeaderChange
 from raftlog.observability.probes import ReceivedSnapshots, SentSnapshots
 from raftlog.observability.view import MemberView, PeerView, ViewBox
 from raftlog.rpc.messages import InstallSnapshot, Peer, PeerRequest, PeerResponse
-from raftlog.storage.memory import MemorySnapshotStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 
 
 def _clock(times: list[float]) -> Callable[[], float]:

@@ -12,7 +12,8 @@ from raftlog.rpc.config import encode_config_payload
 from raftlog.rpc.messages import ConfigPayload, Peer, SnapshotChunk
 from raftlog.server import catch_up as catch_up_module
 from raftlog.server.catch_up import CatchUp
-from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore, MemorySnapshotStore
+from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 from raftlog.storage.ready_store import MemoryReadyStore
 
 CONFIG = ConfigPayload(new=(Peer("n1", "tcp://127.0.0.1:7001"), Peer("n9", "tcp://127.0.0.1:7009")))

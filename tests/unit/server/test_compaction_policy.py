@@ -7,7 +7,8 @@ from server_fakes import EventRecorder
 from raftlog.entry import EntryType, LogEntry
 from raftlog.metrics import PeerMetrics
 from raftlog.server.compaction import CompactionPolicy
-from raftlog.storage.memory import MemoryLogStore, MemorySnapshotStore
+from raftlog.storage.memory import MemoryLogStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 
 NOW_S = 1_700_000_000
 

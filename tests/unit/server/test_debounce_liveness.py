@@ -16,7 +16,8 @@ from raftlog.rpc.messages import AppendEntries, ConfigPayload, Peer
 from raftlog.server.peer_service import PeerService
 from raftlog.server.replies import ServerReply
 from raftlog.storage.base import HardState
-from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore, MemorySnapshotStore
+from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 
 PEERS = tuple(Peer(i, f"tcp://127.0.0.1:{5000 + n}") for n, i in enumerate(("n1", "n2", "n3")))
 

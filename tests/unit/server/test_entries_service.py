@@ -9,7 +9,8 @@ from raftlog.entry import LogEntry
 from raftlog.rpc.frames import decode_uint, unpack_json
 from raftlog.rpc.messages import RequestEntries
 from raftlog.server.entries_service import MAX_BATCH_BYTES, EntriesLimits, EntriesService
-from raftlog.storage.memory import MemoryLogStore, MemorySnapshotStore
+from raftlog.storage.memory import MemoryLogStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 
 R = b"route"
 ID = b"\x05"

@@ -29,7 +29,8 @@ from raftlog.rpc.messages import (
 )
 from raftlog.server.ready_executor import ReadyExecutor
 from raftlog.storage.base import HardState
-from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore, MemorySnapshotStore
+from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 from raftlog.storage.ready_store import MemoryReadyStore
 
 VOTE = RequestVote("n1", 2, 0, 0)

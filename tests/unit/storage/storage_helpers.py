@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from raftlog.entry import EntryType, LogEntry
-from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore, MemorySnapshotStore
+from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 from raftlog.storage.rocks import RocksHardStateStore, RocksLogStore, open_storage
 from raftlog.storage.snapshot import FileSnapshotStore
 

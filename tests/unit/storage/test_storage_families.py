@@ -14,7 +14,7 @@ from storage_helpers import batch
 
 from raftlog.errors import StorageError
 from raftlog.storage import _records as rec
-from raftlog.storage import _rocksdb
+from raftlog.storage import _rocksdb_open
 from raftlog.storage._rocksdb import RocksDatabase
 from raftlog.storage.base import HardState
 from raftlog.storage.hard_state import RocksHardStateStore
@@ -148,7 +148,7 @@ def test_a_move_cut_short_is_refused_read_only_and_finished_by_the_next_open(
 ) -> None:
     path = tmp_path / "data" / "log"
     ids = _older_store(path, NO_FAMILIES)
-    monkeypatch.setattr(_rocksdb, "MOVE_CHUNK", 64)
+    monkeypatch.setattr(_rocksdb_open, "MOVE_CHUNK", 64)
     real_write = RocksDatabase.write
     writes = [0]
 

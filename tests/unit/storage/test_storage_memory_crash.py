@@ -5,7 +5,8 @@ from __future__ import annotations
 from storage_helpers import batch, rid, terms
 
 from raftlog.storage.base import HardState, SnapshotMeta
-from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore, MemorySnapshotStore
+from raftlog.storage.memory import MemoryHardStateStore, MemoryLogStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 
 
 def test_synced_mode_loses_nothing_and_counts_one_sync_per_call() -> None:

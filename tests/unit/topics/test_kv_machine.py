@@ -15,7 +15,7 @@ from machine_log import Log
 from raftlog.errors import ExpectationFailedError, TopicError
 from raftlog.server.quota_gate import record_count
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.storage.memory import MemorySnapshotStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_kv as kv_rpc
 from raftlog.topics.machine import TopicStateMachine

@@ -10,7 +10,7 @@ from machine_log import Log
 from test_topic_machine import read
 
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.storage.memory import MemorySnapshotStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 from raftlog.topics import counters as counters_module
 from raftlog.topics.counters import TopicTotals
 from raftlog.topics.machine import TopicStateMachine

@@ -16,7 +16,8 @@ from raftlog.errors import TopicError
 from raftlog.rest.openapi import openapi_document
 from raftlog.rest.topic_routes import describe_body, parse_properties
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.storage.memory import MemoryLogStore, MemorySnapshotStore
+from raftlog.storage.memory import MemoryLogStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 from raftlog.topics import wire
 from raftlog.topics.client import admin_data
 from raftlog.topics.machine import TopicStateMachine

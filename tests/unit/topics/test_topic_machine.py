@@ -12,7 +12,7 @@ from machine_log import Log
 from raftlog.entry import EntryType
 from raftlog.errors import RecordsExpiredError
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.storage.memory import MemorySnapshotStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 from raftlog.topics import wire as rpc
 from raftlog.topics.machine import TopicStateMachine, check_entry, snapshot_part
 from raftlog.topics.records import (

@@ -12,7 +12,7 @@ from test_topic_machine import ids, read, values
 
 from raftlog.errors import TopicError, TransactionError
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.storage.memory import MemorySnapshotStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 from raftlog.topics import tx as topic_tx
 from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics import wire_tx as tx_rpc

@@ -14,7 +14,7 @@ from test_topic_machine import read
 from test_topic_transactions import TxLog
 
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.storage.memory import MemorySnapshotStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 from raftlog.topics.machine import TopicStateMachine
 from raftlog.topics.records import Record
 

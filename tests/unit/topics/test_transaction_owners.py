@@ -17,7 +17,7 @@ from raftlog.metrics import PeerMetrics
 from raftlog.security.guard import RequestGuard
 from raftlog.security.policy import AccessPolicy, PolicyHolder, Principal, Role, TopicFilter
 from raftlog.statemachine.composite import CompositeStateMachine
-from raftlog.storage.memory import MemorySnapshotStore
+from raftlog.storage.memory_snapshot import MemorySnapshotStore
 from raftlog.topics import wire as topic_rpc
 from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.machine import TopicStateMachine
