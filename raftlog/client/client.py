@@ -17,6 +17,8 @@ Besides the core RPCs the client offers its transport to the layers above it:
 :meth:`RaftClient.leader_request` (any request type, routed to the leader with the same
 retries) and :meth:`RaftClient.peer_request` (one given peer). ``TopicClient``, the
 ``Subscriber`` and ``raftlog-admin`` are built on these; none opens a request socket itself.
+They are defined with the client's view of its link in the base class
+:class:`~raftlog.client.client_transport.ClientTransport`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import TypeVar
 import zmq.asyncio
 
 from raftlog.client.answers import config_update_outcome, unexpected, update_outcome
+from raftlog.client.client_transport import ClientTransport
 from raftlog.client.consistency import read_level
 from raftlog.client.entries import EntryStream
 from raftlog.client.models import (
@@ -77,7 +80,7 @@ def _typed(msg_type: bytes, interpret: Callable[[Response, str], Outcome[T]]) ->
     return raw
 
 
-class RaftClient:
+class RaftClient(ClientTransport):
     """Leader-following, retrying asyncio client; use as ``async with RaftClient(...)``.
 
     ``peers``: seed ROUTER URLs (any subset of the cluster); ``ident``: the cluster ident
@@ -151,35 +154,6 @@ class RaftClient:
         return self._link.closed
 
     # -- what the client knows -------------------------------------------------------------
-    @property
-    def ident(self) -> bytes:
-        """The cluster ident sent in every request."""
-        return self._link.ident
-
-    @property
-    def context(self) -> zmq.asyncio.Context:
-        """The ZeroMQ context of this client's sockets (subscribers reuse it)."""
-        return self._link.context
-
-    @property
-    def leader(self) -> Peer | None:
-        """The leader as last learned, or None while unknown."""
-        return self._link.leader
-
-    @property
-    def peer_urls(self) -> tuple[str, ...]:
-        """The peer URLs in use: the seeds until the cluster reported its configuration."""
-        return self._link.urls
-
-    @property
-    def response_timeout(self) -> float:
-        """Seconds of silence before another peer is tried."""
-        return self._link.response_timeout
-
-    def invalidate_leader(self) -> None:
-        """Forget the leader, so the next call rediscovers it (used on broadcast silence)."""
-        self._link.forget_leader()
-
     def check_entry_size(self, data: bytes) -> None:
         """Raise ``EntryTooLargeError`` if ``data`` exceeds :attr:`max_entry_size`."""
         if len(data) > self.max_entry_size:
@@ -188,11 +162,6 @@ class RaftClient:
     def new_request_id(self) -> bytes:
         """A fresh 12-byte update request id (§3); pass it to retry an update idempotently."""
         return self._ids.next()
-
-    def _window(self, timeout: float | None) -> tuple[float, float]:
-        self._link.check_open()
-        started = self._link.now()
-        return started, started + (self.timeout if timeout is None else timeout)
 
     # -- RPCs ------------------------------------------------------------------------------
     async def request_config(self, *, timeout: float | None = None) -> ClusterInfo:
@@ -341,74 +310,6 @@ class RaftClient:
             deadline=deadline,
             started=started,
         )
-
-    # -- the transport, for requests of other layers ---------------------------------------
-    async def leader_request(
-        self,
-        msg_type: bytes,
-        args: Sequence[bytes],
-        interpret: Callable[[list[bytes], str], Outcome[T]],
-        *,
-        request_id: bytes | None = None,
-        final_from_any: bool = False,
-        timeout: float | None = None,
-    ) -> T:
-        """Send ``[id, msg_type, ident, *args]`` to the leader, with the retries of the core
-        RPCs, until ``interpret`` gives a final answer.
-
-        ``interpret(frames, url)`` gets the answer's frames after the id and returns
-        ``Done(value)``, ``Redirect(leader_id)`` ("not leader": follow it), ``WAIT`` (an
-        interim answer) -- or raises a final error (``RemoteProtocolError`` marks the answer
-        malformed and waits on). ``request_id``: the id frame, resent unchanged on retries
-        (an update's 12-byte request id; default: a fresh counter id). ``final_from_any``:
-        accept a final answer from a peer asked earlier (true for updates: a late "done"
-        about the same request id is still true)."""
-        started, deadline = self._window(timeout)
-        link = self._link
-        frames = [link.new_id() if request_id is None else bytes(request_id), msg_type]
-        frames += [link.ident, *args]
-
-        def raw(answer: list[bytes], url: str) -> Outcome[T]:
-            return interpret(answer[1:], url)
-
-        return await link.leader_call(
-            frames, raw, deadline=deadline, started=started, final_from_any=final_from_any
-        )
-
-    async def peer_request(
-        self,
-        url: str,
-        msg_type: bytes,
-        args: Sequence[bytes],
-        *,
-        fail_fast: bool = False,
-        timeout: float | None = None,
-        patience: float = 0.0,
-    ) -> list[bytes]:
-        """Send ``[id, msg_type, ident, *args]`` to the peer at ``url`` (leader or not) and
-        return the frames after the id of its answer. Silence longer than
-        ``response_timeout`` (+ ``patience``) resends the same frames (idempotent requests only);
-        ``ClusterUnavailableError`` after ``timeout``. A refusing peer is waited for (it
-        may be restarting) unless ``fail_fast``: then the call gives up once the peer has
-        refused connections for ``refused_timeout`` (an operator asking one peer that is
-        down wants to hear it at once)."""
-        started, deadline = self._window(timeout)
-        link = self._link
-        frames = [link.new_id(), msg_type, link.ident, *args]
-        answer = await link.peer_call(
-            url, frames, deadline=deadline, started=started, fail_fast=fail_fast, patience=patience
-        )
-        return answer[1:]
-
-    def open_broadcast_socket(self, url: str, prefix: bytes | None = None) -> zmq.asyncio.Socket:
-        """A SUB socket on the broadcast at ``url`` filtered to ``prefix`` (default: this
-        cluster's ident); the client closes it at the latest on :meth:`aclose` (see also
-        :meth:`close_broadcast_socket`)."""
-        return self._link.open_subscription(url, self.ident if prefix is None else prefix)
-
-    def close_broadcast_socket(self, sock: zmq.asyncio.Socket) -> None:
-        """Close a socket from :meth:`open_broadcast_socket`."""
-        self._link.close_subscription(sock)
 
     def request_entries(
         self,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from raftlog.cli.admin import build_parser, main
+from raftlog.cli.admin import main
 from raftlog.cli.admin_cluster import (
     behind,
     check_with_leader_rule,
@@ -15,6 +15,7 @@ from raftlog.cli.admin_cluster import (
     new_configuration,
 )
 from raftlog.cli.admin_io import UsageError, plain_table
+from raftlog.cli.admin_parser import build_parser
 from raftlog.cli.admin_topics import property_lines
 from raftlog.errors import ConfigUpdateError
 from raftlog.rpc.messages import Peer, RequestLogInfoResponse

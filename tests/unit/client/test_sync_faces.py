@@ -41,9 +41,11 @@ def _name(value: object) -> str:
 
 
 def public_async_methods(cls: type) -> set[str]:
+    """Its own and its bases' (``RaftClient`` inherits ``leader_request``, ``peer_request``)."""
     return {
         name
-        for name, member in vars(cls).items()
+        for klass in cls.__mro__
+        for name, member in vars(klass).items()
         if not name.startswith("_") and inspect.iscoroutinefunction(member)
     }
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from raftlog.cli.admin import build_parser
+from raftlog.cli.admin_parser import build_parser
 from raftlog.cli.admin_topics import property_lines
 from raftlog.entry import EntryType, LogEntry
 from raftlog.errors import TopicError
