@@ -148,8 +148,9 @@ def test_frames_are_built_only_by_the_wire_package() -> None:
     assert offenders == []
 
 
-MAX_MODULE_LINES = 450
-"""~400 lines is the house rule; this is the hard stop a module may not grow past."""
+MAX_MODULE_LINES = 400
+"""The house rule, held as a hard stop: a module that would grow past it is split first (the
+split of 2026-11-28 brought the sixteen modules between 401 and 450 lines under 380)."""
 
 
 def test_modules_stay_small() -> None:
