@@ -1,14 +1,15 @@
 """Topics: the one home of the topic model, end to end (issue #26).
 
 Everything a topic is lives here: the record format carried in log entries (``records``,
-``records_tx``, ``record_scan``), the leader's gate and clock (``gate``, ``clock``), the
-state machine every peer applies (``machine`` with ``index``, ``reads``, ``counters``,
-``rules``, ``tx``, ``commit``, ``snapshot``, ``opening``, ``requests``), the topic RPCs'
-frame codecs (``wire``, ``wire_counts``, ``wire_errors``, ``wire_tx``; ``raftlog.rpc``
-stays a leaf that knows no topic), and the client API over the transport (``client``,
-``client_stream``, ``client_view``, ``client_tx``, the key-value view ``kv`` (#29, with
-``records_kv``, ``compacted``, ``kv_state``, ``wire_kv``) and their blocking faces
-``sync_client``, ``sync_client_tx``).
+``record_decode``, ``records_tx``, ``record_scan``), the leader's gate and clock (``gate``,
+``clock``), the state machine every peer applies (``machine`` with ``machine_views``,
+``index``, ``reads``, ``retention``, ``counters``, ``rules``, ``tx``, ``tx_rows``,
+``commit``, ``snapshot``, ``opening``, ``requests``), the topic RPCs' frame codecs (``wire``,
+``wire_publish``, ``wire_counts``, ``wire_errors``, ``wire_tx``; ``raftlog.rpc`` stays a leaf
+that knows no topic), and the client API over the transport (``client`` with
+``client_read_calls``, ``client_stream``, ``client_view``, ``client_tx``, the key-value view
+``kv`` (#29, with ``records_kv``, ``compacted``, ``kv_state``, ``wire_kv``) and their
+blocking faces ``sync_client``, ``sync_client_tx``).
 
 The public client API is importable from here: ``TopicClient`` and its blocking twin
 ``SyncTopicClient``; transactions across calls with ``Transaction`` / ``SyncTransaction``
