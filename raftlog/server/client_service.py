@@ -192,6 +192,7 @@ class ClientService:
         results = self._proposer.propose_many(requests, now_ms, prepare, latest_ms=latest_ms)
         now = self._clock()
         appended: list[Waiter] = []  # the batch's appended updates, at consecutive indexes
+        others: list[tuple[bytes, bytes, ProposeResult]] = []
         first = 0
         for (routing, rid, _), result in zip(queued, results, strict=True):
             if result.__class__ is Appended:
@@ -199,11 +200,15 @@ class ClientService:
                     first = result.index
                 appended.append((routing, rid, False))
             else:
-                self._settle(routing, rid, result, now, publish=False)
+                others.append((routing, rid, result))
         if appended:  # one run: one queue entry, one accept entry (update_waiters.WaiterRun)
             self._appended.inc(len(appended))
             self._accept_later.append((now + self._accepted_delay, first, appended))
             self._at_commit.add_run(first, appended, now)
+        # After the run: a retry in the same batch (a Duplicate of an entry the batch itself
+        # appended) then finds its request there and waits once, not beside it.
+        for routing, rid, result in others:
+            self._settle(routing, rid, result, now, publish=False)
 
     def publish(self, routing: bytes, msg_id: bytes, msg: ClientDispatch) -> None:
         """``TP``: the frames checked and answered, then proposed like ``=``."""

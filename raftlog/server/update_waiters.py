@@ -75,7 +75,9 @@ class UpdateWaiters:
     def add_run(self, first: int, waiters: list[Waiter], now: float) -> None:
         """Wait for ``first``, ``first + 1``, ... with one waiter each (``waiters`` is kept,
         not copied). A leader's appended indexes only grow, so a run starts after every run
-        before it; one that does not is added index by index."""
+        before it; one that does not is added index by index. The waiters are requests just
+        appended, so none waits anywhere yet: a retry of one is ``add``-ed after the run
+        (``ClientService.propose_queued`` settles a batch's duplicates after its run)."""
         runs = self._runs
         if runs and runs[-1].end > first:
             for offset, waiter in enumerate(waiters):

@@ -126,6 +126,21 @@ def test_the_same_request_waiting_twice_is_answered_once() -> None:
     assert len(s.wire()) == 1
 
 
+def test_the_same_request_twice_in_one_drain_is_held_once_and_answered_once() -> None:
+    """A client's retry that lands in the same drain as its first copy: the batch appends
+    the first and calls the second a ``Duplicate`` of that very entry. The second must find
+    the first in the batch's run instead of waiting beside it (answered twice otherwise)."""
+    s = Setup(Appended(5), Duplicate(5))
+    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.svc.request_update(b"a", RID, RequestUpdate(RID, b"x"))
+    s.svc.propose_queued()
+    assert s.core.batches == [2] and s.svc.pending_updates == 1
+    s.svc.on_committed(5)
+    assert s.wire() == [(b"a", [RID, b"\x01", pack_json(5)])]
+    s.apply(5)
+    assert len(s.wire()) == 1
+
+
 def test_stepping_down_answers_every_waiter_not_leader_with_the_new_leader() -> None:
     s = Setup(Appended(9), Appended(10))
     s.update(b"a", RID, b"x")

@@ -68,7 +68,8 @@ def test_drain_yields_every_waiter_left_in_runs_and_heap() -> None:
 
 operations = st.lists(
     st.one_of(
-        st.tuples(st.just("add"), st.integers(1, 40), st.integers(0, 130)),  # 100+: retries
+        # add: a request of its own (0-99), or 100+: a retry of a request some run made
+        st.tuples(st.just("add"), st.integers(1, 40), st.integers(0, 130)),
         st.tuples(st.just("run"), st.integers(1, 40), st.integers(0, 6)),
         st.tuples(st.just("release"), st.integers(0, 45), st.just(0)),
     ),
@@ -91,8 +92,12 @@ def test_runs_release_what_one_by_one_waiting_releases(ops: list[tuple[str, int,
             model = {i: ws for i, ws in model.items() if i > index}
             assert got == due
         else:
-            batch = [_waiter(arg)] if kind == "add" else [_waiter(made + k) for k in range(arg)]
-            made += len(batch)
+            n = arg
+            if kind == "add" and arg >= 100:  # a retry: of a request made already (the
+                # service adds a run's retries after the run, update_waiters.add_run)
+                n = 100 + (arg - 100) % (made - 100) if made > 100 else arg - 100
+            batch = [_waiter(n)] if kind == "add" else [_waiter(made + k) for k in range(arg)]
+            made += len(batch) if kind == "run" else 0
             if kind == "add":
                 waiting.add(index, batch[0], now=0.0)
             else:
