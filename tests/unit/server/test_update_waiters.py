@@ -66,6 +66,25 @@ def test_drain_yields_every_waiter_left_in_runs_and_heap() -> None:
     assert len(waiting) == 0 and not waiting.due(10**9)
 
 
+def _request_of(arg: int, made: int) -> int:
+    """The request an ``add`` names: its own (``arg`` below 100), or for 100 and above a
+    retry of one a run made already (ids 100 to ``made - 1``); a retry before any run is a
+    request of its own. Never one a later run makes: the service adds a run's retries after
+    the run (``UpdateWaiters.add_run``)."""
+    if arg < 100:
+        return arg
+    return 100 + (arg - 100) % (made - 100) if made > 100 else arg - 100
+
+
+def _hold(model: dict[int, list[Waiter]], first: int, waiters: list[Waiter]) -> None:
+    """The model's ``add`` of ``waiters`` at ``first``, ``first + 1``, ...: one by one, a
+    request already waiting at its index not held twice."""
+    for k, waiter in enumerate(waiters):
+        held = model.setdefault(first + k, [])
+        if all(w[:2] != waiter[:2] for w in held):
+            held.append(waiter)
+
+
 operations = st.lists(
     st.one_of(
         # add: a request of its own (0-99), or 100+: a retry of a request some run made
@@ -91,19 +110,13 @@ def test_runs_release_what_one_by_one_waiting_releases(ops: list[tuple[str, int,
             due = sorted((i, w) for i, ws in model.items() if i <= index for w in ws)
             model = {i: ws for i, ws in model.items() if i > index}
             assert got == due
+        elif kind == "add":
+            waiter = _waiter(_request_of(arg, made))
+            waiting.add(index, waiter, now=0.0)
+            _hold(model, index, [waiter])
         else:
-            n = arg
-            if kind == "add" and arg >= 100:  # a retry: of a request made already (the
-                # service adds a run's retries after the run, update_waiters.add_run)
-                n = 100 + (arg - 100) % (made - 100) if made > 100 else arg - 100
-            batch = [_waiter(n)] if kind == "add" else [_waiter(made + k) for k in range(arg)]
-            made += len(batch) if kind == "run" else 0
-            if kind == "add":
-                waiting.add(index, batch[0], now=0.0)
-            else:
-                waiting.add_run(index, batch, now=0.0)
-            for k, waiter in enumerate(batch):
-                held = model.setdefault(index + k, [])
-                if all(w[:2] != waiter[:2] for w in held):
-                    held.append(waiter)
+            run = [_waiter(made + k) for k in range(arg)]
+            made += arg
+            waiting.add_run(index, run, now=0.0)
+            _hold(model, index, run)
         assert len(waiting) == sum(len(ws) for ws in model.values())
