@@ -3,8 +3,9 @@ and ``record_counts`` of :class:`~raftlog.topics.client.TopicClient`.
 
 Why a module of its own: the topic client's calls fall into publishing and transactions
 (``raftlog.topics.client``), consumer groups (``raftlog.topics.groups.client``) and these
-reads; each group is a mixin over the same two primitives (``TopicTransport``), so the
-client class stays a map of what it offers instead of one long file.
+reads; each group is a mixin over the same two primitives (``TopicTransport``; the reads
+also use the RaftClient itself, ``ReadHost``), so the client class stays a map of what it
+offers instead of one long file.
 """
 
 from __future__ import annotations
