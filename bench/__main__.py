@@ -37,10 +37,15 @@ def _machine() -> str:
     except (ValueError, OSError):
         pass
     system = f"{platform.system()} {platform.release()}"
-    return (
-        f"{cpu}, {os.cpu_count()} cores{mem}, {system}{_idle_policy()}, "
-        f"Python {platform.python_version()}"
-    )
+    return f"{cpu}, {os.cpu_count()} cores{mem}, {system}{_idle_policy()}, {_interpreter()}"
+
+
+def _interpreter() -> str:
+    """Which CPython ran the peers, and where it was installed: the same version built two ways
+    differs by more than many changes measured here (Debian's packaged 3.11 ran the three
+    peers with 0.93x the CPU of a default source build of pyenv's, docs/performance.md
+    section 1), so the figures of two builds are not comparable either."""
+    return f"Python {platform.python_version()} ({sys.base_prefix}, {platform.python_compiler()})"
 
 
 def _idle_policy() -> str:
