@@ -20,6 +20,7 @@ them. Exit status 1 if any run broke a promise or missed its guards.
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import platform
 import sys
@@ -113,6 +114,7 @@ def write_doc(doc: Path, text: str, marker: str = "chaos-table") -> None:
 
 
 def main() -> int:
+    faulthandler.enable()  # a native abort (libzmq's assertions) prints every thread's stack
     minutes = float(os.environ.get("RAFTLOG_CHAOS_MINUTES", "10"))
     seconds = float(os.environ.get("RAFTLOG_CHAOS_SECONDS", "30"))
     seed = int(os.environ.get("RAFTLOG_CHAOS_SEED", str(int(time.time()) % 100_000)))

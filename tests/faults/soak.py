@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import os
 import random
 import signal
@@ -183,6 +184,7 @@ def flat(values: list[float], ratio: float, slack: float) -> tuple[bool, str]:
 
 
 def main() -> int:
+    faulthandler.enable()  # a native abort (libzmq's assertions) prints every thread's stack
     minutes = float(os.environ.get("RAFTLOG_SOAK_MINUTES", "30"))
     fault_every = float(os.environ.get("RAFTLOG_SOAK_FAULT_EVERY", "60"))
     sample_every = float(os.environ.get("RAFTLOG_SOAK_SAMPLE_EVERY", "10"))

@@ -22,6 +22,7 @@ when a pass runs longer, ``raftlog.server.stall_watch``).
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import sys
 import tempfile
@@ -107,6 +108,7 @@ def measure(directory: Path, seconds: float, hog: bool) -> dict[str, object]:
 
 
 def main() -> int:
+    faulthandler.enable()  # a native abort (libzmq's assertions) prints every thread's stack
     seconds = float(os.environ.get("RAFTLOG_STABILITY_SECONDS", "300"))
     hog = os.environ.get("RAFTLOG_STABILITY_HOG", "1") != "0"
     load_before, when = f"{load()} ({load_note()})", datetime.now(UTC)
