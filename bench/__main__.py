@@ -41,8 +41,8 @@ def _machine() -> str:
 
 
 def _interpreter() -> str:
-    """Which CPython ran the peers, and where it was installed: the same version built two ways
-    differs by more than many changes measured here (Debian's packaged 3.11 ran the three
+    """Which CPython ran the peers, and where it was installed: two builds of Python 3.11
+    differ by more than many changes measured here (Debian's packaged 3.11 ran the three
     peers with 0.93x the CPU of a default source build of pyenv's, docs/performance.md
     section 1), so the figures of two builds are not comparable either."""
     return f"Python {platform.python_version()} ({sys.base_prefix}, {platform.python_compiler()})"

@@ -1,5 +1,5 @@
 """The machine line every benchmark section records names the interpreter's build, not only its
-version: two builds of one CPython version differ by more than many changes the benches
+version: two builds of one CPython minor version differ by more than many changes the benches
 measure (docs/performance.md section 1), so a reader must be able to tell them apart."""
 
 from __future__ import annotations
