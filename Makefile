@@ -18,6 +18,9 @@ PIP    := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip --q
 RUN_STAMP  := $(VENV)/.installed-run
 TEST_STAMP := $(VENV)/.installed-test
 PYTEST_ARGS ?= --durations=25
+# Two pytest-xdist workers (tests/conftest.py groups the tests by file, all of tests/spark in
+# one group); `make test PYTEST_WORKERS=0` runs the suite in one process.
+PYTEST_WORKERS ?= 2
 
 .PHONY: install install-run test lint interop run run-secure bench browser fuse kcat compiler
 
@@ -117,7 +120,7 @@ kcat:
 # --durations=25: every run (CI included) ends with its 25 slowest tests, so a test that
 # grows slow shows up where it is run rather than in the next suite-time hunt.
 test: install interop browser fuse kcat
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: install
 	$(BIN)/ruff check raftlog tests integrations/spark
