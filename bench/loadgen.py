@@ -44,7 +44,7 @@ def find_leader(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for url in urls:
-            sock = sockets.client_dealer(_CTX, url, immediate=False, curve=curve)
+            sock = sockets.client_dealer(_CTX, url, curve=curve)
             try:
                 sock.send_multipart(
                     encode_request(RequestConfig(), ident=ident.encode(), id=b"\x01")
@@ -83,7 +83,7 @@ def run_updates(
 ) -> UpdateResult:
     """Commit ``total`` updates of ``size`` bytes keeping ``inflight`` outstanding."""
     ids = RequestIdGenerator()
-    sock = sockets.client_dealer(_CTX, url, immediate=False, unbounded=True, curve=curve)
+    sock = sockets.client_dealer(_CTX, url, unbounded=True, curve=curve)
     ident_b = ident.encode()
     payload = b"p" * size
     started: dict[bytes, float] = {}
@@ -145,7 +145,7 @@ def update_once(urls: list[str], ident: str, timeout: float = 30.0) -> float:
     while time.monotonic() < deadline:
         url = urls[n % len(urls)]
         n += 1
-        sock = sockets.client_dealer(_CTX, url, immediate=False)
+        sock = sockets.client_dealer(_CTX, url)
         try:
             sock.send_multipart(
                 encode_request(RequestUpdate(rid, b"failover"), ident=ident.encode())
@@ -166,7 +166,7 @@ def read_entries(
     url: str, ident: str, prev_index: int = 0, curve: CurveClient | None = None
 ) -> tuple[int, float]:
     """Stream every committed entry after ``prev_index``; returns (entries, seconds)."""
-    sock = sockets.client_dealer(_CTX, url, immediate=False, curve=curve)
+    sock = sockets.client_dealer(_CTX, url, curve=curve)
     ident_b = ident.encode()
     count = 0
     t0 = time.perf_counter()

@@ -14,6 +14,17 @@ NULL, so mixed clusters are plaintext).
 
 The functions are generic over the context: a ``zmq.Context`` gives blocking sockets (the
 peer, the CLI, benchmarks), a ``zmq.asyncio.Context`` gives awaitable ones (the clients).
+
+No socket sets ``ZMQ_IMMEDIATE``. With it, libzmq (4.3.5, the one pyzmq bundles) ends a
+connection's pipe from the socket's side when the connection drops (``hiccuped``): if the
+socket is reading a multipart message at that moment -- it handles commands every 100 frames,
+in the middle of a message too -- the rest of the message is gone and the process aborts in
+``Assertion failed: !_more (src/fq.cpp:80)``. A client reading entries, or a peer reading a
+burst of answers, while the other end died did exactly that (docs/reliability.md;
+``tests/integration/test_reconnect_abort.py`` reproduces it). What ``IMMEDIATE`` was for --
+nothing queued for a peer that is not connected -- is a gate in Python instead, opened and
+closed by the connecting socket's monitor events: ``PeerChannel.link_up`` on a peer,
+``DealerChannel`` in the client.
 """
 
 from __future__ import annotations
@@ -127,23 +138,40 @@ def peer_router(
     return _bound(sock, bind_url)
 
 
+#: The monitor events of a peer DEALER's link: up once a handshake succeeded (libzmq reports
+#: it for every mechanism, NULL too), down when the connection drops or a handshake fails.
+PEER_LINK_EVENTS: Final = (
+    zmq.EVENT_HANDSHAKE_SUCCEEDED
+    | zmq.EVENT_DISCONNECTED
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+)
+
+
 def peer_dealer(
     context: zmq.Context[S], url: str, *, reconnect_ivl_ms: int,
     curve: CurveClient | None = None,
-) -> S:
-    """The DEALER one peer uses to send requests to another peer at ``url``.
+) -> tuple[S, S]:
+    """The DEALER one peer uses to send requests to another peer at ``url``, and its
+    :func:`connection_monitor` for :data:`PEER_LINK_EVENTS`, attached before the connect
+    (an event sent before a monitor is attached is lost, and the link would look down for
+    good).
 
-    ``IMMEDIATE`` keeps requests out of the queue while the other peer is down (they would
-    be stale when it comes back); the reconnect interval follows the RPC timeout so a dead
+    The monitor drives the channel's link gate: no request is queued for a peer that is not
+    connected (it would be stale when the peer comes back; see the module docstring for why
+    this is not ``ZMQ_IMMEDIATE``). The reconnect interval follows the RPC timeout so a dead
     peer is not hammered with connection attempts."""
     sock = _socket(context, zmq.DEALER, curve)
-    sock.setsockopt(zmq.SNDHWM, PEER_SEND_HIGH_WATER_MARK)
-    sock.setsockopt(zmq.IMMEDIATE, 1)
-    sock.setsockopt(zmq.RCVHWM, PEER_SEND_HIGH_WATER_MARK * 4)
-    sock.setsockopt(zmq.RECONNECT_IVL, reconnect_ivl_ms)
-    sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
-    sock.connect(url)
-    return sock
+    try:
+        sock.setsockopt(zmq.SNDHWM, PEER_SEND_HIGH_WATER_MARK)
+        sock.setsockopt(zmq.RCVHWM, PEER_SEND_HIGH_WATER_MARK * 4)
+        sock.setsockopt(zmq.RECONNECT_IVL, reconnect_ivl_ms)
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
+    except zmq.ZMQError:
+        sock.close(linger=0)
+        raise
+    return _connect_monitored(sock, url, PEER_LINK_EVENTS)
 
 
 def broadcast_pub(
@@ -157,23 +185,21 @@ def broadcast_pub(
 
 
 def client_dealer(
-    context: zmq.Context[S], url: str, *, immediate: bool = True,
-    curve: CurveClient | None = None, unbounded: bool = False,
+    context: zmq.Context[S], url: str, *, curve: CurveClient | None = None,
+    unbounded: bool = False,
 ) -> S:
-    """A client's DEALER to one peer at ``url`` (RaftClient, the CLI, benchmarks).
+    """A client's DEALER to one peer at ``url`` (the CLI, benchmarks, tests' probes).
     ``unbounded`` lifts both queue limits (a load generator keeping thousands in flight)."""
-    sock = _unconnected_client_dealer(context, curve, immediate=immediate, unbounded=unbounded)
+    sock = _unconnected_client_dealer(context, curve, unbounded=unbounded)
     sock.connect(url)
     return sock
 
 
 def _unconnected_client_dealer(
-    context: zmq.Context[S], curve: CurveClient | None, *, immediate: bool, unbounded: bool
+    context: zmq.Context[S], curve: CurveClient | None, *, unbounded: bool
 ) -> S:
     sock = _socket(context, zmq.DEALER, curve)
     try:
-        if immediate:
-            sock.setsockopt(zmq.IMMEDIATE, 1)
         sock.setsockopt(zmq.SNDHWM, 0 if unbounded else CLIENT_SEND_HIGH_WATER_MARK)
         if unbounded:
             sock.setsockopt(zmq.RCVHWM, 0)
@@ -194,9 +220,15 @@ def monitored_client_dealer(
     line of Python runs. A monitor attached after the connect then never hears of the
     connection, and a client that cannot reach the cluster said "no connection could be
     made" although every peer had accepted it (the wrong-ident diagnosis on a busy machine)."""
-    sock = _unconnected_client_dealer(context, curve, immediate=True, unbounded=False)
+    sock = _unconnected_client_dealer(context, curve, unbounded=False)
+    return _connect_monitored(sock, url, CLIENT_MONITOR_EVENTS)
+
+
+def _connect_monitored(sock: S, url: str, events: int) -> tuple[S, S]:
+    """``sock`` connected to ``url`` with a monitor for ``events`` attached first; on any
+    failure both are closed, not leaked."""
     try:
-        monitor = connection_monitor(sock)
+        monitor = connection_monitor(sock, events)
     except zmq.ZMQError:
         sock.close(linger=0)
         raise

@@ -156,8 +156,8 @@ class Connections:
     async def send(self, url: str, frames: list[bytes], timeout: float) -> bool:
         """Queue ``frames`` for the peer at ``url``; False (noted as "unreachable") if it
         cannot be written within ``timeout`` seconds, or at once (noted as "refused") while
-        the peer refuses connections: with ``IMMEDIATE`` nothing can be queued for it until
-        a reconnection succeeds, so the caller had better try another peer."""
+        the peer refuses connections: nothing is queued for it until a reconnection succeeds
+        (``DealerChannel.send``), so the caller had better try another peer."""
         channel = self.channel(url)
         deadline = self.now() + timeout
         while True:

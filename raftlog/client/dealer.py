@@ -10,10 +10,12 @@ Timeouts use ``asyncio.timeout`` rather than ``asyncio.wait_for``: on Python 3.1
 can swallow a cancellation that races with the awaited result (gh-86296), which would make a
 task running a client call impossible to cancel.
 
-Socket options: ``LINGER=0`` (a closed client never blocks on undeliverable requests) and
-``IMMEDIATE=1``, so a message is queued only on a *completed* connection: a send to a dead
-peer waits (and the caller times out and tries the next peer) instead of piling up requests
-that a restarted peer would replay much later.
+Socket options: ``LINGER=0`` (a closed client never blocks on undeliverable requests). A
+message is queued only while the connection is up: a send to a dead peer waits (and the
+caller times out and tries the next peer) instead of piling up requests that a restarted peer
+would replay much later. That gate is the channel's own, opened and closed by the socket's
+monitor events, not ``ZMQ_IMMEDIATE``: with it libzmq aborted a client that was reading a
+multipart answer when the peer died (``raftlog.sockets`` says how).
 
 ZeroMQ never tells a sender that a connection was refused: it retries in the background. So
 each channel also reads its socket's monitor events (:func:`raftlog.sockets.connection_monitor`)
@@ -235,6 +237,11 @@ class DealerChannel:
         self._sync_socket: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)
         self.state = ConnectionState(curve=curve is not None)
         """Connection state from the socket monitor (see :class:`ConnectionState`)."""
+        self._link_up = asyncio.Event()
+        """Set while ``state.connected``: the gate every send waits at. An ``inproc`` link
+        never reports events, nor ever drops, so it is open from the start."""
+        if url.startswith("inproc://"):
+            self._link_up.set()
         self._closed = False
         loop = asyncio.get_running_loop()
         self._reader = loop.create_task(self._read(), name=f"raftlog-client-reader {url}")
@@ -252,14 +259,17 @@ class DealerChannel:
             return False
         try:
             async with asyncio.timeout(max(timeout, 0.0)):
+                if not self._link_up.is_set():
+                    await self._link_up.wait()
                 await self._socket.send_multipart(frames)
         except (TimeoutError, zmq.ZMQError):
             return False
         return True
 
     def send_nowait(self, frames: list[bytes]) -> bool:
-        """Best-effort send that never waits (used for stream stop messages)."""
-        if self._closed:
+        """Best-effort send that never waits (used for stream stop messages); False while
+        the connection is down."""
+        if self._closed or not self._link_up.is_set():
             return False
         try:
             self._sync_socket.send_multipart(frames, flags=zmq.NOBLOCK)
@@ -291,6 +301,10 @@ class DealerChannel:
             except (zmq.ZMQError, ValueError, KeyError):
                 return
             self.state.on_event(int(event), loop.time())
+            if self.state.connected:
+                self._link_up.set()
+            else:
+                self._link_up.clear()
 
     async def aclose(self, linger_ms: int = 0) -> None:
         """Stop the reader and close the socket. ``linger_ms`` > 0 gives messages already

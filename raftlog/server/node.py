@@ -9,7 +9,8 @@ move ~4x the messages of ``zmq.asyncio`` on this class of machine, and the hot p
 ROUTER in, propose, append, replicate, reply -- is all socket work). Each pass of the loop
 polls, then runs the step:
 
-1. drains every readable socket (ROUTER: peers and clients; one DEALER per other peer) and
+1. drains every readable socket (ROUTER: peers and clients; one DEALER per other peer, and
+   its monitor, whose events open and close the link gate of ``PeerChannel``) and
    steps what arrived into the core -- so everything that queued up while the previous fsync
    ran is proposed together and written by the next single fsync (group commit);
 2. ticks the core for the wall time that passed (``tick_ms`` per tick, after the drain);
@@ -147,14 +148,15 @@ class PeerNode:
         follower's answer or a durable write alone does not end in an empty receive on it
         (issue #28)."""
         polled, self._polled = self._polled, []
-        storage, router = self.parts.storage, self.parts.sockets.router
+        storage, io = self.parts.storage, self.parts.sockets
+        router, channels = io.router, io.channels
         router_ready = False
         for socket, _ in polled:
             if isinstance(socket, int) and storage is not None:  # a write is durable
                 storage.clear_wakeup()
             elif socket is router:
                 router_ready = True
-            else:
+            elif not channels.read_link_events(socket):  # else a peer's link went up or down
                 self._drain_peer(socket)
         if router_ready:
             self._drain_router(time.monotonic() + DRAIN_BUDGET)

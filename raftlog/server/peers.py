@@ -6,9 +6,11 @@ is a retransmission and is sent with its original msgid and frames, so that a re
 follower recognises the duplicate (docs/protocol.md §6). Responses are handed back with the request
 object their msgid belongs to; late and duplicated ones too (the core ignores stale ones).
 
-Sockets use ``ZMQ_IMMEDIATE``: nothing is queued for a peer that is not connected (the send
-fails, the core retransmits on its timeout), so a peer coming back does not receive a backlog
-of stale requests.
+Each channel has a link gate: nothing is queued for a peer that is not connected (the send is
+dropped and counted, the core retransmits on its timeout), so a peer coming back does not
+receive a backlog of stale requests. The gate follows the DEALER's monitor events (its monitor
+socket is polled with the others); it is not ``ZMQ_IMMEDIATE``, which made libzmq abort a peer
+reading a burst of answers from a peer that had just died (``raftlog.sockets``).
 
 Memory stays bounded: at most ``MAX_OUTSTANDING`` unanswered msgids are remembered per peer
 (the oldest are forgotten: their answers, if any, are dropped), and each DEALER queues at most
@@ -18,11 +20,13 @@ Memory stays bounded: at most ``MAX_OUTSTANDING`` unanswered msgids are remember
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 import zmq
+from zmq.utils.monitor import parse_monitor_message
 
 from raftlog import sockets
 from raftlog.errors import LocalProtocolError, RemoteProtocolError
@@ -72,9 +76,26 @@ class PeerChannel:
         """Extension requests (``ask``) awaiting their answer, by msgid."""
         self._last: tuple[PeerRequest, int, list[bytes]] | None = None
         self.dropped_sends = 0
-        self.socket = sockets.peer_dealer(
+        self.socket, self.monitor = sockets.peer_dealer(
             context, peer.url, reconnect_ivl_ms=rpc_timeout_ms, curve=curve
         )
+        self.link_up = peer.url.startswith("inproc://")
+        """Whether the last link event was a successful handshake: requests go out only then.
+        An ``inproc`` link never reports events, nor ever drops, so it is up from the start."""
+
+    def read_link_events(self) -> None:
+        """Fold the monitor's queued events into :attr:`link_up` (the monitor delivers only
+        ``sockets.PEER_LINK_EVENTS``, so the newest one says up or down)."""
+        while True:
+            try:
+                frames = self.monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                event = parse_monitor_message(frames)["event"]
+            except (ValueError, KeyError):  # not a monitor message: cannot come from libzmq
+                continue
+            self.link_up = event == zmq.EVENT_HANDSHAKE_SUCCEEDED
 
     def send(self, request: PeerRequest) -> None:
         """Send ``request``: a new object gets the next msgid; the same object again is a
@@ -90,6 +111,12 @@ class PeerChannel:
         self._outstanding[msg_id] = request
         if len(self._outstanding) > MAX_OUTSTANDING:
             self._outstanding.popitem(last=False)
+        self._send(frames)
+
+    def _send(self, frames: list[bytes]) -> None:
+        if not self.link_up:  # the peer is not connected: a request queued now would be stale
+            self.dropped_sends += 1
+            return
         try:
             send_frames(self.socket, frames)
         except zmq.Again:
@@ -105,13 +132,8 @@ class PeerChannel:
         self._asked[msg_id] = answer
         if len(self._asked) > MAX_OUTSTANDING:
             self._asked.popitem(last=False)
-        try:
-            request = ClientDispatch(msg_type, tuple(args))
-            send_frames(
-                self.socket, encode_request(request, ident=self._ident, id=encode_msg_id(msg_id))
-            )
-        except zmq.Again:
-            self.dropped_sends += 1
+        request = ClientDispatch(msg_type, tuple(args))
+        self._send(encode_request(request, ident=self._ident, id=encode_msg_id(msg_id)))
 
     def receive(self, frames: list[bytes]) -> tuple[PeerRequest, PeerResponse] | None:
         """Match one response; None if it answers nothing we remember (or answered an
@@ -137,7 +159,10 @@ class PeerChannel:
         self._last = None
 
     def close(self) -> None:
-        """Close the DEALER without lingering (queued requests are stale anyway)."""
+        """Close the DEALER and its monitor without lingering (queued requests are stale)."""
+        with contextlib.suppress(zmq.ZMQError):
+            self.socket.disable_monitor()
+        self.monitor.close(linger=0)
         self.socket.close(linger=0)
 
 
@@ -162,6 +187,7 @@ class PeerChannels:
         self._curve = curve
         self.by_id: dict[str, PeerChannel] = {}
         self.by_socket: dict[zmq.Socket[bytes], PeerChannel] = {}
+        self.by_monitor: dict[zmq.Socket[bytes], PeerChannel] = {}
 
     def reconcile(self, peers: Iterable[Peer]) -> None:
         """Connect to every peer of ``peers`` (except ourselves), reconnect those whose URL
@@ -178,12 +204,25 @@ class PeerChannels:
                 )
                 self.by_id[peer_id] = channel
                 self.by_socket[channel.socket] = channel
+                self.by_monitor[channel.monitor] = channel
                 self._poller.register(channel.socket, zmq.POLLIN)
+                self._poller.register(channel.monitor, zmq.POLLIN)
+
+    def read_link_events(self, socket: zmq.Socket[bytes]) -> bool:
+        """If ``socket`` (found readable by the poll) is a channel's monitor, fold its events
+        into that channel's link gate and return True; False for any other socket."""
+        channel = self.by_monitor.get(socket)
+        if channel is None:
+            return False
+        channel.read_link_events()
+        return True
 
     def _drop(self, channel: PeerChannel) -> None:
         self._poller.unregister(channel.socket)
+        self._poller.unregister(channel.monitor)
         del self.by_id[channel.peer.id]
         del self.by_socket[channel.socket]
+        del self.by_monitor[channel.monitor]
         channel.close()
 
     def send(self, peer_id: str, request: PeerRequest) -> bool:

@@ -212,7 +212,7 @@ def entries_burst(chaos: Chaos) -> None:
             url = chaos.cluster.peers.peers[leader].url
             streams = []
             for n in range(BURST_STREAMS):
-                sock = sockets.client_dealer(context, url, immediate=False)
+                sock = sockets.client_dealer(context, url)
                 sock.send_multipart(
                     encode_request(RequestEntries(0), ident=IDENT.encode(), id=n.to_bytes(4, "big"))
                 )

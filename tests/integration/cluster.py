@@ -145,7 +145,7 @@ def probe(
 ) -> list[Response]:
     """Send one request on a fresh DEALER and return up to ``collect`` responses (fewer on
     timeout; RequestUpdate collects until its final answer). ``curve`` talks CURVE."""
-    sock = sockets.client_dealer(_CONTEXT, url, immediate=False, curve=curve)
+    sock = sockets.client_dealer(_CONTEXT, url, curve=curve)
     try:
         rid = None if isinstance(message, RequestUpdate | ConfigUpdate) else b"\x01"
         frames = encode_request(message, ident=ident.encode(), id=rid)
@@ -431,7 +431,7 @@ class PeerCluster:
         """Every committed entry after ``prev_index`` as ``(index, serialized entry)``, read
         from leader ``peer_id`` with RequestEntries (acknowledging each batch)."""
         sock = sockets.client_dealer(
-            _CONTEXT, self.peers[peer_id].url, immediate=False, curve=self.curve
+            _CONTEXT, self.peers[peer_id].url, curve=self.curve
         )
         out: list[tuple[int, bytes]] = []
         try:

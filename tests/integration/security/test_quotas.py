@@ -231,7 +231,7 @@ async def test_sighup_reload_applies_new_quotas(cluster: PeerCluster, secure: Se
 def test_connections_over_the_cap_are_shed(cluster: PeerCluster, secure: SecureSetup) -> None:
     url = cluster.peers["1"].url
     conny = secure.client("conny")
-    held = [sockets.client_dealer(_CTX, url, immediate=False, curve=conny) for _ in range(2)]
+    held = [sockets.client_dealer(_CTX, url, curve=conny) for _ in range(2)]
     try:
         for n, sock in enumerate(held):  # two connections that talk: both served
             assert ask(sock, cluster, n) is not None

@@ -81,7 +81,7 @@ def raw_exchange(
     url: str, ident: str, message: Request, curve: CurveClient | None, timeout: float = 2.0
 ) -> list[bytes] | None:
     """Send one request; the first answer's frames (msgid first), or None if silence."""
-    sock = sockets.client_dealer(_CTX, url, immediate=False, curve=curve)
+    sock = sockets.client_dealer(_CTX, url, curve=curve)
     try:
         rid = None if isinstance(message, RequestUpdate | ConfigUpdate) else b"\x01"
         sock.send_multipart(encode_request(message, ident=ident.encode(), id=rid))
@@ -164,7 +164,7 @@ def test_sighup_revokes_a_key_also_on_an_open_connection(
 ) -> None:
     cluster, secure = revocable
     url = cluster.peers[cluster.wait_leader()].url
-    sock = sockets.client_dealer(_CTX, url, immediate=False, curve=secure.client("writer"))
+    sock = sockets.client_dealer(_CTX, url, curve=secure.client("writer"))
     try:
         def ask() -> list[bytes]:
             sock.send_multipart(encode_request(RequestLogInfo(), ident=cluster.ident.encode(),

@@ -134,7 +134,7 @@ async def test_row_reader(cluster: PeerCluster, secure: SecureSetup, setup_topic
     wait = ClientDispatch(TYPE_READ, tuple(encode_read_request(
         ReadRequest("orders", from_time_ms=4_102_444_800_000, wait_ms=10_000))))
     slow = secure.client("slow-reader")
-    socks = [sockets.client_dealer(zmq.Context.instance(), url, immediate=False, curve=slow)
+    socks = [sockets.client_dealer(zmq.Context.instance(), url, curve=slow)
              for _ in range(2)]
     try:
         for n, sock in enumerate(socks):

@@ -202,7 +202,7 @@ async def test_read_your_writes_waits_for_a_lagging_follower(cluster: PeerCluste
 
 def _send_raw(ctx: zmq.Context[zmq.Socket[bytes]], url: str, ident: bytes,
               msg_type: bytes, args: list[bytes], msg_id: bytes) -> zmq.Socket[bytes]:
-    sock = sockets.client_dealer(ctx, url, immediate=False)
+    sock = sockets.client_dealer(ctx, url)
     sock.send_multipart([msg_id, msg_type, ident, *args])
     return sock
 

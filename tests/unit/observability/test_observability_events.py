@@ -87,7 +87,7 @@ def test_the_monitor_counts_connections_accepted_and_closed() -> None:
     url = router.getsockopt_string(zmq.LAST_ENDPOINT)
     monitor = ConnectionMonitor(router, metrics)
     try:
-        dealers = [sockets.client_dealer(context, url, immediate=False) for _ in range(3)]
+        dealers = [sockets.client_dealer(context, url) for _ in range(3)]
         _wait(lambda: metrics.client_connects.value == 3)
         assert metrics.client_connections.labels().value == 3
         dealers[0].close(linger=0)
