@@ -9,12 +9,16 @@ reading socket in the middle of a message (libzmq handles commands every 100 fra
 ``--immediate`` is the negative control: every DEALER raftlog opens gets ``ZMQ_IMMEDIATE=1``,
 as before the fix, and the process is expected to abort in ``fq.cpp``.
 
-Prints ``read <n>`` (answers received whole) and exits 0 unless libzmq aborts it.
+Prints ``read <n>`` (answers received whole; all ``BURST`` of them when the reader is sound)
+and exits 0 -- unless libzmq aborts it, or (the peer's reader) the socket gets stuck reporting
+a message it cannot deliver (``STUCK_EXIT``). With ``IMMEDIATE=1`` the client's reader shows
+the bug as an abort or as fewer answers (pyzmq's ``Again`` ends its reader task).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import threading
 import time
@@ -32,6 +36,12 @@ from raftlog.transport import recv_frames
 BURST = 16
 FRAMES = 50_000
 MSG_ID = b"\x00\x00\x01"
+STUCK_AFTER = 10_000
+"""Wake-ups in a row on which the poll said the peer's DEALER was readable and nothing could
+be read: the other way the bug shows (the socket's fair queue waits for the rest of a message
+whose pipe is gone), a loop that would spin forever."""
+STUCK_EXIT = 3
+"""Exit code when the reader is stuck that way."""
 CLIENT_CLOSE_AFTER = 0.05
 """Seconds between the client's reader starting on the burst and the sender's close: its
 reading takes several times that, so the reader is in the middle of it when the sender dies
@@ -59,7 +69,7 @@ class Sender:
     def __init__(self, close_after: float) -> None:
         self._close_after = close_after
         self.router: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
-        self.router.setsockopt(zmq.LINGER, 0)
+        self.router.setsockopt(zmq.LINGER, 10_000)  # the close sends the whole burst first
         self.router.setsockopt(zmq.SNDHWM, 0)
         self.url = f"tcp://127.0.0.1:{self.router.bind_to_random_port('tcp://127.0.0.1')}"
         self.sent = threading.Event()
@@ -137,18 +147,25 @@ def read_as_peer() -> int:
         assert channel.link_up, "the link never came up"
         channel.send(RequestVote("n1", 1, 0, 0))
         sender.wait_sent()
+        idle_wakeups = 0
         while polled := poller.poll(1000):  # as the node's loop: poll, then drain
             for socket, _ in polled:
                 if channels.read_link_events(socket):
                     continue
+                taken = 0
                 while True:
                     try:
                         frames = recv_frames(socket)
                     except zmq.Again:
                         break
                     assert len(frames) == FRAMES, f"an answer of {len(frames)} frames"
+                    taken += 1
                     got += 1
                     sender.reading.set()  # the compiled reader is fast: close at once
+                idle_wakeups = 0 if taken else idle_wakeups + 1
+                if idle_wakeups > STUCK_AFTER:
+                    print(f"stuck after {got} answers", flush=True)
+                    os._exit(STUCK_EXIT)
     finally:
         sender.stop()
         channels.close()
