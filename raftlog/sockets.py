@@ -19,7 +19,8 @@ No socket sets ``ZMQ_IMMEDIATE``. With it, libzmq (4.3.5, the one pyzmq bundles)
 connection's pipe from the socket's side when the connection drops (``hiccuped``): if the
 socket is reading a multipart message at that moment -- it handles commands every 100 frames,
 in the middle of a message too -- the rest of the message is gone and the process aborts in
-``Assertion failed: !_more (src/fq.cpp:80)``. A client reading entries, or a peer reading a
+``Assertion failed: !_more (src/fq.cpp:80)``, or the socket is left reporting a message it
+can never deliver (a poll loop over it spins). A client reading entries, or a peer reading a
 burst of answers, while the other end died did exactly that (docs/reliability.md;
 ``tests/integration/test_reconnect_abort.py`` reproduces it). What ``IMMEDIATE`` was for --
 nothing queued for a peer that is not connected -- is a gate in Python instead, opened and
