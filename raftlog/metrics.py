@@ -283,12 +283,29 @@ class PeerMetrics:
         )
 
     def _declare_connections(self) -> None:
-        """The peer's ROUTER connections (issue #14)."""
+        """The peer's connections: its ROUTER's (issue #14) and its channels to the other
+        peers (their link gates, ``raftlog.server.peers``)."""
         self.client_connections = self._add(
             Gauge(
                 "raftlog_client_connections",
                 "TCP connections open on the peer's ROUTER now (clients, the other peers' "
                 "channels and status pollers), from the socket's monitor events.",
+            )
+        )
+        self.peer_link_up = self._add(
+            Gauge(
+                "raftlog_peer_link_up",
+                "1 while this peer's channel to the other peer is connected (handshake done), "
+                "0 while not: requests for a peer that is down are dropped, not queued.",
+                ("peer",),
+            )
+        )
+        self.peer_requests_dropped = self._add(
+            Counter(
+                "raftlog_peer_requests_dropped",
+                "Requests to another peer not sent: its link was down or its queue full (the "
+                "consensus core sends again on its timeout).",
+                ("peer",),
             )
         )
         self.client_connects = self._add(

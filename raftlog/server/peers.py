@@ -30,6 +30,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from raftlog import sockets
 from raftlog.errors import LocalProtocolError, RemoteProtocolError
+from raftlog.metrics import PeerMetrics
 from raftlog.rpc.frames import decode_msg_id, encode_msg_id, next_msg_id
 from raftlog.rpc.messages import (
     TYPE_APPEND_ENTRIES,
@@ -46,6 +47,7 @@ from raftlog.rpc.messages import (
 from raftlog.rpc.request_encoders import encode_request
 from raftlog.rpc.response_decoders import decode_response
 from raftlog.security.settings import CurveClient
+from raftlog.server.interfaces import EventLog
 from raftlog.transport import send_frames
 
 MAX_OUTSTANDING: Final = 4096
@@ -66,7 +68,9 @@ class PeerChannel:
         peer: Peer,
         ident: bytes,
         rpc_timeout_ms: int,
+        *,
         curve: CurveClient | None = None,
+        metrics: PeerMetrics | None = None,
     ) -> None:
         self.peer = peer
         self._ident = ident
@@ -82,20 +86,27 @@ class PeerChannel:
         self.link_up = peer.url.startswith("inproc://")
         """Whether the last link event was a successful handshake: requests go out only then.
         An ``inproc`` link never reports events, nor ever drops, so it is up from the start."""
+        metrics = metrics or PeerMetrics()  # a channel on its own (tests) counts for nobody
+        self._link_gauge = metrics.peer_link_up.labels(peer=peer.id)
+        self._link_gauge.set(int(self.link_up))
+        self._dropped = metrics.peer_requests_dropped.labels(peer=peer.id)
 
-    def read_link_events(self) -> None:
+    def read_link_events(self) -> bool:
         """Fold the monitor's queued events into :attr:`link_up` (the monitor delivers only
-        ``sockets.PEER_LINK_EVENTS``, so the newest one says up or down)."""
+        ``sockets.PEER_LINK_EVENTS``, so the newest one says up or down); True if it changed."""
+        was = self.link_up
         while True:
             try:
                 frames = self.monitor.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
-                return
+                break
             try:
                 event = parse_monitor_message(frames)["event"]
             except (ValueError, KeyError):  # not a monitor message: cannot come from libzmq
                 continue
             self.link_up = event == zmq.EVENT_HANDSHAKE_SUCCEEDED
+        self._link_gauge.set(int(self.link_up))
+        return self.link_up is not was
 
     def send(self, request: PeerRequest) -> None:
         """Send ``request``: a new object gets the next msgid; the same object again is a
@@ -114,13 +125,14 @@ class PeerChannel:
         self._send(frames)
 
     def _send(self, frames: list[bytes]) -> None:
-        if not self.link_up:  # the peer is not connected: a request queued now would be stale
-            self.dropped_sends += 1
-            return
-        try:
-            send_frames(self.socket, frames)
-        except zmq.Again:
-            self.dropped_sends += 1
+        if self.link_up:  # else the peer is not connected: a request queued now would be stale
+            try:
+                send_frames(self.socket, frames)
+                return
+            except zmq.Again:
+                pass
+        self.dropped_sends += 1
+        self._dropped.inc()
 
     def ask(
         self, msg_type: bytes, args: Sequence[bytes], answer: Callable[[list[bytes]], None]
@@ -178,6 +190,8 @@ class PeerChannels:
         poller: zmq.Poller,
         *,
         curve: CurveClient | None = None,
+        metrics: PeerMetrics | None = None,
+        log: EventLog | None = None,
     ) -> None:
         self._context = context
         self._self_id = self_id
@@ -185,6 +199,8 @@ class PeerChannels:
         self._rpc_timeout_ms = rpc_timeout_ms
         self._poller = poller
         self._curve = curve
+        self._metrics = metrics
+        self._log = log
         self.by_id: dict[str, PeerChannel] = {}
         self.by_socket: dict[zmq.Socket[bytes], PeerChannel] = {}
         self.by_monitor: dict[zmq.Socket[bytes], PeerChannel] = {}
@@ -200,7 +216,8 @@ class PeerChannels:
         for peer_id, peer in wanted.items():
             if peer_id not in self.by_id:
                 channel = PeerChannel(
-                    self._context, peer, self._ident, self._rpc_timeout_ms, self._curve
+                    self._context, peer, self._ident, self._rpc_timeout_ms,
+                    curve=self._curve, metrics=self._metrics,
                 )
                 self.by_id[peer_id] = channel
                 self.by_socket[channel.socket] = channel
@@ -214,7 +231,9 @@ class PeerChannels:
         channel = self.by_monitor.get(socket)
         if channel is None:
             return False
-        channel.read_link_events()
+        if channel.read_link_events() and self._log is not None:  # only changes: no flood
+            event = "peer_link_up" if channel.link_up else "peer_link_down"
+            self._log.info(event, peer=channel.peer.id, url=channel.peer.url)
         return True
 
     def _drop(self, channel: PeerChannel) -> None:

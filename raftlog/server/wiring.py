@@ -173,7 +173,7 @@ def _build(settings: PeerSettings, stop: Callable[[], None], releases: Releases)
     )
     channels = PeerChannels(
         peer_context, settings.id, settings.ident.encode(), opts.rpc_timeout, poller,
-        curve=curve.client if curve else None,
+        curve=curve.client if curve else None, metrics=metrics, log=log,
     )
     releases.add(channels.close)
     releases.add(observer.close)  # its ROUTER monitor goes before the ROUTER

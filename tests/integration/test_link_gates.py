@@ -6,13 +6,18 @@ live connection sends; a dropped one closes the gate again. Real sockets on loop
 from __future__ import annotations
 
 import asyncio
+from collections.abc import MutableMapping
+from typing import Any
 
 import zmq
 import zmq.asyncio
+from structlog.testing import capture_logs
 
 from integration.cluster import free_ports
 from raftlog import sockets
 from raftlog.client.dealer import DealerChannel, Waiters
+from raftlog.log import get_logger
+from raftlog.metrics import PeerMetrics
 from raftlog.rpc.codec import decode_request
 from raftlog.rpc.messages import Peer, RequestVote
 from raftlog.server.peers import PeerChannels
@@ -21,6 +26,10 @@ from raftlog.server.peers import PeerChannels
 def _free_tcp_url() -> str:
     [port] = free_ports(1)  # not an ephemeral port: nothing else takes it before the bind
     return f"tcp://127.0.0.1:{port}"
+
+
+def _link_events(logged: list[MutableMapping[str, Any]]) -> list[tuple[object, object]]:
+    return [(e["event"], e["peer"]) for e in logged if str(e["event"]).startswith("peer_link")]
 
 
 def _wait_link(channels: PeerChannels, poller: zmq.Poller, peer_id: str, up: bool) -> None:
@@ -37,35 +46,43 @@ def test_nothing_is_queued_for_a_peer_whose_link_is_down() -> None:
     """The link gate (what ``ZMQ_IMMEDIATE`` did before it aborted readers, raftlog.sockets):
     a request sent while the other peer is down is dropped and counted, never delivered late
     to the peer when it comes back; once the handshake is done requests go out; when the
-    connection drops the gate closes again."""
+    connection drops the gate closes again. ``raftlog_peer_link_up`` follows the gate,
+    ``raftlog_peer_requests_dropped`` counts, and each change is logged once."""
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
     poller = zmq.Poller()
-    channels = PeerChannels(context, "n1", b"cluster", 50, poller)
+    metrics, log = PeerMetrics(), get_logger(peer_id="n1")
+    channels = PeerChannels(context, "n1", b"cluster", 50, poller, metrics=metrics, log=log)
     url = _free_tcp_url()
     channels.reconcile([Peer("n2", url)])
     channel = channels.by_id["n2"]
-    router = None
-    try:
-        assert not channel.link_up
-        stale = RequestVote("n1", 1, 0, 0)
-        channels.send("n2", stale)
-        assert channel.dropped_sends == 1
-        router = sockets.peer_router(context, url, max_message_size=1 << 20)
-        _wait_link(channels, poller, "n2", up=True)
-        fresh = RequestVote("n1", 2, 0, 0)
-        channels.send("n2", fresh)
-        assert router.poll(5000), "the request sent on a live link did not arrive"
-        assert decode_request(router.recv_multipart()[1:]).message == fresh
-        assert not router.poll(200), "the request sent while the link was down arrived late"
-        router.close(linger=0)
+    link_up = metrics.peer_link_up.labels(peer="n2")
+    dropped = metrics.peer_requests_dropped.labels(peer="n2")
+    with capture_logs() as logged:
         router = None
-        _wait_link(channels, poller, "n2", up=False)
-        channels.send("n2", RequestVote("n1", 3, 0, 0))
-        assert channel.dropped_sends == 2
-    finally:
-        channels.close()
-        if router is not None:
+        try:
+            assert not channel.link_up and link_up.value == 0
+            stale = RequestVote("n1", 1, 0, 0)
+            channels.send("n2", stale)
+            assert channel.dropped_sends == dropped.value == 1
+            router = sockets.peer_router(context, url, max_message_size=1 << 20)
+            _wait_link(channels, poller, "n2", up=True)
+            assert link_up.value == 1 and _link_events(logged) == [("peer_link_up", "n2")]
+            fresh = RequestVote("n1", 2, 0, 0)
+            channels.send("n2", fresh)
+            assert router.poll(5000), "the request sent on a live link did not arrive"
+            assert decode_request(router.recv_multipart()[1:]).message == fresh
+            assert not router.poll(200), "the request sent while the link was down arrived late"
             router.close(linger=0)
+            router = None
+            _wait_link(channels, poller, "n2", up=False)
+            channels.send("n2", RequestVote("n1", 3, 0, 0))
+            assert channel.dropped_sends == dropped.value == 2
+            assert link_up.value == 0
+            assert _link_events(logged) == [("peer_link_up", "n2"), ("peer_link_down", "n2")]
+        finally:
+            channels.close()
+            if router is not None:
+                router.close(linger=0)
 
 
 async def _gate_scenario(url: str) -> None:
