@@ -163,6 +163,11 @@ class Gauge(_Family):
         """Set the unlabelled series."""
         self.labels().set(value)
 
+    def remove(self, **labels: str) -> None:
+        """Forget the series for these label values (what it measured is gone, e.g. a peer
+        removed from the configuration): a stale value would look current to an alert."""
+        self._children.pop(self._key(labels), None)
+
     def samples(self) -> Iterator[Sample]:
         """What an exporter shows."""
         for key, child in self._children.items():

@@ -87,6 +87,7 @@ class PeerChannel:
         """Whether the last link event was a successful handshake: requests go out only then.
         An ``inproc`` link never reports events, nor ever drops, so it is up from the start."""
         metrics = metrics or PeerMetrics()  # a channel on its own (tests) counts for nobody
+        self._link_family = metrics.peer_link_up
         self._link_gauge = metrics.peer_link_up.labels(peer=peer.id)
         self._link_gauge.set(int(self.link_up))
         self._dropped = metrics.peer_requests_dropped.labels(peer=peer.id)
@@ -171,7 +172,9 @@ class PeerChannel:
         self._last = None
 
     def close(self) -> None:
-        """Close the DEALER and its monitor without lingering (queued requests are stale)."""
+        """Close the DEALER and its monitor without lingering (queued requests are stale);
+        the link's gauge series goes with them."""
+        self._link_family.remove(peer=self.peer.id)
         with contextlib.suppress(zmq.ZMQError):
             self.socket.disable_monitor()
         self.monitor.close(linger=0)

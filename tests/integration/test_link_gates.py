@@ -83,6 +83,7 @@ def test_nothing_is_queued_for_a_peer_whose_link_is_down() -> None:
             channels.close()
             if router is not None:
                 router.close(linger=0)
+    assert not list(metrics.peer_link_up.samples()), "a closed channel's link is still shown"
 
 
 async def _gate_scenario(url: str) -> None:
