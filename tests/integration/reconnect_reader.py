@@ -7,7 +7,7 @@ the sender, a ROUTER on loopback, sends ``BURST`` answers of ``FRAMES`` frames e
 closed by a thread while the reader is still at them, so the reconnect's commands reach the
 reading socket in the middle of a message (libzmq handles commands every 100 frames).
 ``--immediate`` is the negative control: every DEALER raftlog opens gets ``ZMQ_IMMEDIATE=1``,
-as before the fix, and the process is expected to abort in ``fq.cpp``.
+as before the fix, and the run is expected to show the bug (below).
 
 Prints ``read <n>`` (answers received whole; all ``BURST`` of them when the reader is sound)
 and exits 0 -- unless libzmq aborts it, or (the peer's reader) the socket gets stuck reporting
