@@ -139,6 +139,13 @@ def peer_router(
     return _bound(sock, bind_url)
 
 
+def link_up_from_start(url: str) -> bool:
+    """Whether a connection to ``url`` counts as up before any monitor event: an ``inproc``
+    link reports no connection events, nor ever drops, so a link gate waiting for one (a
+    peer's ``PeerChannel``, a client's ``DealerChannel``) would stay shut for good."""
+    return url.startswith("inproc://")
+
+
 #: The monitor events of a peer DEALER's link: up once a handshake succeeded (libzmq reports
 #: it for every mechanism, NULL too), down when the connection drops or a handshake fails.
 PEER_LINK_EVENTS: Final = (

@@ -238,9 +238,8 @@ class DealerChannel:
         self.state = ConnectionState(curve=curve is not None)
         """Connection state from the socket monitor (see :class:`ConnectionState`)."""
         self._link_up = asyncio.Event()
-        """Set while ``state.connected``: the gate every send waits at. An ``inproc`` link
-        never reports events, nor ever drops, so it is open from the start."""
-        if url.startswith("inproc://"):
+        """Set while ``state.connected``: the gate every send waits at."""
+        if sockets.link_up_from_start(url):
             self._link_up.set()
         self._closed = False
         loop = asyncio.get_running_loop()

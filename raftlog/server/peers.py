@@ -79,18 +79,17 @@ class PeerChannel:
         self._asked: OrderedDict[int, Callable[[list[bytes]], None]] = OrderedDict()
         """Extension requests (``ask``) awaiting their answer, by msgid."""
         self._last: tuple[PeerRequest, int, list[bytes]] | None = None
-        self.dropped_sends = 0
         self.socket, self.monitor = sockets.peer_dealer(
             context, peer.url, reconnect_ivl_ms=rpc_timeout_ms, curve=curve
         )
-        self.link_up = peer.url.startswith("inproc://")
-        """Whether the last link event was a successful handshake: requests go out only then.
-        An ``inproc`` link never reports events, nor ever drops, so it is up from the start."""
+        self.link_up = sockets.link_up_from_start(peer.url)
+        """Whether the last link event was a successful handshake: requests go out only then."""
         metrics = metrics or PeerMetrics()  # a channel on its own (tests) counts for nobody
         self._link_family = metrics.peer_link_up
         self._link_gauge = metrics.peer_link_up.labels(peer=peer.id)
         self._link_gauge.set(int(self.link_up))
         self._dropped = metrics.peer_requests_dropped.labels(peer=peer.id)
+        """Requests not sent (link down, queue full): ``raftlog_peer_requests_dropped``."""
 
     def read_link_events(self) -> bool:
         """Fold the monitor's queued events into :attr:`link_up` (the monitor delivers only
@@ -107,7 +106,7 @@ class PeerChannel:
                 continue
             self.link_up = event == zmq.EVENT_HANDSHAKE_SUCCEEDED
         self._link_gauge.set(int(self.link_up))
-        return self.link_up is not was
+        return self.link_up != was
 
     def send(self, request: PeerRequest) -> None:
         """Send ``request``: a new object gets the next msgid; the same object again is a
@@ -132,7 +131,6 @@ class PeerChannel:
                 return
             except zmq.Again:
                 pass
-        self.dropped_sends += 1
         self._dropped.inc()
 
     def ask(

@@ -63,7 +63,7 @@ def test_nothing_is_queued_for_a_peer_whose_link_is_down() -> None:
             assert not channel.link_up and link_up.value == 0
             stale = RequestVote("n1", 1, 0, 0)
             channels.send("n2", stale)
-            assert channel.dropped_sends == dropped.value == 1
+            assert dropped.value == 1
             router = sockets.peer_router(context, url, max_message_size=1 << 20)
             _wait_link(channels, poller, "n2", up=True)
             assert link_up.value == 1 and _link_events(logged) == [("peer_link_up", "n2")]
@@ -76,7 +76,7 @@ def test_nothing_is_queued_for_a_peer_whose_link_is_down() -> None:
             router = None
             _wait_link(channels, poller, "n2", up=False)
             channels.send("n2", RequestVote("n1", 3, 0, 0))
-            assert channel.dropped_sends == dropped.value == 2
+            assert dropped.value == 2
             assert link_up.value == 0
             assert _link_events(logged) == [("peer_link_up", "n2"), ("peer_link_down", "n2")]
         finally:
