@@ -11,7 +11,7 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 
 from integration.cluster import PeerCluster, module_cluster, wait_for
@@ -58,7 +58,16 @@ def test_kcat_lists_produces_and_consumes(cluster: PeerCluster) -> None:
 def test_confluent_kafka_keys_headers_timestamps_and_metadata(cluster: PeerCluster) -> None:
     topic = _topic(cluster, "ck")
     conf = {"bootstrap.servers": bootstrap(cluster)}
-    meta = AdminClient(conf).list_topics(topic, timeout=20)
+    admin = AdminClient(conf)
+
+    def naming_a_leader() -> ClusterMetadata | None:
+        # LEADER_NOT_AVAILABLE (leader -1) is Kafka's "ask again", and every client does: a
+        # listener says so while its peer knows no leader, as for a moment around an election
+        # on a loaded machine (seen once in a CI-like run with a CPU hog)
+        meta = admin.list_topics(topic, timeout=20)
+        return meta if meta.topics[topic].partitions[0].leader >= 0 else None
+
+    meta = wait_for("Metadata naming the partition's leader", naming_a_leader, timeout=30)
     assert meta.topics[topic].error is None
     assert len(meta.topics[topic].partitions) == 1
     assert meta.topics[topic].partitions[0].leader == int(cluster.wait_leader())
