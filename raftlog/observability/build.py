@@ -104,6 +104,13 @@ class DiskReadings(Protocol):
     def threshold(self) -> int: ...
 
 
+class PeerLinks(Protocol):
+    """This peer's Raft links (``raftlog.server.peers.PeerChannels``): the page shows each
+    member's, because a member can answer the page's poll while consensus cannot reach it."""
+
+    def link_states(self) -> dict[str, bool]: ...
+
+
 class RecentElections(Protocol):
     """The peer's own ring of leader changes (``ElectionLog``)."""
 
@@ -118,6 +125,7 @@ def build_peer_view(
     elections: RecentElections,
     *,
     disk: DiskReadings | None = None,
+    links: PeerLinks | None = None,
 ) -> PeerView:
     """A fresh view (a few attribute reads, one dict copy of the leader's progress)."""
     config = core.config
@@ -140,6 +148,7 @@ def build_peer_view(
             tuple((p.id, p.url) for p in config.new),
             None if config.old is None else tuple((p.id, p.url) for p in config.old),
             match,
+            None if links is None else links.link_states(),
         ),
         pending_updates=clients.pending_updates,
         open_entries_streams=entries.open_pipelines,

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from raftlog.client import RaftClient
 from raftlog.errors import RaftlogError
-from raftlog.observability.view import PeerView, ViewBox
+from raftlog.observability.view import MemberView, PeerView, ViewBox
 from raftlog.rpc.clock import ClockReading, ask_clock, clock_warning
 from raftlog.rpc.messages import RequestLogInfoResponse
 from raftlog.security.settings import CurveClient
@@ -188,9 +188,9 @@ class ClusterPoller:
     def _rows(self, view: PeerView) -> list[dict[str, Any]]:
         """Every member's row, each with its ``lag``: entries its applied index is behind
         the highest commit index any member reports (the leader's, or newer than ours)."""
-        rows = [self._member_row(view, m.id, m.url, m.voter_in) for m in view.members]
+        rows = [self._member_row(view, m) for m in view.members]
         if not any(r["id"] == view.peer_id for r in rows):  # a CLIENT-state peer
-            rows.append(self._member_row(view, view.peer_id, "", "none"))
+            rows.append(self._member_row(view, MemberView(view.peer_id, "", "none")))
         commit = max((r["commit_index"] or 0 for r in rows), default=0)
         for row in rows:
             applied = row["applied_index"]
@@ -213,13 +213,15 @@ class ClusterPoller:
             "rate": self.rates.rate(name),
         }
 
-    def _member_row(self, view: PeerView, pid: str, url: str, voter_in: str) -> dict[str, Any]:
+    def _member_row(self, view: PeerView, member: MemberView) -> dict[str, Any]:
+        pid = member.id
         row: dict[str, Any] = {
             "id": pid,
-            "url": url,
-            "voter_in": voter_in,
+            "url": member.url,
+            "voter_in": member.voter_in,
             "http_url": self._http_urls.get(pid),
             "self": pid == view.peer_id,
+            "link_up": None if pid == view.peer_id else member.link_up,
         }
         reading = self._clocks.get(pid)
         row["clock_offset_ms"] = None if reading is None else reading.offset_ms

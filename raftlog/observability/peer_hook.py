@@ -24,6 +24,7 @@ from raftlog.observability.build import (
     CoreReadings,
     DiskReadings,
     OpenStreams,
+    PeerLinks,
     PendingUpdates,
     TopicCatalog,
     build_peer_view,
@@ -104,6 +105,7 @@ class PeerObserver:
         topics: TopicCatalog,
         disk: DiskReadings | None = None,
         *,
+        links: PeerLinks | None = None,
         mount: Callable[[web.Application], None] | None = None,
     ) -> None:
         """Publish the first view and start the listener (``ListenerError`` if its port
@@ -111,7 +113,9 @@ class PeerObserver:
         peer's wiring chooses them, observability only serves them."""
         self._publisher = ViewPublisher(
             self.views,
-            lambda: build_peer_view(core, clients, entries, topics, self.elections, disk=disk),
+            lambda: build_peer_view(
+                core, clients, entries, topics, self.elections, disk=disk, links=links
+            ),
         )
         self._publisher.maybe_publish(time.monotonic())
         settings = self.settings

@@ -34,6 +34,11 @@ class MemberView:
     """``"new"``, ``"old"`` or ``"both"``: which side of a (joint) configuration lists it."""
     match_index: int | None = None
     """Highest index known replicated to it (leader only; None elsewhere)."""
+    link_up: bool | None = None
+    """Whether the publishing peer's own Raft link to it is connected (its channel's gate,
+    the ``raftlog_peer_link_up`` gauge); None for the publishing peer itself. A member that
+    answers the status poll while this is False is reachable by clients but not by this
+    peer's consensus traffic: an asymmetric partition or a peer-key mismatch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +136,12 @@ def members_of(
     new: tuple[tuple[str, str], ...],
     old: tuple[tuple[str, str], ...] | None,
     match: Mapping[str, int] | None,
+    links: Mapping[str, bool] | None = None,
 ) -> tuple[MemberView, ...]:
     """Members of a (possibly joint) configuration given as (id, url) pairs, each tagged
-    with the side(s) listing it and, on a leader, its match index."""
+    with the side(s) listing it, on a leader its match index, and the state of this peer's
+    link to it where ``links`` knows one."""
+    links = links or {}
     old_ids = {pid for pid, _ in old or ()}
     new_ids = {pid for pid, _ in new}
     out: list[MemberView] = []
@@ -145,5 +153,6 @@ def members_of(
         side = "both" if pid in old_ids and pid in new_ids else "new" if pid in new_ids else "old"
         if old is None:
             side = "new"
-        out.append(MemberView(pid, url, side, None if match is None else match.get(pid)))
+        matched = None if match is None else match.get(pid)
+        out.append(MemberView(pid, url, side, matched, links.get(pid)))
     return tuple(out)

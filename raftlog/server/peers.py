@@ -237,6 +237,10 @@ class PeerChannels:
             self._log.info(event, peer=channel.peer.id, url=channel.peer.url)
         return True
 
+    def link_states(self) -> dict[str, bool]:
+        """Each channel's link gate by peer id (the status page's link column)."""
+        return {peer_id: channel.link_up for peer_id, channel in self.by_id.items()}
+
     def _drop(self, channel: PeerChannel) -> None:
         self._poller.unregister(channel.socket)
         self._poller.unregister(channel.monitor)

@@ -207,7 +207,7 @@ def _build(settings: PeerSettings, stop: Callable[[], None], releases: Releases)
     rest_api = functools.partial(_mount_rest, settings=settings, applied=observer.applied,
                                  quota_refusals=metrics.quota_refusals)
     observed = (core, services.clients, services.entries, machines.topics, disk)
-    observer.start(*observed, mount=rest_api)  # the peer's routes: REST (#26)
+    observer.start(*observed, links=channels, mount=rest_api)  # the peer's routes: REST (#26)
     if settings.kafka is not None:  # kafka_url (#30); imported only then: kio's message
         from raftlog.kafka.listener import start_kafka  # noqa: PLC0415  types take ~1.5 s
 

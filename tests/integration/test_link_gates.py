@@ -61,12 +61,14 @@ def test_nothing_is_queued_for_a_peer_whose_link_is_down() -> None:
         router = None
         try:
             assert not channel.link_up and link_up.value == 0
+            assert channels.link_states() == {"n2": False}  # the status page's column
             stale = RequestVote("n1", 1, 0, 0)
             channels.send("n2", stale)
             assert dropped.value == 1
             router = sockets.peer_router(context, url, max_message_size=1 << 20)
             _wait_link(channels, poller, "n2", up=True)
             assert link_up.value == 1 and _link_events(logged) == [("peer_link_up", "n2")]
+            assert channels.link_states() == {"n2": True}
             fresh = RequestVote("n1", 2, 0, 0)
             channels.send("n2", fresh)
             assert router.poll(5000), "the request sent on a live link did not arrive"
@@ -77,7 +79,7 @@ def test_nothing_is_queued_for_a_peer_whose_link_is_down() -> None:
             _wait_link(channels, poller, "n2", up=False)
             channels.send("n2", RequestVote("n1", 3, 0, 0))
             assert dropped.value == 2
-            assert link_up.value == 0
+            assert link_up.value == 0 and channels.link_states() == {"n2": False}
             assert _link_events(logged) == [("peer_link_up", "n2"), ("peer_link_down", "n2")]
         finally:
             channels.close()

@@ -67,6 +67,9 @@ def test_the_page_follows_a_leader_change_live(tmp_path: Path, page: object) -> 
         )
         page_.wait_for_selector(f'#leader[data-leader="{leader}"]', timeout=10_000)
         assert page_.inner_text("#state") == "healthy"
+        # this peer's own Raft links: up to the two others, none to itself
+        page_.wait_for_selector(f'#members tr[data-peer="{leader}"][data-link="up"]')
+        assert page_.get_attribute(f'#members tr[data-peer="{watcher}"]', "data-link") == "self"
         # this peer's disk use, from the disk guard's reading (issue #33 item 7)
         assert "guard at" in page_.inner_text("#disk")
         # the election happened before the page was opened: the peer's own ring shows it
@@ -118,7 +121,64 @@ def test_the_page_follows_a_leader_change_live(tmp_path: Path, page: object) -> 
         page_.wait_for_selector(
             f'#members tr[data-peer="{leader}"][data-role="down"]', timeout=10_000
         )
+        page_.wait_for_selector(
+            f'#members tr[data-peer="{leader}"][data-link="down"]', timeout=10_000
+        )
         assert page_.inner_text("#state") == "degraded"
         shot = os.environ.get("RAFTLOG_SCREENSHOT")
         if shot:
             page_.screenshot(path=shot, full_page=True)
+
+
+def _member(pid: str, *, link_up: bool | None, role: str = "follower") -> dict[str, object]:
+    return {
+        "id": pid, "url": f"tcp://10.0.0.{pid}:8047", "voter_in": "new", "http_url": None,
+        "self": link_up is None, "link_up": link_up, "clock_offset_ms": 0.0, "up": True,
+        "role": role, "term": 3, "commit_index": 9, "applied_index": 9, "last_index": 9,
+        "last_seen": 0.0, "lag": 0,
+    }
+
+
+def test_a_member_that_answers_without_a_raft_link_degrades_the_page(page: object) -> None:
+    """All three members answer the page's poll, but this peer's own link to one is down
+    (an asymmetric partition, a peer-key mismatch): the page says degraded and names it.
+    The page is the peer's own file; its data is a crafted ``/api/cluster`` answer, because
+    a real cluster cannot be held in that state on one loopback without namespaces."""
+    page_: sync_api.Page = page  # type: ignore[assignment]
+    package = Path(__file__).resolve().parents[3] / "raftlog" / "observability"
+    cluster_data = {
+        "ready": True, "self": "1", "generated_at": 0.0, "leader_id": "2", "term": 3,
+        "config": {"index": 1, "joint": False},
+        "members": [
+            _member("1", link_up=None),
+            _member("2", link_up=True, role="leader"),
+            _member("3", link_up=False),
+        ],
+        "elections": [], "topics": {"count": 0, "names": [], "stats": []}, "groups": [],
+        "pending_updates": 0, "request_entries_streams": 0, "clock_warnings": [],
+        "disk": {"free_bytes": None, "min_free_bytes": 0, "publishes_refused": False},
+    }
+
+    def answer(route: sync_api.Route) -> None:
+        url = route.request.url
+        if url.endswith("/api/cluster"):
+            route.fulfill(json=cluster_data)
+        elif "/api/history" in url:
+            route.fulfill(json={"interval": 1.0, "capacity": 600, "samples": []})
+        elif "/static/" in url:
+            route.fulfill(path=str(package / "static" / url.rsplit("/", 1)[1]))
+        else:
+            route.fulfill(path=str(package / "status.html"), content_type="text/html")
+
+    page_.route("http://status.invalid/**", answer)
+    page_.goto("http://status.invalid/")
+    page_.wait_for_selector('#members tr[data-peer="3"][data-link="down"]', timeout=10_000)
+    assert page_.get_attribute('#members tr[data-peer="2"]', "data-link") == "up"
+    assert page_.get_attribute('#members tr[data-peer="1"]', "data-link") == "self"
+    assert page_.inner_text("#state") == "degraded"
+    assert "no Raft link from this peer to 3" in page_.inner_text("#state-detail")
+    cluster_data["members"] = [_member("1", link_up=None), _member("2", link_up=True,
+                               role="leader"), _member("3", link_up=True)]
+    page_.wait_for_selector('#members tr[data-peer="3"][data-link="up"]', timeout=10_000)
+    assert page_.inner_text("#state") == "healthy"
+    assert "no Raft link" not in page_.inner_text("#state-detail")

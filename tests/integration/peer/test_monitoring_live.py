@@ -83,7 +83,13 @@ def test_a_killed_follower_is_down_on_the_page_data_within_2s(tmp_path: Path) ->
             members = _cluster_data(base).get("members", ())
             return len(members) == 3 and all(m["up"] for m in members)
 
+        def links() -> dict[str, bool | None]:
+            return {m["id"]: m["link_up"] for m in _cluster_data(base)["members"]}
+
         wait_for("every member up on the page data", all_up)
+        # the watcher's own Raft links (its channels' gates), beside what its poll sees
+        others_linked = {p: True for p in cluster.peers if p != watcher} | {watcher: None}
+        wait_for("the watcher's links up on the page data", lambda: links() == others_linked)
         process = cluster.peers[victim].process
         assert process is not None
         killed_at = time.monotonic()
@@ -105,6 +111,8 @@ def test_a_killed_follower_is_down_on_the_page_data_within_2s(tmp_path: Path) ->
         assert seen_down is not None, "the killed follower never showed as down"
         assert seen_down <= DOWN_WITHIN, f"shown down after {seen_down:.2f}s (load {load})"
         assert rows[victim]["role"] == "down"
+        wait_for("the link to the killed follower down", lambda: links()[victim] is False)
+        assert links()[leader] is True
         health = subprocess.run(
             [str(ADMIN), "--config", str(cluster.config_path), "--timeout", "20", "health"],
             capture_output=True,

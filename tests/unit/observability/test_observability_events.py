@@ -188,6 +188,22 @@ def test_publish_rates_average_the_counters_over_the_window() -> None:
     assert rates.rate("missing") is None
 
 
+def test_the_page_data_carries_this_peers_link_to_each_member() -> None:
+    views = ViewBox()
+    poller = ClusterPoller(views, "ident")
+    members = (
+        MemberView("1", "tcp://a:1", "new", link_up=True),  # never its own link
+        MemberView("2", "tcp://a:2", "new", link_up=True),
+        MemberView("3", "tcp://a:3", "new", link_up=False),
+        MemberView("4", "tcp://a:4", "new"),  # a view that knows no link for it
+    )
+    views.publish(replace(_view(1.0), members=members))
+    rows = {row["id"]: row for row in poller.snapshot()["members"]}
+    assert {pid: row["link_up"] for pid, row in rows.items()} == {
+        "1": None, "2": True, "3": False, "4": None
+    }
+
+
 def test_the_page_data_carries_topics_and_the_peers_own_elections() -> None:
     views = ViewBox()
     poller = ClusterPoller(views, "ident")

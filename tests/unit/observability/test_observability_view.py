@@ -106,6 +106,21 @@ def test_follower_view_has_no_match_indexes() -> None:
     assert all(m.match_index is None and view.lag_of(m) is None for m in view.members)
 
 
+class FakeLinks:
+    def link_states(self) -> dict[str, bool]:
+        return {"2": True, "3": False}
+
+
+def test_each_member_carries_this_peers_link_to_it() -> None:
+    core = FakeCore(Role.FOLLOWER, ConfigPayload(new=PEERS))
+    view = build_peer_view(
+        core, FakeClients(), FakeEntries(), FakeTopics(), FakeElections(), links=FakeLinks()
+    )
+    assert {m.id: m.link_up for m in view.members} == {"1": None, "2": True, "3": False}
+    unlinked = _view()  # a view built without the channels knows no link
+    assert all(m.link_up is None for m in unlinked.members)
+
+
 def test_joint_configuration_tags_each_side() -> None:
     new = (PEERS[0], PEERS[1], Peer("4", "tcp://127.0.0.1:8004"))
     members = members_of(
