@@ -1,7 +1,9 @@
 """The physical floor of a committed update on this machine, measured beside the cluster figures
 (issue #28, item 4), so every run shows how far raftlog is from what the hardware allows.
 
-Three figures, each a median over ``FLOOR_SAMPLES`` (``RAFTLOG_BENCH_FLOOR_SAMPLES``):
+Three figures, each a median over ``FLOOR_SAMPLES`` (``RAFTLOG_BENCH_FLOOR_SAMPLES``), and
+for the two with a disk in them the 99th percentile too (the issue's p99 target has a floor
+as well: a shared virtual disk's slow syncs reach it):
 
 * **fdatasync**: a 100-byte write plus ``fdatasync`` on a preallocated file in the data
   directory's file system (what one durable append costs at least; RocksDB's WAL does the
@@ -43,11 +45,20 @@ _LEN = struct.Struct("!I")
 
 @dataclass(frozen=True)
 class Floor:
-    """The three floor figures (ms, medians)."""
+    """The three floor figures (ms, medians) and the 99th percentiles of the two that sync."""
 
     fdatasync_ms: float
     zmq_rtt_ms: float
     tcp_three_ms: float
+    fdatasync_p99_ms: float
+    tcp_three_p99_ms: float
+
+
+def _p50_p99(seconds: list[float]) -> tuple[float, float]:
+    """Median and 99th percentile (nearest rank) in ms."""
+    ordered = sorted(seconds)
+    p99 = ordered[min(len(ordered) - 1, (len(ordered) * 99 + 99) // 100 - 1)]
+    return statistics.median(ordered) * 1000, p99 * 1000
 
 
 class _Appender:
@@ -70,8 +81,9 @@ class _Appender:
         os.close(self.fd)
 
 
-def fdatasync_p50(directory: Path, samples: int = SAMPLES) -> float:
-    """Median ms of a 100-byte write + fdatasync on a preallocated file in ``directory``."""
+def fdatasync_times(directory: Path, samples: int = SAMPLES) -> tuple[float, float]:
+    """Median and p99 ms of a 100-byte write + fdatasync on a preallocated file in
+    ``directory``."""
     appender = _Appender(directory / "floor-fdatasync")
     try:
         times = []
@@ -79,7 +91,7 @@ def fdatasync_p50(directory: Path, samples: int = SAMPLES) -> float:
             t0 = time.perf_counter()
             appender.append(PAYLOAD)
             times.append(time.perf_counter() - t0)
-        return statistics.median(times) * 1000
+        return _p50_p99(times)
     finally:
         appender.close()
 
@@ -195,8 +207,9 @@ def _leader(directory: str, port_a: str, port_b: str) -> None:
         conn.sendall(b"\x01")
 
 
-def tcp_three_p50(directory: Path, samples: int = SAMPLES) -> float:
-    """Median ms of one replicated durable update through the minimal three-process system."""
+def tcp_three_times(directory: Path, samples: int = SAMPLES) -> tuple[float, float]:
+    """Median and p99 ms of one replicated durable update through the minimal three-process
+    system."""
     here = Path(__file__).resolve().parent.parent
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -221,7 +234,7 @@ def tcp_three_p50(directory: Path, samples: int = SAMPLES) -> float:
             if n >= 20:
                 times.append(time.perf_counter() - t0)
         leader.close()
-        return statistics.median(times) * 1000
+        return _p50_p99(times)
     finally:
         for proc in procs:
             proc.kill()
@@ -230,7 +243,10 @@ def tcp_three_p50(directory: Path, samples: int = SAMPLES) -> float:
 
 def measure(directory: Path) -> Floor:
     """All three floor figures, files in ``directory`` (a data directory's file system)."""
-    return Floor(fdatasync_p50(directory), zmq_rtt_p50(), tcp_three_p50(directory))
+    fdatasync_ms, fdatasync_p99_ms = fdatasync_times(directory)
+    zmq_rtt_ms = zmq_rtt_p50()
+    tcp_three_ms, tcp_three_p99_ms = tcp_three_times(directory)
+    return Floor(fdatasync_ms, zmq_rtt_ms, tcp_three_ms, fdatasync_p99_ms, tcp_three_p99_ms)
 
 
 def text(floors: list[Floor]) -> str:
@@ -243,13 +259,15 @@ def text(floors: list[Floor]) -> str:
         ) + ")"
 
     return (
-        "**The floor on this machine** (`bench/floor.py`, in this run, median of "
-        f"{SAMPLES} samples per round; rounds in brackets): fdatasync of 100 B on a "
-        f"preallocated file in the data directory's file system {fig('fdatasync_ms')}; "
+        "**The floor on this machine** (`bench/floor.py`, in this run, median -- and 99th "
+        f"percentile where named -- of {SAMPLES} samples per round; rounds in brackets): "
+        "fdatasync of 100 B on a "
+        f"preallocated file in the data directory's file system {fig('fdatasync_ms')}, "
+        f"p99 {fig('fdatasync_p99_ms')}; "
         f"ZeroMQ DEALER-ROUTER round trip between two processes {fig('zmq_rtt_ms')}; a "
         "minimal replicated write -- raw TCP, three processes, leader and follower "
         "fdatasync, majority ack, one update in flight -- p50 "
-        f"{fig('tcp_three_ms')}."
+        f"{fig('tcp_three_ms')}, p99 {fig('tcp_three_p99_ms')}."
     )
 
 
