@@ -146,6 +146,23 @@ def link_up_from_start(url: str) -> bool:
     return url.startswith("inproc://")
 
 
+#: ZMTP heartbeats on a peer DEALER's link: a PING every ``PEER_HEARTBEAT_IVL_MS``; a link
+#: that then carries nothing back -- not the PONG, not an answer -- for
+#: ``PEER_HEARTBEAT_TIMEOUT_MS`` is closed, so the link gate goes down. Why: a *silent* loss
+#: (packets dropped by a firewall or a partition, a paused or hung host) leaves the TCP
+#: connection open, and without this the gate, ``raftlog_peer_link_up`` and the status
+#: page would say "up" for as long as TCP takes to give up (minutes), while requests queue
+#: for the peer and arrive stale. Any received message cancels the timeout (libzmq), so a busy
+#: link never closes for a late PONG. The remote's ZeroMQ I/O thread answers the PING (the
+#: reference's libzmq too: ZMTP 3.1), not its Python loop, so a slow loop does not close it;
+#: 1.5 s is five times the longest election timeout by default. A closed link reconnects
+#: every ``reconnect_ivl`` and opens again at the next handshake; a connection attempt into
+#: the same silence is given up after the same 1.5 s (``ZMQ_CONNECT_TIMEOUT``) and tried
+#: again, so the link is back within about that long after the network heals, instead of
+#: when the kernel's backed-off SYN retries next reach the peer (tens of seconds).
+PEER_HEARTBEAT_IVL_MS: Final = 500
+PEER_HEARTBEAT_TIMEOUT_MS: Final = 1500
+
 #: The monitor events of a peer DEALER's link: up once a handshake succeeded (libzmq reports
 #: it for every mechanism, NULL too), down when the connection drops or a handshake fails.
 PEER_LINK_EVENTS: Final = (
@@ -168,13 +185,17 @@ def peer_dealer(
 
     The monitor drives the channel's link gate: no request is queued for a peer that is not
     connected (it would be stale when the peer comes back; see the module docstring for why
-    this is not ``ZMQ_IMMEDIATE``). The reconnect interval follows the RPC timeout so a dead
+    this is not ``ZMQ_IMMEDIATE``); ZMTP heartbeats close a link that went silent
+    (:data:`PEER_HEARTBEAT_IVL_MS`). The reconnect interval follows the RPC timeout so a dead
     peer is not hammered with connection attempts."""
     sock = _socket(context, zmq.DEALER, curve)
     try:
         sock.setsockopt(zmq.SNDHWM, PEER_SEND_HIGH_WATER_MARK)
         sock.setsockopt(zmq.RCVHWM, PEER_SEND_HIGH_WATER_MARK * 4)
         sock.setsockopt(zmq.RECONNECT_IVL, reconnect_ivl_ms)
+        sock.setsockopt(zmq.HEARTBEAT_IVL, PEER_HEARTBEAT_IVL_MS)
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, PEER_HEARTBEAT_TIMEOUT_MS)
+        sock.setsockopt(zmq.CONNECT_TIMEOUT, PEER_HEARTBEAT_TIMEOUT_MS)
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
     except zmq.ZMQError:
         sock.close(linger=0)
