@@ -174,16 +174,22 @@ async def test_a_healthz_hammer_from_one_address_gets_429_with_retry_after(
     429 and Retry-After at once, and a probe at an orchestrator's pace is answered again."""
     views = ViewBox()
     views.publish(_leader_view())
-    rate = Quota(records_per_s=10.0, records_burst=5.0)
+    rate = Quota(records_per_s=1.0, records_burst=5.0)
     client = await _client(views, PeerMetrics(), tmp_path, healthz_rate=rate)
     try:
+        started = time.monotonic()
         statuses = [(await client.get("/healthz")).status for _ in range(8)]
-        assert statuses[:5] == [200] * 5 and set(statuses[5:]) == {429}
-        refused = await client.get("/healthz")
+        refilled = int(time.monotonic() - started)  # 1/s: what came back meanwhile (a slow CI)
+        assert statuses[:5] == [200] * 5
+        assert statuses[5:].count(200) <= refilled, statuses
+        for _ in range(refilled + 1):  # the bucket is empty after at most this many more
+            refused = await client.get("/healthz")
+            if refused.status == 429:
+                break
         assert refused.status == 429
         assert int(refused.headers["Retry-After"]) >= 1
         assert "too many" in (await refused.json())["reason"]
-        await asyncio.sleep(0.25)  # 10/s refills 2.5 probes
+        await asyncio.sleep(1.1)  # 1/s refills one probe
         assert (await client.get("/healthz")).status == 200
     finally:
         await client.close()
