@@ -14,6 +14,7 @@ import zmq.asyncio
 from structlog.testing import capture_logs
 
 from integration.cluster import free_ports
+from integration.link_waits import link_is
 from raftlog import sockets
 from raftlog.client.dealer import DealerChannel, Waiters
 from raftlog.log import get_logger
@@ -33,13 +34,8 @@ def _link_events(logged: list[MutableMapping[str, Any]]) -> list[tuple[object, o
 
 
 def _wait_link(channels: PeerChannels, poller: zmq.Poller, peer_id: str, up: bool) -> None:
-    channel = channels.by_id[peer_id]
-    for _ in range(100):
-        if channel.link_up is up:
-            return
-        for socket, _ in poller.poll(100):
-            channels.read_link_events(socket)
-    raise AssertionError(f"the link to {peer_id} never went {'up' if up else 'down'}")
+    if not link_is(peer_id, up, channels, poller, 10.0):
+        raise AssertionError(f"the link to {peer_id} never went {'up' if up else 'down'}")
 
 
 def test_nothing_is_queued_for_a_peer_whose_link_is_down() -> None:

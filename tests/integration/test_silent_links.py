@@ -22,6 +22,7 @@ import pytest
 import zmq
 
 from integration.cluster import free_ports
+from integration.link_waits import link_is
 from raftlog import sockets
 from raftlog.metrics import PeerMetrics
 from raftlog.rpc.codec import decode_request
@@ -92,25 +93,12 @@ def _linked_channel(
     channels = PeerChannels(context, "n1", b"cluster", 50, poller, metrics=metrics)
     try:
         channels.reconcile([Peer("n2", f"tcp://127.0.0.1:{relay_port}")])
-        assert _link_is("n2", True, channels, poller, 10.0), "the link never came up"
+        assert link_is("n2", True, channels, poller, 10.0), "the link never came up"
         yield channels, poller, relay, router
     finally:
         channels.close()
         relay.close()
         router.close(linger=0)
-
-
-def _link_is(
-    peer_id: str, up: bool, channels: PeerChannels, poller: zmq.Poller, within: float
-) -> bool:
-    """Fold link events for up to ``within`` seconds; True once the gate reads ``up``."""
-    deadline = time.monotonic() + within
-    while channels.by_id[peer_id].link_up is not up:
-        if time.monotonic() >= deadline:
-            return False
-        for sock, _ in poller.poll(50):
-            channels.read_link_events(sock)
-    return True
 
 
 def test_a_silent_link_closes_its_gate_and_opens_when_the_silence_ends() -> None:
@@ -123,13 +111,13 @@ def test_a_silent_link_closes_its_gate_and_opens_when_the_silence_ends() -> None
         relay.silent.set()
         went_silent = time.monotonic()
         # heartbeat interval + timeout is 2 s; the bound is generous for a loaded machine
-        assert _link_is("n2", False, channels, poller, 20.0), "a silent link stayed up"
+        assert link_is("n2", False, channels, poller, 20.0), "a silent link stayed up"
         print(f"link down {time.monotonic() - went_silent:.2f} s after the silence began")
         channels.send("n2", RequestVote("n1", 2, 0, 0))
         assert dropped.value == 1, "a request was queued for a silent peer"
         assert metrics.peer_link_up.labels(peer="n2").value == 0
         relay.silent.clear()
-        assert _link_is("n2", True, channels, poller, 20.0), "the link never came back"
+        assert link_is("n2", True, channels, poller, 20.0), "the link never came back"
         fresh = RequestVote("n1", 3, 0, 0)
         channels.send("n2", fresh)
         assert router.poll(5000), "a request after the silence did not arrive"
@@ -146,6 +134,6 @@ def test_without_heartbeats_a_silent_link_looks_up(monkeypatch: pytest.MonkeyPat
     with _linked_channel(metrics) as (channels, poller, relay, _):
         relay.silent.set()
         # three times what the heartbeats take (0.5 s interval + 1.5 s timeout)
-        assert not _link_is("n2", False, channels, poller, 6.0), "down without heartbeats"
+        assert not link_is("n2", False, channels, poller, 6.0), "down without heartbeats"
         channels.send("n2", RequestVote("n1", 1, 0, 0))
         assert metrics.peer_requests_dropped.labels(peer="n2").value == 0
