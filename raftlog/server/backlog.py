@@ -191,6 +191,9 @@ class ConnectionBacklog:
             return
         address = _source(fd)
         with self._lock:
+            known = self._conns.get(fd)
+            if known is not None and known[0] == inode:
+                return  # tracked already (:meth:`track` came first)
             self._conns[fd] = (inode, received)
             self._address[fd] = address
             self._by_address[address] = self._by_address.get(address, 0) + 1
@@ -226,6 +229,18 @@ class ConnectionBacklog:
                 else:
                     self._by_address.pop(address, None)
         self._taken.pop(fd, None)
+
+    def track(self, fd: int) -> int | None:
+        """:meth:`identity`, tracking the connection on ``fd`` first if the monitor thread
+        has not yet (None: not a TCP connection, or gone). Why: the loop may take a new
+        connection's first request before that thread, which needs the GIL, has handled its
+        accept event; a quota that let untracked connections pass would then be open to
+        whoever sends at once. The accept event that follows changes nothing."""
+        inode = self.identity(fd)
+        if inode is None and fd >= 0:
+            self.accepted(fd)
+            inode = self.identity(fd)
+        return inode
 
     def identity(self, fd: int) -> int | None:
         """The socket inode of the connection tracked on ``fd`` (None: none): what tells a

@@ -151,9 +151,9 @@ class QuotaGate:
         connection, and the ones the backlog no longer tracks have ended."""
         backlog = self._connections
         assert backlog is not None
-        inode = backlog.identity(fd)
+        inode = backlog.track(fd)
         if inode is None:
-            return None  # not a tracked TCP connection
+            return None  # not a TCP connection, or gone
         if self.book.admit(who, "connections", (fd, inode), cap, self._alive):
             return None
         backlog.shed(fd, "quota_connections")

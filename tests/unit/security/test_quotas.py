@@ -288,9 +288,16 @@ class _Backlog:
 
     def __init__(self) -> None:
         self.inodes: dict[int, int] = {}
+        self.unreported: dict[int, int] = {}
+        """Connections accepted whose accept event the monitor thread has not handled."""
         self.shed_fds: list[int] = []
 
     def identity(self, fd: int) -> int | None:
+        return self.inodes.get(fd)
+
+    def track(self, fd: int) -> int | None:
+        if fd in self.unreported:
+            self.inodes[fd] = self.unreported.pop(fd)
         return self.inodes.get(fd)
 
     def shed(self, fd: int, reason: str) -> bool:
@@ -316,6 +323,9 @@ def test_connections_cap_sheds_the_connection_past_it_and_counts_ended_ones_out(
     backlog.inodes[10] = 999  # fd 10 closed, its number reused by another connection
     backlog.inodes[12] = 103
     assert gate.check(info, KEY_A.decode(), 12) is None  # the ended one no longer counts
+    backlog.unreported[13] = 104  # its first request before the monitor thread saw it
+    refusal = gate.check(info, KEY_A.decode(), 13)
+    assert refusal is not None and refusal.kind == "connections" and backlog.shed_fds[-1] == 13
 
 
 def test_plaintext_members_addresses_are_never_limited() -> None:

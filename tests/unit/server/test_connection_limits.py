@@ -89,3 +89,36 @@ def test_the_default_cap_leaves_half_the_descriptors_to_http_and_a_reserve() -> 
     assert connection_cap(20_000) == 9_000
     assert connection_cap(1024) == 384
     assert connection_cap(10) == 16
+
+
+def _received(conn: socket.socket, at_least: int) -> None:
+    deadline = time.monotonic() + 5
+    while (bytes_received(conn.fileno()) or 0) < at_least and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def test_the_loop_tracks_a_connection_before_its_accept_event_and_the_event_changes_nothing(
+    server: socket.socket,
+) -> None:
+    """A quota asks about a connection whose accept event the monitor thread has not
+    handled yet: ``track`` registers it there and then; the event, when it comes, neither
+    registers it twice nor moves its baseline."""
+    guard = ConnectionBacklog(1 << 20, 0, PeerMetrics().connections_shed, owner="t",
+                              per_address=1)
+    client = socket.create_connection(server.getsockname())
+    conn = server.accept()[0]
+    try:
+        assert guard.identity(conn.fileno()) is None
+        inode = guard.track(conn.fileno())
+        assert inode is not None and guard.identity(conn.fileno()) == inode
+        baseline = guard.backlog(conn.fileno())
+        client.sendall(b"x" * 1000)
+        _received(conn, 1000)
+        guard.accepted(conn.fileno())  # the late event: per_address=1 is not exceeded
+        assert guard.connections == 1
+        assert guard.backlog(conn.fileno()) == (baseline or 0) + 1000
+        guard.closed(conn.fileno())
+        assert guard.connections == 0 and guard.track(-1) is None
+    finally:
+        client.close()
+        conn.close()
