@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from typing import Final, TypeVar
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
 
 import zmq
 
+from raftlog.options import RaftOptions
 from raftlog.security.settings import CurveClient, CurveServer
 
 #: Largest message any raftlog socket accepts from the network (a peer may send a snapshot
@@ -120,9 +122,50 @@ def message_budget(max_entry_data_size: int, peer_msg_data_size: int) -> int:
     return max_entry_data_size + peer_msg_data_size + MESSAGE_OVERHEAD
 
 
+@dataclass(frozen=True, slots=True)
+class ServedHeartbeats:
+    """ZMTP heartbeats on every connection a listening socket serves (the ROUTER's clients
+    and peers, the PUB's subscribers): a PING every ``interval_ms``; a connection on which
+    nothing comes back within ``timeout_ms`` of one is closed; and the PING tells the remote
+    to close its end after ``timeout_ms`` without a word from us (``ZMQ_HEARTBEAT_TTL``).
+
+    Why: a remote that vanished without closing -- a host powered off, a partition, a NAT
+    that dropped the mapping -- leaves an idle TCP connection open for good (no data in
+    flight, no keepalive: the kernel never finds out). It would hold a connection slot, a
+    principal's connections quota (a client whose host restarted would be locked out by its
+    own dead connections) and, on the PUB, a queue of up to ``PUB_HIGH_WATER_MARK``
+    messages. The remote's ZeroMQ I/O thread answers, not its application, so a slow client
+    keeps its connection; libzmq >= 4.2 (ZMTP 3.1: pyzmq, the reference's zeromq.js, JeroMQ)
+    does. Options ``connection_heartbeat_interval`` / ``_timeout``."""
+
+    interval_ms: int
+    timeout_ms: int
+
+    def apply(self, sock: zmq.Socket[Any]) -> None:
+        """Set the three options on ``sock`` (before it binds: they apply per connection)."""
+        sock.setsockopt(zmq.HEARTBEAT_IVL, self.interval_ms)
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, self.timeout_ms)
+        sock.setsockopt(zmq.HEARTBEAT_TTL, self.timeout_ms)
+
+    @property
+    def commands_per_s(self) -> float:
+        """PONGs per second a remote answers these PINGs with (the backlog allows for them:
+        libzmq reads them, the peer never takes them)."""
+        return 1000.0 / self.interval_ms
+
+
+def served_heartbeats(options: RaftOptions) -> ServedHeartbeats | None:
+    """The heartbeats of the options ``connection_heartbeat_interval`` / ``_timeout`` (None:
+    off)."""
+    interval = options.connection_heartbeat_interval
+    if interval <= 0:
+        return None
+    return ServedHeartbeats(interval, options.connection_heartbeat_timeout)
+
+
 def peer_router(
     context: zmq.Context[S], bind_url: str, *, max_message_size: int,
-    curve: CurveServer | None = None,
+    curve: CurveServer | None = None, heartbeats: ServedHeartbeats | None = None,
 ) -> S:
     """The ROUTER a peer serves other peers and clients on, bound to ``bind_url``.
 
@@ -131,11 +174,18 @@ def peer_router(
     connection dropped. libzmq has no limit on the sum of a message's frames, nor on their
     number, and buffers a whole multipart message before the application sees any of it;
     the peer checks the sum as it reads (``raftlog.transport.recv_bounded``), and what a
-    connection may hold in libzmq meanwhile is docs/operations.md's "Message size" bound."""
+    connection may hold in libzmq meanwhile is docs/operations.md's "Message size" bound.
+    ``heartbeats`` close connections whose remote vanished (:class:`ServedHeartbeats`)."""
     sock = _socket(context, zmq.ROUTER, curve)
-    sock.setsockopt(zmq.RCVHWM, ROUTER_HIGH_WATER_MARK)
-    sock.setsockopt(zmq.SNDHWM, ROUTER_HIGH_WATER_MARK)
-    sock.setsockopt(zmq.MAXMSGSIZE, max_message_size)
+    try:
+        sock.setsockopt(zmq.RCVHWM, ROUTER_HIGH_WATER_MARK)
+        sock.setsockopt(zmq.SNDHWM, ROUTER_HIGH_WATER_MARK)
+        sock.setsockopt(zmq.MAXMSGSIZE, max_message_size)
+        if heartbeats is not None:
+            heartbeats.apply(sock)
+    except zmq.ZMQError:
+        sock.close(linger=0)
+        raise
     return _bound(sock, bind_url)
 
 
@@ -204,12 +254,20 @@ def peer_dealer(
 
 
 def broadcast_pub(
-    context: zmq.Context[S], bind_url: str, *, curve: CurveServer | None = None
+    context: zmq.Context[S], bind_url: str, *, curve: CurveServer | None = None,
+    heartbeats: ServedHeartbeats | None = None,
 ) -> S:
-    """The PUB socket the BroadcastStateMachine publishes committed entries on."""
+    """The PUB socket the BroadcastStateMachine publishes committed entries on; ``heartbeats``
+    close a subscriber's connection (and drop its queue) once its host is gone."""
     sock = _socket(context, zmq.PUB, curve, ZAP_DOMAIN_BROADCAST)
-    sock.setsockopt(zmq.SNDHWM, PUB_HIGH_WATER_MARK)
-    sock.setsockopt(zmq.MAXMSGSIZE, MAX_SUBSCRIPTION_SIZE)  # it only receives subscriptions
+    try:
+        sock.setsockopt(zmq.SNDHWM, PUB_HIGH_WATER_MARK)
+        sock.setsockopt(zmq.MAXMSGSIZE, MAX_SUBSCRIPTION_SIZE)  # it only receives subscriptions
+        if heartbeats is not None:
+            heartbeats.apply(sock)
+    except zmq.ZMQError:
+        sock.close(linger=0)
+        raise
     return _bound(sock, bind_url)
 
 

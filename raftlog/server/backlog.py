@@ -24,6 +24,15 @@ per connection, so 10,000 idle connections cost one scan a second. A descriptor 
 identified by its socket inode, so a descriptor number reused by a new connection is never
 shut down for the old one's backlog.
 
+ZMTP heartbeat commands (PING, PONG) are read by libzmq and never taken by the peer, yet the
+kernel counts them: an idle connection would grow a backlog of heartbeats forever -- a peer's
+link to the leader, which carries nothing but its PINGs every 0.5 s, by ~80 bytes a second
+with CURVE: over ``SLACK`` within a quarter of an hour (then the first to be shed whenever
+the process is over ``memory_high``) and over a 20 MiB limit within three days. So each
+connection is allowed ``command_bytes_per_s`` for every second since it was accepted (what
+the heartbeats it can legitimately carry cost, ``COMMAND_SIZE`` each): a connection that
+trickles a message slowly gains that much room, which ``memory_high`` bounds in sum.
+
 The same thread caps connections (finding 4): at most ``max_connections`` -- by default the
 descriptor limit less a reserve for the peer's own files, so a flood never takes the
 descriptors RocksDB, snapshots and the other listeners need -- and optionally at most
@@ -45,6 +54,8 @@ import os
 import socket
 import struct
 import threading
+import time
+from collections.abc import Callable
 from typing import Final
 
 import structlog
@@ -61,6 +72,9 @@ FRAME_ALLOWANCE: Final = 64
 """Wire bytes of framing per frame taken (ZMTP header <= 9, CURVE box 33, command name 8)."""
 SLACK: Final = 64 * 1024
 """Handshake and the frames of a message being taken: never counted as backlog."""
+COMMAND_SIZE: Final = 64
+"""Wire bytes allowed per ZMTP heartbeat command (PING or PONG: 9 in plaintext, 41 boxed by
+CURVE, measured on libzmq 4.3.5)."""
 _BYTES_RECEIVED: Final = struct.Struct("=Q")
 _BYTES_RECEIVED_OFFSET: Final = 128
 """``tcpi_bytes_received`` in Linux's ``struct tcp_info`` (since Linux 4.1)."""
@@ -147,6 +161,8 @@ class ConnectionBacklog:
         owner: str,
         max_connections: int = 0,
         per_address: int = 0,
+        commands_per_s: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.limit = limit
         self.memory_high = memory_high
@@ -154,13 +170,18 @@ class ConnectionBacklog:
         """Connections at most (0: no cap)."""
         self.per_address = per_address
         """Connections from one source address at most (0: no cap)."""
+        self.command_bytes_per_s = COMMAND_SIZE * commands_per_s
+        """Backlog allowed per second of a connection's age for the heartbeat commands it
+        carries (``commands_per_s`` of them: see the module docstring)."""
+        self._clock = clock
         """Resident bytes above which the largest backlog is shed (0: never)."""
         self._shed = shed
         self._owner = owner
         self._taken: dict[int, int] = {}
         """fd -> wire bytes the loop took from it (payload + framing allowance)."""
-        self._conns: dict[int, tuple[int, int]] = {}
-        """fd -> (socket inode, bytes received when it was accepted), in accept order."""
+        self._conns: dict[int, tuple[int, int, float]] = {}
+        """fd -> (socket inode, bytes received when it was accepted, when), in accept
+        order."""
         self._address: dict[int, str] = {}
         """fd -> source address."""
         self._by_address: dict[str, int] = {}
@@ -194,7 +215,7 @@ class ConnectionBacklog:
             known = self._conns.get(fd)
             if known is not None and known[0] == inode:
                 return  # tracked already (:meth:`track` came first)
-            self._conns[fd] = (inode, received)
+            self._conns[fd] = (inode, received, self._clock())
             self._address[fd] = address
             self._by_address[address] = self._by_address.get(address, 0) + 1
         if self.per_address and self._by_address.get(address, 0) > self.per_address:
@@ -267,7 +288,8 @@ class ConnectionBacklog:
         received = bytes_received(fd)
         if received is None:
             return None
-        return received - known[1] - self._taken.get(fd, 0) - SLACK
+        commands = int((self._clock() - known[2]) * self.command_bytes_per_s)
+        return received - known[1] - self._taken.get(fd, 0) - SLACK - commands
 
     def tick(self, now: float) -> None:
         """Scan when due (see the module docstring)."""

@@ -161,7 +161,7 @@ def _build(settings: PeerSettings, stop: Callable[[], None], releases: Releases)
     curve = settings.security
     router = sockets.peer_router(
         context, settings.bind_url, max_message_size=limits.message_limit,
-        curve=curve.server if curve else None,
+        curve=curve.server if curve else None, heartbeats=sockets.served_heartbeats(opts),
     )
     releases.add(lambda: router.close(linger=0))
     observer.watch_connections(router, limits.backlog)  # before any client
@@ -305,6 +305,7 @@ def _open_machines(
         last_applied=last_applied,
         heartbeat_interval_ms=settings.options.broadcast_heartbeat_interval,
         curve=settings.security.server if settings.security else None,
+        connection_heartbeats=sockets.served_heartbeats(settings.options),
     )
     # the composite once built; before that (the topic index failed to open) the broadcast
     # machine alone holds a socket

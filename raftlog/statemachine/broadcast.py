@@ -48,6 +48,7 @@ class BroadcastStateMachine:
         last_applied: int = 0,
         heartbeat_interval_ms: int = 500,
         curve: CurveServer | None = None,
+        connection_heartbeats: sockets.ServedHeartbeats | None = None,
     ) -> None:
         self._ident = ident
         self._pub_url = pub_url
@@ -57,7 +58,9 @@ class BroadcastStateMachine:
         self._term = 0
         self._next_heartbeat = 0.0
         self.published_messages = 0
-        self._socket = sockets.broadcast_pub(context, bind_url, curve=curve)
+        self._socket = sockets.broadcast_pub(
+            context, bind_url, curve=curve, heartbeats=connection_heartbeats
+        )
 
     @property
     def last_applied(self) -> int:

@@ -5,15 +5,11 @@ Without them the gate, ``raftlog_peer_link_up`` and the status page say "up" unt
 up, minutes later, and requests queue for the peer meanwhile (the negative control below).
 
 The silence is a relay on loopback that stops forwarding (it neither reads nor closes), so
-the heartbeats' PINGs and PONGs are lost like everything else; the fault proxy of
-``tests/faults`` lets ZMTP commands through on purpose and cannot stand in for it.
+the heartbeats' PINGs and PONGs are lost like everything else (``integration.silent_relay``).
 """
 
 from __future__ import annotations
 
-import select
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,59 +19,12 @@ import zmq
 
 from integration.cluster import free_ports
 from integration.link_waits import link_is
+from integration.silent_relay import SilentRelay
 from raftlog import sockets
 from raftlog.metrics import PeerMetrics
 from raftlog.rpc.codec import decode_request
 from raftlog.rpc.messages import Peer, RequestVote
 from raftlog.server.peers import PeerChannels
-
-
-class SilentRelay:
-    """Forwards each connection accepted on ``port`` to ``target``; while ``silent`` it moves
-    no byte either way and closes nothing (connections still open and queue in the kernel)."""
-
-    def __init__(self, port: int, target: int) -> None:
-        self._listener = socket.create_server(("127.0.0.1", port))
-        self._target = target
-        self._pairs: dict[socket.socket, socket.socket] = {}
-        self.silent = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            watched = [self._listener] + ([] if self.silent.is_set() else list(self._pairs))
-            readable, _, _ = select.select(watched, [], [], 0.02)
-            for sock in readable:
-                if sock is self._listener:
-                    self._accept()
-                elif sock in self._pairs:
-                    self._forward(sock)
-
-    def _accept(self) -> None:
-        client, _ = self._listener.accept()
-        server = socket.create_connection(("127.0.0.1", self._target))
-        self._pairs[client], self._pairs[server] = server, client
-
-    def _forward(self, sock: socket.socket) -> None:
-        other = self._pairs[sock]
-        try:
-            data = sock.recv(65536)
-            if data:
-                other.sendall(data)
-                return
-        except OSError:
-            pass
-        for end in (sock, other):  # one side closed: close the pair
-            self._pairs.pop(end, None)
-            end.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        for sock in [self._listener, *self._pairs]:
-            sock.close()
 
 
 @contextmanager

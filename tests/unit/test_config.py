@@ -186,3 +186,22 @@ def test_storage_thread_is_off_by_default_and_must_be_a_bool() -> None:
     assert on.storage_thread is True
     with pytest.raises(ConfigError, match="storage_thread"):
         RaftOptions().with_overrides({"storage_thread": 1}, "t").validate()
+
+
+def test_served_connection_heartbeats_default_on_and_check_their_range() -> None:
+    """ZMTP heartbeats on the connections a peer serves: 10 s / 30 s by default, 0 turns
+    them off, and the PING's 16-bit time-to-live bounds them."""
+    default = RaftOptions()
+    assert (default.connection_heartbeat_interval, default.connection_heartbeat_timeout) == (
+        10_000, 30_000)
+    off = RaftOptions().with_overrides({"connection_heartbeat_interval": 0}, "t").validate()
+    assert off.connection_heartbeat_interval == 0
+    for bad, name in (
+        ({"connection_heartbeat_interval": 50}, "connection_heartbeat_interval"),
+        ({"connection_heartbeat_interval": -1}, "connection_heartbeat_interval"),
+        ({"connection_heartbeat_interval": 5000, "connection_heartbeat_timeout": 4000},
+         "connection_heartbeat_timeout"),
+        ({"connection_heartbeat_timeout": 6_553_600}, "connection_heartbeat_timeout"),
+    ):
+        with pytest.raises(ConfigError, match=name):
+            RaftOptions().with_overrides(bad, "t").validate()

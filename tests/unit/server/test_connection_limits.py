@@ -1,5 +1,6 @@
 """Issue #25: the per-message limit as the peer reads its ROUTER, and the per-connection
-backlog and connection caps of ``raftlog.server.backlog`` on real loopback sockets."""
+backlog and connection caps of ``raftlog.server.backlog`` on real loopback sockets, and the
+backlog's allowance for ZMTP heartbeat commands."""
 
 from __future__ import annotations
 
@@ -9,10 +10,17 @@ from collections.abc import Iterator
 
 import pytest
 import zmq
+from zmq.utils.monitor import parse_monitor_message
 
 from raftlog import sockets
 from raftlog.metrics import PeerMetrics
-from raftlog.server.backlog import ConnectionBacklog, bytes_received, connection_cap
+from raftlog.server import backlog as backlog_module
+from raftlog.server.backlog import (
+    COMMAND_SIZE,
+    ConnectionBacklog,
+    bytes_received,
+    connection_cap,
+)
 from raftlog.transport import MessageTooLargeError, recv_bounded
 
 
@@ -91,10 +99,103 @@ def test_the_default_cap_leaves_half_the_descriptors_to_http_and_a_reserve() -> 
     assert connection_cap(10) == 16
 
 
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def _received(conn: socket.socket, at_least: int) -> None:
     deadline = time.monotonic() + 5
     while (bytes_received(conn.fileno()) or 0) < at_least and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def test_heartbeat_commands_are_allowed_for_by_the_age_of_a_connection(
+    server: socket.socket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What libzmq reads and the peer never takes (PINGs, PONGs) is not backlog while it
+    stays within ``commands_per_s`` commands a second of the connection's age; a trickled
+    message beyond that still is. Negative control: without the allowance the same idle
+    connection's heartbeats alone get it shed."""
+    monkeypatch.setattr(backlog_module, "SLACK", 0)
+    clock = FakeClock()
+    allowing = ConnectionBacklog(500, 0, PeerMetrics().connections_shed, owner="t",
+                                 commands_per_s=2.1, clock=clock)
+    strict = ConnectionBacklog(500, 0, PeerMetrics().connections_shed, owner="t", clock=clock)
+    client = socket.create_connection(server.getsockname())
+    conn = server.accept()[0]
+    try:
+        allowing.accepted(conn.fileno())
+        strict.accepted(conn.fileno())
+        clock.now += 600.0
+        pings = 1200 * 41  # ten minutes of a peer link's CURVE PINGs, one every 0.5 s
+        client.sendall(b"p" * pings)
+        _received(conn, pings)
+        assert allowing.backlog(conn.fileno()) == pings - int(600 * 2.1 * COMMAND_SIZE)
+        assert allowing.scan(0) == 0
+        assert strict.scan(0) == 1, "the negative control: heartbeats alone shed it"
+    finally:
+        client.close()
+        conn.close()
+
+
+def test_a_message_trickled_past_the_allowance_is_still_shed(
+    server: socket.socket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(backlog_module, "SLACK", 0)
+    clock = FakeClock()
+    guard = ConnectionBacklog(500, 0, PeerMetrics().connections_shed, owner="t",
+                              commands_per_s=2.1, clock=clock)
+    client = socket.create_connection(server.getsockname())
+    conn = server.accept()[0]
+    try:
+        guard.accepted(conn.fileno())
+        clock.now += 10.0  # allows 1,344 bytes of commands
+        client.sendall(b"x" * 1900)  # 1,900 - 1,344 = 556 > 500
+        _received(conn, 1900)
+        assert guard.scan(0) == 1
+    finally:
+        client.close()
+        conn.close()
+
+
+@pytest.mark.parametrize("curve", [False, True], ids=["plaintext", "curve"])
+def test_a_heartbeat_command_fits_the_size_the_backlog_allows(curve: bool) -> None:
+    """``COMMAND_SIZE`` against libzmq's real framing: a DEALER PINGing every 10 ms (its
+    PINGs carry a time-to-live, as a served connection's do) adds at most that many bytes
+    per PING to what a ROUTER's connection received."""
+    context = zmq.Context()
+    try:
+        server_public, server_secret = zmq.curve_keypair()
+        public, secret = zmq.curve_keypair()
+        router = context.socket(zmq.ROUTER)
+        if curve:
+            router.curve_server = True
+            router.curve_secretkey = server_secret
+        port = router.bind_to_random_port("tcp://127.0.0.1")
+        monitor = router.get_monitor_socket(zmq.EVENT_ACCEPTED | zmq.EVENT_HANDSHAKE_SUCCEEDED)
+        fds = context.socket(zmq.DEALER)
+        if curve:
+            fds.curve_serverkey, fds.curve_publickey = server_public, public
+            fds.curve_secretkey = secret
+        sockets.ServedHeartbeats(10, 5000).apply(fds)
+        fds.connect(f"tcp://127.0.0.1:{port}")
+        assert monitor.poll(5000), "no connection"
+        fd = parse_monitor_message(monitor.recv_multipart())["value"]  # accepted: its fd
+        assert monitor.poll(5000), "no handshake"
+        monitor.recv_multipart()
+        time.sleep(0.1)
+        first, start = bytes_received(fd), time.monotonic()
+        time.sleep(1.0)
+        added, elapsed = (bytes_received(fd) or 0) - (first or 0), time.monotonic() - start
+        pings = elapsed / 0.010
+        print(f"{added} bytes over {elapsed:.2f} s: {added / pings:.1f} per PING")
+        assert 0 < added <= COMMAND_SIZE * pings * 1.05
+    finally:
+        context.destroy(linger=0)
 
 
 def test_the_loop_tracks_a_connection_before_its_accept_event_and_the_event_changes_nothing(
