@@ -128,7 +128,12 @@ def test_retried_batch_is_appended_once_across_a_leader_kill(cluster: PeerCluste
     batch = idempotent_batch("dedup", [b"a", b"b", b"c"], pid, 0)
     leader = cluster.wait_stable_leader()
     with _raw(cluster, leader) as k:
-        error, first = _produce(k, "dedup", batch)
+        # the listener's view may not show its peer leading yet (a fresh cluster): it says
+        # NOT_LEADER_OR_FOLLOWER until then, and nothing is appended
+        error, first = wait_for(
+            "the leader's listener to lead",
+            lambda: (got := _produce(k, "dedup", batch))[0] != ErrorCode.not_leader_or_follower
+            and got)
         assert error == ErrorCode.none
         assert _produce(k, "dedup", batch) == (ErrorCode.none, first)  # a plain retry
     cluster.kill(leader)
