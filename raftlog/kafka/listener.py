@@ -9,7 +9,11 @@ Each connection reads one request at a time (4-byte size, then the message), ans
 then reads the next: Kafka's own rule, which keeps one producer connection's batches in
 order. Nothing a client sends stops the listener: an oversize frame or a request that does
 not parse closes that connection (what a Kafka broker does); a handler failure is logged
-and closes that connection; every other connection carries on.
+and closes that connection; every other connection carries on. Connections are admitted by
+the HTTP listener's :class:`~raftlog.observability.guard.ConnectionGuard` under the
+``[kafka]`` limits (a cap within an eighth of the descriptors, per address, a first-request
+and an idle time-out, failed accepts logged once a second): a flood of bare connections
+used to take every descriptor of the peer, its ZeroMQ port and its writes with them.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from raftlog.kafka.protocol import (
 )
 from raftlog.kafka.sasl import Session
 from raftlog.kafka.settings import split_kafka_url
+from raftlog.observability.guard import ConnectionGuard
 from raftlog.observability.http import tls_context
 from raftlog.observability.http_settings import ListenerError
 from raftlog.observability.view import ViewBox
@@ -125,10 +130,12 @@ class KafkaListener:
             max_entry_bytes=settings.options.max_log_entry_data_size,
             request_id_ttl_ms=settings.options.request_id_ttl, quota=settings.quotas,
             auth=Authenticator(security if kafka.sasl else None))
+        self.guard = ConnectionGuard(kafka, self._tls, name="kafka", refusal=None)
+        """Admits the connections (its ``open`` and ``cap`` say how many)."""
         self._runner = LoopThread(  # the one loop-thread runner (raftlog.client.runner)
-            "raftlog-kafka", owner="the Kafka listener", setup=self._open, teardown=self._close
+            "raftlog-kafka", owner="the Kafka listener", setup=self._open, teardown=self._close,
+            exception_handler=self.guard.loop_errors,
         )
-        self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Future[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
@@ -144,8 +151,10 @@ class KafkaListener:
 
     async def _open(self) -> None:
         await self.gateway.start()
-        self._server = await asyncio.start_server(self._serve, self._host, self._port,
-                                                  reuse_address=True, ssl=self._tls)
+        self.guard.listen(
+            lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(), self._serve),
+            self._host, self._port,
+        )
         self._sweeper = asyncio.ensure_future(self._sweep())
 
     async def _sweep(self) -> None:
@@ -159,8 +168,7 @@ class KafkaListener:
         if self._sweeper is not None:
             self._sweeper.cancel()
         self.ctx.coordinator.clear()
-        if self._server is not None:
-            self._server.close()
+        self.guard.close()
         for task in list(self._connections):
             task.cancel()
         for task in list(self._connections):
@@ -183,7 +191,8 @@ class KafkaListener:
                     log.warning("kafka_bad_frame", peer=str(peer), size=size)
                     return
                 frame = await reader.readexactly(size)
-                reply = await answer(self.ctx, frame, source, session)
+                with self.guard.handling(writer.transport):  # never reaped meanwhile
+                    reply = await answer(self.ctx, frame, source, session)
                 if reply is not None:
                     writer.write(reply)
                     await writer.drain()

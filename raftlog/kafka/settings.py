@@ -7,6 +7,7 @@ and handed over as one frozen value, so config.py carries one call and one field
 
 from __future__ import annotations
 
+import resource
 import zlib
 from dataclasses import dataclass
 from typing import Any, Final
@@ -16,6 +17,18 @@ from raftlog.errors import ConfigError
 DEFAULT_MAX_REQUEST_BYTES: Final = 100 * 1024 * 1024
 """A Kafka request larger than this is refused and its connection closed (Kafka's
 ``socket.request.max.bytes`` default), before any of it is buffered."""
+
+FD_SHARE: Final = 0.125
+"""The share of ``RLIMIT_NOFILE`` the Kafka listener may use for connections (the ROUTER
+keeps about half, the HTTP listener at most half of the rest by default: docs/kafka.md)."""
+LIMIT_DEFAULTS: Final = {
+    "max_connections": 1000,
+    "max_connections_per_address": 256,
+    "first_request_timeout_ms": 10_000,
+    "idle_timeout_ms": 600_000,
+}
+"""The connection limits of ``[kafka]`` and their defaults (``idle_timeout_ms`` is Kafka's
+own ``connections.max.idle.ms``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +46,32 @@ class KafkaSettings:
     sasl: bool = False
     """``sasl_ssl://``: TLS with the ``[http]`` certificate, then SASL/PLAIN whose password
     is a REST token of the allowlist (a secure cluster's only Kafka door)."""
+    max_connections: int = LIMIT_DEFAULTS["max_connections"]
+    """Connections open at once; past it a new one displaces an idle one, or is closed
+    (``raftlog.observability.guard``: a connection flood once used up the peer's
+    descriptors and took its ZeroMQ port down)."""
+    max_connections_per_address: int = LIMIT_DEFAULTS["max_connections_per_address"]
+    """Connections open at once from one source address."""
+    first_request_timeout_ms: int = LIMIT_DEFAULTS["first_request_timeout_ms"]
+    """A new connection (or TLS handshake) that has not completed a request by then is
+    closed: a silent or trickling connection cannot hold a descriptor for long."""
+    idle_timeout_ms: int = LIMIT_DEFAULTS["idle_timeout_ms"]
+    """A connection without a request for this long is closed, as a Kafka broker does
+    (clients reconnect when they need to); one whose client vanished goes with it."""
+
+    @property
+    def header_timeout_ms(self) -> int:
+        """``first_request_timeout_ms`` under the name the connection guard reads."""
+        return self.first_request_timeout_ms
+
+    def connection_cap(self, nofile: int | None = None) -> int:
+        """The connections the listener really admits: ``max_connections``, but at most
+        ``FD_SHARE`` of the soft ``RLIMIT_NOFILE`` (``nofile``, read when None)."""
+        if nofile is None:
+            nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if nofile == resource.RLIM_INFINITY or nofile <= 0:
+            return self.max_connections
+        return max(1, min(self.max_connections, int(nofile * FD_SHARE)))
 
 
 def node_id(peer_id: str) -> int:
@@ -78,7 +117,7 @@ def kafka_settings(
     table = doc.get("kafka", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: [kafka] must be a table")
-    unknown = set(table) - {"auto_create_topics", "max_request_bytes"}
+    unknown = set(table) - {"auto_create_topics", "max_request_bytes", *LIMIT_DEFAULTS}
     if unknown:
         raise ConfigError(f"{source}: [kafka] has unknown key(s) {sorted(unknown)}")
     auto = table.get("auto_create_topics", False)
@@ -87,6 +126,12 @@ def kafka_settings(
     limit = table.get("max_request_bytes", DEFAULT_MAX_REQUEST_BYTES)
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1024:
         raise ConfigError(f"{source}: [kafka] max_request_bytes must be an integer >= 1024")
+    limits: dict[str, int] = {}
+    for key, default in LIMIT_DEFAULTS.items():
+        value = table.get(key, default)
+        if type(value) is not int or value < 1:
+            raise ConfigError(f"{source}: [kafka] {key} must be a positive integer, got {value!r}")
+        limits[key] = value
     brokers: list[tuple[str, str]] = []
     mine: str | None = None
     ids: dict[int, str] = {}
@@ -115,4 +160,4 @@ def kafka_settings(
             f"{source}: peer {peer_id} has a sasl_ssl:// kafka_url on a plaintext cluster: "
             "SASL checks REST tokens of the allowlist, which needs [security] curve"
         )
-    return KafkaSettings(mine, tuple(brokers), auto, limit, sasl)
+    return KafkaSettings(mine, tuple(brokers), auto, limit, sasl, **limits)

@@ -1,10 +1,13 @@
-"""Connection governance of the HTTP listener: caps, timeouts, reaping, quiet floods.
+"""Connection governance of the HTTP and Kafka listeners: caps, timeouts, reaping, quiet
+floods.
 
 Why our own accept loop instead of ``loop.create_server``: asyncio accepts every connection
 it can and, once descriptors run out, logs a traceback per failed accept; aiohttp has no
 timeout for a request's headers. ~20,000 half-open connections trickling headers then used
 up a peer's descriptors, its ZeroMQ port stopped answering and its log grew by 100 MB
-(issue #25). Here every accepted socket is counted *before* any protocol sees it:
+(issue #25); a flood of bare TCP connections did the same through the Kafka listener,
+with ~880,000 log lines in a minute. Here every accepted socket is counted *before* any
+protocol sees it (the limits: ``[http]`` or ``[kafka]``, :class:`ListenerLimits`):
 
 - at ``cap`` connections (``[http] max_connections``, never more than half the descriptor
   limit) a new connection displaces one that is not handling a request (a half-open one
@@ -14,7 +17,8 @@ up a peer's descriptors, its ZeroMQ port stopped answering and its log grew by 1
   for the loop's next pass (oldest-first alone evicted it there when the loop fell
   behind). When every connection is busy (e.g. as many long polls), or
   ``max_connections_per_address`` are open from the new one's address, it gets a one-line
-  503 (plain HTTP) and is closed at once -- a fast refusal, one descriptor for a moment;
+  503 (plain HTTP; Kafka has no such answer: closed) and is closed at once -- a fast
+  refusal, one descriptor for a moment;
 - when accept itself fails for lack of descriptors, accepting pauses briefly instead of
   spinning, and the failure is logged once a second with a count (:class:`FloodLog`);
 - a connection (or TLS handshake) that has not produced a request within
@@ -34,24 +38,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import ctypes.util
 import errno
 import socket
 import ssl
 import time
 import weakref
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from raftlog.observability.address_ranks import AddressRanks
 from raftlog.observability.flood_log import REAP_INTERVAL, FloodLog
-from raftlog.observability.http_settings import HttpSettings
+from raftlog.server.process_memory import heap_trimmer
 
 ACCEPT_PAUSE: Final = 0.1
 """Seconds accepting pauses after accept failed for lack of descriptors or memory."""
@@ -66,19 +68,25 @@ TRIM_AFTER: Final = 64
 """Peak connections after which a fall to half of them returns freed heap to the system."""
 _RESOURCE_ERRORS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
-def _malloc_trim() -> Callable[[], None]:
-    """glibc's ``malloc_trim(0)`` (ctypes releases the GIL during the call), or a no-op on
-    a C library without it."""
-    try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return lambda: None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
 
-    def release() -> None:
-        trim(0)
+class ListenerLimits(Protocol):
+    """What a listener's settings say about its connections (``HttpSettings``,
+    ``KafkaSettings``)."""
 
-    return release
+    @property
+    def max_connections_per_address(self) -> int:
+        """Connections open at once from one source address."""
+
+    @property
+    def header_timeout_ms(self) -> int:
+        """A new connection (or TLS handshake) must complete a request by then."""
+
+    @property
+    def idle_timeout_ms(self) -> int:
+        """A connection without a request for this long is closed."""
+
+    def connection_cap(self, nofile: int | None = None) -> int:
+        """Connections admitted at once, within the listener's share of descriptors."""
 
 class _Slot:
     """One admitted connection's place in the counts; released exactly once."""
@@ -127,11 +135,16 @@ class _Conn:
             self.task.cancel()
 
 class ConnectionGuard:
-    """Accepts for the HTTP listener within the limits of ``settings`` (module docstring)."""
+    """Accepts for a listener within the limits of ``settings`` (module docstring); its log
+    events are named ``{name}_...``; ``refusal`` is written to a refused plaintext
+    connection before it is closed (None: closed without a word)."""
 
-    def __init__(self, settings: HttpSettings, ssl_context: ssl.SSLContext | None = None,
-                 *, nofile: int | None = None) -> None:
+    def __init__(self, settings: ListenerLimits, ssl_context: ssl.SSLContext | None = None,
+                 *, nofile: int | None = None, name: str = "http",
+                 refusal: bytes | None = REFUSAL) -> None:
         self.settings = settings
+        self.name = name
+        self._refusal = refusal
         self.ssl_context = ssl_context
         self.cap = settings.connection_cap(nofile)
         """Connections admitted at once (``max_connections`` bounded by the fd share)."""
@@ -148,7 +161,7 @@ class ConnectionGuard:
         self._reaper: asyncio.Task[None] | None = None
         self._paused = False
         self._peak = 0
-        self._trim = _malloc_trim()
+        self._trim = heap_trimmer()
 
     # -- listening ---------------------------------------------------------------------------
     def listen(self, factory: Callable[[], asyncio.BaseProtocol], host: str, port: int) -> int:
@@ -197,7 +210,7 @@ class ConnectionGuard:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                self.flood.event("http_accept_failed", error=exc.strerror or str(exc))
+                self.flood.event(f"{self.name}_accept_failed", error=exc.strerror or str(exc))
                 if exc.errno in _RESOURCE_ERRORS:
                     self._pause()
                 return
@@ -220,11 +233,12 @@ class ConnectionGuard:
     def _admit(self, sock: socket.socket, address: str) -> None:
         limits = self.settings
         if self._per_address[address] >= limits.max_connections_per_address:
-            self._refuse(sock, "http_connections_refused", reason="address full",
+            self._refuse(sock, f"{self.name}_connections_refused", reason="address full",
                          address=address, cap=limits.max_connections_per_address)
             return
         if self.open >= self.cap and not self._evict_one():
-            self._refuse(sock, "http_connections_refused", reason="every connection busy",
+            self._refuse(sock, f"{self.name}_connections_refused",
+                         reason="every connection busy",
                          cap=self.cap)
             return
         self.open += 1
@@ -271,15 +285,16 @@ class ConnectionGuard:
             return False
         self._forget(conn)  # never picked twice; release() tolerates it
         conn.drop()
-        self.flood.event("http_connections_evicted", reason="listener full", cap=self.cap)
+        self.flood.event(f"{self.name}_connections_evicted", reason="listener full",
+                         cap=self.cap)
         return True
 
     def _refuse(self, conn: socket.socket, event: str, **fields: Any) -> None:
-        """Answer 503 without reading the request (plain HTTP only) and close."""
+        """Answer the refusal without reading the request (plaintext only) and close."""
         try:
-            if self.ssl_context is None:
+            if self.ssl_context is None and self._refusal is not None:
                 conn.setblocking(False)
-                conn.send(REFUSAL)
+                conn.send(self._refusal)
         except OSError:
             pass
         finally:
@@ -299,7 +314,7 @@ class ConnectionGuard:
             return
         except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
             sock.close()  # asyncio closed its transport; this releases an unwrapped socket
-            self.flood.event("http_handshake_failed", error=type(exc).__name__)
+            self.flood.event(f"{self.name}_handshake_failed", error=type(exc).__name__)
             return
         conn.task = None
         if conn not in self._conns:  # evicted while the handshake completed
@@ -322,7 +337,7 @@ class ConnectionGuard:
             self._forget(conn)
             conn.drop()
         if late:
-            self.flood.event("http_connections_reaped", count_now=len(late))
+            self.flood.event(f"{self.name}_connections_reaped", count_now=len(late))
         return len(late)
 
     async def _reap_forever(self) -> None:
@@ -348,18 +363,27 @@ class ConnectionGuard:
             request: web.Request,
             handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
         ) -> web.StreamResponse:
-            conn = self._by_transport.get(request.transport) if request.transport else None
-            if conn is None:
+            with self.handling(request.transport):
                 return await handler(request)
-            conn.busy += 1
-            conn.requests += 1
-            try:
-                return await handler(request)
-            finally:
-                conn.busy -= 1
-                conn.last = time.monotonic()
 
         return track
+
+    @contextlib.contextmanager
+    def handling(self, transport: asyncio.BaseTransport | None) -> Iterator[None]:
+        """While a request of ``transport``'s connection is handled: it is busy (never
+        reaped nor evicted, e.g. a long poll or a Fetch that waits), and its idle clock
+        restarts when the request ends."""
+        conn = self._by_transport.get(transport) if transport is not None else None
+        if conn is None:
+            yield
+            return
+        conn.busy += 1
+        conn.requests += 1
+        try:
+            yield
+        finally:
+            conn.busy -= 1
+            conn.last = time.monotonic()
 
     def loop_errors(self, _loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """The listener loop's exception handler: errors asyncio reports about single
@@ -367,7 +391,7 @@ class ConnectionGuard:
         second, without a traceback each."""
         exc = context.get("exception")
         self.flood.event(
-            "http_loop_error",
+            f"{self.name}_loop_error",
             message=str(context.get("message", "")),
             error="" if exc is None else f"{type(exc).__name__}: {exc}"[:200],
         )

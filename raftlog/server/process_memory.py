@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import resource
+from collections.abc import Callable
 from typing import Any, Final
 
 M_MMAP_THRESHOLD: Final = -3
@@ -58,6 +59,20 @@ class ProcessMemory:
         if self._libc is not None and now >= self._next_trim:
             self._next_trim = now + TRIM_INTERVAL
             self._libc.malloc_trim(0)
+
+
+def heap_trimmer() -> Callable[[], None]:
+    """glibc's ``malloc_trim(0)`` as a call (ctypes releases the GIL during it), or a no-op
+    on a C library without it: what a listener calls once a flood of connections is over."""
+    libc = _libc()
+    if libc is None:
+        return lambda: None
+    trim = libc.malloc_trim
+
+    def release() -> None:
+        trim(0)
+
+    return release
 
 
 def descriptor_limit() -> int:

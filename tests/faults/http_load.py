@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import select
 import socket
 import threading
 import time
@@ -108,10 +109,16 @@ class PeerWatch:
 
 class HalfOpenFlood:
     """``count`` half-open HTTP connections to ``port``, spread over ``sources`` (loopback
-    addresses), kept up by a thread until ``stop``."""
+    addresses), kept up by a thread until ``stop``. ``greeting`` is what each sends first
+    and ``trickle`` what it adds every round; both empty make bare connections that never
+    send a byte (the Kafka listener's flood)."""
 
-    def __init__(self, port: int, count: int, sources: list[str]) -> None:
+    def __init__(self, port: int, count: int, sources: list[str], *,
+                 greeting: bytes = b"GET /healthz HTTP/1.1\r\nHost: flood\r\n",
+                 trickle: bytes = b"X-Trickle: 1\r\n") -> None:
         self._port = port
+        self._greeting = greeting
+        self._trickle = trickle
         self._sources = sources
         self._socks: list[socket.socket | None] = [None] * count
         self._stop = threading.Event()
@@ -135,7 +142,8 @@ class HalfOpenFlood:
         try:
             sock = socket.create_connection(("127.0.0.1", self._port), timeout=0.5,
                                             source_address=(source, 0))
-            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: flood\r\n")
+            if self._greeting:
+                sock.sendall(self._greeting)
         except OSError:
             self.failures += 1
             return
@@ -150,12 +158,21 @@ class HalfOpenFlood:
                 if sock is None:
                     self._connect(n)
                     continue
-                try:
-                    sock.send(b"X-Trickle: 1\r\n")
-                except OSError:
+                if not self._alive(sock):
                     sock.close()
                     self._socks[n] = None
             self._stop.wait(0.2)
+
+    def _alive(self, sock: socket.socket) -> bool:
+        """Trickle on ``sock``, or without a trickle see whether the listener closed it."""
+        try:
+            if self._trickle:
+                sock.send(self._trickle)
+                return True
+            # a socket with a time-out waits for data even with MSG_DONTWAIT: ask select
+            return not select.select([sock], [], [], 0)[0] or sock.recv(1, socket.MSG_PEEK) != b""
+        except OSError:
+            return False
 
     def stop(self) -> None:
         self._stop.set()

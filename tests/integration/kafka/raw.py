@@ -20,8 +20,9 @@ from raftlog.topics.records import LoggedRecord, Record, RecordId
 class RawKafka:
     """One connection to a listener (``with RawKafka(host, port) as k: k.call(...)``)."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self.sock = socket.create_connection((host, port), timeout=20)
+    def __init__(self, host: str, port: int, *, source: str | None = None) -> None:
+        self.sock = socket.create_connection(
+            (host, port), timeout=20, source_address=None if source is None else (source, 0))
         self._next = 1
 
     def __enter__(self) -> RawKafka:
