@@ -22,7 +22,7 @@ import json
 import math
 import ssl
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from importlib import resources
 from pathlib import Path
 from typing import Final
@@ -30,15 +30,14 @@ from typing import Final
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.registry import Collector
 
 from raftlog.client.runner import LoopStartError, LoopThread
 from raftlog.metrics import Registry
 from raftlog.observability.cluster_poll import ClusterPoller
 from raftlog.observability.collector import PeerCollector
 from raftlog.observability.guard import ConnectionGuard
+from raftlog.observability.guard_metrics import GuardCollector
 from raftlog.observability.guarded_site import GuardedSite
 from raftlog.observability.health import (
     DEFAULT_READY_MAX_LAG,
@@ -244,39 +243,6 @@ PROMETHEUS: Final = web.AppKey("prometheus", CollectorRegistry)
 """The registry ``/metrics`` renders (the listener adds its connection guard's metrics)."""
 
 
-GUARD_EVENTS: Final = (
-    ("http_connections_refused", "raftlog_http_connections_refused_total",
-     "HTTP connections refused at accept (listener busy or the address at its cap)."),
-    ("http_connections_evicted", "raftlog_http_connections_evicted_total",
-     "Idle or half-open HTTP connections closed to admit a new one (listener full)."),
-    ("http_connections_reaped", "raftlog_http_connections_reaped_total",
-     "HTTP connections closed past header_timeout_ms or idle_timeout_ms (reaper passes)."),
-    ("http_accept_failed", "raftlog_http_accept_failures_total",
-     "Failed accepts of the HTTP listener (e.g. out of descriptors)."),
-    ("http_handshake_failed", "raftlog_http_tls_handshake_failures_total",
-     "TLS handshakes of the HTTP listener that failed or timed out."),
-)
-
-
-class GuardCollector(Collector):
-    """The guard's state and event totals as Prometheus metrics."""
-
-    def __init__(self, guard: ConnectionGuard) -> None:
-        self._guard = guard
-
-    def collect(self) -> Iterator[Metric]:
-        """Open connections, the cap, and each event's total."""
-        guard = self._guard
-        yield GaugeMetricFamily("raftlog_http_connections",
-                                "HTTP connections open now.", value=guard.open)
-        yield GaugeMetricFamily("raftlog_http_connection_cap",
-                                "HTTP connections admitted at most (max_connections, at most "
-                                "half of RLIMIT_NOFILE).", value=guard.cap)
-        for event, name, help_text in GUARD_EVENTS:
-            yield CounterMetricFamily(name.removesuffix("_total"), help_text,
-                                      value=guard.flood.totals[event])
-
-
 class HttpListener:
     """Runs :func:`build_app` on ``host:port`` in a daemon thread with its own event loop,
     accepting through a :class:`ConnectionGuard` (``limits``; TLS with ``ssl_context``).
@@ -316,6 +282,11 @@ class HttpListener:
             teardown=self._runner.cleanup,
             exception_handler=self.guard.loop_errors,
         )
+
+    def expose(self, guard: ConnectionGuard, what: str) -> None:
+        """Serve another listener's guard in ``/metrics`` too (the Kafka listener's)."""
+        if PROMETHEUS in self._app:
+            self._app[PROMETHEUS].register(GuardCollector(guard, what))
 
     def start(self) -> None:
         """Bind and serve; raises what binding raised."""

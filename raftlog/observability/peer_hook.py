@@ -45,6 +45,7 @@ from raftlog.storage.base import ReadyStore, SnapshotStore
 if TYPE_CHECKING:  # the HTTP stack (aiohttp) is imported only by a peer that serves HTTP
     from aiohttp import web
 
+    from raftlog.observability.guard import ConnectionGuard
     from raftlog.observability.http import HttpListener
 
 
@@ -139,6 +140,12 @@ class PeerObserver:
                 security=settings.security,
                 tls=settings.http_url.startswith("https:"),
             )
+
+    def expose(self, guard: ConnectionGuard, what: str) -> None:
+        """Another listener's connection guard in ``/metrics`` (no-op without ``http_url``):
+        the Kafka listener starts after this one."""
+        if self._http is not None:
+            self._http.expose(guard, what)
 
     def on_timer(self, now: float) -> None:
         """Each timer pass of the loop: a fresh view if the last one is old enough."""

@@ -11,7 +11,8 @@ an eighth of it) and gets ``1.5 * NOFILE`` connections that never send a byte, f
 source addresses, for a few seconds. While it lasts the peer answers RequestLogInfo within
 1 s and ``/healthz`` within 2 s, never runs out of descriptors, logs a bounded number of
 lines and no traceback, and a Kafka client that connects is served (it displaces an idle
-flood connection); afterwards an update commits and no election happened.
+flood connection); afterwards an update commits, no election happened, and ``/metrics``
+shows the listener's cap and its evictions (``raftlog_kafka_*``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 from integration.cluster import PeerCluster, wait_for
 from integration.kafka.raw import RawKafka
 from integration.peer.updates import update
+from integration.rest.helpers import call
 
 from faults.http_load import HalfOpenFlood, PeerWatch
 from raftlog.kafka.settings import split_kafka_url
@@ -90,5 +92,10 @@ def test_a_bare_connection_flood_past_the_descriptor_limit_is_contained(
     assert logged < 10 + 6 * FLOOD_SECONDS, f"{logged} log lines in {FLOOD_SECONDS}s"
     assert "Traceback" not in cluster.peers["1"].log_path.read_text()
     assert update(cluster, b"after the flood") > 0
+    metrics = call(str(cluster.peers["1"].http_url), "GET", "/metrics").raw.decode()
+    assert f"raftlog_kafka_connection_cap {NOFILE // 8}.0" in metrics
+    evicted = next(line for line in metrics.splitlines()
+                   if line.startswith("raftlog_kafka_connections_evicted_total "))
+    assert float(evicted.split()[1]) > 0
     assert _terms(cluster) == terms  # no election
 
