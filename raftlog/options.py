@@ -88,6 +88,11 @@ class RaftOptions:
     """raftlog extension (issue #25): connections from one source address at most (0: no
     cap). Per-address because a plaintext cluster knows nothing better at connect time;
     peers and the REST gateway of a host count too."""
+    max_subscriber_connections: int = 0
+    """raftlog extension: connections the PUB broadcast keeps at most (subscribers; one more
+    sheds the oldest). 0: an eighth of the descriptor limit. Why: anyone may subscribe on a
+    plaintext cluster, and a flood of subscriber connections used every descriptor of the
+    peer; ``max_connections_per_address`` applies here too."""
     connection_heartbeat_interval: int = 10_000
     """raftlog extension: ms between the ZMTP PINGs the peer sends on every connection it
     serves (its ROUTER's clients and peers, its PUB broadcast's subscribers). A connection
@@ -143,6 +148,7 @@ class RaftOptions:
         need(self.max_connection_backlog >= 0, "max_connection_backlog", "must be >= 0")
         need(self.memory_high_water >= 0, "memory_high_water", "must be >= 0")
         need(self.max_client_connections >= 0, "max_client_connections", "must be >= 0")
+        need(self.max_subscriber_connections >= 0, "max_subscriber_connections", "must be >= 0")
         need(
             self.max_connections_per_address >= 0, "max_connections_per_address", "must be >= 0"
         )

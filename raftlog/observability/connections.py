@@ -55,19 +55,23 @@ class ConnectionMonitor:
     def __init__(
         self,
         router: zmq.Socket[bytes],
-        metrics: PeerMetrics,
+        metrics: PeerMetrics | None,
         listener: ConnectionListener | None = None,
+        *,
+        name: str = "raftlog-router-monitor",
     ) -> None:
         self._router = router
         self._listener = listener
-        self._open = metrics.client_connections.labels()
-        self._connects = metrics.client_connects.labels()
-        self._disconnects = metrics.client_disconnects.labels()
+        self._counted = metrics is not None
+        """Whether the events feed the client connection metrics (the ROUTER's do; the
+        PUB broadcast's only its caps)."""
+        if metrics is not None:
+            self._open = metrics.client_connections.labels()
+            self._connects = metrics.client_connects.labels()
+            self._disconnects = metrics.client_disconnects.labels()
         self._pair: zmq.Socket[bytes] = sockets.connection_monitor(router, ROUTER_EVENTS)
         self._stopping = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name="raftlog-router-monitor", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
@@ -96,6 +100,8 @@ class ConnectionMonitor:
 
     def on_event(self, event: int) -> None:
         """Count one monitor event (public for tests with fake events)."""
+        if not self._counted:
+            return
         if event == zmq.EVENT_ACCEPTED:
             self._connects.inc()
             self._open.inc()

@@ -64,6 +64,7 @@ class PeerObserver:
         self._publisher: ViewPublisher | None = None
         self._http: HttpListener | None = None
         self._connections: ConnectionMonitor | None = None
+        self._broadcast: ConnectionMonitor | None = None
 
     def timed(self, store: ReadyStore) -> ReadyStore:
         """``store`` with its synced writes timed and counted."""
@@ -89,6 +90,13 @@ class PeerObserver:
         ``listener`` also learns each connection's descriptor (``raftlog.server.backlog``)."""
         if self._connections is None:
             self._connections = ConnectionMonitor(router, self.metrics, listener)
+
+    def watch_broadcast(self, pub: zmq.Socket[bytes], listener: ConnectionListener) -> None:
+        """Tell ``listener`` (the PUB's caps, ``RouterLimits.broadcast``) of each connection
+        to the PUB broadcast ``pub`` from now on (call right after it is bound)."""
+        if self._broadcast is None:
+            self._broadcast = ConnectionMonitor(pub, None, listener,
+                                                name="raftlog-broadcast-monitor")
 
     def receiving(self, snapshots: SnapshotStore) -> SnapshotStore:
         """The executor's snapshot store, counting the snapshots received from a leader."""
@@ -172,6 +180,9 @@ class PeerObserver:
         if self._connections is not None:
             self._connections.stop()
             self._connections = None
+        if self._broadcast is not None:
+            self._broadcast.stop()
+            self._broadcast = None
         if self._http is not None:
             self._http.stop()
             self._http = None

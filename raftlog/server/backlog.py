@@ -163,8 +163,11 @@ class ConnectionBacklog:
         per_address: int = 0,
         commands_per_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
+        scope: str = "",
     ) -> None:
         self.limit = limit
+        self._scope = scope
+        """Prefixed to every shedding reason (``"broadcast_"`` for the PUB's connections)."""
         self.memory_high = memory_high
         self.max_connections = max_connections
         """Connections at most (0: no cap)."""
@@ -339,6 +342,7 @@ class ConnectionBacklog:
         finally:
             sock.detach()
         self.closed(fd)
+        reason = self._scope + reason
         count = self._shed.labels(reason=reason).inc()
         if count & (count - 1) == 0:  # 1st, 2nd, 4th...: bounded log under a flood
             log.warning("connection_shed", peer=self._owner, reason=reason, backlog=backlog,

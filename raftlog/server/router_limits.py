@@ -10,6 +10,7 @@ them along. docs/operations.md §11 describes the limits and the bound they give
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -45,6 +46,12 @@ def heartbeat_commands_per_s(opts: RaftOptions) -> float:
     return 1000.0 / sockets.PEER_HEARTBEAT_IVL_MS + (served.commands_per_s if served else 0.0)
 
 
+def subscriber_cap(descriptors: int) -> int:
+    """The default cap of the PUB broadcast's connections: an eighth of ``descriptors`` (the
+    ROUTER keeps about half, the HTTP and Kafka listeners their shares)."""
+    return max(16, descriptors // 8)
+
+
 class RouterLimits:
     """Everything that bounds what clients can make one peer hold."""
 
@@ -64,6 +71,17 @@ class RouterLimits:
             per_address=opts.max_connections_per_address,
             commands_per_s=heartbeat_commands_per_s(opts),
         )
+        self.broadcast = ConnectionBacklog(
+            sys.maxsize,  # a subscriber only subscribes: libzmq holds nothing of it
+            0,
+            metrics.connections_shed,
+            owner=owner,
+            max_connections=opts.max_subscriber_connections
+            or subscriber_cap(descriptor_limit()),
+            per_address=opts.max_connections_per_address,
+            scope="broadcast_",
+        )
+        """The PUB broadcast's connection caps (its own monitor feeds it)."""
         self._too_large = metrics.messages_dropped.labels(reason="message_too_large")
         self._log = log
         self.quotas: QuotaGate | None = None

@@ -154,7 +154,10 @@ def _build(settings: PeerSettings, stop: Callable[[], None], releases: Releases)
     observer = PeerObserver(settings, metrics)  # metrics, views, HTTP listener
     stores, saved = _open_stores(settings, releases)
     context, peer_context, secure = _open_contexts(settings, metrics, releases)
-    machines = _open_machines(settings, context, stores, saved, log=log, releases=releases)
+    machines = _open_machines(
+        settings, context, stores, saved, log=log, releases=releases,
+        on_pub_bound=lambda pub: observer.watch_broadcast(pub, limits.broadcast),
+    )
     if not settings.is_member and opts.catch_up_timeout:
         saved = _catch_up(settings, stores, machines.machine, log)
     poller = zmq.Poller()
@@ -294,6 +297,7 @@ def _open_stores(settings: PeerSettings, releases: Releases) -> tuple[PeerStores
 def _open_machines(
     settings: PeerSettings, context: Context, stores: PeerStores, saved: HardState,
     *, log: EventLog, releases: Releases,
+    on_pub_bound: Callable[[zmq.Socket[bytes]], None] | None = None,
 ) -> PeerMachines:
     """The broadcast machine, then the topic index (issue #7) brought up to the persisted
     last_applied from the log first (its own writes are unsynced), applied as one."""
@@ -307,6 +311,7 @@ def _open_machines(
         heartbeat_interval_ms=settings.options.broadcast_heartbeat_interval,
         curve=settings.security.server if settings.security else None,
         connection_heartbeats=sockets.served_heartbeats(settings.options),
+        on_bound=on_pub_bound,
     )
     # the composite once built; before that (the topic index failed to open) the broadcast
     # machine alone holds a socket

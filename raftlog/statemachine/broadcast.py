@@ -16,7 +16,7 @@ as duplicates it already skips by index.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import msgpack
@@ -49,6 +49,7 @@ class BroadcastStateMachine:
         heartbeat_interval_ms: int = 500,
         curve: CurveServer | None = None,
         connection_heartbeats: sockets.ServedHeartbeats | None = None,
+        on_bound: Callable[[zmq.Socket[bytes]], None] | None = None,
     ) -> None:
         self._ident = ident
         self._pub_url = pub_url
@@ -61,6 +62,8 @@ class BroadcastStateMachine:
         self._socket = sockets.broadcast_pub(
             context, bind_url, curve=curve, heartbeats=connection_heartbeats
         )
+        if on_bound is not None:  # its connection caps watch from the first accept on
+            on_bound(self._socket)
 
     @property
     def last_applied(self) -> int:

@@ -34,11 +34,16 @@ def _ready(socket_type: bytes) -> bytes:
 
 
 class RawDealer:
-    """A DEALER-speaking TCP connection that sends frames one by one."""
+    """A DEALER-speaking TCP connection that sends frames one by one (``socket_type``
+    another socket type's READY: a ``b"SUB"`` is a subscriber as a PUB sees it), from
+    ``source`` if given."""
 
-    def __init__(self, url: str, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, timeout: float = 5.0, *, socket_type: bytes = b"DEALER",
+                 source: str | None = None) -> None:
         host, port = url.removeprefix("tcp://").rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock = socket.create_connection(
+            (host, int(port)), timeout=timeout,
+            source_address=None if source is None else (source, 0))
         self.sock.sendall(GREETING)
         got = b""
         while len(got) < 64:
@@ -46,7 +51,7 @@ class RawDealer:
             if not chunk:
                 raise ConnectionError("the peer closed during the greeting")
             got += chunk
-        self.sock.sendall(_ready(b"DEALER"))
+        self.sock.sendall(_ready(socket_type))
 
     def send_frame(self, body: bytes, *, more: bool = True) -> None:
         """One frame of the current message (``more``: the message goes on)."""

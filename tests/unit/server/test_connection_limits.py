@@ -21,6 +21,7 @@ from raftlog.server.backlog import (
     bytes_received,
     connection_cap,
 )
+from raftlog.server.router_limits import subscriber_cap
 from raftlog.transport import MessageTooLargeError, recv_bounded
 
 
@@ -223,3 +224,24 @@ def test_the_loop_tracks_a_connection_before_its_accept_event_and_the_event_chan
     finally:
         client.close()
         conn.close()
+
+
+def test_the_broadcast_caps_shed_under_reasons_of_their_own(server: socket.socket) -> None:
+    """The PUB's caps (``RouterLimits.broadcast``) count apart from the ROUTER's; the
+    default cap is an eighth of the descriptors."""
+    shed = PeerMetrics().connections_shed
+    guard = ConnectionBacklog(1 << 62, 0, shed, owner="t", max_connections=1,
+                              scope="broadcast_")
+    clients = [socket.create_connection(server.getsockname()) for _ in range(2)]
+    accepted = [server.accept()[0] for _ in range(2)]
+    try:
+        guard.accepted(accepted[0].fileno())
+        guard.accepted(accepted[1].fileno())  # over the cap: the oldest goes
+        clients[0].settimeout(2)
+        assert clients[0].recv(1) == b""
+        assert {labels: v.value for labels, v in shed.series()} == {
+            ("broadcast_max_connections",): 1}
+    finally:
+        for sock in clients + accepted:
+            sock.close()
+    assert subscriber_cap(20_000) == 2_500 and subscriber_cap(64) == 16
