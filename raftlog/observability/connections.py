@@ -59,9 +59,14 @@ class ConnectionMonitor:
         listener: ConnectionListener | None = None,
         *,
         name: str = "raftlog-router-monitor",
+        ticks: bool = True,
     ) -> None:
         self._router = router
         self._listener = listener
+        self._ticks = ticks and listener is not None
+        """Whether ``listener`` is ticked every ``BACKLOG_POLL_MS`` (its backlog scans); a
+        listener for the caps alone (the PUB's) only hears of connections, and the thread
+        wakes every ``POLL_MS``."""
         self._counted = metrics is not None
         """Whether the events feed the client connection metrics (the ROUTER's do; the
         PUB broadcast's only its caps)."""
@@ -77,10 +82,11 @@ class ConnectionMonitor:
     def _run(self) -> None:
         pair = self._pair
         listener = self._listener
-        poll_ms = POLL_MS if listener is None else BACKLOG_POLL_MS
+        ticks = self._ticks
+        poll_ms = BACKLOG_POLL_MS if ticks else POLL_MS
         try:
             while not self._stopping.is_set():
-                if listener is not None:
+                if ticks and listener is not None:
                     listener.tick(time.monotonic())
                 if not pair.poll(poll_ms):
                     continue

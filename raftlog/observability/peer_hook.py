@@ -95,7 +95,7 @@ class PeerObserver:
         """Tell ``listener`` (the PUB's caps, ``RouterLimits.broadcast``) of each connection
         to the PUB broadcast ``pub`` from now on (call right after it is bound)."""
         if self._broadcast is None:
-            self._broadcast = ConnectionMonitor(pub, None, listener,
+            self._broadcast = ConnectionMonitor(pub, None, listener, ticks=False,
                                                 name="raftlog-broadcast-monitor")
 
     def receiving(self, snapshots: SnapshotStore) -> SnapshotStore:

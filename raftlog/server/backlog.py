@@ -169,6 +169,7 @@ class ConnectionBacklog:
         self._scope = scope
         """Prefixed to every shedding reason (``"broadcast_"`` for the PUB's connections)."""
         self.memory_high = memory_high
+        """Resident bytes above which the largest backlog is shed (0: never)."""
         self.max_connections = max_connections
         """Connections at most (0: no cap)."""
         self.per_address = per_address
@@ -177,7 +178,6 @@ class ConnectionBacklog:
         """Backlog allowed per second of a connection's age for the heartbeat commands it
         carries (``commands_per_s`` of them: see the module docstring)."""
         self._clock = clock
-        """Resident bytes above which the largest backlog is shed (0: never)."""
         self._shed = shed
         self._owner = owner
         self._taken: dict[int, int] = {}

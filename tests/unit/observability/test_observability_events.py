@@ -103,6 +103,49 @@ def test_the_monitor_counts_connections_accepted_and_closed() -> None:
         context.term()  # hangs if the monitor's PAIR socket were left open
 
 
+class _Listener:
+    """A ``ConnectionListener`` that records what it hears."""
+
+    def __init__(self) -> None:
+        self.opened: list[int] = []
+        self.ended: list[int] = []
+        self.ticks = 0
+
+    def accepted(self, fd: int) -> None:
+        self.opened.append(fd)
+
+    def closed(self, fd: int) -> None:
+        self.ended.append(fd)
+
+    def tick(self, now: float) -> None:
+        self.ticks += 1
+
+
+def test_a_caps_only_monitor_tells_its_listener_of_connections_and_counts_nothing() -> None:
+    """The PUB broadcast's monitor (``ticks=False``, no metrics): its listener hears of
+    each connection, is never ticked (no backlog scans, a wake-up every 200 ms rather than
+    20), and the ROUTER's client metrics stay untouched."""
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    metrics = PeerMetrics()
+    pub = sockets.broadcast_pub(context, "tcp://127.0.0.1:*")
+    url = pub.getsockopt_string(zmq.LAST_ENDPOINT)
+    listener = _Listener()
+    monitor = ConnectionMonitor(pub, None, listener, ticks=False)
+    try:
+        sub = context.socket(zmq.SUB)
+        sub.connect(url)
+        _wait(lambda: len(listener.opened) == 1)
+        sub.close(linger=0)
+        _wait(lambda: listener.ended == listener.opened)
+        time.sleep(0.3)
+        assert listener.ticks == 0
+        assert metrics.client_connects.value == 0
+    finally:
+        monitor.stop()
+        pub.close(linger=0)
+        context.term()
+
+
 def test_snapshots_received_are_timed_from_the_first_chunk_to_the_install() -> None:
     metrics = PeerMetrics()
     store = ReceivedSnapshots(MemorySnapshotStore(), metrics)
