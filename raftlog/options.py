@@ -6,14 +6,13 @@ options programmatically. Times are milliseconds, sizes bytes, as in the referen
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any, Final
 
 from raftlog.errors import ConfigError
 
-MAX_HEARTBEAT_MS: Final = 6_553_500
-"""The longest time-to-live a ZMTP PING can announce (16 bits of deciseconds)."""
+MAX_DEAD_CONNECTION_MS: Final = 7_200_000
+"""The longest ``dead_connection_timeout``: two hours (Linux's own keepalive default)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,19 +92,13 @@ class RaftOptions:
     sheds the oldest). 0: an eighth of the descriptor limit. Why: anyone may subscribe on a
     plaintext cluster, and a flood of subscriber connections used every descriptor of the
     peer; ``max_connections_per_address`` applies here too."""
-    connection_heartbeat_interval: int = 10_000
-    """raftlog extension: ms between the ZMTP PINGs the peer sends on every connection it
-    serves (its ROUTER's clients and peers, its PUB broadcast's subscribers). A connection
-    whose remote went away without a word (a host powered off, a partition, a NAT that
-    forgot it) otherwise stays open for good, holding a connection slot, a principal's
-    connections quota and a subscriber's queue; and the PINGs carry a time-to-live, so the
-    remote's libzmq closes a connection to a peer that went silent. 0 turns both off
-    (``raftlog.sockets.served_heartbeats``, docs/operations.md §11)."""
-    connection_heartbeat_timeout: int = 30_000
-    """raftlog extension: ms after a PING within which something -- the PONG, a request --
-    must come back on a served connection, else the peer closes it; also the time-to-live
-    the PINGs announce to the remote. Answered by the remote's ZeroMQ I/O thread, so a busy
-    or slow client keeps its connection."""
+    dead_connection_timeout: int = 60_000
+    """raftlog extension: ms within which a connection the peer serves (its ROUTER's clients
+    and peers, its PUB broadcast's subscribers) is closed once its remote host went silent
+    (a host powered off, a partition, a NAT that forgot it): TCP keepalive probes after half
+    of it idle (``raftlog.sockets.ServedKeepalive``). Without it such a connection stays
+    open for good, holding a connection slot and a principal's connections quota. 0 turns
+    it off (docs/operations.md §11)."""
 
     def validate(self) -> RaftOptions:
         """Check the reference's valid ranges (§13); raise ``ConfigError`` naming the option."""
@@ -152,7 +145,12 @@ class RaftOptions:
         need(
             self.max_connections_per_address >= 0, "max_connections_per_address", "must be >= 0"
         )
-        self._validate_heartbeats(need)
+        need(
+            self.dead_connection_timeout == 0
+            or 3_000 <= self.dead_connection_timeout <= MAX_DEAD_CONNECTION_MS,
+            "dead_connection_timeout",
+            f"must be 0 (off) or within 3000 .. {MAX_DEAD_CONNECTION_MS}",
+        )
         need(
             self.request_id_ttl is None or 60_000 <= self.request_id_ttl <= 25 * 365 * 86_400_000,
             "request_id_ttl",
@@ -207,17 +205,6 @@ class RaftOptions:
         need(isinstance(self.topic_auto_create, bool), "topic_auto_create", "must be true or false")
         need(isinstance(self.storage_thread, bool), "storage_thread", "must be true or false")
         return self
-
-    def _validate_heartbeats(self, need: Callable[[bool, str, str], None]) -> None:
-        """The served connections' heartbeats: the PING's time-to-live is 16 bits of
-        deciseconds, and a timeout below the interval would close live connections."""
-        interval, timeout = self.connection_heartbeat_interval, self.connection_heartbeat_timeout
-        need(interval == 0 or 100 <= interval <= MAX_HEARTBEAT_MS,
-             "connection_heartbeat_interval",
-             f"must be 0 (off) or within 100 .. {MAX_HEARTBEAT_MS}")
-        need(interval == 0 or interval <= timeout <= MAX_HEARTBEAT_MS,
-             "connection_heartbeat_timeout",
-             f"must be within connection_heartbeat_interval .. {MAX_HEARTBEAT_MS}")
 
     def ticks(self, ms: int) -> int:
         """Convert a duration to whole ticks (at least one)."""

@@ -30,7 +30,8 @@ link to the leader, which carries nothing but its PINGs every 0.5 s, by ~80 byte
 with CURVE: over ``SLACK`` within a quarter of an hour (then the first to be shed whenever
 the process is over ``memory_high``) and over a 20 MiB limit within three days. So each
 connection is allowed ``command_bytes_per_s`` for every second since it was accepted (what
-the heartbeats it can legitimately carry cost, ``COMMAND_SIZE`` each): a connection that
+the heartbeats it can legitimately carry cost, ``COMMAND_SIZE`` each; a remote that PINGs
+faster than a raftlog peer link, every 0.5 s, outgrows it): a connection that
 trickles a message slowly gains that much room, which ``memory_high`` bounds in sum.
 
 The same thread caps connections (finding 4): at most ``max_connections`` -- by default the

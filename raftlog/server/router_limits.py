@@ -38,12 +38,10 @@ Deny = Callable[[bytes, bytes, AccessDenied | QuotaRefusal], None]
 """Sends an access-denied or quota answer: routing id, message id, the refusal."""
 
 
-def heartbeat_commands_per_s(opts: RaftOptions) -> float:
+def heartbeat_commands_per_s() -> float:
     """ZMTP heartbeat commands a ROUTER connection may carry per second that the peer never
-    takes (``ConnectionBacklog`` allows for them): a raftlog peer link's PINGs and the PONGs
-    answering the ROUTER's own (``connection_heartbeat_interval``)."""
-    served = sockets.served_heartbeats(opts)
-    return 1000.0 / sockets.PEER_HEARTBEAT_IVL_MS + (served.commands_per_s if served else 0.0)
+    takes (``ConnectionBacklog`` allows for them): a raftlog peer link's PINGs."""
+    return 1000.0 / sockets.PEER_HEARTBEAT_IVL_MS
 
 
 def subscriber_cap(descriptors: int) -> int:
@@ -69,7 +67,7 @@ class RouterLimits:
             owner=owner,
             max_connections=opts.max_client_connections or connection_cap(descriptor_limit()),
             per_address=opts.max_connections_per_address,
-            commands_per_s=heartbeat_commands_per_s(opts),
+            commands_per_s=heartbeat_commands_per_s(),
         )
         self.broadcast = ConnectionBacklog(
             sys.maxsize,  # a subscriber only subscribes: libzmq holds nothing of it

@@ -164,7 +164,7 @@ def _build(settings: PeerSettings, stop: Callable[[], None], releases: Releases)
     curve = settings.security
     router = sockets.peer_router(
         context, settings.bind_url, max_message_size=limits.message_limit,
-        curve=curve.server if curve else None, heartbeats=sockets.served_heartbeats(opts),
+        curve=curve.server if curve else None, keepalive=sockets.served_keepalive(opts),
     )
     releases.add(lambda: router.close(linger=0))
     observer.watch_connections(router, limits.backlog)  # before any client
@@ -310,7 +310,7 @@ def _open_machines(
         last_applied=last_applied,
         heartbeat_interval_ms=settings.options.broadcast_heartbeat_interval,
         curve=settings.security.server if settings.security else None,
-        connection_heartbeats=sockets.served_heartbeats(settings.options),
+        connection_keepalive=sockets.served_keepalive(settings.options),
         on_bound=on_pub_bound,
     )
     # the composite once built; before that (the topic index failed to open) the broadcast

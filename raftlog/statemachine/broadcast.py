@@ -48,7 +48,7 @@ class BroadcastStateMachine:
         last_applied: int = 0,
         heartbeat_interval_ms: int = 500,
         curve: CurveServer | None = None,
-        connection_heartbeats: sockets.ServedHeartbeats | None = None,
+        connection_keepalive: sockets.ServedKeepalive | None = None,
         on_bound: Callable[[zmq.Socket[bytes]], None] | None = None,
     ) -> None:
         self._ident = ident
@@ -60,7 +60,7 @@ class BroadcastStateMachine:
         self._next_heartbeat = 0.0
         self.published_messages = 0
         self._socket = sockets.broadcast_pub(
-            context, bind_url, curve=curve, heartbeats=connection_heartbeats
+            context, bind_url, curve=curve, keepalive=connection_keepalive
         )
         if on_bound is not None:  # its connection caps watch from the first accept on
             on_bound(self._socket)

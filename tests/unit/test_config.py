@@ -188,20 +188,12 @@ def test_storage_thread_is_off_by_default_and_must_be_a_bool() -> None:
         RaftOptions().with_overrides({"storage_thread": 1}, "t").validate()
 
 
-def test_served_connection_heartbeats_default_on_and_check_their_range() -> None:
-    """ZMTP heartbeats on the connections a peer serves: 10 s / 30 s by default, 0 turns
-    them off, and the PING's 16-bit time-to-live bounds them."""
-    default = RaftOptions()
-    assert (default.connection_heartbeat_interval, default.connection_heartbeat_timeout) == (
-        10_000, 30_000)
-    off = RaftOptions().with_overrides({"connection_heartbeat_interval": 0}, "t").validate()
-    assert off.connection_heartbeat_interval == 0
-    for bad, name in (
-        ({"connection_heartbeat_interval": 50}, "connection_heartbeat_interval"),
-        ({"connection_heartbeat_interval": -1}, "connection_heartbeat_interval"),
-        ({"connection_heartbeat_interval": 5000, "connection_heartbeat_timeout": 4000},
-         "connection_heartbeat_timeout"),
-        ({"connection_heartbeat_timeout": 6_553_600}, "connection_heartbeat_timeout"),
-    ):
-        with pytest.raises(ConfigError, match=name):
-            RaftOptions().with_overrides(bad, "t").validate()
+def test_the_dead_connection_timeout_defaults_on_and_checks_its_range() -> None:
+    """TCP keepalive on the connections a peer serves: 60 s by default, 0 turns it off, and
+    the kernel's probes need whole seconds."""
+    assert RaftOptions().dead_connection_timeout == 60_000
+    off = RaftOptions().with_overrides({"dead_connection_timeout": 0}, "t").validate()
+    assert off.dead_connection_timeout == 0
+    for bad in (-1, 2_999, 7_200_001):
+        with pytest.raises(ConfigError, match="dead_connection_timeout"):
+            RaftOptions().with_overrides({"dead_connection_timeout": bad}, "t").validate()
