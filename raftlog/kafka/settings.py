@@ -7,12 +7,12 @@ and handed over as one frozen value, so config.py carries one call and one field
 
 from __future__ import annotations
 
-import resource
 import zlib
 from dataclasses import dataclass
 from typing import Any, Final
 
 from raftlog.errors import ConfigError
+from raftlog.observability.http_settings import positive_ints, share_cap
 
 DEFAULT_MAX_REQUEST_BYTES: Final = 100 * 1024 * 1024
 """A Kafka request larger than this is refused and its connection closed (Kafka's
@@ -67,11 +67,7 @@ class KafkaSettings:
     def connection_cap(self, nofile: int | None = None) -> int:
         """The connections the listener really admits: ``max_connections``, but at most
         ``FD_SHARE`` of the soft ``RLIMIT_NOFILE`` (``nofile``, read when None)."""
-        if nofile is None:
-            nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        if nofile == resource.RLIM_INFINITY or nofile <= 0:
-            return self.max_connections
-        return max(1, min(self.max_connections, int(nofile * FD_SHARE)))
+        return share_cap(self.max_connections, FD_SHARE, nofile)
 
 
 def node_id(peer_id: str) -> int:
@@ -126,12 +122,7 @@ def kafka_settings(
     limit = table.get("max_request_bytes", DEFAULT_MAX_REQUEST_BYTES)
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1024:
         raise ConfigError(f"{source}: [kafka] max_request_bytes must be an integer >= 1024")
-    limits: dict[str, int] = {}
-    for key, default in LIMIT_DEFAULTS.items():
-        value = table.get(key, default)
-        if type(value) is not int or value < 1:
-            raise ConfigError(f"{source}: [kafka] {key} must be a positive integer, got {value!r}")
-        limits[key] = value
+    limits = positive_ints(table, LIMIT_DEFAULTS, f"{source}: [kafka]")
     brokers: list[tuple[str, str]] = []
     mine: str | None = None
     ids: dict[int, str] = {}

@@ -79,11 +79,31 @@ class HttpSettings:
     def connection_cap(self, nofile: int | None = None) -> int:
         """The connections the listener really admits: ``max_connections``, but at most
         ``FD_SHARE`` of the soft ``RLIMIT_NOFILE`` (``nofile``, read when None)."""
-        if nofile is None:
-            nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        if nofile == resource.RLIM_INFINITY or nofile <= 0:
-            return self.max_connections
-        return max(1, min(self.max_connections, int(nofile * FD_SHARE)))
+        return share_cap(self.max_connections, FD_SHARE, nofile)
+
+
+def share_cap(max_connections: int, share: float, nofile: int | None = None) -> int:
+    """``max_connections``, but at most ``share`` of the soft ``RLIMIT_NOFILE`` (``nofile``,
+    read when None): how each listener (HTTP, Kafka) stays within its part of the
+    descriptors, so that no flood of one takes the others' or the stores'."""
+    if nofile is None:
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if nofile == resource.RLIM_INFINITY or nofile <= 0:
+        return max_connections
+    return max(1, min(max_connections, int(nofile * share)))
+
+
+def positive_ints(table: Mapping[str, Any], defaults: Mapping[str, int],
+                  where: str) -> dict[str, int]:
+    """Each key of ``defaults`` from ``table`` (or its default), a positive integer, or a
+    one-line ``ConfigError`` naming ``where`` and the key (the listeners' limits)."""
+    ints: dict[str, int] = {}
+    for key, default in defaults.items():
+        value = table.get(key, default)
+        if type(value) is not int or value < 1:
+            raise ConfigError(f"{where} {key} must be a positive integer, got {value!r}")
+        ints[key] = value
+    return ints
 
 
 def http_settings(doc: Mapping[str, Any], source: str, base_dir: Path) -> HttpSettings:
@@ -95,12 +115,7 @@ def http_settings(doc: Mapping[str, Any], source: str, base_dir: Path) -> HttpSe
     unknown = set(table) - _KNOWN
     if unknown:
         raise ConfigError(f"{source}: [http] unknown option(s) {sorted(unknown)}")
-    ints: dict[str, int] = {}
-    for key, default in _INTS.items():
-        value = table.get(key, default)
-        if type(value) is not int or value < 1:
-            raise ConfigError(f"{source}: [http] {key} must be a positive integer, got {value!r}")
-        ints[key] = value
+    ints = positive_ints(table, _INTS, f"{source}: [http]")
     paths: dict[str, Path | None] = {}
     for key in ("tls_cert", "tls_key"):
         value = table.get(key)

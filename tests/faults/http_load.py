@@ -17,6 +17,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from integration.cluster import PeerCluster, probe
@@ -37,6 +39,8 @@ class PeerWatch:
     peer_id: str
     slow: list[str] = field(default_factory=list)
     """Every probe that was too slow or failed, with what happened."""
+    peak_fds: int = 0
+    """The most descriptors :meth:`keeps_answering` saw the peer hold."""
 
     @property
     def pid(self) -> int:
@@ -88,13 +92,18 @@ class PeerWatch:
             return False
         return True
 
-    def keeps_answering(self, seconds: float) -> int:
-        """Probe both ways for ``seconds``; the number of rounds (failures in ``slow``)."""
+    def keeps_answering(self, seconds: float,
+                        each_round: Callable[[], object] | None = None) -> int:
+        """Probe both ways for ``seconds`` (and call ``each_round``); the number of rounds
+        (failures in ``slow``, the most descriptors seen in ``peak_fds``)."""
         rounds = 0
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             self.log_info_in_time()
             self.healthz_in_time()
+            if each_round is not None:
+                each_round()
+            self.peak_fds = max(self.peak_fds, self.descriptors())
             rounds += 1
             time.sleep(0.2)
         return rounds
@@ -105,6 +114,23 @@ class PeerWatch:
         while (rss := self.rss_mb()) > 1.2 * baseline and time.monotonic() < deadline:
             time.sleep(0.25)
         return rss
+
+
+def cluster_terms(cluster: PeerCluster) -> set[int]:
+    """The terms the cluster's peers report: more than one, or a new one, is an election."""
+    return {info.term for p in cluster.peers if (info := cluster.log_info(p)) is not None}
+
+
+@contextmanager
+def one_limited_peer(cluster: PeerCluster, nofile: int) -> Iterator[PeerCluster]:
+    """``cluster`` running with peer 1's ``RLIMIT_NOFILE`` lowered to ``nofile`` (the peer a
+    flood test floods), its leader stable."""
+    with cluster as running:
+        running.peers["1"].nofile = nofile
+        running.start("1")
+        running.start("2", "3")
+        running.wait_stable_leader()
+        yield running
 
 
 class HalfOpenFlood:

@@ -25,7 +25,7 @@ from integration.peer.updates import update
 from integration.rest.helpers import call
 from zmq.utils.monitor import parse_monitor_message
 
-from faults.http_load import PeerWatch
+from faults.http_load import PeerWatch, cluster_terms, one_limited_peer
 from faults.zmtp import RawDealer
 
 pytestmark = pytest.mark.timeout(180)
@@ -40,17 +40,10 @@ on a shared test machine."""
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
-    with PeerCluster(tmp_path_factory.mktemp("pub-flood"), ident="raftlog-pflood", http=True,
-                     raft=RAFT) as running:
-        running.peers["1"].nofile = NOFILE
-        running.start("1")
-        running.start("2", "3")
-        running.wait_stable_leader()
+    with one_limited_peer(PeerCluster(tmp_path_factory.mktemp("pub-flood"),
+                                      ident="raftlog-pflood", http=True, raft=RAFT),
+                          NOFILE) as running:
         yield running
-
-
-def _terms(cluster: PeerCluster) -> set[int]:
-    return {info.term for p in cluster.peers if (info := cluster.log_info(p)) is not None}
 
 
 def _subscriber(url: str, n: int) -> RawDealer | None:
@@ -63,7 +56,7 @@ def _subscriber(url: str, n: int) -> RawDealer | None:
 
 def test_a_subscriber_flood_past_the_descriptor_limit_is_contained(cluster: PeerCluster) -> None:
     watch = PeerWatch(cluster, "1")
-    terms = _terms(cluster)
+    terms = cluster_terms(cluster)
     url = cluster.peers["1"].pub_url
     held: list[RawDealer] = []
     peak_fds = 0
@@ -84,7 +77,7 @@ def test_a_subscriber_flood_past_the_descriptor_limit_is_contained(cluster: Peer
     assert not watch.slow, watch.slow[:10]
     assert peak_fds < NOFILE  # never out of descriptors
     assert update(cluster, b"after the flood") > 0
-    assert _terms(cluster) == terms  # no election
+    assert cluster_terms(cluster) == terms  # no election
     context = zmq.Context.instance()
     sub = context.socket(zmq.SUB)
     events = sub.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)

@@ -17,7 +17,6 @@ shows the listener's cap and its evictions (``raftlog_kafka_*``).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -26,7 +25,7 @@ from integration.kafka.raw import RawKafka
 from integration.peer.updates import update
 from integration.rest.helpers import call
 
-from faults.http_load import HalfOpenFlood, PeerWatch
+from faults.http_load import HalfOpenFlood, PeerWatch, cluster_terms, one_limited_peer
 from raftlog.kafka.settings import split_kafka_url
 
 pytestmark = pytest.mark.timeout(180)
@@ -40,17 +39,10 @@ on a shared test machine."""
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
-    with PeerCluster(tmp_path_factory.mktemp("kafka-flood"), ident="raftlog-kflood",
-                     http=True, kafka=True, raft=RAFT) as running:
-        running.peers["1"].nofile = NOFILE
-        running.start("1")
-        running.start("2", "3")
-        running.wait_stable_leader()
+    with one_limited_peer(PeerCluster(tmp_path_factory.mktemp("kafka-flood"),
+                                      ident="raftlog-kflood", http=True, kafka=True,
+                                      raft=RAFT), NOFILE) as running:
         yield running
-
-
-def _terms(cluster: PeerCluster) -> set[int]:
-    return {info.term for p in cluster.peers if (info := cluster.log_info(p)) is not None}
 
 
 def _served(host: str, port: int) -> bool:
@@ -69,25 +61,18 @@ def test_a_bare_connection_flood_past_the_descriptor_limit_is_contained(
     cluster: PeerCluster,
 ) -> None:
     watch = PeerWatch(cluster, "1")
-    lines, terms = watch.log_lines(), _terms(cluster)
+    lines, terms = watch.log_lines(), cluster_terms(cluster)
     host, port = split_kafka_url(str(cluster.peers["1"].kafka_url))
     sources = [f"127.0.0.{n}" for n in range(2, 12)]
-    peak_fds = 0
-    served = 0
+    served: list[bool] = []
     with HalfOpenFlood(port, int(NOFILE * 1.5), sources, greeting=b"", trickle=b"") as flood:
         wait_for("the flood to fill the listener", lambda: flood.connects >= NOFILE // 2)
-        deadline = time.monotonic() + FLOOD_SECONDS
-        while time.monotonic() < deadline:
-            watch.log_info_in_time()
-            watch.healthz_in_time()
-            served += _served(host, port)
-            peak_fds = max(peak_fds, watch.descriptors())
-            time.sleep(0.2)
+        watch.keeps_answering(FLOOD_SECONDS, lambda: served.append(_served(host, port)))
         churned = flood.connects
     assert churned > NOFILE  # the flood really went past the limit
     assert not watch.slow, watch.slow[:10]
-    assert peak_fds < NOFILE  # never out of descriptors
-    assert served > 0, "no Kafka client was served during the flood"
+    assert watch.peak_fds < NOFILE  # never out of descriptors
+    assert any(served), "no Kafka client was served during the flood"
     logged = watch.log_lines() - lines
     assert logged < 10 + 6 * FLOOD_SECONDS, f"{logged} log lines in {FLOOD_SECONDS}s"
     assert "Traceback" not in cluster.peers["1"].log_path.read_text()
@@ -97,5 +82,5 @@ def test_a_bare_connection_flood_past_the_descriptor_limit_is_contained(
     evicted = next(line for line in metrics.splitlines()
                    if line.startswith("raftlog_kafka_connections_evicted_total "))
     assert float(evicted.split()[1]) > 0
-    assert _terms(cluster) == terms  # no election
+    assert cluster_terms(cluster) == terms  # no election
 
