@@ -1,0 +1,134 @@
+"""A client host that dies without a word keeps no slot on the peer: end to end, with a real
+dead host.
+
+The client runs in a network namespace of its own (``faults.netns_host``) and talks to a
+single peer whose cluster file gives every source address one connection
+(``[quotas] connections = 1``). It is answered once, then its host vanishes (its address
+taken away: nothing reaches it, nothing leaves it, its FIN is lost) and later reboots with
+the same address and none of its old connections, as a machine that lost power. With
+``dead_connection_timeout`` (3 s here) the peer's kernel probes the idle
+connection, nobody answers, the connection is closed, and a new client from the same
+address is answered. Negative control, the option off: the dead connection stays on the
+peer and holds the address's one connection, so every new client from there is refused --
+for good, since nothing would ever end it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from integration.cluster import PeerCluster, wait_for
+
+from faults.netns_host import OtherHost, netns_or_skip
+
+pytestmark = pytest.mark.timeout(180)
+
+CLIENT = r"""
+import sys
+import zmq
+from raftlog.rpc.messages import RequestLogInfo
+from raftlog.rpc.request_encoders import encode_request
+url, ident, hold = sys.argv[1], sys.argv[2], sys.argv[3] == "hold"
+sock = zmq.Context.instance().socket(zmq.DEALER)
+sock.setsockopt(zmq.LINGER, 0)
+sock.connect(url)
+sock.send_multipart(encode_request(RequestLogInfo(), ident=ident.encode(), id=b"\x01"))
+print("answered" if sock.poll(2000) else "silent", flush=True)
+if hold:
+    sys.stdin.read()  # until killed
+"""
+CLOSE_BOUND = 30.0
+"""Seconds the dead connection may take to go with the option (3 s, plus a loaded host)."""
+CONTROL_WAIT = 10.0
+"""Seconds the negative control watches the dead connection stay."""
+
+
+def _peer(directory: Path, timeout_ms: int) -> tuple[PeerCluster, int]:
+    cluster = PeerCluster(directory, ids=("1",), ident="raftlog-deadhost",
+                          raft={"dead_connection_timeout": timeout_ms})
+    port = int(cluster.peers["1"].url.rsplit(":", 1)[1])
+    cluster.peers["1"].bind_url = f"tcp://0.0.0.0:{port}"  # loopback and the veth
+    cluster.write_config()
+    with cluster.config_path.open("a") as config:
+        config.write("[quotas]\nconnections = 1\n")
+    return cluster, port
+
+
+def _ask(host: OtherHost, url: str, ident: str) -> str:
+    client = host.python("-c", CLIENT, url, ident, "once")
+    out, _ = client.communicate(timeout=30)
+    return out.strip()
+
+
+def _connection(local: str, port: int, remote: str) -> list[str] | None:
+    """The kernel's row of the established connection ``local:port`` <- ``remote`` here."""
+    want_local = f"{_hex_ip(local)}:{port:04X}"
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] == "01" and fields[1] == want_local and fields[2].startswith(_hex_ip(remote)):
+            return fields
+    return None
+
+
+def _established(local: str, port: int, remote: str) -> bool:
+    return _connection(local, port, remote) is not None
+
+
+def _idle(local: str, port: int, remote: str) -> bool:
+    """Established with nothing sent and unacknowledged (keepalive probes only idle ones;
+    data in flight to a dead host is TCP's retransmission limit's, ~15 minutes)."""
+    row = _connection(local, port, remote)
+    return row is not None and int(row[4].split(":")[0], 16) == 0
+
+
+def _hex_ip(address: str) -> str:
+    return "".join(f"{int(part):02X}" for part in reversed(address.split(".")))
+
+
+@pytest.fixture
+def host() -> Iterator[OtherHost]:
+    with netns_or_skip() as made:
+        yield made
+
+
+def _dead_client(cluster: PeerCluster, host: OtherHost, url: str) -> None:
+    """A client from ``host`` answered once, then its host vanishes (the process killed
+    after its address went: its FIN cannot leave)."""
+    held = host.python("-c", CLIENT, url, cluster.ident, "hold")
+    assert held.stdout is not None
+    assert held.stdout.readline().strip() == "answered"
+    port = int(url.rsplit(":", 1)[1])
+    wait_for("the connection to be idle", lambda: _idle(host.local, port, host.address), 10.0)
+    host.vanish()
+    held.kill()
+    held.communicate(timeout=10)
+
+
+@pytest.mark.parametrize("timeout_ms", [3000, 0], ids=["keepalive", "negative-control"])
+def test_a_dead_client_host_gives_its_connection_back(
+    tmp_path: Path, host: OtherHost, timeout_ms: int
+) -> None:
+    peer, port = _peer(tmp_path, timeout_ms)
+    url = f"tcp://{host.local}:{port}"
+    with peer as cluster:
+        cluster.start()
+        cluster.wait_leader()
+        _dead_client(cluster, host, url)
+        assert _established(host.local, port, host.address), "no connection to watch"
+        went = time.monotonic()
+        bound = CLOSE_BOUND if timeout_ms else CONTROL_WAIT
+        while _established(host.local, port, host.address) and time.monotonic() - went < bound:
+            time.sleep(0.2)
+        gone = not _established(host.local, port, host.address)
+        host.reboot()
+        if timeout_ms:
+            assert gone, "the peer kept a dead host's connection"
+            print(f"closed {time.monotonic() - went:.1f} s after the host died")
+            assert _ask(host, url, cluster.ident) == "answered", "its address stayed locked"
+        else:
+            assert not gone, "closed without keepalive"
+            assert _ask(host, url, cluster.ident) == "silent", "admitted beside it"
+            assert _established(host.local, port, host.address)
