@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from integration import tcp_table
 from integration.cluster import PeerCluster, wait_for
 
 from faults.netns_host import OtherHost, netns_or_skip
@@ -63,29 +64,15 @@ def _ask(host: OtherHost, url: str, ident: str) -> str:
     return out.strip()
 
 
-def _connection(local: str, port: int, remote: str) -> list[str] | None:
-    """The kernel's row of the established connection ``local:port`` <- ``remote`` here."""
-    want_local = f"{_hex_ip(local)}:{port:04X}"
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        if fields[3] == "01" and fields[1] == want_local and fields[2].startswith(_hex_ip(remote)):
-            return fields
-    return None
+def _established(port: int, remote: str) -> bool:
+    return tcp_table.connection(port, remote_ip=remote) is not None
 
 
-def _established(local: str, port: int, remote: str) -> bool:
-    return _connection(local, port, remote) is not None
-
-
-def _idle(local: str, port: int, remote: str) -> bool:
+def _idle(port: int, remote: str) -> bool:
     """Established with nothing sent and unacknowledged (keepalive probes only idle ones;
     data in flight to a dead host is TCP's retransmission limit's, ~15 minutes)."""
-    row = _connection(local, port, remote)
-    return row is not None and int(row[4].split(":")[0], 16) == 0
-
-
-def _hex_ip(address: str) -> str:
-    return "".join(f"{int(part):02X}" for part in reversed(address.split(".")))
+    row = tcp_table.connection(port, remote_ip=remote)
+    return row is not None and row.unacked == 0
 
 
 @pytest.fixture
@@ -101,7 +88,7 @@ def _dead_client(cluster: PeerCluster, host: OtherHost, url: str) -> None:
     assert held.stdout is not None
     assert held.stdout.readline().strip() == "answered"
     port = int(url.rsplit(":", 1)[1])
-    wait_for("the connection to be idle", lambda: _idle(host.local, port, host.address), 10.0)
+    wait_for("the connection to be idle", lambda: _idle(port, host.address), 10.0)
     host.vanish()
     held.kill()
     held.communicate(timeout=10)
@@ -117,12 +104,12 @@ def test_a_dead_client_host_gives_its_connection_back(
         cluster.start()
         cluster.wait_leader()
         _dead_client(cluster, host, url)
-        assert _established(host.local, port, host.address), "no connection to watch"
+        assert _established(port, host.address), "no connection to watch"
         went = time.monotonic()
         bound = CLOSE_BOUND if timeout_ms else CONTROL_WAIT
-        while _established(host.local, port, host.address) and time.monotonic() - went < bound:
+        while _established(port, host.address) and time.monotonic() - went < bound:
             time.sleep(0.2)
-        gone = not _established(host.local, port, host.address)
+        gone = not _established(port, host.address)
         host.reboot()
         if timeout_ms:
             assert gone, "the peer kept a dead host's connection"
@@ -131,4 +118,4 @@ def test_a_dead_client_host_gives_its_connection_back(
         else:
             assert not gone, "closed without keepalive"
             assert _ask(host, url, cluster.ident) == "silent", "admitted beside it"
-            assert _established(host.local, port, host.address)
+            assert _established(port, host.address)

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import zmq
 
+from integration import tcp_table
 from integration.cluster import PeerCluster, wait_for
 from raftlog.rpc.messages import RequestLogInfo, RequestLogInfoResponse
 from raftlog.rpc.request_encoders import encode_request
@@ -32,8 +33,6 @@ pytestmark = pytest.mark.timeout(120)
 
 TIMEOUT_MS = 12_000
 """The option under test: probes after 6 s idle, every 2 s, closed after three."""
-USER_HZ = 100
-"""The clock ticks of ``/proc/net/tcp``'s timer column."""
 _CTX = zmq.Context.instance()
 
 
@@ -58,27 +57,11 @@ def _port(url: str) -> int:
     return int(url.rsplit(":", 1)[1])
 
 
-def _timer(server_port: int, client_port: int) -> tuple[int, int] | None:
-    """(timer kind, ticks until it fires) of the server's side of the established loopback
-    connection ``server_port`` <- ``client_port``, from the kernel's table; None: not there."""
-    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        fields = line.split()
-        local, remote, state, timer = fields[1], fields[2], fields[3], fields[5]
-        if (state == "01" and int(local.split(":")[1], 16) == server_port
-                and int(remote.split(":")[1], 16) == client_port):
-            kind, when = timer.split(":")
-            return int(kind, 16), int(when, 16)
-    return None
-
-
 def _client_port(server_port: int) -> int:
     """The local port of this test's one TCP connection to ``server_port`` (the table)."""
     def find() -> int | None:
-        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-            fields = line.split()
-            if fields[3] == "01" and int(fields[2].split(":")[1], 16) == server_port:
-                return int(fields[1].split(":")[1], 16)
-        return None
+        mine = [row for row in tcp_table.established() if row.remote[1] == server_port]
+        return mine[0].local[1] if mine else None
 
     return wait_for("the client's connection", find, 10.0)
 
@@ -104,12 +87,12 @@ def _subscriber(cluster: PeerCluster) -> tuple[socket.socket, int]:
     return sock, int(sock.getsockname()[1])
 
 
-def _kind_becomes(server_port: int, client_port: int, kind: int) -> tuple[int, int]:
-    """The timer once it is of ``kind`` (a timer 1, retransmission, may show while an
-    answer or a broadcast is in flight)."""
-    def seen() -> tuple[int, int] | None:
-        timer = _timer(server_port, client_port)
-        return timer if timer is not None and timer[0] == kind else None
+def _kind_becomes(server_port: int, client_port: int, kind: int) -> tcp_table.TcpRow:
+    """The peer's side of the connection once its timer is of ``kind`` (a timer 1,
+    retransmission, may show while an answer or a broadcast is in flight)."""
+    def seen() -> tcp_table.TcpRow | None:
+        row = tcp_table.connection(server_port, remote_port=client_port)
+        return row if row is not None and row.timer == kind else None
 
     return wait_for(f"timer {kind} on the peer's side of port {server_port}", seen, 10.0)
 
@@ -118,10 +101,10 @@ def test_served_connections_are_probed_once_idle(probed: PeerCluster) -> None:
     client, client_port = _talking_client(probed)
     sub, sub_port = _subscriber(probed)
     try:
-        idle_ticks = TIMEOUT_MS // 2 // 1000 * USER_HZ
+        idle_ticks = TIMEOUT_MS // 2 // 1000 * tcp_table.USER_HZ
         for server_port, port in ((_port(probed.peers["1"].url), client_port),
                                   (_port(probed.peers["1"].pub_url), sub_port)):
-            _, when = _kind_becomes(server_port, port, 2)  # 2: keepalive
+            when = _kind_becomes(server_port, port, tcp_table.KEEPALIVE).when
             assert 0 < when <= idle_ticks, f"the timer fires in {when} ticks, not within 6 s"
     finally:
         client.close(linger=0)
@@ -139,8 +122,9 @@ def test_without_the_option_a_served_connection_is_never_probed(unprobed: PeerCl
             _kind_becomes(server_port, port, 0)
             deadline = time.monotonic() + 1.0
             while time.monotonic() < deadline:
-                timer = _timer(server_port, port)
-                assert timer is not None and timer[0] != 2, "keepalive without the option"
+                row = tcp_table.connection(server_port, remote_port=port)
+                assert row is not None and row.timer != tcp_table.KEEPALIVE, (
+                    "keepalive without the option")
                 time.sleep(0.05)
     finally:
         client.close(linger=0)
