@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -71,6 +72,17 @@ ZAP_DOMAIN_BROADCAST: Final = b"raftlog-broadcast"
 keys that may read them all (see ``raftlog.security.zap``)."""
 
 
+@contextlib.contextmanager
+def _closed_on_error(sock: zmq.Socket[Any]) -> Iterator[None]:
+    """Close ``sock`` (and re-raise) when configuring it fails: a socket that is not handed
+    out is not leaked, whatever option, key or address libzmq refused."""
+    try:
+        yield
+    except zmq.ZMQError:
+        sock.close(linger=0)
+        raise
+
+
 def _socket(
     context: zmq.Context[S],
     kind: int,
@@ -81,7 +93,7 @@ def _socket(
     sock.setsockopt(zmq.LINGER, 0)  # a closing socket never holds the process up
     if curve is None:
         return sock
-    try:
+    with _closed_on_error(sock):
         if isinstance(curve, CurveClient):  # a connecting socket
             sock.setsockopt(zmq.CURVE_SERVERKEY, curve.server_public)
             sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
@@ -90,19 +102,13 @@ def _socket(
             sock.setsockopt(zmq.CURVE_SERVER, 1)
             sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
             sock.setsockopt(zmq.ZAP_DOMAIN, zap_domain)
-    except zmq.ZMQError:
-        sock.close()
-        raise
     return sock
 
 
 def _bound(sock: S, bind_url: str) -> S:
     """``sock`` bound to ``bind_url``; closed (not leaked) when the bind fails."""
-    try:
+    with _closed_on_error(sock):
         sock.bind(bind_url)
-    except zmq.ZMQError:
-        sock.close()
-        raise
     return sock
 
 
@@ -172,15 +178,12 @@ def peer_router(
     connection may hold in libzmq meanwhile is docs/operations.md's "Message size" bound.
     ``keepalive`` closes connections whose remote vanished (:class:`ServedKeepalive`)."""
     sock = _socket(context, zmq.ROUTER, curve)
-    try:
+    with _closed_on_error(sock):
         sock.setsockopt(zmq.RCVHWM, ROUTER_HIGH_WATER_MARK)
         sock.setsockopt(zmq.SNDHWM, ROUTER_HIGH_WATER_MARK)
         sock.setsockopt(zmq.MAXMSGSIZE, max_message_size)
         if keepalive is not None:
             keepalive.apply(sock)
-    except zmq.ZMQError:
-        sock.close(linger=0)
-        raise
     return _bound(sock, bind_url)
 
 
@@ -234,7 +237,7 @@ def peer_dealer(
     (:data:`PEER_HEARTBEAT_IVL_MS`). The reconnect interval follows the RPC timeout so a dead
     peer is not hammered with connection attempts."""
     sock = _socket(context, zmq.DEALER, curve)
-    try:
+    with _closed_on_error(sock):
         sock.setsockopt(zmq.SNDHWM, PEER_SEND_HIGH_WATER_MARK)
         sock.setsockopt(zmq.RCVHWM, PEER_SEND_HIGH_WATER_MARK * 4)
         sock.setsockopt(zmq.RECONNECT_IVL, reconnect_ivl_ms)
@@ -242,9 +245,6 @@ def peer_dealer(
         sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, PEER_HEARTBEAT_TIMEOUT_MS)
         sock.setsockopt(zmq.CONNECT_TIMEOUT, PEER_HEARTBEAT_TIMEOUT_MS)
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_SIZE)
-    except zmq.ZMQError:
-        sock.close(linger=0)
-        raise
     return _connect_monitored(sock, url, PEER_LINK_EVENTS)
 
 
@@ -255,14 +255,11 @@ def broadcast_pub(
     """The PUB socket the BroadcastStateMachine publishes committed entries on; ``keepalive``
     closes an idle subscriber's connection once its host is gone."""
     sock = _socket(context, zmq.PUB, curve, ZAP_DOMAIN_BROADCAST)
-    try:
+    with _closed_on_error(sock):
         sock.setsockopt(zmq.SNDHWM, PUB_HIGH_WATER_MARK)
         sock.setsockopt(zmq.MAXMSGSIZE, MAX_SUBSCRIPTION_SIZE)  # it only receives subscriptions
         if keepalive is not None:
             keepalive.apply(sock)
-    except zmq.ZMQError:
-        sock.close(linger=0)
-        raise
     return _bound(sock, bind_url)
 
 
@@ -281,13 +278,10 @@ def _unconnected_client_dealer(
     context: zmq.Context[S], curve: CurveClient | None, *, unbounded: bool
 ) -> S:
     sock = _socket(context, zmq.DEALER, curve)
-    try:
+    with _closed_on_error(sock):
         sock.setsockopt(zmq.SNDHWM, 0 if unbounded else CLIENT_SEND_HIGH_WATER_MARK)
         if unbounded:
             sock.setsockopt(zmq.RCVHWM, 0)
-    except zmq.ZMQError:
-        sock.close(linger=0)
-        raise
     return sock
 
 
@@ -309,11 +303,8 @@ def monitored_client_dealer(
 def _connect_monitored(sock: S, url: str, events: int) -> tuple[S, S]:
     """``sock`` connected to ``url`` with a monitor for ``events`` attached first; on any
     failure both are closed, not leaked."""
-    try:
+    with _closed_on_error(sock):
         monitor = connection_monitor(sock, events)
-    except zmq.ZMQError:
-        sock.close(linger=0)
-        raise
     try:
         sock.connect(url)
     except zmq.ZMQError:

@@ -63,7 +63,7 @@ class ConnectionMonitor:
     ) -> None:
         self._router = router
         self._listener = listener
-        self._ticks = ticks and listener is not None
+        self._ticks = ticks
         """Whether ``listener`` is ticked every ``BACKLOG_POLL_MS`` (its backlog scans); a
         listener for the caps alone (the PUB's) only hears of connections, and the thread
         wakes every ``POLL_MS``."""
@@ -82,12 +82,12 @@ class ConnectionMonitor:
     def _run(self) -> None:
         pair = self._pair
         listener = self._listener
-        ticks = self._ticks
-        poll_ms = BACKLOG_POLL_MS if ticks else POLL_MS
+        tick = listener.tick if self._ticks and listener is not None else None
+        poll_ms = POLL_MS if tick is None else BACKLOG_POLL_MS
         try:
             while not self._stopping.is_set():
-                if ticks and listener is not None:
-                    listener.tick(time.monotonic())
+                if tick is not None:
+                    tick(time.monotonic())
                 if not pair.poll(poll_ms):
                     continue
                 message = parse_monitor_message(pair.recv_multipart())

@@ -266,8 +266,7 @@ class HttpListener:
         self.guard = ConnectionGuard(limits, ssl_context)
         """Admits the connections (its ``open`` and ``cap`` say how many)."""
         app.middlewares.append(self.guard.middleware())
-        if PROMETHEUS in app:
-            app[PROMETHEUS].register(GuardCollector(self.guard))
+        self.expose(self.guard, "HTTP")
         app[BODY_TIMEOUT] = limits.body_timeout_ms / 1000
         self._runner = web.AppRunner(
             app,

@@ -10,6 +10,7 @@ them along. docs/operations.md §11 describes the limits and the bound they give
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from typing import Any, Final
@@ -60,12 +61,13 @@ class RouterLimits:
             opts.max_log_entry_data_size, opts.peer_msg_data_size
         )
         """The ROUTER's per-frame ``MAXMSGSIZE`` and the per-message sum."""
+        nofile = functools.cache(descriptor_limit)  # it raises the soft limit: once at most
         self.backlog = ConnectionBacklog(
             opts.max_connection_backlog or 2 * self.message_limit,
             opts.memory_high_water,
             metrics.connections_shed,
             owner=owner,
-            max_connections=opts.max_client_connections or connection_cap(descriptor_limit()),
+            max_connections=opts.max_client_connections or connection_cap(nofile()),
             per_address=opts.max_connections_per_address,
             commands_per_s=heartbeat_commands_per_s(),
         )
@@ -74,8 +76,7 @@ class RouterLimits:
             0,
             metrics.connections_shed,
             owner=owner,
-            max_connections=opts.max_subscriber_connections
-            or subscriber_cap(descriptor_limit()),
+            max_connections=opts.max_subscriber_connections or subscriber_cap(nofile()),
             per_address=opts.max_connections_per_address,
             scope="broadcast_",
         )
