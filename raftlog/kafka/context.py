@@ -84,14 +84,17 @@ class KafkaContext:
         return -1
 
     def allowed(self, who: Principal | None, role: Role, *, publish: str | None = None,
-                read: str | None = None) -> bool:
+                read: str | None = None, consume: str | None = None) -> bool:
         """Whether the connection's client has ``role`` (and may publish to / read the
-        topic): the REST rule (``raftlog.web.auth``); always on a plaintext listener."""
+        topic, consume in the group): the REST rule (``raftlog.web.auth``,
+        ``raftlog.rest.group_routes``); always on a plaintext listener."""
         if not self.secure:
             return True
         if who is None or who.role is None or who.role < role:
             return False
         if publish is not None and not who.publish.allows(publish):
+            return False
+        if consume is not None and not who.consume.allows(consume):
             return False
         return read is None or who.read.allows(read)
 

@@ -39,10 +39,17 @@ def _not_leader(ctx: KafkaContext) -> bool:
     return True
 
 
+def _group_denied(ctx: KafkaContext, req: Request) -> bool:
+    """Whether the client may not act in the request's group: role reader and the token's
+    ``consume`` right on the group, as a REST or native consumer needs
+    (``raftlog.security.group_acl``) -- the Kafka door reaches no other principal's group."""
+    return not ctx.allowed(req.who, Role.READER, consume=req.body.group_id)
+
+
 def _refused(ctx: KafkaContext, req: Request) -> ErrorCode | None:
-    """Why this group request is not served here (None: it is): group membership needs
-    role reader, and only the leader's listener coordinates."""
-    if not ctx.allowed(req.who, Role.READER):
+    """Why this group request is not served here (None: it is): the group's rights
+    (:func:`_group_denied`), and only the leader's listener coordinates."""
+    if _group_denied(ctx, req):
         return ErrorCode.group_authorization_failed
     return ErrorCode.not_coordinator if _not_leader(ctx) else None
 
@@ -163,14 +170,17 @@ async def offset_commit(ctx: KafkaContext, req: Request) -> Any:
 async def offset_fetch(ctx: KafkaContext, req: Request) -> Any:
     """OffsetFetch: the stream group's positions (-1 where it never committed)."""
     body, schema = req.body, req.schema
+    denied = _group_denied(ctx, req)
     try:
-        positions = await ctx.gateway.topics.group_positions(body.group_id, url=ctx.own_url)
+        positions = {} if denied else await ctx.gateway.topics.group_positions(
+            body.group_id, url=ctx.own_url)
     except TopicError:
         positions = {}
     positions = {t: p for t, p in positions.items()
                  if ctx.allowed(req.who, Role.READER, read=t)}  # others: never committed
     wanted = ([(t.name, tuple(t.partition_indexes)) for t in body.topics]
               if body.topics is not None else [(name, (0,)) for name in sorted(positions)])
+    error = ErrorCode.group_authorization_failed if denied else ErrorCode.none
     topics = []
     for name, indexes in wanted:
         parts = []
@@ -180,8 +190,8 @@ async def offset_fetch(ctx: KafkaContext, req: Request) -> Any:
                               committed_offset=-1 if pos is None else offset_of(pos.next_record),
                               committed_leader_epoch=-1,
                               metadata=None if pos is None else pos.metadata,
-                              error_code=ErrorCode.none))
+                              error_code=error))
         topics.append(make(schema, "OffsetFetchResponseTopic", name=name,
                            partitions=tuple(parts)))
     return make(schema, "OffsetFetchResponse", throttle_time=NO_THROTTLE, topics=tuple(topics),
-                error_code=ErrorCode.none)
+                error_code=error)

@@ -1,15 +1,16 @@
 """A secure cluster's Kafka listener (issue #30): TLS with the [http] certificate, SASL/PLAIN
-whose password is a REST token, and then the same role, topic ACLs as that token's REST
-requests; a bad token is refused."""
+whose password is a REST token, and then the same role, topic ACLs and consumer-group rights
+as that token's REST requests; a bad token is refused."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from integration.cluster import PeerCluster
@@ -21,7 +22,7 @@ from .helpers import consume_all
 
 pytestmark = pytest.mark.timeout(180)
 TOKENS = {"admin": "tok-admin-0123456789", "writer": "tok-writer-0123456789",
-          "reader": "tok-reader-0123456789"}
+          "reader": "tok-reader-0123456789", "member": "tok-member-0123456789"}
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +33,8 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PeerClust
         ClientSpec("writer", "writer", publish=["orders*"], read=["orders*"],
                    token=TOKENS["writer"]),
         ClientSpec("reader", "reader", read=["orders*"], token=TOKENS["reader"]),
+        ClientSpec("member", "reader", read=["orders*"], consume=["mine*"],
+                   token=TOKENS["member"]),
     ])
     cert, key = setup.keys_dir / "http" / "peer.crt", setup.keys_dir / "http" / "peer.key"
     http_tls.ensure_server_cert(setup.keys_dir, cert, key, ["127.0.0.1"])
@@ -47,6 +50,7 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PeerClust
         with SyncTopicClient(cluster.urls, cluster.ident, curve=setup.admin, timeout=20) as t:
             t.create_topic("orders-1")
             t.create_topic("secret")
+            t.create_group("theirs", mode="stream", pattern="*")
         yield cluster, ca
     finally:
         cluster.stop()
@@ -95,3 +99,56 @@ def test_a_wrong_token_is_refused(secure: tuple[PeerCluster, Path]) -> None:
                              KafkaError.SASL_AUTHENTICATION_FAILED)
     with SyncTopicClient(cluster.urls, cluster.ident, timeout=20, curve=curve) as t:
         assert len(t.read("orders-1").records) == before  # nothing was appended
+
+
+def _committed(conf: dict[str, Any], group: str, offset: int) -> KafkaError | None:
+    """Commit ``offset`` on orders-1 for ``group`` (no membership: generation -1) and read
+    it back; the error of either, or None."""
+    consumer = Consumer({**conf, "group.id": group, "enable.auto.commit": False})
+    try:
+        part = TopicPartition("orders-1", 0, offset)
+        consumer.commit(offsets=[part], asynchronous=False)
+        back = consumer.committed([TopicPartition("orders-1", 0)], timeout=20)[0]
+        assert back.error is None and back.offset == offset
+        return None
+    except KafkaException as exc:
+        return exc.args[0]
+    finally:
+        consumer.close()
+
+
+def _join_error(conf: dict[str, Any], group: str) -> KafkaError | None:
+    """Subscribe to orders-1 in ``group``: the first error the consumer reports, or None
+    once it was assigned the partition (JoinGroup and SyncGroup went through)."""
+    consumer = Consumer({**conf, "group.id": group, "enable.auto.commit": False,
+                         "session.timeout.ms": 6000})
+    try:
+        consumer.subscribe(["orders-1"])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is not None:
+                return msg.error()
+            if consumer.assignment():
+                return None
+        raise AssertionError(f"neither assigned nor refused in group {group!r}")
+    finally:
+        consumer.close()
+
+
+def test_kafka_groups_need_the_tokens_consume_right(secure: tuple[PeerCluster, Path]) -> None:
+    """A token may commit, fetch and join only in the groups its ``consume`` patterns name,
+    as over REST and the native protocol: another principal's group is not reachable through
+    the Kafka door (its position is unchanged)."""
+    cluster, ca = secure
+    conf = _conf(cluster, ca, "member")
+    assert _committed(conf, "mine-1", 1) is None
+    denied = _committed(conf, "theirs", 1)
+    assert denied is not None and denied.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    refused = _join_error(conf, "theirs")
+    assert refused is not None and refused.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert _join_error(conf, "mine-2") is None
+    curve = cluster.security.admin if cluster.security else None
+    with SyncTopicClient(cluster.urls, cluster.ident, timeout=20, curve=curve) as t:
+        assert t.group_positions("theirs") == {}  # never moved
+        assert set(t.group_positions("mine-1")) == {"orders-1"}
