@@ -65,7 +65,7 @@ class KafkaContext:
         self.quota = quota
         """A plaintext cluster's ``[quotas]``, kept per client address like REST's."""
         self.quotas = QuotaBook(None, per_address=not self.secure)
-        self.coordinator = Coordinator()
+        self.coordinator = Coordinator(settings.groups)
         """Consumer-group membership (used while this peer leads)."""
 
     @property

@@ -26,11 +26,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import structlog
+from prometheus_client.registry import Collector
 
 from raftlog.client.runner import LoopStartError, LoopThread
 from raftlog.config import PeerSettings
 from raftlog.kafka import admin, groups, produce, reading, sasl
 from raftlog.kafka.context import KafkaContext
+from raftlog.kafka.group_metrics import CoordinatorCollector
 from raftlog.kafka.protocol import (
     MalformedRequestError,
     Request,
@@ -42,6 +44,7 @@ from raftlog.kafka.protocol import (
 from raftlog.kafka.sasl import Session
 from raftlog.kafka.settings import split_kafka_url
 from raftlog.observability.guard import ConnectionGuard
+from raftlog.observability.guard_metrics import GuardCollector
 from raftlog.observability.http import tls_context
 from raftlog.observability.http_settings import ListenerError
 from raftlog.observability.view import ViewBox
@@ -138,6 +141,11 @@ class KafkaListener:
         )
         self._sweeper: asyncio.Future[None] | None = None
         self._connections: set[asyncio.Task[None]] = set()
+
+    def collectors(self) -> tuple[Collector, ...]:
+        """The listener's metrics for the peer's ``/metrics``: its connection guard's and
+        its group coordinator's (``raftlog_kafka_*``)."""
+        return GuardCollector(self.guard, "Kafka"), CoordinatorCollector(self.ctx.coordinator)
 
     def start(self) -> None:
         """Bind and serve; raises ``KafkaListenerError`` when the port cannot be bound."""

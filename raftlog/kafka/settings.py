@@ -29,6 +29,36 @@ LIMIT_DEFAULTS: Final = {
 }
 """The connection limits of ``[kafka]`` and their defaults (``idle_timeout_ms`` is Kafka's
 own ``connections.max.idle.ms``)."""
+GROUP_LIMIT_DEFAULTS: Final = {
+    "group_min_session_timeout_ms": 6_000,
+    "group_max_session_timeout_ms": 1_800_000,
+    "group_max_size": 1_000,
+    "max_group_members": 10_000,
+    "max_group_state_bytes": 64 * 1024 * 1024,
+}
+"""The group coordinator's limits of ``[kafka]`` and their defaults (the first three are
+Kafka's own broker settings and defaults, but for ``group_max_size``: unlimited in Kafka).
+Why: membership is soft state in the leader's memory that clients create, and a JoinGroup
+flood with big member metadata and a session of days once grew a leader by 60 MiB/s."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLimits:
+    """What the Kafka group coordinator holds at most, and the sessions it accepts."""
+
+    min_session_ms: int = GROUP_LIMIT_DEFAULTS["group_min_session_timeout_ms"]
+    """A JoinGroup asking a shorter session timeout gets INVALID_SESSION_TIMEOUT."""
+    max_session_ms: int = GROUP_LIMIT_DEFAULTS["group_max_session_timeout_ms"]
+    """A JoinGroup asking a longer one gets INVALID_SESSION_TIMEOUT: a vanished member
+    holds its place (and its metadata) for at most this long."""
+    max_size: int = GROUP_LIMIT_DEFAULTS["group_max_size"]
+    """Members of one group; a new member past it gets GROUP_MAX_SIZE_REACHED."""
+    max_members: int = GROUP_LIMIT_DEFAULTS["max_group_members"]
+    """Members of all groups together; a new member past it gets COORDINATOR_NOT_AVAILABLE
+    (retriable: clients back off and try again)."""
+    max_state_bytes: int = GROUP_LIMIT_DEFAULTS["max_group_state_bytes"]
+    """Bytes of client-chosen data held for all members (ids, protocol metadata,
+    assignments); a join or assignment past it gets COORDINATOR_NOT_AVAILABLE."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +88,8 @@ class KafkaSettings:
     idle_timeout_ms: int = LIMIT_DEFAULTS["idle_timeout_ms"]
     """A connection without a request for this long is closed, as a Kafka broker does
     (clients reconnect when they need to); one whose client vanished goes with it."""
+    groups: GroupLimits = GroupLimits()
+    """The group coordinator's limits (``group_*`` and ``max_group_*`` keys)."""
 
     @property
     def header_timeout_ms(self) -> int:
@@ -113,7 +145,8 @@ def kafka_settings(
     table = doc.get("kafka", {})
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: [kafka] must be a table")
-    unknown = set(table) - {"auto_create_topics", "max_request_bytes", *LIMIT_DEFAULTS}
+    unknown = set(table) - {"auto_create_topics", "max_request_bytes", *LIMIT_DEFAULTS,
+                            *GROUP_LIMIT_DEFAULTS}
     if unknown:
         raise ConfigError(f"{source}: [kafka] has unknown key(s) {sorted(unknown)}")
     auto = table.get("auto_create_topics", False)
@@ -123,6 +156,7 @@ def kafka_settings(
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1024:
         raise ConfigError(f"{source}: [kafka] max_request_bytes must be an integer >= 1024")
     limits = positive_ints(table, LIMIT_DEFAULTS, f"{source}: [kafka]")
+    groups = _group_limits(table, source)
     brokers: list[tuple[str, str]] = []
     mine: str | None = None
     ids: dict[int, str] = {}
@@ -151,4 +185,14 @@ def kafka_settings(
             f"{source}: peer {peer_id} has a sasl_ssl:// kafka_url on a plaintext cluster: "
             "SASL checks REST tokens of the allowlist, which needs [security] curve"
         )
-    return KafkaSettings(mine, tuple(brokers), auto, limit, sasl, **limits)
+    return KafkaSettings(mine, tuple(brokers), auto, limit, sasl, groups=groups, **limits)
+
+
+def _group_limits(table: dict[str, Any], source: str) -> GroupLimits:
+    ints = positive_ints(table, GROUP_LIMIT_DEFAULTS, f"{source}: [kafka]")
+    if ints["group_min_session_timeout_ms"] > ints["group_max_session_timeout_ms"]:
+        raise ConfigError(f"{source}: [kafka] group_min_session_timeout_ms must not exceed "
+                          "group_max_session_timeout_ms")
+    return GroupLimits(ints["group_min_session_timeout_ms"],
+                       ints["group_max_session_timeout_ms"], ints["group_max_size"],
+                       ints["max_group_members"], ints["max_group_state_bytes"])

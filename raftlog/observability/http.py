@@ -31,6 +31,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import Collector
 
 from raftlog.client.runner import LoopStartError, LoopThread
 from raftlog.metrics import Registry
@@ -266,7 +267,7 @@ class HttpListener:
         self.guard = ConnectionGuard(limits, ssl_context)
         """Admits the connections (its ``open`` and ``cap`` say how many)."""
         app.middlewares.append(self.guard.middleware())
-        self.expose(self.guard, "HTTP")
+        self.expose(GuardCollector(self.guard, "HTTP"))
         app[BODY_TIMEOUT] = limits.body_timeout_ms / 1000
         self._runner = web.AppRunner(
             app,
@@ -282,10 +283,11 @@ class HttpListener:
             exception_handler=self.guard.loop_errors,
         )
 
-    def expose(self, guard: ConnectionGuard, what: str) -> None:
-        """Serve another listener's guard in ``/metrics`` too (the Kafka listener's)."""
+    def expose(self, collector: Collector) -> None:
+        """Serve another collector in ``/metrics`` too (the Kafka listener's guard and
+        group coordinator, which start after this listener)."""
         if PROMETHEUS in self._app:
-            self._app[PROMETHEUS].register(GuardCollector(guard, what))
+            self._app[PROMETHEUS].register(collector)
 
     def start(self) -> None:
         """Bind and serve; raises what binding raised."""

@@ -44,8 +44,8 @@ from raftlog.storage.base import ReadyStore, SnapshotStore
 
 if TYPE_CHECKING:  # the HTTP stack (aiohttp) is imported only by a peer that serves HTTP
     from aiohttp import web
+    from prometheus_client.registry import Collector
 
-    from raftlog.observability.guard import ConnectionGuard
     from raftlog.observability.http import HttpListener
 
 
@@ -149,11 +149,11 @@ class PeerObserver:
                 tls=settings.http_url.startswith("https:"),
             )
 
-    def expose(self, guard: ConnectionGuard, what: str) -> None:
-        """Another listener's connection guard in ``/metrics`` (no-op without ``http_url``):
-        the Kafka listener starts after this one."""
+    def expose(self, collector: Collector) -> None:
+        """Another listener's metrics in ``/metrics`` (no-op without ``http_url``): the
+        Kafka listener starts after this one."""
         if self._http is not None:
-            self._http.expose(guard, what)
+            self._http.expose(collector)
 
     def on_timer(self, now: float) -> None:
         """Each timer pass of the loop: a fresh view if the last one is old enough."""

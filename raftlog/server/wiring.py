@@ -217,7 +217,8 @@ def _build(settings: PeerSettings, stop: Callable[[], None], releases: Releases)
         kafka = start_kafka(settings, observer.applied, observer.views)
         if kafka is not None:
             releases.add(kafka.stop)  # first to stop: no fetch waits on a closing peer
-            observer.expose(kafka.guard, "Kafka")  # raftlog_kafka_connections... in /metrics
+            for collector in kafka.collectors():  # raftlog_kafka_connections... in /metrics
+                observer.expose(collector)
     return PeerParts(
         metrics, log, stores, machines, peer_sockets, core, services, executor, storage,
         observer, disk, limits, releases,

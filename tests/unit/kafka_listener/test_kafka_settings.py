@@ -1,5 +1,5 @@
-"""The ``[kafka]`` table's connection limits: defaults, overrides, one clear error for a bad
-value, and the descriptor share the listener's cap stays within."""
+"""The ``[kafka]`` table's connection and group limits: defaults, overrides, one clear error
+for a bad value, and the descriptor share the listener's cap stays within."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from raftlog.errors import ConfigError
-from raftlog.kafka.settings import LIMIT_DEFAULTS, KafkaSettings, kafka_settings
+from raftlog.kafka.settings import (
+    GROUP_LIMIT_DEFAULTS,
+    LIMIT_DEFAULTS,
+    GroupLimits,
+    KafkaSettings,
+    kafka_settings,
+)
 
 PEERS = [{"id": "1", "kafka_url": "tcp://127.0.0.1:9092"}]
 
@@ -42,3 +48,24 @@ def test_the_cap_stays_within_an_eighth_of_the_descriptors() -> None:
     assert settings.connection_cap(nofile=20_000) == 1000
     assert settings.connection_cap(nofile=1024) == 128
     assert settings.connection_cap(nofile=4) == 1
+
+
+def test_the_group_limits_default_to_kafkas_and_can_be_set() -> None:
+    default = _settings({}).groups
+    assert (default.min_session_ms, default.max_session_ms) == (6_000, 1_800_000)  # Kafka's
+    assert default == GroupLimits()
+    tight = _settings({"group_min_session_timeout_ms": 100, "group_max_session_timeout_ms": 900,
+                       "group_max_size": 3, "max_group_members": 7,
+                       "max_group_state_bytes": 4096}).groups
+    assert tight == GroupLimits(100, 900, 3, 7, 4096)
+
+
+@pytest.mark.parametrize("key", sorted(GROUP_LIMIT_DEFAULTS))
+def test_a_bad_group_limit_is_one_clear_error(key: str) -> None:
+    with pytest.raises(ConfigError, match=f"\\[kafka\\] {key} must be a positive integer"):
+        _settings({key: 0})
+
+
+def test_the_session_bounds_must_be_in_order() -> None:
+    with pytest.raises(ConfigError, match="group_min_session_timeout_ms must not exceed"):
+        _settings({"group_min_session_timeout_ms": 10_000, "group_max_session_timeout_ms": 9_999})
