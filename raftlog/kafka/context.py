@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 
 from raftlog.kafka.coordinator import Coordinator
+from raftlog.kafka.fetch_memory import FetchMemory
 from raftlog.kafka.settings import KafkaSettings, node_id, split_kafka_url
 from raftlog.observability.view import ViewBox
 from raftlog.rest.gateway import ClusterGateway
@@ -66,6 +67,8 @@ class KafkaContext:
         """A plaintext cluster's ``[quotas]``, kept per client address like REST's."""
         self.quotas = QuotaBook(None, per_address=not self.secure)
         self.coordinator = Coordinator(settings.groups)
+        self.fetch_memory = FetchMemory(settings.fetch_memory_bytes)
+        """The Fetch answer bytes all connections hold together (``[kafka]``)."""
         """Consumer-group membership (used while this peer leads)."""
 
     @property

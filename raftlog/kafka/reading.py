@@ -16,6 +16,12 @@ not yet have applied what its predecessor served. Raftlog transactions reach the
 index only when they commit, so ``read_committed`` and ``read_uncommitted`` consumers alike
 see a transaction's records once committed, never before (last stable offset = high
 watermark).
+
+An answer's record bytes stay within the request's ``max_bytes`` and ``[kafka]
+fetch_max_bytes`` (Kafka's rule: the first record of the first partition with any is sent
+even when larger; later partitions then answer none), and within what the listener's
+:class:`~raftlog.kafka.fetch_memory.FetchMemory` has room for: a partition read that finds
+none is skipped this round.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from kio.schema.errors import ErrorCode
 from raftlog.errors import TopicError
 from raftlog.kafka.batches import encode_batch, group_by_entry
 from raftlog.kafka.context import KafkaContext
+from raftlog.kafka.fetch_memory import READ_RESERVE
 from raftlog.kafka.offsets import offset_of, record_at
 from raftlog.kafka.protocol import NO_THROTTLE, Request, make
 from raftlog.security.policy import Role
@@ -113,7 +120,10 @@ class _Part:
     records: bytes = b""
 
 
-async def _read_part(ctx: KafkaContext, part: _Part, budget: int) -> None:
+async def _read_part(ctx: KafkaContext, part: _Part, budget: int, *, first: bool) -> None:
+    """Fill ``part``: its bounds, and records within ``budget`` bytes -- at least one
+    batch when it is the ``first`` part with records in the answer, none when the budget
+    is spent or the listener's fetch memory has no room."""
     try:
         if part.partition != 0:
             raise TopicError("UnknownTopic", "one partition per topic")
@@ -125,21 +135,24 @@ async def _read_part(ctx: KafkaContext, part: _Part, budget: int) -> None:
     if part.offset < found.log_start:
         part.error = ErrorCode.offset_out_of_range
         return
-    if part.offset >= found.high_watermark:
+    if part.offset >= found.high_watermark or budget <= 0 or not ctx.fetch_memory.reserve():
         return
-    start = record_at(part.offset)
-    result = await ctx.gateway.topics.read(
-        part.topic, from_index=start.index, from_position=start.position,
-        limit=MAX_READ_LIMIT, url=ctx.own_url)
     chunks: list[bytes] = []
     size = 0
-    limit = min(part.max_bytes, budget)
-    for items in group_by_entry(result.records):
-        batch = encode_batch(items)
-        if chunks and size + len(batch) > limit:
-            break  # Kafka returns at least one batch, then stays within the limits
-        chunks.append(batch)
-        size += len(batch)
+    try:
+        start = record_at(part.offset)
+        result = await ctx.gateway.topics.read(
+            part.topic, from_index=start.index, from_position=start.position,
+            limit=MAX_READ_LIMIT, url=ctx.own_url)
+        limit = min(part.max_bytes, budget, READ_RESERVE)  # kept within what it reserved
+        for items in group_by_entry(result.records):
+            batch = encode_batch(items)
+            if (chunks or not first) and size + len(batch) > limit:
+                break  # Kafka returns at least one batch, then stays within the limits
+            chunks.append(batch)
+            size += len(batch)
+    finally:
+        ctx.fetch_memory.keep(size)
     part.records = b"".join(chunks)
 
 
@@ -153,16 +166,18 @@ async def fetch(ctx: KafkaContext, req: Request) -> Any:
     ]
     wait_s = min(body.max_wait.total_seconds(), MAX_FETCH_WAIT_S)
     deadline = time.monotonic() + max(wait_s, 0.0)
-    max_bytes = body.max_bytes if hasattr(body, "max_bytes") else 50 * 1024 * 1024
+    max_bytes = max(1, min(body.max_bytes if hasattr(body, "max_bytes") else 50 * 1024 * 1024,
+                           ctx.settings.fetch_max_bytes))
     while True:
         applied = ctx.gateway.applied.applied
+        ctx.fetch_memory.release_request()  # what an earlier round of this Fetch kept
         total = 0
         for part in parts:
             part.error, part.records = ErrorCode.none, b""
             if not ctx.allowed(req.who, Role.READER, read=part.topic):
                 part.error = ErrorCode.topic_authorization_failed
                 continue
-            await _read_part(ctx, part, max(max_bytes - total, 1))
+            await _read_part(ctx, part, max_bytes - total, first=total == 0)
             total += len(part.records)
         failed = any(part.error is not ErrorCode.none for part in parts)
         remaining = deadline - time.monotonic()

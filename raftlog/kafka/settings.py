@@ -29,6 +29,17 @@ LIMIT_DEFAULTS: Final = {
 }
 """The connection limits of ``[kafka]`` and their defaults (``idle_timeout_ms`` is Kafka's
 own ``connections.max.idle.ms``)."""
+FETCH_DEFAULTS: Final = {
+    "fetch_max_bytes": 57_671_680,
+    "fetch_memory_bytes": 128 * 1024 * 1024,
+    "send_timeout_ms": 60_000,
+}
+"""The Fetch limits of ``[kafka]``: the record bytes of one Fetch answer at most (Kafka's
+broker ``fetch.max.bytes`` and its default, 55 MiB; a request's own ``max_bytes`` only
+lowers it), of all answers the listener holds at once, and how long a client may take to
+take an answer before its connection is closed (``raftlog.kafka.fetch_memory``)."""
+MIN_FETCH_MEMORY: Final = 4 * 1024 * 1024
+"""``fetch_memory_bytes`` must hold one partition read (``fetch_memory.READ_RESERVE``)."""
 GROUP_LIMIT_DEFAULTS: Final = {
     "group_min_session_timeout_ms": 6_000,
     "group_max_session_timeout_ms": 1_800_000,
@@ -88,6 +99,13 @@ class KafkaSettings:
     idle_timeout_ms: int = LIMIT_DEFAULTS["idle_timeout_ms"]
     """A connection without a request for this long is closed, as a Kafka broker does
     (clients reconnect when they need to); one whose client vanished goes with it."""
+    fetch_max_bytes: int = FETCH_DEFAULTS["fetch_max_bytes"]
+    """Record bytes of one Fetch answer at most (the first record is always sent)."""
+    fetch_memory_bytes: int = FETCH_DEFAULTS["fetch_memory_bytes"]
+    """Record bytes of all Fetch answers being built or sent at once."""
+    send_timeout_ms: int = FETCH_DEFAULTS["send_timeout_ms"]
+    """An answer the client has not taken (the socket not drained) within this closes the
+    connection: what the answer holds is freed (twice Kafka clients' request timeout)."""
     groups: GroupLimits = GroupLimits()
     """The group coordinator's limits (``group_*`` and ``max_group_*`` keys)."""
 
@@ -146,7 +164,7 @@ def kafka_settings(
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: [kafka] must be a table")
     unknown = set(table) - {"auto_create_topics", "max_request_bytes", *LIMIT_DEFAULTS,
-                            *GROUP_LIMIT_DEFAULTS}
+                            *FETCH_DEFAULTS, *GROUP_LIMIT_DEFAULTS}
     if unknown:
         raise ConfigError(f"{source}: [kafka] has unknown key(s) {sorted(unknown)}")
     auto = table.get("auto_create_topics", False)
@@ -157,6 +175,10 @@ def kafka_settings(
         raise ConfigError(f"{source}: [kafka] max_request_bytes must be an integer >= 1024")
     limits = positive_ints(table, LIMIT_DEFAULTS, f"{source}: [kafka]")
     groups = _group_limits(table, source)
+    fetch = positive_ints(table, FETCH_DEFAULTS, f"{source}: [kafka]")
+    if fetch["fetch_memory_bytes"] < MIN_FETCH_MEMORY:
+        raise ConfigError(f"{source}: [kafka] fetch_memory_bytes must be at least "
+                          f"{MIN_FETCH_MEMORY} (one partition read)")
     brokers: list[tuple[str, str]] = []
     mine: str | None = None
     ids: dict[int, str] = {}
@@ -185,7 +207,8 @@ def kafka_settings(
             f"{source}: peer {peer_id} has a sasl_ssl:// kafka_url on a plaintext cluster: "
             "SASL checks REST tokens of the allowlist, which needs [security] curve"
         )
-    return KafkaSettings(mine, tuple(brokers), auto, limit, sasl, groups=groups, **limits)
+    return KafkaSettings(mine, tuple(brokers), auto, limit, sasl, groups=groups, **fetch,
+                         **limits)
 
 
 def _group_limits(table: dict[str, Any], source: str) -> GroupLimits:

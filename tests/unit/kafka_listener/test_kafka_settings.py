@@ -9,6 +9,7 @@ import pytest
 
 from raftlog.errors import ConfigError
 from raftlog.kafka.settings import (
+    FETCH_DEFAULTS,
     GROUP_LIMIT_DEFAULTS,
     LIMIT_DEFAULTS,
     GroupLimits,
@@ -69,3 +70,25 @@ def test_a_bad_group_limit_is_one_clear_error(key: str) -> None:
 def test_the_session_bounds_must_be_in_order() -> None:
     with pytest.raises(ConfigError, match="group_min_session_timeout_ms must not exceed"):
         _settings({"group_min_session_timeout_ms": 10_000, "group_max_session_timeout_ms": 9_999})
+
+
+def test_the_fetch_limits_default_to_kafkas_and_can_be_set() -> None:
+    default = _settings({})
+    assert default.fetch_max_bytes == 57_671_680  # Kafka's broker fetch.max.bytes
+    assert default.fetch_memory_bytes == 128 * 1024 * 1024
+    assert default.send_timeout_ms == 60_000
+    tight = _settings({"fetch_max_bytes": 1024, "fetch_memory_bytes": 8 << 20,
+                       "send_timeout_ms": 500})
+    assert (tight.fetch_max_bytes, tight.fetch_memory_bytes, tight.send_timeout_ms) == (
+        1024, 8 << 20, 500)
+
+
+@pytest.mark.parametrize("key", sorted(FETCH_DEFAULTS))
+def test_a_bad_fetch_limit_is_one_clear_error(key: str) -> None:
+    with pytest.raises(ConfigError, match=f"\\[kafka\\] {key} must be a positive integer"):
+        _settings({key: -5})
+
+
+def test_the_fetch_memory_holds_at_least_one_read() -> None:
+    with pytest.raises(ConfigError, match="fetch_memory_bytes must be at least 4194304"):
+        _settings({"fetch_memory_bytes": 1 << 20})

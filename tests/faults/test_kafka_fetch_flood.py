@@ -1,0 +1,170 @@
+"""Fetch requests that ask for gigabytes and never read the answer, at the leader's Kafka
+listener: the answers' memory stays bounded and the consumers are still served.
+
+Before the Fetch limits one Fetch naming the same partition 100 times with ``max_bytes``
+of 2 GiB made the listener build a 420 MB answer (RSS 93 -> 1,310 MiB, 19.6 s of its
+thread), and a client that did not read its answer kept it in memory until its connection
+idled out (ten minutes). Here the listener has ``fetch_memory_bytes`` 48 MiB and
+``send_timeout_ms`` 3 s; eight connections with a tiny receive buffer send that Fetch, never
+read, and reconnect after 10 s, for ``FLOOD_SECONDS``. Meanwhile the peer answers
+RequestLogInfo within 1 s and ``/healthz`` within 2 s, its RSS grows by far less than what
+was asked for, the answer bytes it holds stay within the limit, and a librdkafka consumer
+reads the whole topic; ``/metrics`` shows the deferred reads and the answers not taken.
+Measured: RSS +113 MiB with 16 GB asked; with the limits set out of reach (a terabyte, 2 GiB,
+eleven days) +1,149 MiB and 1.16 GB of answers held, and the RSS bound fails.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from integration.cluster import PeerCluster
+from integration.kafka.helpers import bootstrap, consume_all, native
+from integration.kafka.raw import RawKafka
+from integration.peer.updates import update
+from integration.rest.helpers import call
+from kio.index import load_payload_module
+from kio.serial import entity_writer
+from kio.static.constants import EntityType
+
+from faults.http_load import PeerWatch, cluster_terms
+from raftlog.kafka.settings import split_kafka_url
+from raftlog.topics.records import Record
+
+pytestmark = pytest.mark.timeout(240)
+
+FETCH_MEMORY = 48 * 1024 * 1024
+SEND_TIMEOUT_MS = 3000
+FLOOD_SECONDS = 12.0
+RECORDS = 1000
+RAFT = {"election_timeout_min": 1000, "election_timeout_max": 1500}
+"""Election time-outs of a few heartbeats more than the defaults: "no election" is asserted
+on a shared test machine."""
+FETCH_V11 = 1, 11
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
+    limits = ("[kafka]", f"fetch_memory_bytes = {FETCH_MEMORY}",
+              f"send_timeout_ms = {SEND_TIMEOUT_MS}")
+    with PeerCluster(tmp_path_factory.mktemp("fetch-flood"), ident="raftlog-fflood",
+                     http=True, kafka=True, raft=RAFT, extra_toml=limits) as running:
+        running.start()
+        running.wait_stable_leader()
+        with native(running) as topics:
+            topics.create_topic("big")
+            for _ in range(RECORDS // 50):  # 10 MB in entries of 500 KB
+                topics.publish_batch([Record("big", b"y" * 10_000) for _ in range(50)])
+        yield running
+
+
+def _greedy_fetch(offset: int) -> bytes:
+    """A Fetch v11 naming big's partition 100 times, each and all up to 2 GiB."""
+    mod = load_payload_module(*FETCH_V11, EntityType.request)
+    part = mod.FetchPartition(partition=0, current_leader_epoch=-1, fetch_offset=offset,
+                              log_start_offset=-1, partition_max_bytes=2**31 - 1)
+    request = mod.FetchRequest(
+        replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=2**31 - 1,
+        isolation_level=0, session_id=0, session_epoch=-1,
+        topics=(mod.FetchTopic(topic="big", partitions=(part,) * 100),),
+        forgotten_topics_data=(), rack_id="")
+    out = io.BytesIO()
+    header = request.__header_schema__
+    entity_writer(header)(out, header(request_api_key=FETCH_V11[0],
+                                      request_api_version=FETCH_V11[1], correlation_id=1,
+                                      client_id="greedy"))
+    entity_writer(type(request))(out, request)
+    return struct.pack(">i", len(out.getvalue())) + out.getvalue()
+
+
+def _start_offset(host: str, port: int) -> int:
+    with RawKafka(host, port) as k:
+        mod = k.module(2, 5)
+        answer = k.call(2, 5, "ListOffsetsRequest", replica_id=-1, isolation_level=0,
+                        topics=(mod.ListOffsetsTopic(name="big", partitions=(
+                            mod.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                     timestamp=-2),)),))
+    return int(answer.topics[0].partitions[0].offset)
+
+
+class GreedyReaders:
+    """Connections that send ``frame``, never read, and reconnect after ``hold`` seconds."""
+
+    def __init__(self, where: tuple[str, int], frame: bytes, connections: int,
+                 hold: float) -> None:
+        self._where, self._frame, self._hold = where, frame, hold
+        self._stop = threading.Event()
+        self.sent = 0
+        self._threads = [threading.Thread(target=self._run, daemon=True)
+                         for _ in range(connections)]
+
+    def __enter__(self) -> GreedyReaders:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            try:
+                sock.connect(self._where)
+                sock.sendall(self._frame)
+                self.sent += 1
+                self._stop.wait(self._hold)
+            except OSError:
+                self._stop.wait(0.2)
+            finally:
+                sock.close()
+
+
+def _metric(metrics: str, name: str) -> float:
+    line = next(x for x in metrics.splitlines() if x.startswith(name + " "))
+    return float(line.split()[1])
+
+
+def test_greedy_fetches_that_are_never_read_are_held_to_the_fetch_memory(
+    cluster: PeerCluster,
+) -> None:
+    leader = cluster.wait_stable_leader()
+    watch, terms = PeerWatch(cluster, leader), cluster_terms(cluster)
+    http = str(cluster.peers[leader].http_url)
+    host, port = split_kafka_url(str(cluster.peers[leader].kafka_url))
+    frame = _greedy_fetch(_start_offset(host, port))
+    baseline = peak = watch.rss_mb()
+    held: list[float] = []
+    consumed: list[int] = []
+    reader = threading.Thread(target=lambda: consumed.append(len(consume_all(
+        {"bootstrap.servers": bootstrap(cluster, leader)}, "big", RECORDS, timeout=90))))
+    with GreedyReaders((host, port), frame, 8, SEND_TIMEOUT_MS / 1000 + 7) as greedy:
+        reader.start()
+        deadline = time.monotonic() + FLOOD_SECONDS
+        while time.monotonic() < deadline:
+            watch.keeps_answering(0.5)
+            peak = max(peak, watch.rss_mb())
+            held.append(_metric(call(http, "GET", "/metrics").raw.decode(),
+                                "raftlog_kafka_fetch_held_bytes"))
+    reader.join(120)
+    assert not watch.slow, watch.slow[:10]
+    asked_mb = greedy.sent * 100 * 10  # each asked for the 10 MB topic 100 times
+    assert greedy.sent >= 8
+    assert peak - baseline < 200, f"RSS {baseline:.0f} -> {peak:.0f} MiB, {asked_mb} MB asked"
+    assert max(held) <= FETCH_MEMORY, held
+    assert consumed == [RECORDS]  # the consumer read the whole topic meanwhile or after
+    metrics = call(http, "GET", "/metrics").raw.decode()
+    assert _metric(metrics, "raftlog_kafka_answers_not_taken_total") > 0
+    assert _metric(metrics, "raftlog_kafka_fetch_reads_deferred_total") > 0
+    assert update(cluster, b"after the flood") > 0
+    assert cluster_terms(cluster) == terms  # no election
