@@ -13,9 +13,10 @@ How: every read of a partition first *reserves* a whole read answer
 the Fetch's limits, keeps only what it kept. A read that finds no room is skipped (the part
 answers no records, the Fetch waits for its ``max_wait_ms`` as for any short answer, and the
 client simply fetches again). What a request holds is released once its answer was handed
-to the socket and drained (the listener), or when the Fetch re-reads after a wait; a client
-that does not take its answer within ``[kafka] send_timeout_ms`` has its connection closed,
-so one that stops reading cannot keep the memory (and starve the others) for long. The
+to the socket and drained (the listener), or when the Fetch re-reads after a wait; the
+connection guard aborts a connection whose client takes none of its answer for ``[kafka]
+send_timeout_ms``, so one that stops reading cannot keep the memory (and starve the others)
+for long. The
 per-request count lives in a context variable: each connection is one asyncio task, and a
 handler runs in its connection's task, so the listener sees what its handler held.
 """
@@ -42,10 +43,7 @@ class FetchMemory:
         """Bytes reserved or kept now, over all connections."""
         self.deferred = 0
         """Partition reads skipped for want of room since start (``/metrics``)."""
-        self.not_taken = 0
-        """Connections closed since start because their client did not take an answer in
-        time (``[kafka] send_timeout_ms``): a client that stops reading frees what its
-        answer holds."""
+
 
     def reserve(self) -> bool:
         """Reserve :data:`READ_RESERVE` for one partition read; False (and counted) when the

@@ -115,7 +115,6 @@ class KafkaListener:
             raise ValueError("the peer has no kafka_url")
         self._host, self._port = split_kafka_url(kafka.url)
         self._max_frame = kafka.max_request_bytes
-        self._send_timeout = kafka.send_timeout_ms / 1000
         security = settings.security
         self._sasl = kafka.sasl
         self._tls: ssl.SSLContext | None = None
@@ -203,8 +202,9 @@ class KafkaListener:
                 try:
                     with self.guard.handling(writer.transport):  # never reaped meanwhile
                         reply = await answer(self.ctx, frame, source, session)
-                    if reply is not None and not await self._sent(writer, reply):
-                        return
+                    if reply is not None:
+                        writer.write(reply)
+                        await writer.drain()  # the guard aborts a client that stops reading
                 finally:  # a Fetch answer's bytes count until the socket took them
                     self.ctx.fetch_memory.release_request()
         except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
@@ -220,21 +220,6 @@ class KafkaListener:
             if task is not None:
                 self._connections.discard(task)
             writer.close()
-
-    async def _sent(self, writer: asyncio.StreamWriter, reply: bytes) -> bool:
-        """Hand ``reply`` to the socket and wait until the client took it; False when it
-        did not within ``send_timeout_ms``: the connection is then aborted, dropping the
-        unsent bytes (a plain close would keep them until the client reads)."""
-        writer.write(reply)
-        try:
-            await asyncio.wait_for(writer.drain(), self._send_timeout)
-        except TimeoutError:
-            self.ctx.fetch_memory.not_taken += 1
-            self.guard.flood.event("kafka_answer_not_taken",
-                                   peer=str(writer.get_extra_info("peername")))
-            writer.transport.abort()
-            return False
-        return True
 
     def stop(self) -> None:
         """Close the server and every connection, end the thread (idempotent)."""

@@ -18,9 +18,9 @@ from raftlog.kafka.context import KafkaContext
 
 class KafkaCollector(Collector):
     """``raftlog_kafka_group_*``: members, groups and held bytes against their limits, and
-    the joins refused by reason; ``raftlog_kafka_fetch_*``: the answer bytes held, the
-    reads deferred and the answers not taken in time (read from the HTTP thread: counts
-    only, no iteration over the groups)."""
+    the joins refused by reason; ``raftlog_kafka_fetch_*``: the answer bytes held and the
+    reads deferred (read from the HTTP thread: counts only, no iteration over the
+    groups)."""
 
     def __init__(self, ctx: KafkaContext) -> None:
         self._ctx = ctx
@@ -58,10 +58,6 @@ class KafkaCollector(Collector):
                                   "Partition reads of a Fetch skipped for want of fetch "
                                   "memory (the partition answered no records that round).",
                                   value=memory.deferred)
-        yield CounterMetricFamily("raftlog_kafka_answers_not_taken",
-                                  "Connections closed because their client did not take an "
-                                  "answer within [kafka] send_timeout_ms.",
-                                  value=memory.not_taken)
 
 
 __all__ = ["KafkaCollector"]

@@ -26,18 +26,17 @@ LIMIT_DEFAULTS: Final = {
     "max_connections_per_address": 256,
     "first_request_timeout_ms": 10_000,
     "idle_timeout_ms": 600_000,
+    "send_timeout_ms": 60_000,
 }
 """The connection limits of ``[kafka]`` and their defaults (``idle_timeout_ms`` is Kafka's
 own ``connections.max.idle.ms``)."""
 FETCH_DEFAULTS: Final = {
     "fetch_max_bytes": 57_671_680,
     "fetch_memory_bytes": 128 * 1024 * 1024,
-    "send_timeout_ms": 60_000,
 }
 """The Fetch limits of ``[kafka]``: the record bytes of one Fetch answer at most (Kafka's
 broker ``fetch.max.bytes`` and its default, 55 MiB; a request's own ``max_bytes`` only
-lowers it), of all answers the listener holds at once, and how long a client may take to
-take an answer before its connection is closed (``raftlog.kafka.fetch_memory``)."""
+lowers it), and of all answers the listener holds at once (``raftlog.kafka.fetch_memory``)."""
 MIN_FETCH_MEMORY: Final = 4 * 1024 * 1024
 """``fetch_memory_bytes`` must hold one partition read (``fetch_memory.READ_RESERVE``)."""
 GROUP_LIMIT_DEFAULTS: Final = {
@@ -99,13 +98,13 @@ class KafkaSettings:
     idle_timeout_ms: int = LIMIT_DEFAULTS["idle_timeout_ms"]
     """A connection without a request for this long is closed, as a Kafka broker does
     (clients reconnect when they need to); one whose client vanished goes with it."""
+    send_timeout_ms: int = LIMIT_DEFAULTS["send_timeout_ms"]
+    """A connection whose client takes none of its answer for this long is aborted and
+    the answer freed (twice Kafka clients' request timeout; the connection guard)."""
     fetch_max_bytes: int = FETCH_DEFAULTS["fetch_max_bytes"]
     """Record bytes of one Fetch answer at most (the first record is always sent)."""
     fetch_memory_bytes: int = FETCH_DEFAULTS["fetch_memory_bytes"]
     """Record bytes of all Fetch answers being built or sent at once."""
-    send_timeout_ms: int = FETCH_DEFAULTS["send_timeout_ms"]
-    """An answer the client has not taken (the socket not drained) within this closes the
-    connection: what the answer holds is freed (twice Kafka clients' request timeout)."""
     groups: GroupLimits = GroupLimits()
     """The group coordinator's limits (``group_*`` and ``max_group_*`` keys)."""
 

@@ -23,7 +23,10 @@ protocol sees it (the limits: ``[http]`` or ``[kafka]``, :class:`ListenerLimits`
   spinning, and the failure is logged once a second with a count (:class:`FloodLog`);
 - a connection (or TLS handshake) that has not produced a request within
   ``header_timeout_ms``, or a kept-alive one idle for ``idle_timeout_ms``, is aborted by a
-  reaper that runs once a second; a request being handled (a long poll) is never reaped.
+  reaper that runs once a second; a request being handled (a long poll) is never reaped;
+- a connection whose client has taken none of its pending output (an answer) for
+  ``send_timeout_ms`` is aborted by the same reaper, busy or not, and its answer freed
+  (``raftlog.observability.guard_conn``).
 
 Memory comes back after a flood: once the open connections fall to half of their peak
 (and the peak was at least ``TRIM_AFTER``), the freed heap is handed back to the system
@@ -42,10 +45,8 @@ import errno
 import socket
 import ssl
 import time
-import weakref
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from aiohttp import web
@@ -53,6 +54,7 @@ from aiohttp.typedefs import Middleware
 
 from raftlog.observability.address_ranks import AddressRanks
 from raftlog.observability.flood_log import REAP_INTERVAL, FloodLog
+from raftlog.observability.guard_conn import CountedSocket, GuardedConn, Slot
 from raftlog.server.process_memory import heap_trimmer
 
 ACCEPT_PAUSE: Final = 0.1
@@ -85,54 +87,13 @@ class ListenerLimits(Protocol):
     def idle_timeout_ms(self) -> int:
         """A connection without a request for this long is closed."""
 
+    @property
+    def send_timeout_ms(self) -> int:
+        """A connection whose client takes none of its pending output for this long is
+        aborted (``raftlog.observability.guard_conn``)."""
+
     def connection_cap(self, nofile: int | None = None) -> int:
         """Connections admitted at once, within the listener's share of descriptors."""
-
-class _Slot:
-    """One admitted connection's place in the counts; released exactly once."""
-
-    __slots__ = ("__weakref__", "_release")
-
-    def __init__(self, release: Callable[[], None]) -> None:
-        self._release: Callable[[], None] | None = release
-
-    def release(self) -> None:
-        release, self._release = self._release, None
-        if release is not None:
-            release()
-
-class _CountedSocket(socket.socket):
-    """An accepted socket that gives its slot back when closed (or collected)."""
-
-    def __init__(self, conn: socket.socket, slot: _Slot) -> None:
-        super().__init__(conn.family, conn.type, conn.proto, fileno=conn.detach())
-        self._slot = slot
-        weakref.finalize(self, slot.release)
-
-    def close(self) -> None:
-        """Close the descriptor, then free the slot."""
-        super().close()
-        self._slot.release()
-
-@dataclass(slots=True, eq=False)
-class _Conn:
-    """An admitted connection, as the reaper sees it (no transport during the handshake)."""
-
-    last: float
-    """When it was accepted, or when its last request ended."""
-    address: str
-    """The client's address: eviction picks from the address holding the most."""
-    task: asyncio.Task[None] | None = None
-    transport: asyncio.BaseTransport | None = None
-    requests: int = 0
-    busy: int = 0
-
-    def drop(self) -> None:
-        """Abort the connection (or cancel its handshake)."""
-        if self.transport is not None:
-            self.transport.abort()  # type: ignore[attr-defined]
-        elif self.task is not None:
-            self.task.cancel()
 
 class ConnectionGuard:
     """Accepts for a listener within the limits of ``settings`` (module docstring); its log
@@ -151,11 +112,11 @@ class ConnectionGuard:
         self.flood = FloodLog()
         self.open = 0
         self._per_address: Counter[str] = Counter()
-        self._conns: dict[_Conn, None] = {}
+        self._conns: dict[GuardedConn, None] = {}
         """Admitted connections not yet evicted or reaped, oldest first (an ordered set)."""
-        self._ranks: AddressRanks[_Conn] = AddressRanks()
+        self._ranks: AddressRanks[GuardedConn] = AddressRanks()
         """The same connections by client address, for eviction."""
-        self._by_transport: dict[asyncio.BaseTransport, _Conn] = {}
+        self._by_transport: dict[asyncio.BaseTransport, GuardedConn] = {}
         self._sock: socket.socket | None = None
         self._factory: Callable[[], asyncio.BaseProtocol] | None = None
         self._reaper: asyncio.Task[None] | None = None
@@ -243,7 +204,7 @@ class ConnectionGuard:
             return
         self.open += 1
         self._per_address[address] += 1
-        conn = _Conn(time.monotonic(), address)
+        conn = GuardedConn(time.monotonic(), address)
         self._conns[conn] = None
         self._ranks.add(address, conn)
 
@@ -258,15 +219,15 @@ class ConnectionGuard:
             else:
                 del self._per_address[address]
 
-        counted = _CountedSocket(sock, _Slot(release))
+        counted = CountedSocket(sock, Slot(release))
         conn.task = asyncio.get_running_loop().create_task(self._connect(counted, conn))
 
-    def _forget(self, conn: _Conn) -> None:
+    def _forget(self, conn: GuardedConn) -> None:
         """Stop tracking ``conn`` (evicted, reaped or closed); safe to repeat."""
         self._conns.pop(conn, None)
         self._ranks.discard(conn.address, conn)
 
-    def _victim(self) -> _Conn | None:
+    def _victim(self) -> GuardedConn | None:
         """The connection a new one displaces: the oldest idle one of the address holding
         the most connections, else the oldest idle one of any address; None if all are
         busy. Fairness by address, so that a flood's own connections go first."""
@@ -301,7 +262,7 @@ class ConnectionGuard:
             conn.close()
         self.flood.event(event, **fields)
 
-    async def _connect(self, sock: _CountedSocket, conn: _Conn) -> None:
+    async def _connect(self, sock: CountedSocket, conn: GuardedConn) -> None:
         assert self._factory is not None
         loop = asyncio.get_running_loop()
         handshake = self.settings.header_timeout_ms / 1000 if self.ssl_context else None
@@ -326,19 +287,27 @@ class ConnectionGuard:
     # -- reaping -----------------------------------------------------------------------------
     def reap(self, now: float) -> int:
         """Drop connections past their header or idle deadline (a handshake past the
-        header deadline too); the number dropped."""
+        header deadline too), and those whose client stopped taking their output; the
+        number dropped."""
         header = self.settings.header_timeout_ms / 1000
         idle = self.settings.idle_timeout_ms / 1000
+        send = self.settings.send_timeout_ms / 1000
+        stalled = [conn for conn in self._conns if conn.write_stalled(now, send)]
+        for conn in self._conns:
+            if conn.pending:  # still sending an answer: not idle, however long it takes
+                conn.last = now
         late = [
             conn for conn in self._conns
             if not conn.busy and now - conn.last > (idle if conn.requests else header)
         ]
-        for conn in late:
+        for conn in {*late, *stalled}:
             self._forget(conn)
             conn.drop()
         if late:
             self.flood.event(f"{self.name}_connections_reaped", count_now=len(late))
-        return len(late)
+        if stalled:
+            self.flood.event(f"{self.name}_connections_stalled", count_now=len(stalled))
+        return len({*late, *stalled})
 
     async def _reap_forever(self) -> None:
         while True:

@@ -22,6 +22,9 @@ GUARD_EVENTS: Final = (
      "Idle or half-open {what} connections closed to admit a new one (listener full)."),
     ("connections_reaped", "connections_reaped_total",
      "{what} connections closed past their first-request or idle time-out (reaper passes)."),
+    ("connections_stalled", "connections_stalled_total",
+     "{what} connections aborted because their client took none of an answer for "
+     "send_timeout_ms (the answer freed)."),
     ("accept_failed", "accept_failures_total",
      "Failed accepts of the {what} listener (e.g. out of descriptors)."),
     ("handshake_failed", "tls_handshake_failures_total",

@@ -41,12 +41,14 @@ DEFAULT_PER_ADDRESS: Final = 64
 DEFAULT_HEADER_TIMEOUT_MS: Final = 10_000
 DEFAULT_BODY_TIMEOUT_MS: Final = 30_000
 DEFAULT_IDLE_TIMEOUT_MS: Final = 60_000
+DEFAULT_SEND_TIMEOUT_MS: Final = 60_000
 _INTS: Final = {
     "max_connections": DEFAULT_MAX_CONNECTIONS,
     "max_connections_per_address": DEFAULT_PER_ADDRESS,
     "header_timeout_ms": DEFAULT_HEADER_TIMEOUT_MS,
     "body_timeout_ms": DEFAULT_BODY_TIMEOUT_MS,
     "idle_timeout_ms": DEFAULT_IDLE_TIMEOUT_MS,
+    "send_timeout_ms": DEFAULT_SEND_TIMEOUT_MS,
 }
 _KNOWN: Final = frozenset({*_INTS, "tls_cert", "tls_key", "monitoring_token", "topic_metrics"})
 
@@ -66,6 +68,9 @@ class HttpSettings:
     """A request body that takes longer is refused with 408."""
     idle_timeout_ms: int = DEFAULT_IDLE_TIMEOUT_MS
     """A kept-alive connection with no request for this long is closed."""
+    send_timeout_ms: int = DEFAULT_SEND_TIMEOUT_MS
+    """A connection whose client takes none of its answer for this long is aborted and
+    the answer freed (a client that stops reading cannot hold the peer's memory)."""
     tls_cert: Path | None = None
     """PEM certificate chain of an ``https://`` listener."""
     tls_key: Path | None = None

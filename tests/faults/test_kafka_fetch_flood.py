@@ -164,7 +164,7 @@ def test_greedy_fetches_that_are_never_read_are_held_to_the_fetch_memory(
     assert max(held) <= FETCH_MEMORY, held
     assert consumed == [RECORDS]  # the consumer read the whole topic meanwhile or after
     metrics = call(http, "GET", "/metrics").raw.decode()
-    assert _metric(metrics, "raftlog_kafka_answers_not_taken_total") > 0
+    assert _metric(metrics, "raftlog_kafka_connections_stalled_total") > 0
     assert _metric(metrics, "raftlog_kafka_fetch_reads_deferred_total") > 0
     assert update(cluster, b"after the flood") > 0
     assert cluster_terms(cluster) == terms  # no election

@@ -18,7 +18,10 @@ from raftlog.observability.http import HttpListener
 from raftlog.observability.http_settings import HttpSettings
 
 LIMITS = HttpSettings(max_connections=4, max_connections_per_address=3,
-                      header_timeout_ms=600, idle_timeout_ms=600)
+                      header_timeout_ms=600, idle_timeout_ms=600, send_timeout_ms=800)
+BIG = 16 * 1024 * 1024
+"""The /big answer: far more than the kernel's socket buffers take, so most of it waits in
+the transport until the client reads."""
 
 
 @pytest.fixture
@@ -30,7 +33,11 @@ def listener() -> Iterator[tuple[HttpListener, int]]:
         await asyncio.sleep(2.5)
         return web.Response(text="done")
 
+    async def big(_request: web.Request) -> web.Response:
+        return web.Response(body=b"z" * BIG)
+
     app = web.Application()
+    app.router.add_get("/big", big)
     app.router.add_get("/ok", ok)
     app.router.add_get("/slow", slow)
     with socket.socket() as probe:
@@ -144,6 +151,44 @@ def test_trickled_headers_are_cut_off_and_busy_requests_are_not(
         trickler.close()
         slow.close()
     wait_open(running, 0)  # every slot came back
+
+
+def _ask_big(port: int, *, reading: bool) -> socket.socket:
+    sock = socket.socket()
+    if not reading:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    return sock
+
+
+def test_a_client_that_stops_reading_is_aborted_and_a_slow_one_is_not(
+    listener: tuple[HttpListener, int],
+) -> None:
+    """send_timeout 0.8 s: a client that takes none of a 16 MiB answer is aborted (its
+    unsent answer freed); one that reads 1 MiB every 0.3 s -- ~5 s for the whole answer,
+    far past the time-out -- makes progress at every reaper pass and gets all of it."""
+    running, port = listener
+    stuck, slow = _ask_big(port, reading=False), _ask_big(port, reading=True)
+    got = 0
+    try:
+        slow.settimeout(10)
+        deadline = time.monotonic() + 30
+        while got <= BIG and time.monotonic() < deadline:
+            round_end = got + (1 << 20)
+            while got < round_end and (chunk := slow.recv(round_end - got)):
+                got += len(chunk)
+            if got < round_end:
+                break  # closed
+            time.sleep(0.3)
+        assert got > BIG  # the headers and the whole body
+        stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+        assert closed_by_peer(stuck, 5.0)  # reset: the rest of its answer was dropped
+    finally:
+        stuck.close()
+        slow.close()
+    assert running.guard.flood.totals["http_connections_stalled"] == 1
+    wait_open(running, 0)
 
 
 def test_flood_log_is_one_line_a_second_with_the_count() -> None:
