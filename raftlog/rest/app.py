@@ -19,6 +19,8 @@ from aiohttp.typedefs import Middleware
 
 from raftlog.config import PeerSettings
 from raftlog.metrics import Counter
+from raftlog.observability.http import PROMETHEUS
+from raftlog.rest.answer_memory import AnswerCollector, AnswerMemory
 from raftlog.rest.bodies import json_reply
 from raftlog.rest.context import RestContext
 from raftlog.rest.gateway import ClusterGateway
@@ -98,8 +100,9 @@ _CONTEXT: Final = web.AppKey("rest_context", RestContext)
 
 def build_rest_app(ctx: RestContext) -> web.Application:
     """The ``/v1`` application over ``ctx`` (tests build one with a fake gateway)."""
-    app = web.Application(
-        middlewares=[errors_as_json, ends_on_shutdown(ctx.gateway.closing)]
+    app = web.Application(  # the answer memory innermost: it writes large answers itself
+        middlewares=[errors_as_json, ends_on_shutdown(ctx.gateway.closing),
+                     ctx.answers.middleware()]
     )
     app[_CONTEXT] = ctx
     spec = json.dumps(openapi_document()).encode()
@@ -150,6 +153,7 @@ def context_for(
         namespaces=Namespaces(settings.rest),
         settings=settings.rest,
         quotas=RestQuotas(settings.quotas, quota_refusals, secure=security is not None),
+        answers=AnswerMemory(settings.rest.answer_memory_bytes),
     )
 
 
@@ -159,4 +163,7 @@ def mount(
 ) -> None:
     """Serve the REST API of the peer described by ``settings`` under ``/v1`` of ``root``
     (the route-registration hook the HTTP listener calls)."""
-    root.add_subapp(PREFIX, build_rest_app(context_for(settings, applied, quota_refusals)))
+    ctx = context_for(settings, applied, quota_refusals)
+    root.add_subapp(PREFIX, build_rest_app(ctx))
+    if PROMETHEUS in root:  # the answer memory in the listener's /metrics
+        root[PROMETHEUS].register(AnswerCollector(ctx.answers))

@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from raftlog.rest.answer_memory import AnswerMemory
 from raftlog.rest.gateway import ClusterGateway
 from raftlog.rest.names import Namespaces
 from raftlog.rest.quota_checks import RestQuotas
-from raftlog.rest.settings import RestSettings
+from raftlog.rest.settings import DEFAULT_ANSWER_MEMORY_BYTES, RestSettings
 from raftlog.web.auth import Authenticator
 
 
@@ -23,6 +24,10 @@ class RestContext:
     settings: RestSettings
     quotas: RestQuotas = field(default_factory=lambda: RestQuotas(None, None, secure=False))
     """Publish rate and long polls per principal (``raftlog.rest.quota_checks``)."""
+    answers: AnswerMemory = field(default_factory=lambda: AnswerMemory(
+        DEFAULT_ANSWER_MEMORY_BYTES))
+    """Large answers being sent (``raftlog.rest.answer_memory``; ``[rest]
+    answer_memory_bytes``)."""
 
     @property
     def max_body(self) -> int:

@@ -174,11 +174,14 @@ def add_message_routes(
         encoding = encoding_of(body)
         wait_ms = optional_int(body, "waitMs", 0, MAX_UINT) or 0
         deadline = time.monotonic() + min(wait_ms, ctx.settings.max_wait_ms) / 1000
+        # room for what the read may bring (waits while large answers fill the memory)
+        await ctx.answers.reserve_read(request, ctx.settings.request_timeout_ms / 1000)
         result = await _read(ctx, name, body)
         if not result.records and wait_ms:
             # an empty answer becomes a waiting read: the peer holds it until it applies a
             # record of this topic (raftlog.server.parked_reads) -- no timer, no re-reads;
             # each principal holds at most its waiting_reads quota of them
+            ctx.answers.release_read(request)  # an idle long poll holds no answer memory
             with ctx.quotas.long_poll(request, who):
                 while not result.records and (
                     left := int((deadline - time.monotonic()) * 1000)

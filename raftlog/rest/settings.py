@@ -10,6 +10,7 @@ operator looks for them. Example::
     max_body_bytes = 4194304              # larger request bodies get 413
     max_wait_ms = 30000                   # the longest long-poll (waitMs) a client may ask
     request_timeout_ms = 10000            # a forwarded request without a leader: 503 after
+    answer_memory_bytes = 134217728       # large answers being sent at once (503 Busy past it)
 
 Deliberately light: ``raftlog.config`` imports it, and a peer without HTTP never loads
 aiohttp because of it.
@@ -31,7 +32,9 @@ first ``.`` (docs/rest.md, "Namespaces")."""
 DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 DEFAULT_MAX_WAIT_MS: Final = 30_000
 DEFAULT_REQUEST_TIMEOUT_MS: Final = 10_000
-_KNOWN: Final = frozenset({"namespaces", "max_body_bytes", "max_wait_ms", "request_timeout_ms"})
+DEFAULT_ANSWER_MEMORY_BYTES: Final = 128 * 1024 * 1024
+_KNOWN: Final = frozenset({"namespaces", "max_body_bytes", "max_wait_ms", "request_timeout_ms",
+                           "answer_memory_bytes"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,9 @@ class RestSettings:
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
     """How long a request may wait for the cluster (a leader election, a slow peer) before
     it is answered 503 ``Unavailable``."""
+    answer_memory_bytes: int = DEFAULT_ANSWER_MEMORY_BYTES
+    """Bytes of large answers (a poll's messages) being sent at once; past it a new large
+    answer gets 503 ``Busy`` (``raftlog.rest.answer_memory``)."""
 
 
 def _positive(table: Mapping[str, Any], key: str, default: int, source: str) -> int:
@@ -79,5 +85,8 @@ def rest_settings(doc: Mapping[str, Any], source: str) -> RestSettings:
         max_wait_ms=_positive(table, "max_wait_ms", DEFAULT_MAX_WAIT_MS, source),
         request_timeout_ms=_positive(
             table, "request_timeout_ms", DEFAULT_REQUEST_TIMEOUT_MS, source
+        ),
+        answer_memory_bytes=_positive(
+            table, "answer_memory_bytes", DEFAULT_ANSWER_MEMORY_BYTES, source
         ),
     )

@@ -1,0 +1,157 @@
+"""``AnswerMemory``: the bytes of large REST answers being sent at once, bounded.
+
+Why: a poll's answer (up to a topic read's 4 MiB of records, base64 in JSON) is built in
+memory and held until the client has taken it. Sixty polls from one address whose clients
+never read grew a peer from 83 to 742 MiB and kept it there; the listener admits up to a
+thousand connections. The connection guard aborts a client that takes nothing for
+``[http] send_timeout_ms``; this bounds what all clients can hold meanwhile.
+
+How, for every answer: a middleware (innermost, so that the answer is written inside the
+request's handling and the guard sees the connection busy) looks at its body; one of at
+least :data:`COUNTED_FROM` bytes is counted while it is written -- ``prepare`` and
+``write_eof``, which return once the transport's buffer is below its high-water mark, or
+raise when the connection was aborted -- and one that does not fit gets 503 ``Busy`` with
+``Retry-After: 1``. While nothing is counted any answer is admitted, so an answer larger
+than the whole budget still gets out, alone. Small answers (most) leave through the
+kernel's socket buffer at once and are not counted.
+
+And for a poll, before it reads: it reserves a topic read's worth (:data:`READ_RESERVE`),
+waiting for room when there is none -- answers being sent finish, or the guard aborts their
+stalled clients -- for up to ``[rest] request_timeout_ms``, then 503 ``Busy`` (nothing is
+consumed by a plain poll); so polls queue before they read or build anything (sixty at once
+grew a peer by 400 MiB of answers being built when only finished answers were counted). The
+reservation is given back when the read found nothing and the poll waits (an idle long poll
+holds none); a reserved poll's answer is then always sent, counted at its real size (base64
+makes it ~1.4x its records: the bytes held may pass the limit by that much).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Final
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from raftlog.web.errors import RestError
+
+COUNTED_FROM: Final = 64 * 1024
+"""Answers at least this large are counted (smaller ones fit the socket buffer at once)."""
+READ_RESERVE: Final = 4 * 1024 * 1024
+"""What a poll reserves before its read: one topic read's record budget
+(``raftlog.topics.reads.READ_BUDGET``; a unit test keeps them equal)."""
+_RESERVED: Final = "raftlog_answer_reserved"
+
+
+class AnswerMemory:
+    """The REST API's budget of large answer bytes (one per listener, used on its loop)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        """Bytes of the large answers being written now."""
+        self.refused = 0
+        """Answers refused with 503 ``Busy`` since start."""
+        self._waiters: list[asyncio.Future[None]] = []
+        """Polls waiting for room (woken whenever bytes are given back)."""
+
+    def _busy(self) -> RestError:
+        self.refused += 1
+        busy = RestError(503, "Busy", "large answers being sent fill [rest] "
+                         "answer_memory_bytes; retry shortly")
+        busy.headers["Retry-After"] = "1"
+        return busy
+
+    def _fits(self, size: int) -> bool:
+        return not self.held or self.held + size <= self.limit
+
+    def _take(self, size: int) -> None:
+        self.held += size
+
+    def _give(self, size: int) -> None:
+        self.held -= size
+        if size:
+            for waiter in self._waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+            self._waiters.clear()
+
+    async def reserve_read(self, request: web.Request, timeout: float) -> None:
+        """Before a poll's read: reserve what it may bring, waiting up to ``timeout`` for
+        room (answers being sent finish, or their stalled clients are aborted), then 503
+        ``Busy``. Given back by :meth:`release_read` or when the handler returns."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not self._fits(READ_RESERVE):
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                await asyncio.wait_for(waiter, deadline - loop.time())
+            except TimeoutError:
+                raise self._busy() from None
+        self._take(READ_RESERVE)
+        request[_RESERVED] = request.get(_RESERVED, 0) + READ_RESERVE
+
+    def release_read(self, request: web.Request) -> None:
+        """Give back what :meth:`reserve_read` took (a poll that found nothing and waits:
+        an idle long poll holds no memory)."""
+        self._give(request.pop(_RESERVED, 0))
+
+    def middleware(self) -> Middleware:
+        """Writes each large answer itself, counted (module docstring)."""
+
+        @web.middleware
+        async def within_memory(
+            request: web.Request,
+            handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+        ) -> web.StreamResponse:
+            try:
+                response = await handler(request)
+            except BaseException:
+                self.release_read(request)
+                raise
+            reserved = request.pop(_RESERVED, 0)
+            body = response.body if isinstance(response, web.Response) else None
+            size = len(body) if isinstance(body, bytes | bytearray) else 0
+            if size < COUNTED_FROM or not (reserved or self._fits(size)):
+                self._give(reserved)
+                if size < COUNTED_FROM:
+                    return response
+                raise self._busy()
+            self._take(size)  # a reserved poll's answer is always sent: it waited its turn
+            self._give(reserved)
+            try:
+                await response.prepare(request)
+                await response.write_eof()
+            except ConnectionError:
+                pass  # aborted (a client that stopped reading) or gone: aiohttp ends it
+            finally:
+                self._give(size)
+            return response
+
+        return within_memory
+
+
+class AnswerCollector(Collector):
+    """``raftlog_rest_answer_*``: the large answer bytes held against the limit, and the
+    answers refused."""
+
+    def __init__(self, memory: AnswerMemory) -> None:
+        self._memory = memory
+
+    def collect(self) -> Iterator[Metric]:
+        """The gauges and the counter."""
+        memory = self._memory
+        yield GaugeMetricFamily("raftlog_rest_answer_held_bytes", "Bytes of large REST "
+                                "answers being sent now.", value=memory.held)
+        yield GaugeMetricFamily("raftlog_rest_answer_held_bytes_limit",
+                                "[rest] answer_memory_bytes.", value=memory.limit)
+        yield CounterMetricFamily("raftlog_rest_answers_refused", "Large REST answers "
+                                  "refused with 503 Busy (answer memory full).",
+                                  value=memory.refused)
+
+
+__all__ = ["COUNTED_FROM", "READ_RESERVE", "AnswerCollector", "AnswerMemory"]
