@@ -20,6 +20,8 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
 
 from integration.cluster import PeerCluster, probe
 
@@ -114,6 +116,32 @@ class PeerWatch:
         while (rss := self.rss_mb()) > 1.2 * baseline and time.monotonic() < deadline:
             time.sleep(0.25)
         return rss
+
+
+def metric(url: str, name: str) -> float:
+    """The value of the unlabelled (or fully labelled) series ``name`` in ``/metrics`` of the
+    HTTP listener at ``url``."""
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    line = next(x for x in text.splitlines() if x.startswith(name + " "))
+    return float(line.split()[1])
+
+
+FLOOD_RAFT: Final = {"election_timeout_min": 1000, "election_timeout_max": 1500}
+"""Election time-outs of a few heartbeats more than the defaults: the flood tests assert
+"no election" on a shared test machine."""
+
+
+@contextmanager
+def limited_cluster(directory: Path, ident: str, limits: tuple[str, ...], *,
+                    kafka: bool = False) -> Iterator[PeerCluster]:
+    """Three peers with HTTP (and Kafka) listeners under the cluster-file ``limits`` lines,
+    started, a leader stable."""
+    with PeerCluster(directory, ident=ident, http=True, kafka=kafka, raft=FLOOD_RAFT,
+                     extra_toml=limits) as running:
+        running.start()
+        running.wait_stable_leader()
+        yield running
 
 
 def cluster_terms(cluster: PeerCluster) -> set[int]:

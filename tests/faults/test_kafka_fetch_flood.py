@@ -29,12 +29,12 @@ from integration.cluster import PeerCluster
 from integration.kafka.helpers import bootstrap, consume_all, native
 from integration.kafka.raw import RawKafka
 from integration.peer.updates import update
-from integration.rest.helpers import call
+from integration.thread_gang import ThreadGang
 from kio.index import load_payload_module
 from kio.serial import entity_writer
 from kio.static.constants import EntityType
 
-from faults.http_load import PeerWatch, cluster_terms
+from faults.http_load import PeerWatch, cluster_terms, limited_cluster, metric
 from raftlog.kafka.settings import split_kafka_url
 from raftlog.topics.records import Record
 
@@ -44,9 +44,6 @@ FETCH_MEMORY = 48 * 1024 * 1024
 SEND_TIMEOUT_MS = 3000
 FLOOD_SECONDS = 12.0
 RECORDS = 1000
-RAFT = {"election_timeout_min": 1000, "election_timeout_max": 1500}
-"""Election time-outs of a few heartbeats more than the defaults: "no election" is asserted
-on a shared test machine."""
 FETCH_V11 = 1, 11
 
 
@@ -54,10 +51,8 @@ FETCH_V11 = 1, 11
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
     limits = ("[kafka]", f"fetch_memory_bytes = {FETCH_MEMORY}",
               f"send_timeout_ms = {SEND_TIMEOUT_MS}")
-    with PeerCluster(tmp_path_factory.mktemp("fetch-flood"), ident="raftlog-fflood",
-                     http=True, kafka=True, raft=RAFT, extra_toml=limits) as running:
-        running.start()
-        running.wait_stable_leader()
+    with limited_cluster(tmp_path_factory.mktemp("fetch-flood"), "raftlog-fflood", limits,
+                         kafka=True) as running:
         with native(running) as topics:
             topics.create_topic("big")
             for _ in range(RECORDS // 50):  # 10 MB in entries of 500 KB
@@ -94,45 +89,28 @@ def _start_offset(host: str, port: int) -> int:
     return int(answer.topics[0].partitions[0].offset)
 
 
-class GreedyReaders:
+class GreedyReaders(ThreadGang):
     """Connections that send ``frame``, never read, and reconnect after ``hold`` seconds."""
 
     def __init__(self, where: tuple[str, int], frame: bytes, connections: int,
                  hold: float) -> None:
+        super().__init__(self._run, [()] * connections)
         self._where, self._frame, self._hold = where, frame, hold
-        self._stop = threading.Event()
         self.sent = 0
-        self._threads = [threading.Thread(target=self._run, daemon=True)
-                         for _ in range(connections)]
-
-    def __enter__(self) -> GreedyReaders:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(30)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self.stopping.is_set():
             sock = socket.socket()
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             try:
                 sock.connect(self._where)
                 sock.sendall(self._frame)
                 self.sent += 1
-                self._stop.wait(self._hold)
+                self.stopping.wait(self._hold)
             except OSError:
-                self._stop.wait(0.2)
+                self.stopping.wait(0.2)
             finally:
                 sock.close()
-
-
-def _metric(metrics: str, name: str) -> float:
-    line = next(x for x in metrics.splitlines() if x.startswith(name + " "))
-    return float(line.split()[1])
 
 
 def test_greedy_fetches_that_are_never_read_are_held_to_the_fetch_memory(
@@ -154,8 +132,7 @@ def test_greedy_fetches_that_are_never_read_are_held_to_the_fetch_memory(
         while time.monotonic() < deadline:
             watch.keeps_answering(0.5)
             peak = max(peak, watch.rss_mb())
-            held.append(_metric(call(http, "GET", "/metrics").raw.decode(),
-                                "raftlog_kafka_fetch_held_bytes"))
+            held.append(metric(http, "raftlog_kafka_fetch_held_bytes"))
     reader.join(120)
     assert not watch.slow, watch.slow[:10]
     asked_mb = greedy.sent * 100 * 10  # each asked for the 10 MB topic 100 times
@@ -163,8 +140,7 @@ def test_greedy_fetches_that_are_never_read_are_held_to_the_fetch_memory(
     assert peak - baseline < 200, f"RSS {baseline:.0f} -> {peak:.0f} MiB, {asked_mb} MB asked"
     assert max(held) <= FETCH_MEMORY, held
     assert consumed == [RECORDS]  # the consumer read the whole topic meanwhile or after
-    metrics = call(http, "GET", "/metrics").raw.decode()
-    assert _metric(metrics, "raftlog_kafka_connections_stalled_total") > 0
-    assert _metric(metrics, "raftlog_kafka_fetch_reads_deferred_total") > 0
+    assert metric(http, "raftlog_kafka_connections_stalled_total") > 0
+    assert metric(http, "raftlog_kafka_fetch_reads_deferred_total") > 0
     assert update(cluster, b"after the flood") > 0
     assert cluster_terms(cluster) == terms  # no election

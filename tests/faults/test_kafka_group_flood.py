@@ -33,13 +33,13 @@ from integration.cluster import PeerCluster, wait_for
 from integration.kafka.helpers import bootstrap, native
 from integration.kafka.raw import RawKafka
 from integration.peer.updates import update
-from integration.rest.helpers import call
+from integration.thread_gang import ThreadGang
 from kio.index import load_payload_module
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from faults.http_load import PeerWatch, cluster_terms
+from faults.http_load import PeerWatch, cluster_terms, limited_cluster, metric
 from raftlog.kafka.settings import split_kafka_url
 
 pytestmark = pytest.mark.timeout(240)
@@ -48,9 +48,6 @@ HELD_LIMIT = 16 * 1024 * 1024
 MAX_SESSION_MS = 10_000
 JOINS = 300
 META = b"x" * (1 << 20)
-RAFT = {"election_timeout_min": 1000, "election_timeout_max": 1500}
-"""Election time-outs of a few heartbeats more than the defaults: "no election" is asserted
-on a shared test machine."""
 JOIN_V5 = 11, 5
 
 
@@ -59,10 +56,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
     limits = ("[kafka]", f"max_group_state_bytes = {HELD_LIMIT}",
               f"group_max_session_timeout_ms = {MAX_SESSION_MS}",
               "group_min_session_timeout_ms = 1000")
-    with PeerCluster(tmp_path_factory.mktemp("group-flood"), ident="raftlog-gflood",
-                     http=True, kafka=True, raft=RAFT, extra_toml=limits) as running:
-        running.start()
-        running.wait_stable_leader()
+    with limited_cluster(tmp_path_factory.mktemp("group-flood"), "raftlog-gflood", limits,
+                         kafka=True) as running:
         with native(running) as topics:
             topics.create_topic("jobs")
         yield running
@@ -90,34 +85,24 @@ def _join_frame(group: str, session: datetime.timedelta) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
-class JoinFlood:
+class JoinFlood(ThreadGang):
     """Connections sending pre-encoded JoinGroups, each to a new group, until ``total``
     of those asking a valid session were answered; every answer's error code in
     ``errors``."""
 
     def __init__(self, host: str, port: int, connections: int, total: int) -> None:
+        super().__init__(self._run, [(n,) for n in range(connections)], join_timeout=60)
         self._where = host, port
         self._total = total
         self.errors: Counter[int] = Counter()
         self.valid_answered = 0
         self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._run, args=(n,), daemon=True)
-                         for n in range(connections)]
         response = load_payload_module(*JOIN_V5, EntityType.response).JoinGroupResponse
         self._reader = entity_reader(response.__header_schema__), entity_reader(response)
 
     def answered(self) -> int:
         with self._lock:
             return sum(self.errors.values())
-
-    def __enter__(self) -> JoinFlood:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for thread in self._threads:
-            thread.join(60)
 
     def _run(self, n: int) -> None:
         valid = n % 2 == 0
@@ -128,7 +113,7 @@ class JoinFlood:
             k.sock.settimeout(30)
             for i in range(10**6):
                 with self._lock:
-                    if self.valid_answered >= self._total:
+                    if self.valid_answered >= self._total or self.stopping.is_set():
                         return
                 group = f"flood-{n:02d}-{i:06d}".encode()
                 k.sock.sendall(frame.replace(GROUP_MARK.encode(), group, 1))
@@ -148,11 +133,6 @@ def _coordinates(host: str, port: int) -> bool:
     return bool(answer.error_code == ErrorCode.unknown_member_id)
 
 
-def _metric(metrics: str, name: str) -> float:
-    line = next(x for x in metrics.splitlines() if x.startswith(name + " "))
-    return float(line.split()[1])
-
-
 def _assigned(cluster: PeerCluster, group: str) -> bool:
     """A librdkafka consumer joins ``group`` and is assigned jobs' partition."""
     consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": group,
@@ -170,16 +150,15 @@ def _assigned(cluster: PeerCluster, group: str) -> bool:
 def test_a_join_group_flood_is_held_to_the_coordinators_limits(cluster: PeerCluster) -> None:
     leader = cluster.wait_stable_leader()
     watch, terms = PeerWatch(cluster, leader), cluster_terms(cluster)
-    baseline = watch.rss_mb()
-    peak = baseline
+    http = str(cluster.peers[leader].http_url)
+    baseline = peak = watch.rss_mb()
     host, port = split_kafka_url(str(cluster.peers[leader].kafka_url))
     wait_for("the leader's listener to coordinate", lambda: _coordinates(host, port))
     with JoinFlood(host, port, 10, JOINS) as flood:
         while flood.valid_answered < JOINS:
             watch.keeps_answering(0.5)
             peak = max(peak, watch.rss_mb())
-            metrics = call(str(cluster.peers[leader].http_url), "GET", "/metrics").raw.decode()
-            assert _metric(metrics, "raftlog_kafka_group_held_bytes") <= HELD_LIMIT
+            assert metric(http, "raftlog_kafka_group_held_bytes") <= HELD_LIMIT
     assert not watch.slow, watch.slow[:10]
     offered_mb = flood.answered() * len(META) / 2**20
     assert peak - baseline < 150, f"RSS {baseline:.0f} -> {peak:.0f} MiB, {offered_mb:.0f} offered"
@@ -188,14 +167,12 @@ def test_a_join_group_flood_is_held_to_the_coordinators_limits(cluster: PeerClus
     assert set(flood.errors) <= {int(e) for e in expected}, flood.errors
     assert flood.errors[int(ErrorCode.invalid_session_timeout)] > 0
     assert flood.errors[int(ErrorCode.coordinator_not_available)] > 0
-    metrics = call(str(cluster.peers[leader].http_url), "GET", "/metrics").raw.decode()
     refused = 'raftlog_kafka_group_joins_refused_total{reason="%s"}'
-    assert _metric(metrics, refused % "session_timeout") > 0
-    assert _metric(metrics, refused % "max_group_state_bytes") > 0
+    assert metric(http, refused % "session_timeout") > 0
+    assert metric(http, refused % "max_group_state_bytes") > 0
     # the flood's members expire (sessions of at most 10 s); a real consumer is served again
-    wait_for("the flood's members to expire", lambda: _metric(call(
-        str(cluster.peers[leader].http_url), "GET", "/metrics").raw.decode(),
-        "raftlog_kafka_group_members") == 0, timeout=30)
+    wait_for("the flood's members to expire",
+             lambda: metric(http, "raftlog_kafka_group_members") == 0, timeout=30)
     assert _assigned(cluster, "after-the-flood")
     assert update(cluster, b"after the flood") > 0
     assert cluster_terms(cluster) == terms  # no election

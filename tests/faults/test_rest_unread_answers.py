@@ -27,17 +27,15 @@ from integration.cluster import PeerCluster
 from integration.kafka.helpers import native
 from integration.peer.updates import update
 from integration.rest.helpers import call
+from integration.thread_gang import ThreadGang
 
-from faults.http_load import PeerWatch, cluster_terms
+from faults.http_load import PeerWatch, cluster_terms, limited_cluster, metric
 from raftlog.topics.records import Record
 
 pytestmark = pytest.mark.timeout(240)
 
 FLOOD_SECONDS = 40.0
 ANSWER_MEMORY = 32 * 1024 * 1024
-RAFT = {"election_timeout_min": 1000, "election_timeout_max": 1500}
-"""Election time-outs of a few heartbeats more than the defaults: "no election" is asserted
-on a shared test machine."""
 POLL = "/v1/namespaces/default/topics/big/poll"
 
 
@@ -45,10 +43,8 @@ POLL = "/v1/namespaces/default/topics/big/poll"
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
     limits = ("[http]", "send_timeout_ms = 2000", "[rest]",
               f"answer_memory_bytes = {ANSWER_MEMORY}")
-    with PeerCluster(tmp_path_factory.mktemp("rest-unread"), ident="raftlog-unread",
-                     http=True, raft=RAFT, extra_toml=limits) as running:
-        running.start()
-        running.wait_stable_leader()
+    with limited_cluster(tmp_path_factory.mktemp("rest-unread"), "raftlog-unread",
+                         limits) as running:
         with native(running) as topics:
             topics.create_topic("big")
             for _ in range(20):  # 10 MB in entries of 500 KB
@@ -57,29 +53,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
         yield running
 
 
-class UnreadPolls:
+class UnreadPolls(ThreadGang):
     """Connections that each ask for a large poll answer once and never read it."""
 
     def __init__(self, where: tuple[str, int], sources: list[str], per_source: int) -> None:
+        super().__init__(self._run, [(source,) for source in sources for _ in range(per_source)])
         body = json.dumps({"limit": 10_000}).encode()
         self._request = (f"POST {POLL} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
                          f"\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
         self._where = where
-        self._stop = threading.Event()
         self.asked = 0
         self._lock = threading.Lock()
-        self._threads = [threading.Thread(target=self._run, args=(source,), daemon=True)
-                         for source in sources for _ in range(per_source)]
-
-    def __enter__(self) -> UnreadPolls:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(30)
 
     def _run(self, source: str) -> None:
         with socket.socket() as sock:
@@ -89,12 +73,7 @@ class UnreadPolls:
             sock.sendall(self._request)
             with self._lock:
                 self.asked += 1
-            self._stop.wait()  # never reads; closed by the peer or at the end
-
-
-def _metric(metrics: str, name: str) -> float:
-    line = next(x for x in metrics.splitlines() if x.startswith(name + " "))
-    return float(line.split()[1])
+            self.stopping.wait()  # never reads; closed by the peer or at the end
 
 
 def test_unread_poll_answers_are_held_to_the_answer_memory(cluster: PeerCluster) -> None:
@@ -108,17 +87,15 @@ def test_unread_poll_answers_are_held_to_the_answer_memory(cluster: PeerCluster)
         for _ in range(int(FLOOD_SECONDS / 0.5)):
             watch.keeps_answering(0.5)
             peak = max(peak, watch.rss_mb())
-            metrics = call(http, "GET", "/metrics").raw.decode()
-            held.append(_metric(metrics, "raftlog_rest_answer_held_bytes"))
+            held.append(metric(http, "raftlog_rest_answer_held_bytes"))
             if (polls.asked == 30 and held[-2:] == [0, 0]
-                    and _metric(metrics, "raftlog_http_connections_stalled_total") > 0):
+                    and metric(http, "raftlog_http_connections_stalled_total") > 0):
                 break  # every answer taken by the kernel or aborted (twice: no queue left)
     assert not watch.slow, watch.slow[:10]
     assert polls.asked == 30 and held[-2:] == [0, 0], held
     assert max(held) <= 1.5 * ANSWER_MEMORY, held  # base64: answers ~1.4x their records
     assert peak - baseline < 200, f"RSS {baseline:.0f} -> {peak:.0f} MiB, {polls.asked} asked"
-    metrics = call(http, "GET", "/metrics").raw.decode()
-    assert _metric(metrics, "raftlog_http_connections_stalled_total") > 0
+    assert metric(http, "raftlog_http_connections_stalled_total") > 0
     answer = call(http, "POST", POLL, {"limit": 100})
     assert answer.status == 200 and len(answer.body) == 100
     assert update(cluster, b"after the flood") > 0

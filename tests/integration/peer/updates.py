@@ -6,10 +6,10 @@ on every retry, "accepted" restarts the wait, "not leader" moves to the named le
 
 from __future__ import annotations
 
-import threading
 import time
 
 from integration.cluster import PeerCluster, probe
+from integration.thread_gang import ThreadGang
 from raftlog.ids import RequestIdGenerator
 from raftlog.rpc.messages import RequestUpdate, RequestUpdateResponse, UpdateStatus
 
@@ -55,37 +55,26 @@ def update(
     raise AssertionError(f"update {rid.hex()} not committed within {timeout}s")
 
 
-class Writers:
+class Writers(ThreadGang):
     """``count`` threads committing updates until stopped (use as a context manager);
     ``acked`` maps each acknowledged request id to its index, ``errors`` collects failures."""
 
     def __init__(self, cluster: PeerCluster, count: int, timeout: float = 30.0) -> None:
+        super().__init__(self._write, [()] * count, join_timeout=timeout * 2, daemon=False)
         self.cluster = cluster
         self.acked: dict[bytes, int] = {}
         self.errors: list[BaseException] = []
         self._timeout = timeout
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._write) for _ in range(count)]
 
     def _write(self) -> None:
         n = 0
         try:
-            while not self._stop.is_set():
+            while not self.stopping.is_set():
                 rid = new_request_id()
                 self.acked[rid] = update(self.cluster, b"load %d" % n, rid, self._timeout)
                 n += 1
         except BaseException as exc:
             self.errors.append(exc)
-
-    def __enter__(self) -> Writers:
-        for thread in self._threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(self._timeout * 2)
 
 
 def assert_acked_exactly_once(cluster: PeerCluster, leader: str, acked: dict[bytes, int]) -> int:

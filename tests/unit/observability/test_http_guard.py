@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from aiohttp import web
+from integration.http_serving import serving
 from structlog.testing import capture_logs
 
 from raftlog.observability.flood_log import FloodLog
@@ -40,15 +41,8 @@ def listener() -> Iterator[tuple[HttpListener, int]]:
     app.router.add_get("/big", big)
     app.router.add_get("/ok", ok)
     app.router.add_get("/slow", slow)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    running = HttpListener(app, "127.0.0.1", port, limits=LIMITS)
-    running.start()
-    try:
-        yield running, port
-    finally:
-        running.stop()
+    with serving(app, LIMITS) as served:
+        yield served
 
 
 def half_open(port: int, source: str = "127.0.0.1") -> socket.socket:

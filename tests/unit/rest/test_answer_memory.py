@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 from aiohttp import web
+from integration.http_serving import serving
 
-from raftlog.observability.http import HttpListener
 from raftlog.observability.http_settings import HttpSettings
 from raftlog.rest.answer_memory import COUNTED_FROM, READ_RESERVE, AnswerMemory
 from raftlog.rest.app import errors_as_json
@@ -35,15 +35,8 @@ def served() -> Iterator[tuple[AnswerMemory, int]]:
     app = web.Application(middlewares=[errors_as_json, memory.middleware()])
     app.router.add_get("/big", big)
     app.router.add_get("/small", small)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    running = HttpListener(app, "127.0.0.1", port, limits=LIMITS)
-    running.start()
-    try:
+    with serving(app, LIMITS) as (_listener, port):
         yield memory, port
-    finally:
-        running.stop()
 
 
 def _ask(port: int, path: str, *, reading: bool = True) -> socket.socket:
