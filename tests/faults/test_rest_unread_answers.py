@@ -85,7 +85,8 @@ def test_unread_poll_answers_are_held_to_the_answer_memory(cluster: PeerCluster)
     host, port = http.removeprefix("http://").rsplit(":", 1)
     baseline = peak = watch.rss_mb()
     held: list[float] = []
-    with UnreadPolls((host, int(port)), ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"], 4) as polls:
+    sources = [f"127.0.0.{n}" for n in range(2, 6)]
+    with UnreadPolls((host, int(port)), sources, 4) as polls:
         for _ in range(int(FLOOD_SECONDS / 0.5)):
             watch.keeps_answering(0.5)
             peak = max(peak, watch.rss_mb())
