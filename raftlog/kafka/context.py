@@ -15,6 +15,7 @@ from raftlog.rest.gateway import ClusterGateway
 from raftlog.security.policy import Principal, Role
 from raftlog.security.quotas import Quota, QuotaBook
 from raftlog.web.auth import Authenticator
+from raftlog.web.byte_budget import ByteBudget
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,8 @@ class KafkaContext:
         self.coordinator = Coordinator(settings.groups)
         self.fetch_memory = FetchMemory(settings.fetch_memory_bytes)
         """The Fetch answer bytes all connections hold together (``[kafka]``)."""
+        self.request_memory = ByteBudget(settings.request_memory_bytes)
+        """The request frame bytes all connections hold together (``[kafka]``)."""
         """Consumer-group membership (used while this peer leads)."""
 
     @property

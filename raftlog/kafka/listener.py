@@ -115,6 +115,7 @@ class KafkaListener:
             raise ValueError("the peer has no kafka_url")
         self._host, self._port = split_kafka_url(kafka.url)
         self._max_frame = kafka.max_request_bytes
+        self._send_timeout = kafka.send_timeout_ms / 1000
         security = settings.security
         self._sasl = kafka.sasl
         self._tls: ssl.SSLContext | None = None
@@ -191,27 +192,36 @@ class KafkaListener:
         peer = writer.get_extra_info("peername")
         source = str(peer[0]) if isinstance(peer, tuple) and peer else "-"
         session = Session(required=self._sasl)
-        frame = b""
+        head = b""
         try:
             while True:
                 size = frame_size(await reader.readexactly(4))
                 if not 0 < size <= self._max_frame:
                     log.warning("kafka_bad_frame", peer=str(peer), size=size)
                     return
-                frame = await reader.readexactly(size)
+                await self.ctx.request_memory.acquire(size)  # not read until it fits
                 try:
+                    try:  # a trickled frame may not hold the budget for long
+                        frame = await asyncio.wait_for(reader.readexactly(size),
+                                                       self._send_timeout)
+                    except TimeoutError:
+                        self.guard.flood.event("kafka_request_too_slow", peer=str(peer))
+                        return
+                    head = frame[:48]
                     with self.guard.handling(writer.transport):  # never reaped meanwhile
                         reply = await answer(self.ctx, frame, source, session)
+                    del frame  # the budget no longer counts it
                     if reply is not None:
                         writer.write(reply)
                         await writer.drain()  # the guard aborts a client that stops reading
                 finally:  # a Fetch answer's bytes count until the socket took them
                     self.ctx.fetch_memory.release_request()
+                    self.ctx.request_memory.give(size)
         except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             return
         except (MalformedRequestError, NotAuthenticatedError) as exc:
             log.warning("kafka_bad_request", peer=str(peer), reason=str(exc),
-                        head=frame[:48].hex())
+                        head=head.hex())
         except asyncio.CancelledError:  # the listener stops: end this connection quietly
             return
         except Exception:  # a handler bug must not end the listener: this connection only

@@ -58,6 +58,11 @@ class KafkaCollector(Collector):
                                   "Partition reads of a Fetch skipped for want of fetch "
                                   "memory (the partition answered no records that round).",
                                   value=memory.deferred)
+        requests = self._ctx.request_memory
+        yield GaugeMetricFamily("raftlog_kafka_request_held_bytes", "Bytes of request frames "
+                                "being read or handled now.", value=requests.held)
+        yield GaugeMetricFamily("raftlog_kafka_request_held_bytes_limit",
+                                "[kafka] request_memory_bytes.", value=requests.limit)
 
 
 __all__ = ["KafkaCollector"]

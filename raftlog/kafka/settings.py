@@ -33,10 +33,13 @@ own ``connections.max.idle.ms``)."""
 FETCH_DEFAULTS: Final = {
     "fetch_max_bytes": 57_671_680,
     "fetch_memory_bytes": 128 * 1024 * 1024,
+    "request_memory_bytes": 256 * 1024 * 1024,
 }
 """The Fetch limits of ``[kafka]``: the record bytes of one Fetch answer at most (Kafka's
 broker ``fetch.max.bytes`` and its default, 55 MiB; a request's own ``max_bytes`` only
-lowers it), and of all answers the listener holds at once (``raftlog.kafka.fetch_memory``)."""
+lowers it), and of all answers the listener holds at once (``raftlog.kafka.fetch_memory``);
+and the request frames all connections hold at once (Kafka's ``queued.max.request.bytes``,
+unbounded there by default)."""
 MIN_FETCH_MEMORY: Final = 4 * 1024 * 1024
 """``fetch_memory_bytes`` must hold one partition read (``fetch_memory.READ_RESERVE``)."""
 GROUP_LIMIT_DEFAULTS: Final = {
@@ -105,6 +108,10 @@ class KafkaSettings:
     """Record bytes of one Fetch answer at most (the first record is always sent)."""
     fetch_memory_bytes: int = FETCH_DEFAULTS["fetch_memory_bytes"]
     """Record bytes of all Fetch answers being built or sent at once."""
+    request_memory_bytes: int = FETCH_DEFAULTS["request_memory_bytes"]
+    """Bytes of request frames being read or handled at once, all connections together; a
+    connection whose next frame does not fit is not read until it does (twenty connections
+    sending 100 MiB frames once held 2 GB of a peer)."""
     groups: GroupLimits = GroupLimits()
     """The group coordinator's limits (``group_*`` and ``max_group_*`` keys)."""
 

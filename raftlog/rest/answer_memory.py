@@ -27,7 +27,6 @@ makes it ~1.4x its records: the bytes held may pass the limit by that much).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Final
 
@@ -36,6 +35,7 @@ from aiohttp.typedefs import Middleware
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from raftlog.web.byte_budget import ByteBudget
 from raftlog.web.errors import RestError
 
 COUNTED_FROM: Final = 64 * 1024
@@ -46,17 +46,13 @@ READ_RESERVE: Final = 4 * 1024 * 1024
 _RESERVED: Final = "raftlog_answer_reserved"
 
 
-class AnswerMemory:
+class AnswerMemory(ByteBudget):
     """The REST API's budget of large answer bytes (one per listener, used on its loop)."""
 
     def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.held = 0
-        """Bytes of the large answers being written now."""
+        super().__init__(limit)
         self.refused = 0
         """Answers refused with 503 ``Busy`` since start."""
-        self._waiters: list[asyncio.Future[None]] = []
-        """Polls waiting for room (woken whenever bytes are given back)."""
 
     def _busy(self) -> RestError:
         self.refused += 1
@@ -65,40 +61,18 @@ class AnswerMemory:
         busy.headers["Retry-After"] = "1"
         return busy
 
-    def _fits(self, size: int) -> bool:
-        return not self.held or self.held + size <= self.limit
-
-    def _take(self, size: int) -> None:
-        self.held += size
-
-    def _give(self, size: int) -> None:
-        self.held -= size
-        if size:
-            for waiter in self._waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-            self._waiters.clear()
-
     async def reserve_read(self, request: web.Request, timeout: float) -> None:
         """Before a poll's read: reserve what it may bring, waiting up to ``timeout`` for
         room (answers being sent finish, or their stalled clients are aborted), then 503
         ``Busy``. Given back by :meth:`release_read` or when the handler returns."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not self._fits(READ_RESERVE):
-            waiter: asyncio.Future[None] = loop.create_future()
-            self._waiters.append(waiter)
-            try:
-                await asyncio.wait_for(waiter, deadline - loop.time())
-            except TimeoutError:
-                raise self._busy() from None
-        self._take(READ_RESERVE)
+        if not await self.acquire(READ_RESERVE, timeout):
+            raise self._busy()
         request[_RESERVED] = request.get(_RESERVED, 0) + READ_RESERVE
 
     def release_read(self, request: web.Request) -> None:
         """Give back what :meth:`reserve_read` took (a poll that found nothing and waits:
         an idle long poll holds no memory)."""
-        self._give(request.pop(_RESERVED, 0))
+        self.give(request.pop(_RESERVED, 0))
 
     def middleware(self) -> Middleware:
         """Writes each large answer itself, counted (module docstring)."""
@@ -116,20 +90,20 @@ class AnswerMemory:
             reserved = request.pop(_RESERVED, 0)
             body = response.body if isinstance(response, web.Response) else None
             size = len(body) if isinstance(body, bytes | bytearray) else 0
-            if size < COUNTED_FROM or not (reserved or self._fits(size)):
-                self._give(reserved)
+            if size < COUNTED_FROM or not (reserved or self.fits(size)):
+                self.give(reserved)
                 if size < COUNTED_FROM:
                     return response
                 raise self._busy()
-            self._take(size)  # a reserved poll's answer is always sent: it waited its turn
-            self._give(reserved)
+            self.take(size)  # a reserved poll's answer is always sent: it waited its turn
+            self.give(reserved)
             try:
                 await response.prepare(request)
                 await response.write_eof()
             except ConnectionError:
                 pass  # aborted (a client that stopped reading) or gone: aiohttp ends it
             finally:
-                self._give(size)
+                self.give(size)
             return response
 
         return within_memory

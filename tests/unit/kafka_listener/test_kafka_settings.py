@@ -77,6 +77,7 @@ def test_the_fetch_limits_default_to_kafkas_and_can_be_set() -> None:
     assert default.fetch_max_bytes == 57_671_680  # Kafka's broker fetch.max.bytes
     assert default.fetch_memory_bytes == 128 * 1024 * 1024
     assert default.send_timeout_ms == 60_000
+    assert default.request_memory_bytes == 256 * 1024 * 1024
     tight = _settings({"fetch_max_bytes": 1024, "fetch_memory_bytes": 8 << 20,
                        "send_timeout_ms": 500})
     assert (tight.fetch_max_bytes, tight.fetch_memory_bytes, tight.send_timeout_ms) == (
