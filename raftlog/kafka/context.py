@@ -68,11 +68,11 @@ class KafkaContext:
         """A plaintext cluster's ``[quotas]``, kept per client address like REST's."""
         self.quotas = QuotaBook(None, per_address=not self.secure)
         self.coordinator = Coordinator(settings.groups)
+        """Consumer-group membership (used while this peer leads)."""
         self.fetch_memory = FetchMemory(settings.fetch_memory_bytes)
         """The Fetch answer bytes all connections hold together (``[kafka]``)."""
         self.request_memory = ByteBudget(settings.request_memory_bytes)
         """The request frame bytes all connections hold together (``[kafka]``)."""
-        """Consumer-group membership (used while this peer leads)."""
 
     @property
     def own_url(self) -> str:

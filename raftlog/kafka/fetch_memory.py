@@ -16,9 +16,10 @@ client simply fetches again). What a request holds is released once its answer w
 to the socket and drained (the listener), or when the Fetch re-reads after a wait; the
 connection guard aborts a connection whose client takes none of its answer for ``[kafka]
 send_timeout_ms``, so one that stops reading cannot keep the memory (and starve the others)
-for long. The
-per-request count lives in a context variable: each connection is one asyncio task, and a
-handler runs in its connection's task, so the listener sees what its handler held.
+for long. The per-request count lives in a context variable: each connection is one asyncio
+task, and a handler runs in its connection's task, so the listener sees what its handler
+held. The bytes themselves are a :class:`~raftlog.web.byte_budget.ByteBudget`, as the REST
+answers' and the Kafka request frames' are (a read never waits for room: it is skipped).
 """
 
 from __future__ import annotations
@@ -26,29 +27,29 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Final
 
-READ_RESERVE: Final = 4 * 1024 * 1024
-"""Bytes reserved while a partition is read: one topic read answer's record budget
-(``raftlog.topics.reads.READ_BUDGET``; a unit test keeps them equal)."""
+from raftlog.topics.reads import READ_BUDGET
+from raftlog.web.byte_budget import ByteBudget
+
+READ_RESERVE: Final = READ_BUDGET
+"""Bytes reserved while a partition is read: one topic read answer's record budget."""
 
 _HELD: ContextVar[int] = ContextVar("kafka_fetch_held", default=0)
 """What the current request (its connection's task) holds."""
 
 
-class FetchMemory:
-    """The listener's budget of Fetch answer bytes (one per listener, used on its loop)."""
+class FetchMemory(ByteBudget):
+    """The listener's budget of Fetch answer bytes (one per listener, used on its loop);
+    ``held`` is what all connections reserved or kept."""
 
     def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.held = 0
-        """Bytes reserved or kept now, over all connections."""
+        super().__init__(limit)
         self.deferred = 0
         """Partition reads skipped for want of room since start (``/metrics``)."""
 
-
     def reserve(self) -> bool:
         """Reserve :data:`READ_RESERVE` for one partition read; False (and counted) when the
-        budget has no room for it."""
-        if self.held + READ_RESERVE > self.limit:
+        budget has no room for it (``limit`` holds at least one: the settings check it)."""
+        if not self.fits(READ_RESERVE):
             self.deferred += 1
             return False
         self._add(READ_RESERVE)
@@ -62,11 +63,14 @@ class FetchMemory:
     def release_request(self) -> None:
         """Give back everything the current request holds (its answer was sent, or it
         reads again)."""
-        self.held -= _HELD.get()
+        self.give(_HELD.get())
         _HELD.set(0)
 
     def _add(self, n: int) -> None:
-        self.held += n
+        if n >= 0:
+            self.take(n)
+        else:
+            self.give(-n)
         _HELD.set(_HELD.get() + n)
 
 

@@ -30,18 +30,20 @@ LIMIT_DEFAULTS: Final = {
 }
 """The connection limits of ``[kafka]`` and their defaults (``idle_timeout_ms`` is Kafka's
 own ``connections.max.idle.ms``)."""
-FETCH_DEFAULTS: Final = {
+MEMORY_DEFAULTS: Final = {
     "fetch_max_bytes": 57_671_680,
     "fetch_memory_bytes": 128 * 1024 * 1024,
     "request_memory_bytes": 256 * 1024 * 1024,
 }
-"""The Fetch limits of ``[kafka]``: the record bytes of one Fetch answer at most (Kafka's
+"""The memory limits of ``[kafka]``: the record bytes of one Fetch answer at most (Kafka's
 broker ``fetch.max.bytes`` and its default, 55 MiB; a request's own ``max_bytes`` only
-lowers it), and of all answers the listener holds at once (``raftlog.kafka.fetch_memory``);
-and the request frames all connections hold at once (Kafka's ``queued.max.request.bytes``,
+lowers it), of all answers the listener holds at once (``raftlog.kafka.fetch_memory``), and
+of the request frames all connections hold at once (Kafka's ``queued.max.request.bytes``,
 unbounded there by default)."""
 MIN_FETCH_MEMORY: Final = 4 * 1024 * 1024
-"""``fetch_memory_bytes`` must hold one partition read (``fetch_memory.READ_RESERVE``)."""
+"""``fetch_memory_bytes`` must hold one partition read (``fetch_memory.READ_RESERVE``; a
+literal here, since ``raftlog.config`` imports this module and the read budget's module is
+heavy; a unit test keeps them equal)."""
 GROUP_LIMIT_DEFAULTS: Final = {
     "group_min_session_timeout_ms": 6_000,
     "group_max_session_timeout_ms": 1_800_000,
@@ -104,11 +106,11 @@ class KafkaSettings:
     send_timeout_ms: int = LIMIT_DEFAULTS["send_timeout_ms"]
     """A connection whose client takes none of its answer for this long is aborted and
     the answer freed (twice Kafka clients' request timeout; the connection guard)."""
-    fetch_max_bytes: int = FETCH_DEFAULTS["fetch_max_bytes"]
+    fetch_max_bytes: int = MEMORY_DEFAULTS["fetch_max_bytes"]
     """Record bytes of one Fetch answer at most (the first record is always sent)."""
-    fetch_memory_bytes: int = FETCH_DEFAULTS["fetch_memory_bytes"]
+    fetch_memory_bytes: int = MEMORY_DEFAULTS["fetch_memory_bytes"]
     """Record bytes of all Fetch answers being built or sent at once."""
-    request_memory_bytes: int = FETCH_DEFAULTS["request_memory_bytes"]
+    request_memory_bytes: int = MEMORY_DEFAULTS["request_memory_bytes"]
     """Bytes of request frames being read or handled at once, all connections together; a
     connection whose next frame does not fit is not read until it does (twenty connections
     sending 100 MiB frames once held 2 GB of a peer)."""
@@ -170,7 +172,7 @@ def kafka_settings(
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: [kafka] must be a table")
     unknown = set(table) - {"auto_create_topics", "max_request_bytes", *LIMIT_DEFAULTS,
-                            *FETCH_DEFAULTS, *GROUP_LIMIT_DEFAULTS}
+                            *MEMORY_DEFAULTS, *GROUP_LIMIT_DEFAULTS}
     if unknown:
         raise ConfigError(f"{source}: [kafka] has unknown key(s) {sorted(unknown)}")
     auto = table.get("auto_create_topics", False)
@@ -181,8 +183,8 @@ def kafka_settings(
         raise ConfigError(f"{source}: [kafka] max_request_bytes must be an integer >= 1024")
     limits = positive_ints(table, LIMIT_DEFAULTS, f"{source}: [kafka]")
     groups = _group_limits(table, source)
-    fetch = positive_ints(table, FETCH_DEFAULTS, f"{source}: [kafka]")
-    if fetch["fetch_memory_bytes"] < MIN_FETCH_MEMORY:
+    memory = positive_ints(table, MEMORY_DEFAULTS, f"{source}: [kafka]")
+    if memory["fetch_memory_bytes"] < MIN_FETCH_MEMORY:
         raise ConfigError(f"{source}: [kafka] fetch_memory_bytes must be at least "
                           f"{MIN_FETCH_MEMORY} (one partition read)")
     brokers: list[tuple[str, str]] = []
@@ -213,7 +215,7 @@ def kafka_settings(
             f"{source}: peer {peer_id} has a sasl_ssl:// kafka_url on a plaintext cluster: "
             "SASL checks REST tokens of the allowlist, which needs [security] curve"
         )
-    return KafkaSettings(mine, tuple(brokers), auto, limit, sasl, groups=groups, **fetch,
+    return KafkaSettings(mine, tuple(brokers), auto, limit, sasl, groups=groups, **memory,
                          **limits)
 
 

@@ -292,22 +292,23 @@ class ConnectionGuard:
         header = self.settings.header_timeout_ms / 1000
         idle = self.settings.idle_timeout_ms / 1000
         send = self.settings.send_timeout_ms / 1000
-        stalled = [conn for conn in self._conns if conn.write_stalled(now, send)]
+        stalled: list[GuardedConn] = []
+        late: list[GuardedConn] = []
         for conn in self._conns:
-            if conn.pending:  # still sending an answer: not idle, however long it takes
+            if conn.write_stalled(now, send):
+                stalled.append(conn)
+            elif conn.pending:  # still sending an answer: not idle, however long it takes
                 conn.last = now
-        late = [
-            conn for conn in self._conns
-            if not conn.busy and now - conn.last > (idle if conn.requests else header)
-        ]
-        for conn in {*late, *stalled}:
+            elif not conn.busy and now - conn.last > (idle if conn.requests else header):
+                late.append(conn)
+        for conn in (*late, *stalled):
             self._forget(conn)
             conn.drop()
         if late:
             self.flood.event(f"{self.name}_connections_reaped", count_now=len(late))
         if stalled:
             self.flood.event(f"{self.name}_connections_stalled", count_now=len(stalled))
-        return len({*late, *stalled})
+        return len(late) + len(stalled)
 
     async def _reap_forever(self) -> None:
         while True:

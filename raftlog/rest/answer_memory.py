@@ -35,14 +35,14 @@ from aiohttp.typedefs import Middleware
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from raftlog.topics.reads import READ_BUDGET
 from raftlog.web.byte_budget import ByteBudget
 from raftlog.web.errors import RestError
 
 COUNTED_FROM: Final = 64 * 1024
 """Answers at least this large are counted (smaller ones fit the socket buffer at once)."""
-READ_RESERVE: Final = 4 * 1024 * 1024
-"""What a poll reserves before its read: one topic read's record budget
-(``raftlog.topics.reads.READ_BUDGET``; a unit test keeps them equal)."""
+READ_RESERVE: Final = READ_BUDGET
+"""What a poll reserves before its read: one topic read's record budget."""
 _RESERVED: Final = "raftlog_answer_reserved"
 
 
@@ -90,11 +90,11 @@ class AnswerMemory(ByteBudget):
             reserved = request.pop(_RESERVED, 0)
             body = response.body if isinstance(response, web.Response) else None
             size = len(body) if isinstance(body, bytes | bytearray) else 0
-            if size < COUNTED_FROM or not (reserved or self.fits(size)):
+            if size < COUNTED_FROM:
                 self.give(reserved)
-                if size < COUNTED_FROM:
-                    return response
-                raise self._busy()
+                return response
+            if not (reserved or self.fits(size)):
+                raise self._busy()  # nothing reserved to give back
             self.take(size)  # a reserved poll's answer is always sent: it waited its turn
             self.give(reserved)
             try:

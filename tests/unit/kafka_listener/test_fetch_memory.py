@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 
 from raftlog.kafka.fetch_memory import READ_RESERVE, FetchMemory
+from raftlog.kafka.settings import MIN_FETCH_MEMORY
 from raftlog.topics.reads import READ_BUDGET
 
 
 def test_a_read_reserves_what_one_topic_read_may_return() -> None:
-    assert READ_RESERVE == READ_BUDGET
+    assert READ_RESERVE == READ_BUDGET == MIN_FETCH_MEMORY
 
 
 def test_reads_past_the_budget_are_deferred_and_counted() -> None:

@@ -9,9 +9,9 @@ import pytest
 
 from raftlog.errors import ConfigError
 from raftlog.kafka.settings import (
-    FETCH_DEFAULTS,
     GROUP_LIMIT_DEFAULTS,
     LIMIT_DEFAULTS,
+    MEMORY_DEFAULTS,
     GroupLimits,
     KafkaSettings,
     kafka_settings,
@@ -84,7 +84,7 @@ def test_the_fetch_limits_default_to_kafkas_and_can_be_set() -> None:
         1024, 8 << 20, 500)
 
 
-@pytest.mark.parametrize("key", sorted(FETCH_DEFAULTS))
+@pytest.mark.parametrize("key", sorted(MEMORY_DEFAULTS))
 def test_a_bad_fetch_limit_is_one_clear_error(key: str) -> None:
     with pytest.raises(ConfigError, match=f"\\[kafka\\] {key} must be a positive integer"):
         _settings({key: -5})
