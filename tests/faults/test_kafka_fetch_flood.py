@@ -9,7 +9,7 @@ idled out (ten minutes). Here the listener has ``fetch_memory_bytes`` 48 MiB and
 read, and reconnect after 10 s, for ``FLOOD_SECONDS``. Meanwhile the peer answers
 RequestLogInfo within 1 s and ``/healthz`` within 2 s, its RSS grows by far less than what
 was asked for, the answer bytes it holds stay within the limit, and a librdkafka consumer
-reads the whole topic; ``/metrics`` shows the deferred reads and the answers not taken.
+reads the whole topic; ``/metrics`` shows the deferred reads and the stalled connections.
 Measured: RSS +113 MiB with 16 GB asked; with the limits set out of reach (a terabyte, 2 GiB,
 eleven days) +1,149 MiB and 1.16 GB of answers held, and the RSS bound fails.
 """
