@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
+from typing import Final
 
 from raftlog.kafka.coordinator import Coordinator
 from raftlog.kafka.fetch_memory import FetchMemory
@@ -16,6 +17,12 @@ from raftlog.security.policy import Principal, Role
 from raftlog.security.quotas import Quota, QuotaBook
 from raftlog.web.auth import Authenticator
 from raftlog.web.byte_budget import ByteBudget
+
+SMALL_REQUEST_BYTES: Final = 64 * 1024
+"""Request frames of at most this many bytes do not count against ``request_memory_bytes``:
+a connection has one frame in hand at a time and ``max_connections`` bounds those, while a
+few clients trickling large frames must not hold up every heartbeat, Metadata or small
+Produce until ``send_timeout_ms`` drops them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +78,8 @@ class KafkaContext:
         """Consumer-group membership (used while this peer leads)."""
         self.fetch_memory = FetchMemory(settings.fetch_memory_bytes)
         """The Fetch answer bytes all connections hold together (``[kafka]``)."""
-        self.request_memory = ByteBudget(settings.request_memory_bytes)
+        self.request_memory = ByteBudget(settings.request_memory_bytes,
+                                         exempt=SMALL_REQUEST_BYTES)
         """The request frame bytes all connections hold together (``[kafka]``)."""
 
     @property

@@ -199,7 +199,8 @@ class KafkaListener:
                 if not 0 < size <= self._max_frame:
                     log.warning("kafka_bad_frame", peer=str(peer), size=size)
                     return
-                await self.ctx.request_memory.acquire(size)  # not read until it fits
+                held = self.ctx.request_memory.counted(size)  # 0 for a small frame
+                await self.ctx.request_memory.acquire(held)  # not read until it fits
                 try:
                     try:  # a trickled frame may not hold the budget for long
                         frame = await asyncio.wait_for(reader.readexactly(size),
@@ -216,7 +217,7 @@ class KafkaListener:
                         await writer.drain()  # the guard aborts a client that stops reading
                 finally:  # a Fetch answer's bytes count until the socket took them
                     self.ctx.fetch_memory.release_request()
-                    self.ctx.request_memory.give(size)
+                    self.ctx.request_memory.give(held)
         except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
             return
         except (MalformedRequestError, NotAuthenticatedError) as exc:

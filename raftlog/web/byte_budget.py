@@ -5,6 +5,11 @@ listener's request frames (``raftlog.kafka.listener``) both hold client-sized bu
 many connections can ask for at once; each bounds them with a budget that a request waits
 on (its connection not served meanwhile) rather than growing the peer's memory. Used on one
 event loop; not thread-safe.
+
+Small holds can be exempt (``exempt``): a listener serves one request per connection at a
+time and bounds its connections, so holds of at most ``exempt`` bytes are bounded by
+``connections x exempt`` already; counting them would let a few clients that fill the budget
+with large, slowly sent requests hold up every small one (a heartbeat, a one-record publish).
 """
 
 from __future__ import annotations
@@ -16,11 +21,18 @@ class ByteBudget:
     """At most ``limit`` bytes held, except that anything fits while nothing is held (so a
     request larger than the whole budget still gets through, alone)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, exempt: int = 0) -> None:
         self.limit = limit
+        self.exempt = exempt
+        """Holds of at most this many bytes are not counted (module docstring)."""
         self.held = 0
         """Bytes held now."""
         self._waiters: list[asyncio.Future[None]] = []
+
+    def counted(self, size: int) -> int:
+        """What a hold of ``size`` bytes counts against the budget: 0 when it is exempt.
+        Callers acquire and give back this figure, not ``size``."""
+        return size if size > self.exempt else 0
 
     def fits(self, size: int) -> bool:
         """Whether ``size`` more bytes may be held now."""

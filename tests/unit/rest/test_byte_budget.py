@@ -29,3 +29,13 @@ def test_a_waiter_gets_room_when_bytes_come_back_or_gives_up() -> None:
         assert not await budget.acquire(90, timeout=0.05)  # no room in time: nothing held
         assert budget.held == 30
     asyncio.run(body())
+
+
+def test_exempt_holds_count_nothing_and_never_wait() -> None:
+    async def body() -> None:
+        budget = ByteBudget(100, exempt=10)
+        assert budget.counted(10) == 0 and budget.counted(11) == 11
+        assert await budget.acquire(budget.counted(100))  # the budget is full
+        assert budget.counted(10) == 0 and await budget.acquire(0, timeout=0)  # still passes
+        assert budget.held == 100
+    asyncio.run(body())
