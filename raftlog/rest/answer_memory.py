@@ -43,7 +43,7 @@ COUNTED_FROM: Final = 64 * 1024
 """Answers at least this large are counted (smaller ones fit the socket buffer at once)."""
 READ_RESERVE: Final = READ_BUDGET
 """What a poll reserves before its read: one topic read's record budget."""
-_RESERVED: Final = "raftlog_answer_reserved"
+_RESERVED: Final = web.RequestKey("raftlog_answer_reserved", int)
 
 
 class AnswerMemory(ByteBudget):

@@ -22,6 +22,7 @@ from raftlog.metrics import Counter
 from raftlog.observability.http import PROMETHEUS
 from raftlog.rest.answer_memory import AnswerCollector, AnswerMemory
 from raftlog.rest.bodies import json_reply
+from raftlog.rest.body_memory import BODY_MEMORY, BodyCollector, BodyMemory
 from raftlog.rest.context import RestContext
 from raftlog.rest.gateway import ClusterGateway
 from raftlog.rest.group_routes import add_group_routes
@@ -100,11 +101,12 @@ _CONTEXT: Final = web.AppKey("rest_context", RestContext)
 
 def build_rest_app(ctx: RestContext) -> web.Application:
     """The ``/v1`` application over ``ctx`` (tests build one with a fake gateway)."""
-    app = web.Application(  # the answer memory innermost: it writes large answers itself
-        middlewares=[errors_as_json, ends_on_shutdown(ctx.gateway.closing),
-                     ctx.answers.middleware()]
-    )
+    app = web.Application(  # the answer memory inside all but the body memory: it writes
+        middlewares=[errors_as_json, ends_on_shutdown(ctx.gateway.closing),  # large answers
+                     ctx.answers.middleware(), ctx.bodies.middleware()]  # itself, after the
+    )  # handler gave back its body's bytes
     app[_CONTEXT] = ctx
+    app[BODY_MEMORY] = ctx.bodies
     spec = json.dumps(openapi_document()).encode()
 
     async def openapi(_request: web.Request) -> web.Response:
@@ -154,6 +156,7 @@ def context_for(
         settings=settings.rest,
         quotas=RestQuotas(settings.quotas, quota_refusals, secure=security is not None),
         answers=AnswerMemory(settings.rest.answer_memory_bytes),
+        bodies=BodyMemory(settings.rest.body_memory_bytes),
     )
 
 
@@ -165,5 +168,6 @@ def mount(
     (the route-registration hook the HTTP listener calls)."""
     ctx = context_for(settings, applied, quota_refusals)
     root.add_subapp(PREFIX, build_rest_app(ctx))
-    if PROMETHEUS in root:  # the answer memory in the listener's /metrics
+    if PROMETHEUS in root:  # the answer and body memories in the listener's /metrics
         root[PROMETHEUS].register(AnswerCollector(ctx.answers))
+        root[PROMETHEUS].register(BodyCollector(ctx.bodies))

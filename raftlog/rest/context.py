@@ -7,10 +7,15 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from raftlog.rest.answer_memory import AnswerMemory
+from raftlog.rest.body_memory import BodyMemory
 from raftlog.rest.gateway import ClusterGateway
 from raftlog.rest.names import Namespaces
 from raftlog.rest.quota_checks import RestQuotas
-from raftlog.rest.settings import DEFAULT_ANSWER_MEMORY_BYTES, RestSettings
+from raftlog.rest.settings import (
+    DEFAULT_ANSWER_MEMORY_BYTES,
+    DEFAULT_BODY_MEMORY_BYTES,
+    RestSettings,
+)
 from raftlog.web.auth import Authenticator
 
 
@@ -28,6 +33,9 @@ class RestContext:
         DEFAULT_ANSWER_MEMORY_BYTES))
     """Large answers being sent (``raftlog.rest.answer_memory``; ``[rest]
     answer_memory_bytes``)."""
+    bodies: BodyMemory = field(default_factory=lambda: BodyMemory(DEFAULT_BODY_MEMORY_BYTES))
+    """Request bodies being read or handled (``raftlog.rest.body_memory``; ``[rest]
+    body_memory_bytes``)."""
 
     @property
     def max_body(self) -> int:

@@ -54,8 +54,8 @@ def _answers(ok: str, ok_schema: dict[str, Any], *errors: int) -> dict[str, Any]
         429: "over the caller's quota (publish rate, long polls); header Retry-After (s), "
         "retryAfterMs and kind in the body; nothing was published",
         503: "the cluster did not answer in time (no leader: Unavailable), the peer is "
-        "stopping (ShuttingDown), or large answers fill its answer memory (Busy; header "
-        "Retry-After)",
+        "stopping (ShuttingDown), or large answers or request bodies fill its answer or "
+        "body memory (Busy; header Retry-After)",
     }
     for status in (*errors, 401, 403, 503):
         out[str(status)] = {"description": reasons[status],

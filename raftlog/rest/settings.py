@@ -11,6 +11,7 @@ operator looks for them. Example::
     max_wait_ms = 30000                   # the longest long-poll (waitMs) a client may ask
     request_timeout_ms = 10000            # a forwarded request without a leader: 503 after
     answer_memory_bytes = 134217728       # large answers being sent at once (503 Busy past it)
+    body_memory_bytes = 67108864          # request bodies > 64 KiB being read at once
 
 Deliberately light: ``raftlog.config`` imports it, and a peer without HTTP never loads
 aiohttp because of it.
@@ -33,8 +34,9 @@ DEFAULT_MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 DEFAULT_MAX_WAIT_MS: Final = 30_000
 DEFAULT_REQUEST_TIMEOUT_MS: Final = 10_000
 DEFAULT_ANSWER_MEMORY_BYTES: Final = 128 * 1024 * 1024
+DEFAULT_BODY_MEMORY_BYTES: Final = 64 * 1024 * 1024
 _KNOWN: Final = frozenset({"namespaces", "max_body_bytes", "max_wait_ms", "request_timeout_ms",
-                           "answer_memory_bytes"})
+                           "answer_memory_bytes", "body_memory_bytes"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,9 @@ class RestSettings:
     answer_memory_bytes: int = DEFAULT_ANSWER_MEMORY_BYTES
     """Bytes of large answers (a poll's messages) being sent at once; past it a new large
     answer gets 503 ``Busy`` (``raftlog.rest.answer_memory``)."""
+    body_memory_bytes: int = DEFAULT_BODY_MEMORY_BYTES
+    """Bytes of request bodies larger than 64 KiB being read or handled at once; a body that
+    does not fit waits unread, then 503 ``Busy`` (``raftlog.rest.body_memory``)."""
 
 
 def _positive(table: Mapping[str, Any], key: str, default: int, source: str) -> int:
@@ -89,4 +94,5 @@ def rest_settings(doc: Mapping[str, Any], source: str) -> RestSettings:
         answer_memory_bytes=_positive(
             table, "answer_memory_bytes", DEFAULT_ANSWER_MEMORY_BYTES, source
         ),
+        body_memory_bytes=_positive(table, "body_memory_bytes", DEFAULT_BODY_MEMORY_BYTES, source),
     )

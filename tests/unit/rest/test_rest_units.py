@@ -66,8 +66,10 @@ def test_rest_settings_validate_the_table() -> None:
     assert rest_settings({}, "f").namespaces == ("default",)
     got = rest_settings({"rest": {"namespaces": ["billing"], "max_body_bytes": 10}}, "f")
     assert got.namespaces == ("default", "billing") and got.max_body_bytes == 10
+    assert got.body_memory_bytes == 64 * 1024 * 1024  # the default
+    assert rest_settings({"rest": {"body_memory_bytes": 5}}, "f").body_memory_bytes == 5
     for bad in ({"namespaces": ["a.b"]}, {"max_body_bytes": 0}, {"colour": 1},
-                {"request_timeout_ms": -1},
+                {"request_timeout_ms": -1}, {"body_memory_bytes": 0},
                 {"namespaces": "x"}):
         with pytest.raises(ConfigError, match=r"\[rest\]"):
             rest_settings({"rest": bad}, "f")
