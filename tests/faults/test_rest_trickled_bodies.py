@@ -7,9 +7,10 @@ listener admits ``max_connections`` (1,000). Here 48 connections from four addre
 send all but the last byte of a 4 MiB publish body and start over when answered, against
 a peer with 16 MiB of body memory and a body time-out of 3 s. Only bodies larger than
 ``SMALL_BODY_BYTES`` draw from the budget, so a client publishing ordinary small requests
-meanwhile is answered at once. The peer keeps answering RequestLogInfo within 1 s and
-``/healthz`` within 2 s, the body bytes held stay within the limit, its RSS grows by far
-less than what the flood sends, and afterwards an update commits and no election happened.
+meanwhile is answered (200 within 5 s). The peer keeps answering RequestLogInfo within 1 s
+and ``/healthz`` within 2 s, the body bytes held stay within the limit, its RSS grows by
+far less than what the flood sends, and afterwards an update commits and no election
+happened.
 Measured: RSS 65 -> 93 MiB; with the body memory out of reach 65 -> 282 MiB (192 MiB of
 bodies held); before the body memory, 65 -> 1,026 MiB in 20 s (the bytes of every timed-out
 body stayed with its error's traceback until the cyclic collector ran).
@@ -112,7 +113,7 @@ def test_trickled_bodies_are_held_to_the_body_memory(cluster: PeerCluster) -> No
         started = time.monotonic()
         answer = call(http, "POST", PUBLISH, {"messages": ["eA=="]})
         took = time.monotonic() - started
-        if answer.status != 200 or took > 2.0:
+        if answer.status != 200 or took > 5.0:  # counted, it would wait, then 503 Busy
             slow_publishes.append(f"{answer.status} after {took:.2f}s")
         held.append(metric(http, "raftlog_rest_body_held_bytes"))
 
