@@ -202,10 +202,10 @@ class KafkaListener:
                 held = self.ctx.request_memory.counted(size)  # 0 for a small frame
                 await self.ctx.request_memory.acquire(held)  # not read until it fits
                 try:
-                    try:  # a trickled frame may not hold the budget for long
-                        frame = await asyncio.wait_for(reader.readexactly(size),
-                                                       self._send_timeout)
-                    except TimeoutError:
+                    try:  # a trickled frame may not hold the budget for long; not
+                        async with asyncio.timeout(self._send_timeout):  # wait_for: on 3.11
+                            frame = await reader.readexactly(size)  # a client gone mid-frame
+                    except TimeoutError:  # left its partial bytes in a reference cycle
                         self.guard.flood.event("kafka_request_too_slow", peer=str(peer))
                         return
                     head = frame[:48]

@@ -75,11 +75,13 @@ def ends_on_shutdown(closing: asyncio.Event) -> Middleware:
     listener stops (a forwarded write waiting for a leader, a long poll mid-read): the peer's
     exit must not wait for the clients' time-outs. The client may retry on another peer."""
 
+    def gone() -> RestError:
+        return RestError(503, "ShuttingDown", "this peer is stopping; retry on another peer")
+
     @web.middleware
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-        gone = RestError(503, "ShuttingDown", "this peer is stopping; retry on another peer")
         if closing.is_set():
-            raise gone
+            raise gone()
         work = asyncio.ensure_future(handler(request))
         stop = asyncio.ensure_future(closing.wait())
         try:
@@ -90,8 +92,11 @@ def ends_on_shutdown(closing: asyncio.Event) -> Middleware:
             work.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await work
-            raise gone
-        return work.result()
+            raise gone()
+        try:
+            return work.result()
+        finally:  # the task keeps the handler's error, whose traceback holds this frame: a
+            del work  # cycle that kept every failed request's body until the cyclic collector
 
     return guard
 
