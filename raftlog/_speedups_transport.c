@@ -349,8 +349,9 @@ PyDoc_STRVAR(take_run_doc,
 "of_shape -- goes into `queue` as (routing, id, data); the first message of any other shape\n"
 "(or too large) ends the run and is returned. Every message adds its bytes plus `allowance`\n"
 "per frame to tally[fd]. Returns (taken, other): other is None when the socket had no more\n"
-"or `max_count` were taken, else (parts, total, too_large), parts cut to the routing id and\n"
-"message id when too large. raftlog.transport.take_run_py is the definition.");
+"or `max_count` were taken, else (parts, total, too_large, fd), parts cut to the routing id\n"
+"and message id when too large, fd its connection's SRCFD (-1: none).\n"
+"raftlog.transport.take_run_py is the definition.");
 
 static PyObject *take_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_ssize_t nargs) {
     void *sock;
@@ -400,10 +401,11 @@ static PyObject *take_run(PyObject *Py_UNUSED(self), PyObject *const *args, Py_s
         if (too_large) { /* the general path needs its routing id and message id only */
             PyObject *head = PyList_GetSlice(parts, 0, 2);
             Py_DECREF(parts);
-            return head == NULL ? NULL : Py_BuildValue("(n(NLO))", taken, head, total, Py_True);
+            return head == NULL ? NULL : Py_BuildValue("(n(NLOi))", taken, head, total, Py_True,
+                                                       got < 0 ? -1 : got);
         }
         if (!of_shape(parts, type, ident, id_size, max_data)) {
-            return Py_BuildValue("(n(NLO))", taken, parts, total, Py_False);
+            return Py_BuildValue("(n(NLOi))", taken, parts, total, Py_False, got < 0 ? -1 : got);
         }
         PyObject *item = PyTuple_Pack(3, PyList_GET_ITEM(parts, 0), PyList_GET_ITEM(parts, 1),
                                       PyList_GET_ITEM(parts, 4));

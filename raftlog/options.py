@@ -75,6 +75,10 @@ class RaftOptions:
     peer has not taken yet (messages libzmq holds, a multipart message still arriving); a
     connection past it is shut down (``raftlog.server.backlog``). 0: twice the
     per-message limit (``max_log_entry_data_size + peer_msg_data_size + 64 KiB``)."""
+    max_answer_backlog: int = 0
+    """raftlog extension: answer bytes one ROUTER connection may leave unread -- sent by the
+    peer, not yet acknowledged by the client's TCP stack; a connection past it is shut down
+    before its next message is handled (``raftlog.server.answer_backlog``). 0: 64 MiB."""
     memory_high_water: int = 2 * 1024 * 1024 * 1024
     """raftlog extension (issue #25): resident bytes above which the peer sheds the ROUTER
     connection with the largest backlog, one per scan, until below. 0: never."""
@@ -140,6 +144,7 @@ class RaftOptions:
         need(self.max_log_entry_data_size >= 1, "max_log_entry_data_size", "must be >= 1")
         need(self.max_connection_backlog >= 0, "max_connection_backlog", "must be >= 0")
         need(self.memory_high_water >= 0, "memory_high_water", "must be >= 0")
+        need(self.max_answer_backlog >= 0, "max_answer_backlog", "must be >= 0")
         need(self.max_client_connections >= 0, "max_client_connections", "must be >= 0")
         need(self.max_subscriber_connections >= 0, "max_subscriber_connections", "must be >= 0")
         need(

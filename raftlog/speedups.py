@@ -124,7 +124,7 @@ class CompiledTransport(Protocol):
         tally: dict[int, int],
         allowance: int,
         max_count: int,
-    ) -> tuple[int, tuple[list[bytes], int, bool] | None]:
+    ) -> tuple[int, tuple[list[bytes], int, bool, int] | None]:
         """``(taken, other)``: a run of ROUTER messages of one shape into ``queue``."""
 
 

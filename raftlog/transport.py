@@ -165,9 +165,10 @@ class RunShape(NamedTuple):
 
 RunQueue = list[tuple[bytes, bytes, bytes]]
 """What :func:`take_run` fills: ``(routing, id, data)`` per message of the shape."""
-OddMessage = tuple[list[bytes], int, bool]
+OddMessage = tuple[list[bytes], int, bool, int]
 """The message that ended a run: its frames (only the routing id and message id when it was
-over the limit), its size after the routing id, and whether it was over the limit."""
+over the limit), its size after the routing id, whether it was over the limit, and the
+descriptor of its connection (-1: unknown; the answer backlog, ``raftlog.server.backlog``)."""
 
 
 def take_run_py(
@@ -191,12 +192,12 @@ def take_run_py(
     taking each through the general receive, header check, decoder and handler cost ~10
     Python calls per update (issue #28); the compiled twin takes a run of them in one call."""
     msg_type, ident, id_size, max_data = shape
-    size = 0
+    size = last_fd = 0
 
     def account(fd: int, total: int, frames: int) -> None:
-        nonlocal size
+        nonlocal size, last_fd
         tally[fd] = tally.get(fd, 0) + total + allowance * frames
-        size = total
+        size, last_fd = total, fd
 
     taken = 0
     while taken < max_count:
@@ -205,7 +206,7 @@ def take_run_py(
         except zmq.Again:
             break
         except MessageTooLargeError as exc:
-            return taken + 1, (exc.head, exc.size, True)
+            return taken + 1, (exc.head, exc.size, True, last_fd)
         taken += 1
         if (
             len(parts) != 5
@@ -214,7 +215,7 @@ def take_run_py(
             or parts[3] != ident
             or not 0 < len(parts[4]) <= max_data
         ):
-            return taken, (parts, size, False)
+            return taken, (parts, size, False, last_fd)
         queue.append((parts[0], parts[1], parts[4]))
     return taken, None
 

@@ -193,6 +193,10 @@ class ConnectionBacklog:
         self._next_full = 0.0
         self._scanned_rss = resident_bytes()
         self._lock = threading.Lock()  # accepted/closed/scan: all on the monitor thread
+        self.unread_answers: Callable[[], list[tuple[int, int, int]]] = list
+        """``(fd, inode, bytes)`` of the answers each connection leaves unread
+        (``AnswerBacklog.unread``, set by its owner): above ``memory_high`` the largest
+        backlog either way is shed."""
 
     # -- the loop's side -------------------------------------------------------------------
     @property
@@ -274,10 +278,11 @@ class ConnectionBacklog:
         known = self._conns.get(fd)
         return None if known is None else known[0]
 
-    def shed(self, fd: int, reason: str) -> bool:
-        """Shut the connection on ``fd`` down now (a principal over its connections quota);
-        False if it is gone already."""
-        return bool(self._shed_one(fd, 0, reason))
+    def shed(self, fd: int, reason: str, backlog: int = 0, limit: int | None = None) -> bool:
+        """Shut the connection on ``fd`` down now (a principal over its connections quota; a
+        client leaving its answers unread, ``raftlog.server.answer_backlog``, whose
+        ``backlog`` and ``limit`` the log line shows); False if it is gone already."""
+        return bool(self._shed_one(fd, backlog, reason, limit))
 
     @property
     def connections(self) -> int:
@@ -324,11 +329,16 @@ class ConnectionBacklog:
                 shed += self._shed_one(fd, backlog, "connection_backlog")
             elif backlog > 0 and (worst is None or backlog > worst[1]):
                 worst = (fd, backlog)
-        if self.memory_high and rss > self.memory_high and worst is not None:
-            shed += self._shed_one(worst[0], worst[1], "memory_high")
+        if self.memory_high and rss > self.memory_high:
+            for fd, inode, unread in self.unread_answers():  # answers left unread count too
+                if unread > 0 and (worst is None or unread > worst[1]) and \
+                        self.identity(fd) == inode:
+                    worst = (fd, unread)
+            if worst is not None:
+                shed += self._shed_one(worst[0], worst[1], "memory_high")
         return shed
 
-    def _shed_one(self, fd: int, backlog: int, reason: str) -> int:
+    def _shed_one(self, fd: int, backlog: int, reason: str, limit: int | None = None) -> int:
         known = self._conns.get(fd)
         if known is None or _inode(fd) != known[0]:
             return 0
@@ -347,7 +357,7 @@ class ConnectionBacklog:
         count = self._shed.labels(reason=reason).inc()
         if count & (count - 1) == 0:  # 1st, 2nd, 4th...: bounded log under a flood
             log.warning("connection_shed", peer=self._owner, reason=reason, backlog=backlog,
-                        limit=self.limit, count=count)
+                        limit=self.limit if limit is None else limit, count=count)
         return 1
 
 

@@ -10,6 +10,7 @@ the wait ends (``sweep``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
 
 from raftlog.metrics import PeerMetrics
@@ -61,6 +62,7 @@ class InfoService:
         pub_url: str,
         topic_totals: TotalsOf | None = None,
         reads: ConsistentReads,
+        unread_over_limit: Callable[[bytes], bool] | None = None,
     ) -> None:
         self._cluster = cluster
         self._log_bounds = log_bounds
@@ -72,7 +74,7 @@ class InfoService:
         self._log = log
         self._pub_url = pub_url
         self._unhandled = metrics.messages_dropped.labels(reason="unhandled_type")
-        self.parked = ParkedReads(handler, replies, topic_totals)
+        self.parked = ParkedReads(handler, replies, topic_totals, unread_over_limit)
         """``TR`` reads waiting for a record (answered by ``on_applied`` or ``sweep``)."""
         self.reads = reads
         """Reads waiting for a consistency level (issue #29): ``RI``, gated ``TR`` reads."""

@@ -31,6 +31,12 @@ from raftlog.topics import wire_fetch
 
 MAX_PARKED: Final = 10_000
 """Reads held at once; more are answered at once."""
+WAKE_BUDGET: Final = 8 * 1024 * 1024
+"""Answer bytes one pass over the parked reads sends at most; the reads still owed an answer
+wait for the next timer pass. Why: one large record woke 2,000 reads of one client at once,
+and reading and answering them all held the loop for 22 s (and the memory for 4 GB of
+answers, before ``raftlog.server.answer_backlog`` shed the client); 64 MiB a pass still held
+it 0.45 s, past the default election time-out."""
 
 
 class Totals(Protocol):
@@ -105,12 +111,18 @@ class ParkedReads:
 
     def __init__(self, handler: RequestHandler, replies: Replies,
                  totals: TotalsOf | None = None,
+                 unread_over_limit: Callable[[bytes], bool] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._handler = handler
         self._replies = replies
+        self._unread_over_limit = unread_over_limit or (lambda _routing: False)
+        """Whether a client leaves too many answers unread (its connection is shed then):
+        its waiting reads are dropped, not read again (``raftlog.server.answer_backlog``)."""
         self._totals: TotalsOf = totals if totals is not None else (lambda _name: None)
         self._clock = clock
         self._parked: dict[tuple[bytes, bytes], _Parked] = {}
+        self._owed = False
+        """A pass stopped at ``WAKE_BUDGET``: the next timer pass goes on."""
 
     def __len__(self) -> int:
         return len(self._parked)
@@ -140,12 +152,20 @@ class ParkedReads:
             self._retry(self._clock(), found_only=True)
 
     def sweep(self, now: float) -> None:
-        """Answer the reads whose wait ended (their current, probably empty, result)."""
-        if self._parked:
+        """Answer the reads whose wait ended (their current, probably empty, result), and
+        go on with the woken ones a pass left at ``WAKE_BUDGET``."""
+        if self._owed:
+            self._owed = False
+            self._retry(now, found_only=True)
+        if self._parked and not self._owed:
             self._retry(now, found_only=False)
 
     def _retry(self, now: float, *, found_only: bool) -> None:
+        spent = 0
         for key, parked in list(self._parked.items()):
+            if spent >= WAKE_BUDGET:
+                self._owed = True
+                return
             if not found_only and now < parked.deadline:
                 continue
             if found_only and parked.version is not None and now < parked.deadline:
@@ -153,11 +173,15 @@ class ParkedReads:
                 if version == parked.version:
                     continue  # nothing new in this topic: no read
                 parked.version = version
+            if self._unread_over_limit(parked.routing):
+                del self._parked[key]  # its client reads nothing: no answer, no read
+                continue
             message = parked.message
             answer = self._handler.handle_request(message.type, message.args)
             if answer is None or (found_only and not parked.enough(answer)
                                   and now < parked.deadline):
                 continue
             del self._parked[key]
+            spent += sum(map(len, answer))
             reply = ClientDispatchResponse(tuple(answer))
             self._replies.reply(parked.routing, parked.msg_id, reply)

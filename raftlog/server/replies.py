@@ -18,6 +18,7 @@ import zmq
 from raftlog.errors import LocalProtocolError
 from raftlog.metrics import PeerMetrics
 from raftlog.rpc.responses import REPLY_ENCODERS, CoreReply, encode_update_done
+from raftlog.server.answer_backlog import AnswerBacklog
 from raftlog.server.update_waiters import Waiter
 from raftlog.topics.wire_publish import PublishReply, encode_publish_reply
 from raftlog.transport import send_routed, send_update_dones
@@ -54,16 +55,28 @@ def encode_reply(msg_id: bytes, msg: ServerReply) -> list[bytes]:
 class ReplySender:
     """``Replies`` over the peer's ROUTER socket."""
 
-    def __init__(self, router: zmq.Socket[bytes], metrics: PeerMetrics) -> None:
+    def __init__(self, router: zmq.Socket[bytes], metrics: PeerMetrics,
+                 answers: AnswerBacklog | None = None) -> None:
         self._router = router
         self._dropped = metrics.replies_dropped
+        self._answers = answers
+        """Counts each answer's bytes against its connection (``max_answer_backlog``)."""
 
     def reply(self, routing: bytes, msg_id: bytes, message: ServerReply) -> None:
         """Encode and send; dropped (counted) when the ROUTER cannot deliver it now."""
+        frames = encode_reply_body(message)
         try:
-            send_routed(self._router, routing, msg_id, encode_reply_body(message))
+            send_routed(self._router, routing, msg_id, frames)
         except zmq.Again:
             self._dropped.inc()
+            return
+        if self._answers is not None:
+            self._answers.sent(routing, len(msg_id) + sum(map(len, frames)))
+
+    def unread_over_limit(self, routing: bytes) -> bool:
+        """Whether ``routing``'s connection leaves more answer bytes unread than allowed
+        (then it is shed now): a waiting read asks before it is read again."""
+        return self._answers is not None and self._answers.over(routing)
 
     def updates_done(self, first: int, waiters: Sequence[Waiter]) -> None:
         """``update_done`` of each waiter, at ``first``, ``first + 1``, ... (a released

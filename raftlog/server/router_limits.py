@@ -24,6 +24,7 @@ from raftlog.options import RaftOptions
 from raftlog.rpc.denied import AccessDenied, QuotaRefusal
 from raftlog.security.peer import SecurePeer
 from raftlog.security.quotas import QuotaBook
+from raftlog.server.answer_backlog import DEFAULT_LIMIT, AnswerBacklog
 from raftlog.server.backlog import FRAME_ALLOWANCE, ConnectionBacklog, connection_cap
 from raftlog.server.entries_service import EntriesService
 from raftlog.server.parked_reads import ParkedReads
@@ -71,6 +72,9 @@ class RouterLimits:
             per_address=opts.max_connections_per_address,
             commands_per_s=heartbeat_commands_per_s(),
         )
+        self.answers = AnswerBacklog(opts.max_answer_backlog or DEFAULT_LIMIT, self.backlog)
+        """What each connection leaves of its answers unread (``max_answer_backlog``)."""
+        self.backlog.unread_answers = self.answers.unread  # above memory_high: shed either
         self.broadcast = ConnectionBacklog(
             sys.maxsize,  # a subscriber only subscribes: libzmq holds nothing of it
             0,
@@ -128,7 +132,7 @@ class RouterLimits:
         try:
             frames, user = recv_bounded(
                 router, self.message_limit, with_user=secure is not None,
-                taken=self.backlog.taken if quotas is None else self._took,
+                taken=self._took,
                 with_address=secure is None and quotas is not None,
             )
         except MessageTooLargeError as exc:
@@ -146,6 +150,8 @@ class RouterLimits:
                 if refusal is not DROP:
                     deny(frames[0], frames[1], refusal)
                 return None
+        if not self.answers.admit(frames[0], self._fd):
+            return None  # its client leaves too many answers unread: shed
         return frames
 
     def take_run(
@@ -163,14 +169,16 @@ class RouterLimits:
         )
         if odd is None:
             return taken, None
-        frames, size, too_large = odd
+        frames, size, too_large, fd = odd
         if too_large:
             self.too_large(MessageTooLargeError(frames, size, None))
             return taken, None
+        if not self.answers.admit(frames[0], fd):
+            return taken, None  # its client leaves too many answers unread: shed
         return taken, frames
 
     def _took(self, fd: int, size: int, frames: int) -> None:
-        """``backlog.taken``, remembering the connection for the quota check."""
+        """``backlog.taken``, remembering the connection for the quota and answer checks."""
         self._fd = fd
         self.backlog.taken(fd, size, frames)
 

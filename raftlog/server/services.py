@@ -29,6 +29,7 @@ from raftlog.rpc.messages import (
     RequestEntries,
     RequestEntriesResponse,
 )
+from raftlog.server.answer_backlog import AnswerBacklog
 from raftlog.server.client_service import ClientService
 from raftlog.server.clock_watch import ClockWatch
 from raftlog.server.compaction import CompactionPolicy
@@ -186,9 +187,10 @@ def build_services(
     log: EventLog,
     disk: DiskGuard | None = None,
     channels: PeerChannels | None = None,
+    answers: AnswerBacklog | None = None,
 ) -> Services:
     """Build the services over the peer's core, stores and ROUTER."""
-    replies = ReplySender(router, metrics)
+    replies = ReplySender(router, metrics, answers)
     peers = PeerService(core, core, replies, metrics, log)
     clock = ClusterClock(lambda: topics.last_time)  # every time-based decision (issue #24)
     gate = TopicGate(
@@ -246,6 +248,7 @@ def build_services(
         log=log,
         pub_url=pub_url,
         topic_totals=topics.counters.get,  # which topics got records: parked TR reads
+        unread_over_limit=replies.unread_over_limit,
         reads=ConsistentReads(
             core, machine, replies, ask=None if channels is None else channels.ask
         ),

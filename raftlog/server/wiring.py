@@ -187,6 +187,7 @@ def _build(settings: PeerSettings, stop: Callable[[], None], releases: Releases)
         core=core, store=stores.log, snapshots=stores.snapshots, machine=machines.machine,
         topics=machines.topics, metrics=metrics, log=log, disk=disk,
         channels=channels,  # a follower's RI to the leader (#29)
+        answers=limits.answers,  # what each client leaves of its answers unread
     )
     storage = None
     if opts.storage_thread:

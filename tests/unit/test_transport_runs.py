@@ -74,7 +74,8 @@ def _take_all(
         assert got == len(queue) + (odd is not None)
         events += [("queued", *item) for item in queue]
         if odd is not None:
-            events.append(("odd", *odd))
+            assert odd[3] in tally and odd[3] >= 0  # the connection it came from
+            events.append(("odd", *odd[:3]))
         taken += got
         if got == 0:
             assert p.router.poll(10_000), "messages did not arrive"

@@ -128,3 +128,32 @@ async def test_apply_signal_wakes_waiters_and_listeners() -> None:
     assert all(await asyncio.gather(*waiters))
     assert not await later  # 4 is not past 4
     assert heard == [4]
+
+
+def test_one_pass_answers_at_most_the_wake_budget_the_next_timer_pass_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(parked_reads, "WAKE_BUDGET", 100)
+    machine, sent = Machine(), Sent()
+    parked = ParkedReads(machine, sent, clock=lambda: 0.0)  # type: ignore[arg-type]
+    for n in range(10):
+        assert park(parked, b"c%d" % n, 10_000)
+    machine.records = 8  # each answer ~55 bytes: two of them pass the budget of 100
+    parked.on_applied(1)
+    assert len(sent.replies) == 2 and len(parked) == 8  # past the budget: the pass stops
+    parked.sweep(0.0)  # the next timer pass goes on, within the budget again
+    assert len(sent.replies) == 4 and len(parked) == 6
+    for _ in range(3):
+        parked.sweep(0.0)
+    assert len(sent.replies) == 10 and len(parked) == 0
+
+
+def test_the_reads_of_a_client_leaving_answers_unread_are_dropped_unread() -> None:
+    machine, sent = Machine(), Sent()
+    parked = ParkedReads(machine, sent, unread_over_limit=lambda routing: routing == b"silent",
+                         clock=lambda: 0.0)  # type: ignore[arg-type]
+    assert park(parked, b"silent", 10_000) and park(parked, b"reader", 10_000)
+    machine.records = 1
+    parked.on_applied(1)
+    assert [r[0] for r in sent.replies] == [b"reader"] and len(parked) == 0
+    assert machine.reads == 1  # the silent client's read was not even read again
