@@ -31,15 +31,12 @@ is told from a later one on the same descriptor by its socket inode, as in
 
 from __future__ import annotations
 
-import socket
-import struct
 from typing import Final
 
-from raftlog.server.backlog import ConnectionBacklog
+from raftlog.server.backlog import ConnectionBacklog, tcp_info_u64
 
 _BYTES_ACKED_OFFSET: Final = 120
 """``tcpi_bytes_acked`` in Linux's ``struct tcp_info`` (since Linux 4.1)."""
-_U64: Final = struct.Struct("=Q")
 DEFAULT_LIMIT: Final = 64 * 1024 * 1024
 """The backlog past which a connection is shed when ``max_answer_backlog`` is 0: sixteen
 topic reads of 4 MiB (``topics.reads.READ_BUDGET``) waiting to be read."""
@@ -51,20 +48,7 @@ PRUNE_FROM: Final = 4096
 
 def bytes_acked(fd: int) -> int | None:
     """What the remote TCP stack acknowledged on socket ``fd`` so far (None: not TCP)."""
-    try:
-        sock = socket.socket(fileno=fd)
-    except OSError:
-        return None
-    try:
-        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
-    except OSError:
-        return None
-    finally:
-        sock.detach()  # libzmq owns the descriptor
-    if len(info) < _BYTES_ACKED_OFFSET + 8:
-        return None
-    value: int = _U64.unpack_from(info, _BYTES_ACKED_OFFSET)[0]
-    return value
+    return tcp_info_u64(fd, _BYTES_ACKED_OFFSET)
 
 
 class AnswerBacklog:

@@ -76,7 +76,7 @@ SLACK: Final = 64 * 1024
 COMMAND_SIZE: Final = 64
 """Wire bytes allowed per ZMTP heartbeat command (PING or PONG: 9 in plaintext, 41 boxed by
 CURVE, measured on libzmq 4.3.5)."""
-_BYTES_RECEIVED: Final = struct.Struct("=Q")
+_U64: Final = struct.Struct("=Q")
 _BYTES_RECEIVED_OFFSET: Final = 128
 """``tcpi_bytes_received`` in Linux's ``struct tcp_info`` (since Linux 4.1)."""
 _PAGE: Final = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -91,8 +91,9 @@ def connection_cap(descriptors: int) -> int:
     return max(16, (descriptors - max(256, descriptors // 10)) // 2)
 
 
-def bytes_received(fd: int) -> int | None:
-    """What the kernel received on TCP socket ``fd`` so far (None: not TCP, or unknown)."""
+def tcp_info_u64(fd: int, offset: int) -> int | None:
+    """The 64-bit counter at ``offset`` of TCP socket ``fd``'s ``struct tcp_info`` (None:
+    not TCP, or a kernel too old to have it)."""
     try:
         sock = socket.socket(fileno=fd)
     except OSError:
@@ -103,10 +104,15 @@ def bytes_received(fd: int) -> int | None:
         return None
     finally:
         sock.detach()  # libzmq owns the descriptor
-    if len(info) < _BYTES_RECEIVED_OFFSET + 8:
+    if len(info) < offset + 8:
         return None
-    value: int = _BYTES_RECEIVED.unpack_from(info, _BYTES_RECEIVED_OFFSET)[0]
+    value: int = _U64.unpack_from(info, offset)[0]
     return value
+
+
+def bytes_received(fd: int) -> int | None:
+    """What the kernel received on TCP socket ``fd`` so far (None: not TCP, or unknown)."""
+    return tcp_info_u64(fd, _BYTES_RECEIVED_OFFSET)
 
 
 _statm: list[int] = []
@@ -361,4 +367,6 @@ class ConnectionBacklog:
         return 1
 
 
-__all__ = ["ConnectionBacklog", "bytes_received", "connection_cap", "resident_bytes"]
+__all__ = [
+    "ConnectionBacklog", "bytes_received", "connection_cap", "resident_bytes", "tcp_info_u64",
+]

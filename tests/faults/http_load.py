@@ -26,6 +26,7 @@ from typing import Final
 from integration.cluster import PeerCluster, probe
 
 from raftlog.rpc.messages import RequestLogInfo, RequestLogInfoResponse
+from raftlog.topics.sync_client import SyncTopicClient
 
 RSS_BOUND_MB = 300
 """The documented bound (docs/operations.md, "HTTP limits"): a flooded peer stays under it."""
@@ -134,13 +135,17 @@ FLOOD_RAFT: Final = {"election_timeout_min": 1000, "election_timeout_max": 1500}
 
 @contextmanager
 def limited_cluster(directory: Path, ident: str, limits: tuple[str, ...], *,
-                    kafka: bool = False) -> Iterator[PeerCluster]:
+                    kafka: bool = False, topics: tuple[str, ...] = ()) -> Iterator[PeerCluster]:
     """Three peers with HTTP (and Kafka) listeners under the cluster-file ``limits`` lines,
-    started, a leader stable."""
+    started, a leader stable, ``topics`` created."""
     with PeerCluster(directory, ident=ident, http=True, kafka=kafka, raft=FLOOD_RAFT,
                      extra_toml=limits) as running:
         running.start()
         running.wait_stable_leader()
+        if topics:
+            with SyncTopicClient(running.urls, running.ident, timeout=20) as client:
+                for name in topics:
+                    client.create_topic(name)
         yield running
 
 

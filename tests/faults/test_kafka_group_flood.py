@@ -30,7 +30,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer
 from integration.cluster import PeerCluster, wait_for
-from integration.kafka.helpers import bootstrap, native
+from integration.kafka.helpers import bootstrap
 from integration.kafka.raw import RawKafka
 from integration.peer.updates import update
 from integration.thread_gang import ThreadGang
@@ -57,9 +57,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
               f"group_max_session_timeout_ms = {MAX_SESSION_MS}",
               "group_min_session_timeout_ms = 1000")
     with limited_cluster(tmp_path_factory.mktemp("group-flood"), "raftlog-gflood", limits,
-                         kafka=True) as running:
-        with native(running) as topics:
-            topics.create_topic("jobs")
+                         kafka=True, topics=("jobs",)) as running:
         yield running
 
 

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Producer
 from integration.cluster import PeerCluster, wait_for
-from integration.kafka.helpers import bootstrap, native
+from integration.kafka.helpers import bootstrap
 from integration.thread_gang import ThreadGang
 
 from faults.http_load import PeerWatch, cluster_terms, limited_cluster, metric
@@ -43,9 +43,7 @@ FLOOD_SECONDS = 8.0
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
     limits = ("[kafka]", "request_memory_bytes = 33554432", "send_timeout_ms = 3000")
     with limited_cluster(tmp_path_factory.mktemp("request-flood"), "raftlog-rflood", limits,
-                         kafka=True) as running:
-        with native(running) as topics:
-            topics.create_topic("small")
+                         kafka=True, topics=("small",)) as running:
         yield running
 
 
@@ -108,9 +106,7 @@ def slow_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerClust
     limits = ("[kafka]", "request_memory_bytes = 33554432", "send_timeout_ms = 60000",
               "first_request_timeout_ms = 60000")
     with limited_cluster(tmp_path_factory.mktemp("request-full"), "raftlog-rfull", limits,
-                         kafka=True) as running:
-        with native(running) as topics:
-            topics.create_topic("small")
+                         kafka=True, topics=("small",)) as running:
         yield running
 
 

@@ -25,7 +25,6 @@ from collections.abc import Iterator
 
 import pytest
 from integration.cluster import PeerCluster
-from integration.kafka.helpers import native
 from integration.peer.updates import update
 from integration.rest.helpers import call
 from integration.thread_gang import ThreadGang
@@ -46,9 +45,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerCluster]:
     limits = ("[http]", "body_timeout_ms = 3000", "[rest]",
               f"body_memory_bytes = {BODY_MEMORY}")
     with limited_cluster(tmp_path_factory.mktemp("rest-trickle"), "raftlog-trickle",
-                         limits) as running:
-        with native(running) as topics:
-            topics.create_topic("small")
+                         limits, topics=("small",)) as running:
         yield running
 
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
 from aiohttp import web
+from integration.cluster import wait_for
 from integration.http_serving import serving
 
 from raftlog.observability.http_settings import HttpSettings
@@ -84,19 +84,12 @@ def _answer(sock: socket.socket) -> bytes:
     return bytes(data)
 
 
-def _wait(predicate: object, within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while not predicate() and time.monotonic() < deadline:  # type: ignore[operator]
-        time.sleep(0.02)
-    assert predicate()  # type: ignore[operator]
-
-
 def test_a_large_body_holds_its_size_and_one_that_does_not_fit_waits_then_busy(
     served: tuple[Served, int],
 ) -> None:
     state, port = served
     with _post(port, b"a" * LARGE) as first:
-        _wait(lambda: state.held_in_handler == [LARGE])  # held while its handler runs
+        wait_for("the first body read", lambda: state.held_in_handler == [LARGE])  # held
         with _post(port, b"b" * LARGE) as second:  # does not fit: unread, then 503
             with _post(port, b"c" * SMALL_BODY_BYTES) as small:  # never counted
                 assert _answer(small).endswith(str(SMALL_BODY_BYTES).encode())
@@ -106,7 +99,7 @@ def test_a_large_body_holds_its_size_and_one_that_does_not_fit_waits_then_busy(
         assert state.memory.waited == 1 and state.memory.held == LARGE
         state.release.set()
         assert _answer(first).endswith(str(LARGE).encode())
-    _wait(lambda: state.memory.held == 0)  # given back when the handler returned
+    wait_for("the bytes given back", lambda: state.memory.held == 0)  # handler returned
     with _post(port, b"d" * LARGE) as again:
         assert _answer(again).endswith(str(LARGE).encode())
     assert state.memory.held == 0
@@ -131,4 +124,4 @@ def test_a_body_that_timed_out_leaves_no_bytes_in_its_error(
         sock.sendall(b"f" * (LARGE - 1))  # one byte short: 408 after the body time-out
         assert _answer(sock).startswith(b"HTTP/1.1 408")
     assert state.leftovers == [[]]  # the chunks are gone, not kept by the traceback
-    _wait(lambda: state.memory.held == 0)
+    wait_for("the bytes given back", lambda: state.memory.held == 0)
