@@ -8,6 +8,7 @@ the run to count (a run whose fault never happened proves nothing).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -74,15 +75,21 @@ def random_kill_loop(chaos: Chaos) -> None:
 
 def stale_leader_pause(chaos: Chaos) -> None:
     """SIGSTOP the leader until the others elect a new one and take writes, then SIGCONT:
-    the old leader wakes up believing it still leads (a zombie) and must not ack anything."""
+    the old leader wakes up believing it still leads (a zombie) and must not ack anything.
+    A pause longer than the peer links' heartbeat time-out is counted in ``long_pauses``:
+    the new leader's link to the paused peer is closed then, so nothing of it waits for the
+    peer when it wakes, and it may campaign at once (``test_schedule`` allows for that)."""
     while chaos.running():
         leader = chaos.leader()
         chaos.cluster.pause(leader)
+        paused = time.monotonic()
         chaos.did["pauses"] += 1
         chaos.leader(exclude=leader)
         chaos.did["leader_changes"] += 1
         chaos.wait_acks(5)
         chaos.cluster.resume(leader)
+        if time.monotonic() - paused > sockets.PEER_HEARTBEAT_TIMEOUT_MS / 1000:
+            chaos.did["long_pauses"] += 1
         chaos.wait_acks(5)
 
 

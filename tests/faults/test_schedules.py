@@ -58,9 +58,13 @@ def run(name: str, tmp_path: Path, seconds: float = SECONDS) -> RunResult:
 def test_schedule(name: str, tmp_path: Path) -> None:
     result = run(name, tmp_path)
     if name == "stale_leader_pause":
-        # one election per pause: the resumed old leader follows the new one (issue #12)
-        assert result.elections <= result.did["pauses"], (
-            f"{result.elections} elections for {result.did['pauses']} pause(s)"
+        # one election per pause: the resumed old leader follows the new one (issue #12) --
+        # but after a pause past the peer links' heartbeat time-out (a loaded machine's slow
+        # election) nothing of the new leader waits for it, and it may campaign once
+        allowed = result.did["pauses"] + result.did.get("long_pauses", 0)
+        assert result.elections <= allowed, (
+            f"{result.elections} elections for {result.did['pauses']} pause(s), "
+            f"{result.did.get('long_pauses', 0)} of them long"
         )
     if name == "full_disk_follower":
         assert "exit_code_3" in result.did, (
