@@ -171,8 +171,11 @@ class PeerMetrics:
         self.connections_shed = self._add(
             Counter(
                 "raftlog_connections_shed",
-                "ROUTER connections the peer shut down because libzmq held too much of what "
-                "they sent (issue #25), by reason (connection_backlog, memory_high).",
+                "ROUTER and PUB connections the peer shut down, by reason: libzmq held too "
+                "much of what they sent (connection_backlog), they left too many answers "
+                "unread (answer_backlog), the process was above memory_high_water "
+                "(memory_high), a connection cap (max_connections, per_address, broadcast_*) "
+                "or a principal's connections quota (quota_connections).",
                 ("reason",),
             )
         )
