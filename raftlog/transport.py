@@ -168,7 +168,8 @@ RunQueue = list[tuple[bytes, bytes, bytes]]
 OddMessage = tuple[list[bytes], int, bool, int]
 """The message that ended a run: its frames (only the routing id and message id when it was
 over the limit), its size after the routing id, whether it was over the limit, and the
-descriptor of its connection (-1: unknown; the answer backlog, ``raftlog.server.backlog``)."""
+descriptor of its connection (-1: unknown; the answer backlog,
+``raftlog.server.answer_backlog``)."""
 
 
 def take_run_py(

@@ -59,12 +59,12 @@ from raftlog.web.auth import Authenticator
 from raftlog.web.errors import RestError
 
 START_TIMEOUT: Final = 10.0
+"""Seconds to wait for the listener to bind before the peer gives up starting."""
 READ_BUFSIZE: Final = 16 * 1024
 """aiohttp's request-body buffer per connection (it stops reading the socket at twice this
 until the handler reads): a body waiting for the REST body memory costs the peer ~0.25 MiB
 per connection with it, ~0.75 MiB with aiohttp's 64 KiB (144 waiting bodies: +36 against
 +107 MiB)."""
-"""Seconds to wait for the listener to bind before the peer gives up starting."""
 STORAGE_PROBE_TTL: Final = 1.0
 """Seconds a ``/healthz`` disk probe's verdict is reused: a hammer costs one synced write a
 second, whatever its rate."""
