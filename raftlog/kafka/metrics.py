@@ -14,6 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from raftlog.kafka.context import KafkaContext
+from raftlog.web.byte_budget import held_gauges
 
 
 class KafkaCollector(Collector):
@@ -50,19 +51,15 @@ class KafkaCollector(Collector):
 
     def _fetch(self) -> Iterator[Metric]:
         memory = self._ctx.fetch_memory
-        yield GaugeMetricFamily("raftlog_kafka_fetch_held_bytes", "Record bytes of Fetch "
-                                "answers being built or sent now.", value=memory.held)
-        yield GaugeMetricFamily("raftlog_kafka_fetch_held_bytes_limit",
-                                "[kafka] fetch_memory_bytes.", value=memory.limit)
+        yield from held_gauges("raftlog_kafka_fetch", "Record bytes of Fetch answers being "
+                               "built or sent now.", "[kafka] fetch_memory_bytes", memory)
         yield CounterMetricFamily("raftlog_kafka_fetch_reads_deferred",
                                   "Partition reads of a Fetch skipped for want of fetch "
                                   "memory (the partition answered no records that round).",
                                   value=memory.deferred)
-        requests = self._ctx.request_memory
-        yield GaugeMetricFamily("raftlog_kafka_request_held_bytes", "Bytes of request frames "
-                                "being read or handled now.", value=requests.held)
-        yield GaugeMetricFamily("raftlog_kafka_request_held_bytes_limit",
-                                "[kafka] request_memory_bytes.", value=requests.limit)
+        yield from held_gauges("raftlog_kafka_request", "Bytes of request frames being read "
+                               "or handled now.", "[kafka] request_memory_bytes",
+                               self._ctx.request_memory)
 
 
 __all__ = ["KafkaCollector"]

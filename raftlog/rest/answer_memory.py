@@ -32,12 +32,12 @@ from typing import Final
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from raftlog.topics.reads import READ_BUDGET
-from raftlog.web.byte_budget import ByteBudget
-from raftlog.web.errors import RestError
+from raftlog.web.byte_budget import ByteBudget, held_gauges
+from raftlog.web.errors import RestError, busy
 
 COUNTED_FROM: Final = 64 * 1024
 """Answers at least this large are counted (smaller ones fit the socket buffer at once)."""
@@ -56,10 +56,7 @@ class AnswerMemory(ByteBudget):
 
     def _busy(self) -> RestError:
         self.refused += 1
-        busy = RestError(503, "Busy", "large answers being sent fill [rest] "
-                         "answer_memory_bytes; retry shortly")
-        busy.headers["Retry-After"] = "1"
-        return busy
+        return busy("large answers being sent fill [rest] answer_memory_bytes; retry shortly")
 
     async def reserve_read(self, request: web.Request, timeout: float) -> None:
         """Before a poll's read: reserve what it may bring, waiting up to ``timeout`` for
@@ -119,10 +116,8 @@ class AnswerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         """The gauges and the counter."""
         memory = self._memory
-        yield GaugeMetricFamily("raftlog_rest_answer_held_bytes", "Bytes of large REST "
-                                "answers being sent now.", value=memory.held)
-        yield GaugeMetricFamily("raftlog_rest_answer_held_bytes_limit",
-                                "[rest] answer_memory_bytes.", value=memory.limit)
+        yield from held_gauges("raftlog_rest_answer", "Bytes of large REST answers being "
+                               "sent now.", "[rest] answer_memory_bytes", memory)
         yield CounterMetricFamily("raftlog_rest_answers_refused", "Large REST answers "
                                   "refused with 503 Busy (answer memory full).",
                                   value=memory.refused)

@@ -25,11 +25,11 @@ from typing import Final
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from raftlog.web.byte_budget import ByteBudget
-from raftlog.web.errors import RestError
+from raftlog.web.byte_budget import ByteBudget, held_gauges
+from raftlog.web.errors import RestError, busy
 
 SMALL_BODY_BYTES: Final = 64 * 1024
 """Bodies of at most this many bytes are not counted (module docstring)."""
@@ -60,10 +60,7 @@ class BodyMemory(ByteBudget):
     def busy(self) -> RestError:
         """The 503 ``Busy`` of a body that found no room in time (counted as refused)."""
         self.refused += 1
-        busy = RestError(503, "Busy", "request bodies being read fill [rest] "
-                         "body_memory_bytes; retry shortly")
-        busy.headers["Retry-After"] = "1"
-        return busy
+        return busy("request bodies being read fill [rest] body_memory_bytes; retry shortly")
 
     def shrink(self, request: web.Request, size: int) -> None:
         """Hold no more than ``size`` bytes for ``request`` (a chunked body, once read: it
@@ -105,11 +102,9 @@ class BodyCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         """The gauges and the counters."""
         memory = self._memory
-        yield GaugeMetricFamily("raftlog_rest_body_held_bytes", "Bytes of REST request "
-                                "bodies larger than 64 KiB being read or handled now.",
-                                value=memory.held)
-        yield GaugeMetricFamily("raftlog_rest_body_held_bytes_limit",
-                                "[rest] body_memory_bytes.", value=memory.limit)
+        yield from held_gauges("raftlog_rest_body", "Bytes of REST request bodies larger "
+                               "than 64 KiB being read or handled now.",
+                               "[rest] body_memory_bytes", memory)
         yield CounterMetricFamily("raftlog_rest_body_waits", "REST request bodies that "
                                   "waited for room in the body memory.", value=memory.waited)
         yield CounterMetricFamily("raftlog_rest_bodies_refused", "REST request bodies "

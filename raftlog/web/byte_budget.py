@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 
+from prometheus_client.core import GaugeMetricFamily
+
 
 class ByteBudget:
     """At most ``limit`` bytes held, except that anything fits while nothing is held (so a
@@ -68,4 +70,12 @@ class ByteBudget:
         return True
 
 
-__all__ = ["ByteBudget"]
+def held_gauges(name: str, what: str, setting: str,
+                budget: ByteBudget) -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+    """``{name}_held_bytes`` (help ``what``) and ``{name}_held_bytes_limit`` (help
+    ``setting``): the pair every listener's budget shows in ``/metrics``."""
+    return (GaugeMetricFamily(f"{name}_held_bytes", what, value=budget.held),
+            GaugeMetricFamily(f"{name}_held_bytes_limit", f"{setting}.", value=budget.limit))
+
+
+__all__ = ["ByteBudget", "held_gauges"]

@@ -42,6 +42,15 @@ class RestError(Exception):
         return {"error": self.code, "message": self.message, **self.extra}
 
 
+def busy(message: str) -> RestError:
+    """503 ``Busy`` with ``Retry-After: 1``: a bounded memory of the listener is full for now
+    (``raftlog.rest.answer_memory``, ``raftlog.rest.body_memory``); retrying shortly is
+    right, nothing was done."""
+    error = RestError(503, "Busy", message)
+    error.headers["Retry-After"] = "1"
+    return error
+
+
 TOPIC_STATUS: Final[Mapping[str, int]] = {
     "UnknownTopic": 404,
     "TopicExists": 409,
