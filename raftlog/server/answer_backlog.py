@@ -33,15 +33,13 @@ from __future__ import annotations
 
 from typing import Final
 
-from raftlog.server.backlog import ConnectionBacklog, tcp_info_u64
+from raftlog.server.backlog import ConnectionBacklog, socket_inode, tcp_info_u64
 
 _BYTES_ACKED_OFFSET: Final = 120
 """``tcpi_bytes_acked`` in Linux's ``struct tcp_info`` (since Linux 4.1)."""
 DEFAULT_LIMIT: Final = 64 * 1024 * 1024
 """The backlog past which a connection is shed when ``max_answer_backlog`` is 0: sixteen
 topic reads of 4 MiB (``topics.reads.READ_BUDGET``) waiting to be read."""
-SHED: Final = -1
-"""The inode remembered for a routing id whose connection was shed."""
 PRUNE_FROM: Final = 4096
 """Routing ids remembered before the first sweep of connections gone."""
 
@@ -64,14 +62,21 @@ class AnswerBacklog:
         self._prune_at = PRUNE_FROM
         self._sent: dict[int, list[int]] = {}
         """fd -> [socket inode, bytes sent, bytes acknowledged when last read]."""
+        self._shed: set[int] = set()
+        """Socket inodes of the connections shed: what libzmq still hands over from one
+        before it sees the shutdown is dropped too, and its answers are not counted."""
 
     def admit(self, routing: bytes, fd: int) -> bool:
         """A message from connection ``fd`` under ``routing`` is about to be handled:
         remember where its answers go; False (and the connection shed) when that connection
         already leaves more than ``limit`` answer bytes unread -- drop the message."""
-        inode = self._connections.identity(fd) if fd >= 0 else None
-        if inode is None:
-            return True  # not a tracked TCP connection (inproc): nothing to bound
+        if fd < 0:
+            return True  # not a TCP connection (inproc): nothing to bound
+        inode = self._connections.identity(fd)
+        if inode is None:  # not tracked (yet, or no more: shed and not yet closed by libzmq)
+            return socket_inode(fd) not in self._shed
+        if inode in self._shed:
+            return False
         where = (fd, inode)
         if self._fd_of.get(routing) != where:
             self._fd_of[routing] = where
@@ -82,7 +87,7 @@ class AnswerBacklog:
     def sent(self, routing: bytes, size: int) -> None:
         """An answer of ``size`` bytes went to ``routing``."""
         where = self._fd_of.get(routing)
-        if where is None or where[1] == SHED:
+        if where is None or where[1] in self._shed:
             return
         fd, inode = where
         known = self._sent.get(fd)
@@ -101,7 +106,7 @@ class AnswerBacklog:
         if where is None:
             return False
         fd, inode = where
-        if inode == SHED:
+        if inode in self._shed:
             return True
         known = self._sent.get(fd)
         if known is None or known[0] != inode or known[1] - known[2] <= self.limit:
@@ -115,7 +120,7 @@ class AnswerBacklog:
         if backlog <= self.limit:
             return False
         del self._sent[fd]
-        self._fd_of[routing] = (fd, SHED)  # its later answers and waiting reads: dropped
+        self._shed.add(inode)  # its later messages, answers and waiting reads: dropped
         self._connections.shed(fd, "answer_backlog", backlog, self.limit)
         return True
 
@@ -137,6 +142,7 @@ class AnswerBacklog:
         identity = self._connections.identity
         self._fd_of = {r: w for r, w in self._fd_of.items() if identity(w[0]) == w[1]}
         self._sent = {fd: k for fd, k in self._sent.items() if identity(fd) == k[0]}
+        self._shed = {w[1] for w in self._fd_of.values()} & self._shed
         self._prune_at = max(PRUNE_FROM, 2 * len(self._fd_of))
 
 

@@ -146,7 +146,9 @@ def _source(fd: int) -> str:
     return str(peer[0]) if isinstance(peer, tuple) else str(peer)
 
 
-def _inode(fd: int) -> int | None:
+def socket_inode(fd: int) -> int | None:
+    """The inode of the socket on descriptor ``fd`` (None: closed): what tells a connection
+    from a later one that reuses the descriptor number."""
     try:
         return os.fstat(fd).st_ino
     except OSError:
@@ -220,7 +222,7 @@ class ConnectionBacklog:
     # -- the monitor thread's side ---------------------------------------------------------
     def accepted(self, fd: int) -> None:
         """A connection was accepted on descriptor ``fd``: track it, and enforce the caps."""
-        inode = _inode(fd)
+        inode = socket_inode(fd)
         received = bytes_received(fd)
         if inode is None or received is None:
             return
@@ -298,7 +300,7 @@ class ConnectionBacklog:
     def backlog(self, fd: int) -> int | None:
         """Wire bytes received on ``fd`` and not taken yet (None: not a live connection)."""
         known = self._conns.get(fd)
-        if known is None or _inode(fd) != known[0]:
+        if known is None or socket_inode(fd) != known[0]:
             return None
         received = bytes_received(fd)
         if received is None:
@@ -346,7 +348,7 @@ class ConnectionBacklog:
 
     def _shed_one(self, fd: int, backlog: int, reason: str, limit: int | None = None) -> int:
         known = self._conns.get(fd)
-        if known is None or _inode(fd) != known[0]:
+        if known is None or socket_inode(fd) != known[0]:
             return 0
         try:
             sock = socket.socket(fileno=fd)
@@ -368,5 +370,6 @@ class ConnectionBacklog:
 
 
 __all__ = [
-    "ConnectionBacklog", "bytes_received", "connection_cap", "resident_bytes", "tcp_info_u64",
+    "ConnectionBacklog", "bytes_received", "connection_cap", "resident_bytes", "socket_inode",
+    "tcp_info_u64",
 ]

@@ -73,6 +73,11 @@ def test_a_client_leaving_answers_unread_is_shed_once_and_stays_shed(
     assert backlog.over(b"silent")  # its waiting reads: dropped too
     backlog.sent(b"silent", 10_000)  # answers still on their way are not counted again
     assert conns.shed_calls == [(fd, "answer_backlog", 1100)]
+    assert not backlog.admit(b"silent", fd)  # what libzmq still hands over: dropped
+    assert not backlog.admit(b"other-id", fd)  # whatever routing id it comes under
+    conns.inodes.clear()  # no longer tracked, not yet closed by libzmq: still dropped
+    assert not backlog.admit(b"silent", fd)
+    assert conns.shed_calls == [(fd, "answer_backlog", 1100)]
 
 
 def test_descriptors_not_tracked_are_not_bounded_and_gone_ones_are_forgotten(
