@@ -100,9 +100,10 @@ class RaftOptions:
     """raftlog extension: ms within which a connection the peer serves (its ROUTER's clients
     and peers, its PUB broadcast's subscribers) is closed once its remote host went silent
     (a host powered off, a partition, a NAT that forgot it): TCP keepalive probes after half
-    of it idle (``raftlog.sockets.ServedKeepalive``). Without it such a connection stays
-    open for good, holding a connection slot and a principal's connections quota. 0 turns
-    it off (docs/operations.md §11)."""
+    of it idle, and data left unacknowledged this long ends it (``TCP_USER_TIMEOUT``;
+    ``raftlog.sockets.ServedKeepalive``). Without it such a connection stays open for good
+    (idle) or for TCP's ~15 minutes of retransmissions, holding a connection slot and a
+    principal's connections quota. 0 turns it off (docs/operations.md §11)."""
 
     def validate(self) -> RaftOptions:
         """Check the reference's valid ranges (§13); raise ``ConfigError`` naming the option."""

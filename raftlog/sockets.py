@@ -143,15 +143,23 @@ class ServedKeepalive:
     by walking all of its I/O thread's timers, and a heartbeat keeps one or two per
     connection, cancelled at every PONG and every close -- with 10,000 connections the flood
     suite's run took twice as long and elected a new leader. The kernel answers probes for a
-    live host whatever its application does (a paused client keeps its connection); a
-    connection with data in flight to a dead host is closed by TCP's retransmission limit.
+    live host whatever its application does (a paused client keeps its connection).
+
+    Keepalive probes only an idle connection. One with data in flight -- answers or
+    broadcasts sent to a host that died before acknowledging them -- was left to TCP's
+    retransmission limit (``tcp_retries2``: ~15 minutes), holding its slot, its quota and up
+    to ``max_answer_backlog`` of queued answers meanwhile; so ``TCP_MAXRT``
+    (``TCP_USER_TIMEOUT``) closes a connection whose data stays unacknowledged for
+    ``timeout_ms``. The same limit ends a live client whose receive window stays shut that
+    long (it reads nothing while answers wait): it reconnects and asks again.
     Option ``dead_connection_timeout``."""
 
     timeout_ms: int
 
     def apply(self, sock: zmq.Socket[Any]) -> None:
-        """Set the four options on ``sock`` (before it binds: they apply per connection)."""
+        """Set the five options on ``sock`` (before it binds: they apply per connection)."""
         seconds = max(3, self.timeout_ms // 1000)
+        sock.setsockopt(zmq.TCP_MAXRT, self.timeout_ms)
         sock.setsockopt(zmq.TCP_KEEPALIVE, 1)
         sock.setsockopt(zmq.TCP_KEEPALIVE_IDLE, max(1, seconds // 2))
         sock.setsockopt(zmq.TCP_KEEPALIVE_INTVL, max(1, seconds // 6))

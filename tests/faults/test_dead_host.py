@@ -11,6 +11,12 @@ connection, nobody answers, the connection is closed, and a new client from the 
 address is answered. Negative control, the option off: the dead connection stays on the
 peer and holds the address's one connection, so every new client from there is refused --
 for good, since nothing would ever end it.
+
+Keepalive probes only idle connections. A host that dies with data on its way to it -- here
+the answer of a waiting topic read, sent after the host vanished -- was left to TCP's
+retransmission limit (~15 minutes, the answers queued meanwhile); ``TCP_MAXRT`` closes it
+within the same timeout. Without that option (``keepalive`` alone, the code before) the
+connection was still there, its data unacknowledged, after ``CONTROL_WAIT``.
 """
 
 from __future__ import annotations
@@ -22,8 +28,11 @@ from pathlib import Path
 import pytest
 from integration import tcp_table
 from integration.cluster import PeerCluster, wait_for
+from integration.kafka.helpers import native
 
 from faults.netns_host import OtherHost, netns_or_skip
+from raftlog.topics.records import Record
+from raftlog.topics.wire import MAX_READ_WAIT_MS
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -41,6 +50,24 @@ print("answered" if sock.poll(2000) else "silent", flush=True)
 if hold:
     sys.stdin.read()  # until killed
 """
+WAITING_READER = r"""
+import sys
+import zmq
+from raftlog.rpc.messages import ClientDispatch
+from raftlog.rpc.request_encoders import encode_request
+from raftlog.topics import wire
+url, ident, topic, wait = sys.argv[1], sys.argv[2].encode(), sys.argv[3], int(sys.argv[4])
+sock = zmq.Context.instance().socket(zmq.DEALER)
+sock.setsockopt(zmq.LINGER, 0)
+sock.connect(url)
+args = tuple(wire.encode_read_request(wire.ReadRequest(topic, wait_ms=wait)))
+sock.send_multipart(encode_request(ClientDispatch(wire.TYPE_READ, args), ident=ident,
+                                   id=b"\x01"))
+print("waiting", flush=True)
+sys.stdin.read()  # until killed: the answer comes after the host is gone
+"""
+ANSWER = 1024 * 1024
+"""Bytes of the record whose answer is on its way when the host is dead."""
 CLOSE_BOUND = 30.0
 """Seconds the dead connection may take to go with the option (3 s, plus a loaded host)."""
 CONTROL_WAIT = 10.0
@@ -119,3 +146,50 @@ def test_a_dead_client_host_gives_its_connection_back(
             assert not gone, "closed without keepalive"
             assert _ask(host, url, cluster.ident) == "silent", "admitted beside it"
             assert _established(port, host.address)
+
+
+def _closed_within(port: int, host: OtherHost, bound: float) -> bool:
+    went = time.monotonic()
+    while _established(port, host.address) and time.monotonic() - went < bound:
+        time.sleep(0.2)
+    gone = not _established(port, host.address)
+    if gone:
+        print(f"closed {time.monotonic() - went:.1f} s after the data was sent")
+    return gone
+
+
+@pytest.mark.parametrize("timeout_ms", [3000, 0], ids=["retransmission", "negative-control"])
+def test_a_dead_host_with_answers_in_flight_gives_its_connection_back(
+    tmp_path: Path, host: OtherHost, timeout_ms: int
+) -> None:
+    peer, port = _peer(tmp_path, timeout_ms)
+    url = f"tcp://{host.local}:{port}"
+    with peer as cluster:
+        cluster.start()
+        cluster.wait_leader()
+        topics = native(cluster)
+        topics.create_topic("late")
+        reader = host.python("-c", WAITING_READER, url, cluster.ident, "late",
+                             str(MAX_READ_WAIT_MS))
+        assert reader.stdout is not None and reader.stdout.readline().strip() == "waiting"
+        wait_for("the read to wait, its connection idle", lambda: _idle(port, host.address),
+                 10.0)
+        host.vanish()
+        reader.kill()
+        reader.communicate(timeout=10)
+        topics.publish_batch([Record("late", b"a" * ANSWER)])  # wakes the read: answered
+        wait_for("the answer to be on its way", lambda: _unacked(port, host.address), 10.0)
+        gone = _closed_within(port, host, CLOSE_BOUND if timeout_ms else CONTROL_WAIT)
+        if not gone:
+            assert _unacked(port, host.address), "an idle connection: not what is tested"
+        host.reboot()
+        if timeout_ms:
+            assert gone, "the peer kept a dead host's connection with data in flight"
+            assert _ask(host, url, cluster.ident) == "answered", "its address stayed locked"
+        else:
+            assert not gone, "closed without the option"
+
+
+def _unacked(port: int, remote: str) -> bool:
+    row = tcp_table.connection(port, remote_ip=remote)
+    return row is not None and row.unacked > 0
