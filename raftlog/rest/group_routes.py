@@ -6,7 +6,9 @@ member of that group instead of reading from ``startFrom``:
 * a queue group leases up to ``limit`` of the topic's records to the member (default
   ``rest-<principal>``) and answers them -- with every record of the topic already leased
   to that member -- each with ``deliveries``; ack or nack them before the group's
-  ``ack_wait_ms`` or they are redelivered;
+  ``ack_wait_ms`` or they are redelivered. One answer holds at most 4 MiB of records (a
+  larger one alone); ``X-Raftlog-More: true`` says more are leased to the member, and
+  nothing new is leased while what it holds fills an answer (ack, then poll again);
 * a stream group answers the records from the group's committed position on.
 
 ``POST …/{topic}/ack`` ``{"group", "member"?, "ids": [...], "nack"?: false, "reason"?}``
@@ -34,6 +36,7 @@ from raftlog.rest.bodies import (
 from raftlog.rest.context import RestContext
 from raftlog.security.policy import Principal, Role
 from raftlog.topics.groups.model import check_group_name, check_member
+from raftlog.topics.groups.wire import LeasedPage
 from raftlog.topics.wire import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
 from raftlog.web.errors import RestError, from_cluster
 
@@ -64,12 +67,13 @@ async def group_poll(
     encoding = encoding_of(body)
     limit = optional_int(body, "limit", 1, MAX_READ_LIMIT) or DEFAULT_READ_LIMIT
     topics = ctx.gateway.topics
+    more = False
     try:
         info = await topics.describe_group(group, timeout=ctx.gateway.timeout)
         if info.mode == "queue":
-            leased = await topics.lease(group, member, min(limit, MAX_GROUP_POLL),
-                                        only_topics=[name], timeout=ctx.gateway.timeout)
-            items = [(x.item, x.deliveries) for x in leased if x.topic == name and x.item]
+            page = await _queue_page(ctx, group, member, name, min(limit, MAX_GROUP_POLL))
+            items = [(x.item, x.deliveries) for x in page.records if x.item is not None]
+            more = page.more
         else:
             start = info.positions.get(name)
             result = await topics.read(
@@ -78,6 +82,7 @@ async def group_poll(
                 limit=limit, timeout=ctx.gateway.timeout,
             )
             items = [(item, 1) for item in result.records]
+            more = result.more
     except Exception as exc:
         raise from_cluster(exc) from exc
     messages = [
@@ -85,7 +90,25 @@ async def group_poll(
          **encode_payload(item.record.value, encoding)}
         for item, n in items
     ]
-    return json_reply(messages, headers={"X-Raftlog-Member": member})
+    return json_reply(messages, headers={"X-Raftlog-Member": member,
+                                         "X-Raftlog-More": str(more).lower()})
+
+
+async def _queue_page(
+    ctx: RestContext, group: str, member: str, topic: str, limit: int
+) -> LeasedPage:
+    """What a queue group's poll answers: the member's leases of ``topic``, one answer's
+    worth (4 MiB of records; ``more`` when further leases wait). New records are leased
+    only while what the member holds fits one answer: a lease it cannot be shown would run
+    out unseen and count as a delivery."""
+    topics, timeout = ctx.gateway.topics, ctx.gateway.timeout
+    held = await topics.leased(group, member, topic=topic, timeout=timeout)
+    if held.more:
+        return held
+    index = await topics.lease_more(group, member, limit, only_topics=[topic], timeout=timeout)
+    if not index:
+        return held
+    return await topics.leased(group, member, topic=topic, min_applied=index, timeout=timeout)
 
 
 def add_group_routes(app: web.Application, ctx: RestContext) -> None:

@@ -169,13 +169,14 @@ def add_message_routes(
         who = ctx.auth.require(request, Role.READER, read=name)
         body = await read_json_object(request, ctx.max_body, optional=True)
         check_fields(body, POLL_FIELDS)
+        # room for what the read may bring (waits while large answers fill the memory; a
+        # 503 comes before a group poll leases anything)
+        await ctx.answers.reserve_read(request, ctx.settings.request_timeout_ms / 1000)
         if body.get("group") is not None:  # as a consumer group's member (issue #27)
             return await group_poll(ctx, name, body, who)
         encoding = encoding_of(body)
         wait_ms = optional_int(body, "waitMs", 0, MAX_UINT) or 0
         deadline = time.monotonic() + min(wait_ms, ctx.settings.max_wait_ms) / 1000
-        # room for what the read may bring (waits while large answers fill the memory)
-        await ctx.answers.reserve_read(request, ctx.settings.request_timeout_ms / 1000)
         result = await _read(ctx, name, body)
         if not result.records and wait_ms:
             # an empty answer becomes a waiting read: the peer holds it until it applies a

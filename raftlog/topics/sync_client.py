@@ -71,6 +71,8 @@ class SyncTopicClient(ClosingFace):
     list_groups = blocking(TopicClient.list_groups)
     reset_group = blocking(TopicClient.reset_group)
     lease = blocking(TopicClient.lease)
+    lease_more = blocking(TopicClient.lease_more)
+    leased = blocking(TopicClient.leased)
     ack = blocking(TopicClient.ack)
     nack = blocking(TopicClient.nack)
 

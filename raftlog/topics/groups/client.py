@@ -154,25 +154,66 @@ class GroupCalls:
         included, with their delivery counts. Empty: nothing to deliver (the leader refuses
         a lease that would hand out nothing, so polling writes nothing to the log).
         ``only_topics`` (names or ``prefix*``) limits the new leases to those topics;
-        ``fresh`` to records never delivered (no redeliveries)."""
+        ``fresh`` to records never delivered (no redeliveries). The records come in
+        answers of at most 4 MiB each (:meth:`leased`); this gathers them all."""
+        index = await GroupCalls.lease_more(self, group, member, max_records,
+                                            only_topics=only_topics, fresh=fresh, timeout=timeout)
+        out: list[wire.LeasedRecord] = []
+        after: tuple[str, RecordId] | None = None
+        while True:
+            page = await GroupCalls.leased(self, group, member, after=after,
+                                           min_applied=index, timeout=timeout)
+            out += page.records
+            if not (page.more and page.records):
+                return out
+            after = (page.records[-1].topic, page.records[-1].id)
+
+    async def lease_more(
+        self: TopicTransport,
+        group: str,
+        member: str,
+        max_records: int,
+        *,
+        only_topics: Sequence[str] | None = None,
+        fresh: bool = False,
+        timeout: float | None = None,
+    ) -> int:
+        """Lease up to ``max_records`` more records to ``member`` (as :meth:`lease`) without
+        reading them; the lease command's log index (0: nothing new to lease), which
+        :meth:`leased` waits for."""
         body: dict[str, Any] = {"member": member, "max": max_records}
         if only_topics is not None:
             body["read"] = list(only_topics)
         if fresh:
             body["fresh"] = True
         try:
-            index = await self.propose(group_data("lease", group, body), timeout=timeout)
+            return await self.propose(group_data("lease", group, body), timeout=timeout)
         except TopicError as exc:
             if exc.name != "NoRecords":
                 raise
-            index = 0  # nothing new: what the member holds already, if anything
-        req = wire.LeasedRequest(group, member, index)
+            return 0  # nothing new: what the member holds already, if anything
+
+    async def leased(
+        self: TopicTransport,
+        group: str,
+        member: str,
+        *,
+        after: tuple[str, RecordId] | None = None,
+        topic: str | None = None,
+        min_applied: int = 0,
+        timeout: float | None = None,
+    ) -> wire.LeasedPage:
+        """One answer of the records leased to ``member`` now (of ``topic`` only, if
+        given), in id order after ``after``: at most 4 MiB of records (a larger one alone),
+        ``more`` when further leases follow. Asked of a peer that applied ``min_applied``
+        (a lease's index)."""
+        req = wire.LeasedRequest(group, member, min_applied, after=after, topic=topic)
         while True:
             try:
                 frames = await self.request(
                     None, wire.TYPE_GROUP_LEASED, wire.encode_leased_request(req), timeout=timeout
                 )
-                return wire.decode_leased_response(frames)[1]
+                return wire.decode_leased_response(frames)
             except TopicError as exc:
                 if exc.name != "NotApplied":
                     raise

@@ -25,11 +25,16 @@ from typing import Final, Protocol
 
 from raftlog.ids import make_request_id
 from raftlog.topics.groups.entry import GroupCommand, encode_group_command
-from raftlog.topics.groups.host import GroupHost
+from raftlog.topics.groups.host import GroupHost, first_within
+from raftlog.topics.reads import READ_BUDGET
 from raftlog.topics.records import Record, TopicCommand, encode_command, encode_records
 from raftlog.topics.state import TopicState
 
 BATCH: Final = 100
+BATCH_BYTES: Final = READ_BUDGET
+"""Record bytes moved in one dead-letter publish at most (a larger record alone). Why: a
+hundred dead records of up to 10 MiB each were read, copied and proposed as one entry --
+past the entry size limit."""
 HEADER_PREFIX: Final = "raftlog-dlq-"
 
 
@@ -91,14 +96,17 @@ class DeadLetters:
         dlq = group.options.dead_letter
         assert dlq is not None
         batch = sorted(group.dead.items())[:BATCH]
-        ids: list[list[object]] = [[t, r.index, r.position] for (t, r), _ in batch]
-        died = min(at for _, (_, _, at) in batch)
         if dlq not in machine.topics:  # create it; publish once the create is applied
+            died = min(at for _, (_, _, at) in batch)
             create = encode_command(TopicCommand("create", dlq, {}))
             self._waiting[name] = self._propose(_request_id(b"create", dlq, [], died), create) or 0
             return
+        items = first_within(machine.groups.source.iter_records(
+            [key for key, _ in batch], machine.last_time), BATCH_BYTES)
+        batch = batch[: len(items)]
+        ids: list[list[object]] = [[t, r.index, r.position] for (t, r), _ in batch]
+        died = min(at for _, (_, _, at) in batch)
         records = []
-        items = machine.groups.source.read_records([key for key, _ in batch], machine.last_time)
         for ((topic, rid), (attempts, reason, _)), item in zip(batch, items, strict=True):
             headers = {} if item is None else dict(item.record.headers)
             headers.update({

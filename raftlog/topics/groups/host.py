@@ -16,7 +16,7 @@ result is the same group state everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import msgpack
@@ -37,6 +37,21 @@ GroupStat = tuple[str, str, int, int, int, int, int, int]
 ROW_PREFIX: Final = b"G"
 ROW_END: Final = b"H"
 SKIP_KEY: Final = b"mgroups_skip"
+
+
+def first_within(items: Iterator[LoggedRecord | None], budget: int) -> list[LoggedRecord | None]:
+    """The first of ``items`` whose record bytes add up to at most ``budget`` (the first
+    one always, however large; a record gone weighs nothing), read no further: what a
+    ``GQ`` answer or a dead-letter publish takes of a run of leases (``iter_records``)."""
+    out: list[LoggedRecord | None] = []
+    size = 0
+    for item in items:
+        weight = 0 if item is None else item.record.size
+        if out and size + weight > budget:
+            break
+        out.append(item)
+        size += weight
+    return out
 
 
 class IndexRecords:
@@ -82,27 +97,34 @@ class IndexRecords:
     def read_records(
         self, keys: Sequence[tuple[str, RecordId]], clock_ms: int
     ) -> list[LoggedRecord | None]:
-        """The records ``keys`` (None for each one gone), decoding each log entry once --
-        leases come in runs of the same publish batch."""
+        """The records ``keys`` (None for each one gone): :meth:`iter_records`, all of them."""
+        return list(self.iter_records(keys, clock_ms))
+
+    def iter_records(
+        self, keys: Iterable[tuple[str, RecordId]], clock_ms: int
+    ) -> Iterator[LoggedRecord | None]:
+        """The records ``keys`` one by one (None for each one gone), read as they are
+        asked for: a caller that stops at a byte budget reads no further (a member may hold
+        a thousand leases of 10 MiB records). Each log entry is decoded once per run of
+        keys in it -- leases come in runs of the same publish batch, in id order -- and
+        only the last one is kept."""
         starts: dict[str, RecordId] = {}
-        decoded: dict[int, Sequence[Record] | None] = {}
-        out: list[LoggedRecord | None] = []
+        decoded: tuple[int, Sequence[Record] | None] | None = None
         for topic, rid in keys:
             if topic not in starts:
                 starts[topic] = self.start(topic)
             entry = None if rid < starts[topic] else self._index.entry(topic, rid.index)
             if entry is None or rid.position not in entry.positions:
-                out.append(None)
+                yield None
                 continue
-            if rid.index not in decoded:
-                decoded[rid.index] = self._reader.records_at(rid.index)
-            records = decoded[rid.index]
+            if decoded is None or decoded[0] != rid.index:
+                decoded = (rid.index, self._reader.records_at(rid.index))
+            records = decoded[1]
             if records is None or rid.position >= len(records):
-                out.append(None)
+                yield None
                 continue
             item = LoggedRecord(rid, entry.append_time_ms, records[rid.position])
-            out.append(None if ttl_expired(item, clock_ms) else item)
-        return out
+            yield None if ttl_expired(item, clock_ms) else item
 
     def count_from(self, topic: str, start: RecordId, cap: int = LAG_SCAN_CAP) -> int:
         """Records of ``topic`` from ``start`` on (at most ``cap`` entries scanned: a lag

@@ -14,12 +14,17 @@ applied}``.
 ``[id, "GL", ident, json [name or "prefix*", ...]]`` lists only the groups matching one
 (on a CURVE cluster the request guard writes the key's ``consume`` right there).
 
-``GQ`` leased records -- ``[id, "GQ", ident, json {group, member, min_applied?, limit?}]``
--> ``[id, 01, json {applied, leases: [[topic, index, position, deliveries, deadline_ms],
-...]}, record ...]``: the records leased to ``member`` now, one record frame (``TR``'s
-layout) per lease in order, or an empty frame for a record that is gone (retention). A peer
-that has not applied ``min_applied`` yet answers ``NotApplied`` (the client asks again):
-the lease command's index, so the answer includes what that lease handed out.
+``GQ`` leased records -- ``[id, "GQ", ident, json {group, member, min_applied?, limit?,
+after?, topic?}]`` -> ``[id, 01, json {applied, leases: [[topic, index, position,
+deliveries, deadline_ms], ...], more}, record ...]``: the records leased to ``member`` now
+(of ``topic`` only, if given), in id order after ``after`` (``[topic, index, position]``;
+absent: from the first), one record frame
+(``TR``'s layout) per lease, or an empty frame for a record that is gone (retention). One
+answer holds at most ``limit`` leases and a topic read's worth of record bytes (4 MiB; a
+larger record alone); ``more`` says further leases follow -- ask again ``after`` the last
+one. A peer that has not applied ``min_applied`` yet answers ``NotApplied`` (the client asks
+again): the lease command's index, so the answer includes what that lease handed out. (An
+answer without ``more`` -- a peer before the byte bound -- holds them all.)
 
 Errors: ``[id, "", json {name, message}]`` as for the topic RPCs (``UnknownGroup``, ...).
 """
@@ -43,7 +48,7 @@ from raftlog.topics.groups.model import (
     check_options,
     options_map,
 )
-from raftlog.topics.records import LoggedRecord, RecordId
+from raftlog.topics.records import MAX_POSITION, MAX_UINT, LoggedRecord, RecordId
 from raftlog.topics.wire_errors import check_status
 
 TYPE_GROUP_DESCRIBE: Final = b"GD"
@@ -66,10 +71,25 @@ class LeasedRecord:
 
 @dataclass(frozen=True, slots=True)
 class LeasedRequest:
+    """``GQ``: the records leased to ``member`` of ``group``, in id order after ``after``."""
+
     group: str
     member: str
     min_applied: int = 0
     limit: int = MAX_LEASED_ANSWER
+    after: tuple[str, RecordId] | None = None
+    topic: str | None = None
+    """Only the leases of this topic (None: of every topic the group reads)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeasedPage:
+    """A ``GQ`` answer: the peer's applied index, the leased records of this answer, and
+    whether more leases follow the last one (a byte-bounded answer)."""
+
+    applied: int
+    records: list[LeasedRecord]
+    more: bool
 
 
 def _arg(args: Sequence[bytes], what: str) -> Any:
@@ -173,8 +193,13 @@ def decode_list_response(frames: Sequence[bytes]) -> tuple[str, ...]:
 
 
 def encode_leased_request(req: LeasedRequest) -> list[bytes]:
-    body = {"group": req.group, "member": req.member, "min_applied": req.min_applied,
-            "limit": req.limit}
+    body: dict[str, Any] = {"group": req.group, "member": req.member,
+                            "min_applied": req.min_applied, "limit": req.limit}
+    if req.after is not None:
+        topic, rid = req.after
+        body["after"] = [topic, rid.index, rid.position]
+    if req.topic is not None:
+        body["topic"] = req.topic
     return [pack_json(body)]
 
 
@@ -188,18 +213,39 @@ def decode_leased_request(args: Sequence[bytes]) -> LeasedRequest:
     if type(limit) is not int or not 1 <= limit <= MAX_LEASED_ANSWER:
         raise rpc.bad_request(f"limit must be in 1 .. {MAX_LEASED_ANSWER}")
     return LeasedRequest(
-        check_group_name(body.get("group")), check_member(body.get("member")), min_applied, limit
+        check_group_name(body.get("group")), check_member(body.get("member")), min_applied, limit,
+        _after(body.get("after")), _topic(body.get("topic")),
     )
 
 
-def encode_leased_response(applied: int, leased: Sequence[LeasedRecord]) -> list[bytes]:
+def _topic(value: object) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise rpc.bad_request("topic must be a topic name")
+    return value
+
+
+def _after(value: object) -> tuple[str, RecordId] | None:
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == 3 and isinstance(value[0], str)
+            and type(value[1]) is int and 0 <= value[1] <= MAX_UINT
+            and type(value[2]) is int and 0 <= value[2] <= MAX_POSITION):
+        raise rpc.bad_request("after must be [topic, index, position]")
+    return value[0], RecordId(value[1], value[2])
+
+
+def encode_leased_response(
+    applied: int, leased: Sequence[LeasedRecord], more: bool = False
+) -> list[bytes]:
+    """A ``GQ`` answer (``more``: further leases follow the last one)."""
     leases = [[x.topic, x.id.index, x.id.position, x.deliveries, x.deadline_ms] for x in leased]
     records = [b"" if x.item is None else rpc.encode_record(x.item) for x in leased]
-    return [TRUE_FRAME, pack_json({"applied": applied, "leases": leases}), *records]
+    return [TRUE_FRAME, pack_json({"applied": applied, "leases": leases, "more": more}),
+            *records]
 
 
-def decode_leased_response(frames: Sequence[bytes]) -> tuple[int, list[LeasedRecord]]:
-    """``(applied, leased records)`` of a ``GQ`` answer."""
+def decode_leased_response(frames: Sequence[bytes]) -> LeasedPage:
+    """The :class:`LeasedPage` of a ``GQ`` answer."""
     check_status(frames, 1)
     meta = decode_json(frames[1], 1)
     if not isinstance(meta, dict) or not isinstance(meta.get("leases"), list):
@@ -219,4 +265,7 @@ def decode_leased_response(frames: Sequence[bytes]) -> tuple[int, list[LeasedRec
             json_to_uint(deliveries, 1, "deliveries"), json_to_uint(deadline, 1, "deadline"),
             item,
         ))
-    return json_to_uint(meta.get("applied"), 1, "applied"), out
+    more = meta.get("more", False)
+    if type(more) is not bool:
+        raise RemoteProtocolError("GQ's more must be true or false", 1)
+    return LeasedPage(json_to_uint(meta.get("applied"), 1, "applied"), out, more)
