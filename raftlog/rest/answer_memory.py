@@ -21,8 +21,9 @@ stalled clients -- for up to ``[rest] request_timeout_ms``, then 503 ``Busy`` (n
 consumed by a plain poll); so polls queue before they read or build anything (sixty at once
 grew a peer by 400 MiB of answers being built when only finished answers were counted). The
 reservation is given back when the read found nothing and the poll waits (an idle long poll
-holds none); a reserved poll's answer is then always sent, counted at its real size (base64
-makes it ~1.4x its records: the bytes held may pass the limit by that much).
+holds none); a woken poll reserves again before it builds its answer. A poll's answer is
+built within its reservation (``raftlog.rest.pages``: what does not fit waits for the next
+poll), so the bytes held never pass the limit, however the payloads encode.
 """
 
 from __future__ import annotations
@@ -35,14 +36,15 @@ from aiohttp.typedefs import Middleware
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from raftlog.topics.reads import READ_BUDGET
 from raftlog.web.byte_budget import ByteBudget, held_gauges
 from raftlog.web.errors import RestError, busy
 
 COUNTED_FROM: Final = 64 * 1024
 """Answers at least this large are counted (smaller ones fit the socket buffer at once)."""
-READ_RESERVE: Final = READ_BUDGET
-"""What a poll reserves before its read: one topic read's record budget."""
+READ_RESERVE: Final = 6 * 1024 * 1024
+"""What a poll reserves before its read: one topic read's record budget (4 MiB) in base64
+(5.33 MiB) and the JSON of its messages; the answer is built within it
+(``raftlog.rest.pages``)."""
 _RESERVED: Final = web.RequestKey("raftlog_answer_reserved", int)
 
 
@@ -65,6 +67,23 @@ class AnswerMemory(ByteBudget):
         if not await self.acquire(READ_RESERVE, timeout):
             raise self._busy()
         request[_RESERVED] = request.get(_RESERVED, 0) + READ_RESERVE
+
+    def reserved(self, request: web.Request) -> int:
+        """What ``request`` holds reserved now (its answer is built within it)."""
+        return int(request.get(_RESERVED, 0))
+
+    async def widen(self, request: web.Request, size: int, timeout: float) -> None:
+        """Make ``request``'s reservation at least ``size`` bytes (a first message larger
+        than a read's reservation), waiting up to ``timeout`` for room, then 503 ``Busy``.
+        What it held is given back first and the whole taken anew: an answer larger than
+        the whole budget then goes once nothing else is held, as any other does."""
+        have = request.get(_RESERVED, 0)
+        if size <= have:
+            return
+        self.give(request.pop(_RESERVED, 0))
+        if not await self.acquire(size, timeout):
+            raise self._busy()
+        request[_RESERVED] = size
 
     def release_read(self, request: web.Request) -> None:
         """Give back what :meth:`reserve_read` took (a poll that found nothing and waits:

@@ -34,6 +34,7 @@ from raftlog.rest.bodies import (
     read_json_object,
 )
 from raftlog.rest.context import RestContext
+from raftlog.rest.pages import AnswerPage
 from raftlog.security.policy import Principal, Role
 from raftlog.topics.groups.model import check_group_name, check_member
 from raftlog.topics.groups.wire import LeasedPage
@@ -59,9 +60,10 @@ def _check_consume(who: Principal | None, group: str) -> None:
 
 
 async def group_poll(
-    ctx: RestContext, name: str, body: dict[str, Any], who: Principal | None
+    ctx: RestContext, request: web.Request, name: str, body: dict[str, Any],
+    who: Principal | None,
 ) -> web.Response:
-    """``poll`` with a ``group`` (module docstring)."""
+    """``poll`` with a ``group`` (module docstring), its answer memory reserved."""
     group, member = _names(body, who)
     _check_consume(who, group)
     encoding = encoding_of(body)
@@ -71,9 +73,9 @@ async def group_poll(
     try:
         info = await topics.describe_group(group, timeout=ctx.gateway.timeout)
         if info.mode == "queue":
-            page = await _queue_page(ctx, group, member, name, min(limit, MAX_GROUP_POLL))
-            items = [(x.item, x.deliveries) for x in page.records if x.item is not None]
-            more = page.more
+            held = await _queue_page(ctx, group, member, name, min(limit, MAX_GROUP_POLL))
+            items = [(x.item, x.deliveries) for x in held.records if x.item is not None]
+            more = held.more
         else:
             start = info.positions.get(name)
             result = await topics.read(
@@ -85,13 +87,14 @@ async def group_poll(
             more = result.more
     except Exception as exc:
         raise from_cluster(exc) from exc
-    messages = [
-        {"id": format_id(item.id), "timestamp": item.append_time_ms, "deliveries": n,
-         **encode_payload(item.record.value, encoding)}
-        for item, n in items
-    ]
-    return json_reply(messages, headers={"X-Raftlog-Member": member,
-                                         "X-Raftlog-More": str(more).lower()})
+    page = AnswerPage(
+        items,
+        lambda pair: {"id": format_id(pair[0].id), "timestamp": pair[0].append_time_ms,
+                      "deliveries": pair[1], **encode_payload(pair[0].record.value, encoding)},
+        lambda pair: len(pair[0].record.value), encoding,
+    )
+    await page.build(request, ctx.answers, ctx.settings.request_timeout_ms / 1000)
+    return page.response({"X-Raftlog-Member": member}, more=more)
 
 
 async def _queue_page(

@@ -21,6 +21,7 @@ conditional: 409 ``ExpectationFailed`` with ``lastId`` when the key moved on.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Final
 
@@ -39,6 +40,7 @@ from raftlog.rest.bodies import (
     read_json_object,
 )
 from raftlog.rest.context import RestContext
+from raftlog.rest.pages import AnswerPage
 from raftlog.security.policy import Role
 from raftlog.topics.kv import event_of
 from raftlog.topics.records import MAX_UINT, LoggedRecord, RecordId
@@ -94,7 +96,8 @@ async def watch_changes(ctx: RestContext, request: web.Request) -> web.Response:
     limit = optional_int(body, "limit", 1, WATCH_LIMIT) or WATCH_LIMIT
     wait_ms = min(optional_int(body, "waitMs", 0, MAX_UINT) or 0, ctx.settings.max_wait_ms)
     deadline = time.monotonic() + wait_ms / 1000
-    events: list[dict[str, Any]] = []
+    timeout = ctx.settings.request_timeout_ms / 1000
+    found: list[LoggedRecord] = []
 
     async def scan(wait: int) -> bool:
         nonlocal next_id
@@ -113,27 +116,35 @@ async def watch_changes(ctx: RestContext, request: web.Request) -> web.Response:
         for item in result.records:
             next_id = RecordId(item.id.index, item.id.position + 1)
             if (item.record.key or b"").startswith(prefix.encode()):
-                event = event_of(item)
-                events.append(
-                    {
-                        "type": event.kind,
-                        **_entry(item, encoding),
-                    }
-                    if event.kind == "put"
-                    else {
-                        "type": "delete",
-                        "key": event.key.decode("utf-8", "backslashreplace"),
-                        "revision": format_id(item.id),
-                    }
-                )
+                found.append(item)
         return bool(result.records)
 
-    found = await scan(0)
-    if not found and wait_ms:
+    await ctx.answers.reserve_read(request, timeout)  # room for the answer (a poll's)
+    scanned = await scan(0)
+    if not scanned and wait_ms:
+        ctx.answers.release_read(request)  # an idle watch holds no answer memory
         with ctx.quotas.long_poll(request, who):
-            while not found and (left := int((deadline - time.monotonic()) * 1000)) > 0:
-                found = await scan(min(left, MAX_READ_WAIT_MS))
-    return json_reply({"events": events, "next": format_id(next_id)})
+            while not scanned and (left := int((deadline - time.monotonic()) * 1000)) > 0:
+                scanned = await scan(min(left, MAX_READ_WAIT_MS))
+        await ctx.answers.reserve_read(request, timeout)
+    page = AnswerPage(found, lambda item: _event(item, encoding),
+                      lambda item: len(item.record.value), encoding)
+    await page.build(request, ctx.answers, timeout)
+    if page.cut:  # the events left out come in the next watch
+        last = found[len(page.parts) - 1].id
+        next_id = RecordId(last.index, last.position + 1)
+    next_json = json.dumps(format_id(next_id)).encode()
+    return web.Response(body=b'{"events": ' + page.array()[:-1] + b', "next": ' + next_json
+                        + b"}\n", content_type="application/json", charset="utf-8")
+
+
+def _event(item: LoggedRecord, encoding: str) -> dict[str, Any]:
+    """One change as a watch answers it: a put with its value, or a delete."""
+    event = event_of(item)
+    if event.kind == "put":
+        return {"type": event.kind, **_entry(item, encoding)}
+    return {"type": "delete", "key": event.key.decode("utf-8", "backslashreplace"),
+            "revision": format_id(item.id)}
 
 
 def add_kv_routes(app: web.Application, ctx: RestContext) -> None:

@@ -41,6 +41,7 @@ from raftlog.rest.bodies import (
 )
 from raftlog.rest.context import RestContext
 from raftlog.rest.group_routes import group_poll
+from raftlog.rest.pages import AnswerPage
 from raftlog.rpc.reads import Consistency
 from raftlog.security.policy import Role
 from raftlog.topics.client import make_record
@@ -173,7 +174,7 @@ def add_message_routes(
         # 503 comes before a group poll leases anything)
         await ctx.answers.reserve_read(request, ctx.settings.request_timeout_ms / 1000)
         if body.get("group") is not None:  # as a consumer group's member (issue #27)
-            return await group_poll(ctx, name, body, who)
+            return await group_poll(ctx, request, name, body, who)
         encoding = encoding_of(body)
         wait_ms = optional_int(body, "waitMs", 0, MAX_UINT) or 0
         deadline = time.monotonic() + min(wait_ms, ctx.settings.max_wait_ms) / 1000
@@ -188,15 +189,16 @@ def add_message_routes(
                     left := int((deadline - time.monotonic()) * 1000)
                 ) > 0:
                     result = await _read(ctx, name, body, min(left, MAX_READ_WAIT_MS))
-        messages = [
-            {
-                "id": format_id(item.id),
-                "timestamp": item.append_time_ms,
-                **encode_payload(item.record.value, encoding),
-            }
-            for item in result.records
-        ]
-        return json_reply(messages, headers={"X-Raftlog-More": str(result.more).lower()})
+            if result.records:  # woken: room for its answer again (nothing was consumed)
+                await ctx.answers.reserve_read(request, ctx.settings.request_timeout_ms / 1000)
+        page = AnswerPage(
+            result.records,
+            lambda item: {"id": format_id(item.id), "timestamp": item.append_time_ms,
+                          **encode_payload(item.record.value, encoding)},
+            lambda item: len(item.record.value), encoding,
+        )
+        await page.build(request, ctx.answers, ctx.settings.request_timeout_ms / 1000)
+        return page.response({}, more=result.more)
 
     app.router.add_post(base + "/publish", publish)
     app.router.add_post(base + "/poll", poll)
