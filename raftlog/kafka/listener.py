@@ -51,6 +51,7 @@ from raftlog.observability.view import ViewBox
 from raftlog.rest.gateway import ClusterGateway
 from raftlog.server.apply_signal import ApplySignal
 from raftlog.web.auth import Authenticator
+from raftlog.web.hangups import forget_traceback
 
 START_TIMEOUT: Final = 10.0
 log = structlog.get_logger("raftlog.kafka")
@@ -218,7 +219,8 @@ class KafkaListener:
                 finally:  # a Fetch answer's bytes count until the socket took them
                     self.ctx.fetch_memory.release_request()
                     self.ctx.request_memory.give(held)
-        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError) as exc:
+            forget_traceback(exc)  # a hung-up client's drain waiter would keep the answer
             return
         except (MalformedRequestError, NotAuthenticatedError) as exc:
             log.warning("kafka_bad_request", peer=str(peer), reason=str(exc),

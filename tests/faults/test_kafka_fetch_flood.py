@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from integration.cluster import PeerCluster
+from integration.cluster import PeerCluster, wait_for
 from integration.kafka.helpers import bootstrap, consume_all, native
 from integration.kafka.raw import RawKafka
 from integration.peer.updates import update
@@ -45,6 +45,7 @@ SEND_TIMEOUT_MS = 3000
 FLOOD_SECONDS = 12.0
 RECORDS = 1000
 FETCH_V11 = 1, 11
+HANG_UPS = 24
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +145,29 @@ def test_greedy_fetches_that_are_never_read_are_held_to_the_fetch_memory(
     assert metric(http, "raftlog_kafka_fetch_reads_deferred_total") > 0
     assert update(cluster, b"after the flood") > 0
     assert cluster_terms(cluster) == terms  # no election
+
+
+def test_fetches_whose_clients_hang_up_leave_nothing_behind(cluster: PeerCluster) -> None:
+    """Clients that send the greedy Fetch, take the first bytes of its answer and hang up:
+    each answer goes with its connection. (The failed write's error, kept by asyncio's drain
+    waiter, held the listener's frame -- and the answer -- in a reference cycle until the
+    cyclic collector ran, ``raftlog.web.hangups``.)"""
+    leader = cluster.wait_stable_leader()
+    watch = PeerWatch(cluster, leader)
+    http = str(cluster.peers[leader].http_url)
+    host, port = split_kafka_url(str(cluster.peers[leader].kafka_url))
+    frame = _greedy_fetch(_start_offset(host, port))
+    baseline = peak = watch.rss_mb()
+    for _ in range(HANG_UPS):
+        with socket.create_connection((host, port), timeout=30) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(frame)
+            assert sock.recv(4), "no answer"
+        peak = max(peak, watch.rss_mb())
+    wait_for("the answers' memory to be given back",
+             lambda: metric(http, "raftlog_kafka_fetch_held_bytes") == 0, timeout=30)
+    watch.keeps_answering(1.0)
+    peak = max(peak, watch.rss_mb())
+    print(f"RSS {baseline:.0f} -> {peak:.0f} MiB after {HANG_UPS} hung-up Fetches")
+    assert not watch.slow, watch.slow[:10]
+    assert peak - baseline < 150, f"RSS {baseline:.0f} -> {peak:.0f} MiB"
