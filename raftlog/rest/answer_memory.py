@@ -38,6 +38,7 @@ from prometheus_client.registry import Collector
 
 from raftlog.web.byte_budget import ByteBudget, held_gauges
 from raftlog.web.errors import RestError, busy
+from raftlog.web.hangups import forget_traceback
 
 COUNTED_FROM: Final = 64 * 1024
 """Answers at least this large are counted (smaller ones fit the socket buffer at once)."""
@@ -56,7 +57,8 @@ class AnswerMemory(ByteBudget):
         self.refused = 0
         """Answers refused with 503 ``Busy`` since start."""
 
-    def _busy(self) -> RestError:
+    def busy(self) -> RestError:
+        """The 503 ``Busy`` of a large answer that found no room (counted)."""
         self.refused += 1
         return busy("large answers being sent fill [rest] answer_memory_bytes; retry shortly")
 
@@ -65,24 +67,24 @@ class AnswerMemory(ByteBudget):
         room (answers being sent finish, or their stalled clients are aborted), then 503
         ``Busy``. Given back by :meth:`release_read` or when the handler returns."""
         if not await self.acquire(READ_RESERVE, timeout):
-            raise self._busy()
+            raise self.busy()
         request[_RESERVED] = request.get(_RESERVED, 0) + READ_RESERVE
 
     def reserved(self, request: web.Request) -> int:
         """What ``request`` holds reserved now (its answer is built within it)."""
         return int(request.get(_RESERVED, 0))
 
-    async def widen(self, request: web.Request, size: int, timeout: float) -> None:
-        """Make ``request``'s reservation at least ``size`` bytes (a first message larger
-        than a read's reservation), waiting up to ``timeout`` for room, then 503 ``Busy``.
-        What it held is given back first and the whole taken anew: an answer larger than
-        the whole budget then goes once nothing else is held, as any other does."""
-        have = request.get(_RESERVED, 0)
-        if size <= have:
-            return
+    async def resize(self, request: web.Request, size: int, timeout: float) -> None:
+        """Make ``request``'s reservation ``size`` bytes (its first message is larger than
+        what it holds): what it holds is given back and ``size`` taken anew, waiting up to
+        ``timeout`` for room, then 503 ``Busy``. The caller dropped what it read first and
+        reads again once this returns: a poll never waits for room while it holds records
+        or a reservation, so polls cannot hold the memory waiting for each other (160 polls
+        woken by one 6 MiB record did, each holding 6 MiB and wanting 8). Alone, any size
+        fits."""
         self.give(request.pop(_RESERVED, 0))
         if not await self.acquire(size, timeout):
-            raise self._busy()
+            raise self.busy()
         request[_RESERVED] = size
 
     def release_read(self, request: web.Request) -> None:
@@ -110,14 +112,14 @@ class AnswerMemory(ByteBudget):
                 self.give(reserved)
                 return response
             if not (reserved or self.fits(size)):
-                raise self._busy()  # nothing reserved to give back
+                raise self.busy()  # nothing reserved to give back
             self.take(size)  # a reserved poll's answer is always sent: it waited its turn
             self.give(reserved)
             try:
                 await response.prepare(request)
                 await response.write_eof()
-            except ConnectionError:
-                pass  # aborted (a client that stopped reading) or gone: aiohttp ends it
+            except ConnectionError as exc:  # aborted (a client that stopped reading) or gone
+                forget_traceback(exc)
             finally:
                 self.give(size)
             return response

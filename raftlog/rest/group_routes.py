@@ -19,6 +19,7 @@ group (docs/consumers.md, docs/security.md).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 from aiohttp import web
@@ -34,10 +35,11 @@ from raftlog.rest.bodies import (
     read_json_object,
 )
 from raftlog.rest.context import RestContext
-from raftlog.rest.pages import AnswerPage
+from raftlog.rest.pages import MessageFormat, answer_within
 from raftlog.security.policy import Principal, Role
-from raftlog.topics.groups.model import check_group_name, check_member
+from raftlog.topics.groups.model import GroupInfo, check_group_name, check_member
 from raftlog.topics.groups.wire import LeasedPage
+from raftlog.topics.records import LoggedRecord
 from raftlog.topics.wire import DEFAULT_READ_LIMIT, MAX_READ_LIMIT
 from raftlog.web.errors import RestError, from_cluster
 
@@ -69,44 +71,65 @@ async def group_poll(
     encoding = encoding_of(body)
     limit = optional_int(body, "limit", 1, MAX_READ_LIMIT) or DEFAULT_READ_LIMIT
     topics = ctx.gateway.topics
-    more = False
     try:
         info = await topics.describe_group(group, timeout=ctx.gateway.timeout)
-        if info.mode == "queue":
-            held = await _queue_page(ctx, group, member, name, min(limit, MAX_GROUP_POLL))
-            items = [(x.item, x.deliveries) for x in held.records if x.item is not None]
-            more = held.more
-        else:
-            start = info.positions.get(name)
-            result = await topics.read(
-                name, from_index=None if start is None else start.next_record.index,
-                from_position=None if start is None else start.next_record.position,
-                limit=limit, timeout=ctx.gateway.timeout,
-            )
-            items = [(item, 1) for item in result.records]
-            more = result.more
     except Exception as exc:
         raise from_cluster(exc) from exc
-    page = AnswerPage(
-        items,
-        lambda pair: {"id": format_id(pair[0].id), "timestamp": pair[0].append_time_ms,
-                      "deliveries": pair[1], **encode_payload(pair[0].record.value, encoding)},
-        lambda pair: len(pair[0].record.value), encoding,
+    read = _group_read(ctx, info, member=member, topic=name, limit=limit)
+    page, more = await answer_within(
+        request, ctx.answers, timeout=ctx.settings.request_timeout_ms / 1000,
+        first=await read(True), read_again=lambda: read(False), form=MessageFormat(
+            lambda pair: {"id": format_id(pair[0].id), "timestamp": pair[0].append_time_ms,
+                          "deliveries": pair[1],
+                          **encode_payload(pair[0].record.value, encoding)},
+            lambda pair: len(pair[0].record.value), encoding),
     )
-    await page.build(request, ctx.answers, ctx.settings.request_timeout_ms / 1000)
     return page.response({"X-Raftlog-Member": member}, more=more)
 
 
+GroupRead = Callable[[bool], Awaitable[tuple[Sequence[tuple[LoggedRecord, int]], bool]]]
+"""A group poll's read -- ``True`` for its first, which may lease -- with each record's
+delivery count, and whether more follow."""
+
+
+def _group_read(ctx: RestContext, info: GroupInfo, *, member: str, topic: str,
+                limit: int) -> GroupRead:
+    """The read of a poll of ``topic`` as ``member`` of group ``info``."""
+    topics = ctx.gateway.topics
+
+    async def read(first: bool) -> tuple[Sequence[tuple[LoggedRecord, int]], bool]:
+        try:
+            return await records(first)
+        except Exception as exc:
+            raise from_cluster(exc) from exc
+
+    async def records(first: bool) -> tuple[Sequence[tuple[LoggedRecord, int]], bool]:
+        if info.mode == "queue":
+            held = await _queue_page(ctx, info.name, member, topic,
+                                     min(limit, MAX_GROUP_POLL), lease=first)
+            return [(x.item, x.deliveries) for x in held.records if x.item is not None], \
+                held.more
+        start = info.positions.get(topic)
+        result = await topics.read(
+            topic, from_index=None if start is None else start.next_record.index,
+            from_position=None if start is None else start.next_record.position,
+            limit=limit, timeout=ctx.gateway.timeout,
+        )
+        return [(item, 1) for item in result.records], result.more
+
+    return read
+
+
 async def _queue_page(
-    ctx: RestContext, group: str, member: str, topic: str, limit: int
+    ctx: RestContext, group: str, member: str, topic: str, limit: int, *, lease: bool
 ) -> LeasedPage:
     """What a queue group's poll answers: the member's leases of ``topic``, one answer's
     worth (4 MiB of records; ``more`` when further leases wait). New records are leased
-    only while what the member holds fits one answer: a lease it cannot be shown would run
-    out unseen and count as a delivery."""
+    (with ``lease``) only while what the member holds fits one answer: a lease it cannot be
+    shown would run out unseen and count as a delivery."""
     topics, timeout = ctx.gateway.topics, ctx.gateway.timeout
     held = await topics.leased(group, member, topic=topic, timeout=timeout)
-    if held.more:
+    if held.more or not lease:
         return held
     index = await topics.lease_more(group, member, limit, only_topics=[topic], timeout=timeout)
     if not index:

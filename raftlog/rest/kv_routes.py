@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any, Final
 
 from aiohttp import web
@@ -40,7 +41,7 @@ from raftlog.rest.bodies import (
     read_json_object,
 )
 from raftlog.rest.context import RestContext
-from raftlog.rest.pages import AnswerPage
+from raftlog.rest.pages import MessageFormat, answer_within
 from raftlog.security.policy import Role
 from raftlog.topics.kv import event_of
 from raftlog.topics.records import MAX_UINT, LoggedRecord, RecordId
@@ -97,45 +98,78 @@ async def watch_changes(ctx: RestContext, request: web.Request) -> web.Response:
     wait_ms = min(optional_int(body, "waitMs", 0, MAX_UINT) or 0, ctx.settings.max_wait_ms)
     deadline = time.monotonic() + wait_ms / 1000
     timeout = ctx.settings.request_timeout_ms / 1000
-    found: list[LoggedRecord] = []
-
-    async def scan(wait: int) -> bool:
-        nonlocal next_id
-        try:
-            result = await ctx.gateway.topics.read(
-                name,
-                from_index=next_id.index,
-                from_position=next_id.position,
-                limit=limit,
-                url=ctx.gateway.own_url,
-                timeout=ctx.gateway.timeout + wait / 1000,
-                wait_ms=wait,
-            )
-        except Exception as exc:
-            raise from_cluster(exc) from exc
-        for item in result.records:
-            next_id = RecordId(item.id.index, item.id.position + 1)
-            if (item.record.key or b"").startswith(prefix.encode()):
-                found.append(item)
-        return bool(result.records)
-
+    scans = _WatchScan(ctx, name, prefix.encode(), limit, next_id)
     await ctx.answers.reserve_read(request, timeout)  # room for the answer (a poll's)
-    scanned = await scan(0)
+    start = scans.next_id
+    scanned = await scans.scan()
     if not scanned and wait_ms:
         ctx.answers.release_read(request)  # an idle watch holds no answer memory
         with ctx.quotas.long_poll(request, who):
             while not scanned and (left := int((deadline - time.monotonic()) * 1000)) > 0:
-                scanned = await scan(min(left, MAX_READ_WAIT_MS))
-        await ctx.answers.reserve_read(request, timeout)
-    page = AnswerPage(found, lambda item: _event(item, encoding),
-                      lambda item: len(item.record.value), encoding)
-    await page.build(request, ctx.answers, timeout)
+                if await scans.scan(min(left, MAX_READ_WAIT_MS)):
+                    await ctx.answers.reserve_read(request, timeout)
+                    start = scans.next_id
+                    scanned = await scans.scan()
+                    if not scanned:
+                        ctx.answers.release_read(request)
+
+    async def again() -> tuple[Sequence[LoggedRecord], bool]:
+        scans.next_id = start
+        await scans.scan()
+        return scans.taken()
+
+    page, _more = await answer_within(
+        request, ctx.answers, timeout=timeout, first=scans.taken(), read_again=again,
+        form=MessageFormat(lambda item: _event(item, encoding),
+                           lambda item: len(item.record.value), encoding))
+    next_id = scans.next_id
     if page.cut:  # the events left out come in the next watch
-        last = found[len(page.parts) - 1].id
+        last = page.items[len(page.parts) - 1].id
         next_id = RecordId(last.index, last.position + 1)
     next_json = json.dumps(format_id(next_id)).encode()
     return web.Response(body=b'{"events": ' + page.array()[:-1] + b', "next": ' + next_json
                         + b"}\n", content_type="application/json", charset="utf-8")
+
+
+class _WatchScan:
+    """A watch's reads of its topic from ``next_id``, keeping the changes under its key
+    prefix (``found``)."""
+
+    def __init__(self, ctx: RestContext, topic: str, prefix: bytes, limit: int,
+                 next_id: RecordId) -> None:
+        self._ctx, self._topic, self._prefix, self._limit = ctx, topic, prefix, limit
+        self.next_id = next_id
+        """Where the next read starts: after the last record read."""
+        self.found: list[LoggedRecord] = []
+
+    async def scan(self, wake_ms: int = 0) -> bool:
+        """Read from ``next_id`` (with ``wake_ms``: wait that long for records to come,
+        bringing none -- ``raftlog.rest.message_routes``' poll says why); whether records
+        were found."""
+        gateway = self._ctx.gateway
+        topics, url, topic = gateway.topics, gateway.own_url, self._topic
+        try:
+            if wake_ms:
+                woke = await topics.fetch(
+                    topic, url, from_index=self.next_id.index,
+                    from_position=self.next_id.position, limit=1, wait_ms=wake_ms,
+                    max_bytes=0, timeout=gateway.timeout + wake_ms / 1000)
+                return woke.more
+            result = await topics.read(topic, from_index=self.next_id.index,
+                                       from_position=self.next_id.position,
+                                       limit=self._limit, url=url, timeout=gateway.timeout)
+        except Exception as exc:
+            raise from_cluster(exc) from exc
+        for item in result.records:
+            self.next_id = RecordId(item.id.index, item.id.position + 1)
+            if (item.record.key or b"").startswith(self._prefix):
+                self.found.append(item)
+        return bool(result.records)
+
+    def taken(self) -> tuple[Sequence[LoggedRecord], bool]:
+        """What the scans found, handed over (the caller is its only holder then)."""
+        events, self.found = self.found, []
+        return events, False
 
 
 def _event(item: LoggedRecord, encoding: str) -> dict[str, Any]:

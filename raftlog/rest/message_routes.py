@@ -20,7 +20,7 @@ holding its exit.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
 from aiohttp import web
@@ -41,11 +41,11 @@ from raftlog.rest.bodies import (
 )
 from raftlog.rest.context import RestContext
 from raftlog.rest.group_routes import group_poll
-from raftlog.rest.pages import AnswerPage
+from raftlog.rest.pages import MessageFormat, answer_within
 from raftlog.rpc.reads import Consistency
-from raftlog.security.policy import Role
+from raftlog.security.policy import Principal, Role
 from raftlog.topics.client import make_record
-from raftlog.topics.records import MAX_UINT
+from raftlog.topics.records import MAX_UINT, LoggedRecord
 from raftlog.topics.records_kv import expectations
 from raftlog.topics.wire import DEFAULT_READ_LIMIT, MAX_READ_LIMIT, MAX_READ_WAIT_MS, ReadResult
 from raftlog.web.errors import RestError, from_cluster
@@ -106,8 +106,10 @@ async def plain_publish(
 
 
 async def _read(
-    ctx: RestContext, name: str, body: dict[str, Any], wait_ms: int = 0
+    ctx: RestContext, name: str, body: dict[str, Any], wake_ms: int = 0
 ) -> ReadResult:
+    """The poll's read; with ``wake_ms`` a wake-up instead (``TF`` without credit: no
+    records, ``more`` once some are there, waiting up to that long)."""
     start = body.get("startFrom")
     inclusive = optional_bool(body, "inclusive", True)
     limit = optional_int(body, "limit", 1, MAX_READ_LIMIT) or DEFAULT_READ_LIMIT
@@ -124,8 +126,15 @@ async def _read(
             400, "BadRequest", "startFrom must be a message id (string) or a time in ms (number)"
         )
     consistency, min_index = _consistency(body)
+    topics, url = ctx.gateway.topics, ctx.gateway.own_url
     try:
-        return await ctx.gateway.topics.read(
+        if wake_ms:
+            return await topics.fetch(
+                name, url, from_index=from_index, from_position=from_position,
+                from_time_ms=from_time, inclusive=inclusive, limit=1, wait_ms=wake_ms,
+                max_bytes=0, timeout=ctx.gateway.timeout + wake_ms / 1000,
+            )
+        return await topics.read(
             name,
             consistency=consistency,
             min_index=min_index,
@@ -134,12 +143,41 @@ async def _read(
             from_time_ms=from_time,
             inclusive=inclusive,
             limit=limit,
-            url=ctx.gateway.own_url,
-            timeout=ctx.gateway.timeout + wait_ms / 1000,
-            wait_ms=wait_ms,
+            url=url,
+            timeout=ctx.gateway.timeout,
         )
     except Exception as exc:
         raise from_cluster(exc) from exc
+
+
+async def _first_read(
+    ctx: RestContext, request: web.Request, body: dict[str, Any], who: Principal | None
+) -> tuple[Sequence[LoggedRecord], bool]:
+    """A poll's records and whether more follow, waiting up to its ``waitMs`` for some.
+
+    An empty read becomes a waiting wake-up: the peer holds it until it applies a record of
+    this topic (``raftlog.server.parked_reads``) -- no timer, no re-reads; each principal
+    holds at most its ``waiting_reads`` quota of them. It brings no records: the poll reads
+    them once it has room for their answer again, so polls woken together queue nothing
+    ahead of the answer memory (``tests/faults/test_rest_woken_polls.py``)."""
+    _ns, _topic, name = ctx.names(request)
+    wait_ms = optional_int(body, "waitMs", 0, MAX_UINT) or 0
+    deadline = time.monotonic() + min(wait_ms, ctx.settings.max_wait_ms) / 1000
+    timeout = ctx.settings.request_timeout_ms / 1000
+    result = await _read(ctx, name, body)
+    if not result.records and wait_ms:
+        ctx.answers.release_read(request)  # an idle long poll holds no answer memory
+        with ctx.quotas.long_poll(request, who):
+            while not result.records and (
+                left := int((deadline - time.monotonic()) * 1000)
+            ) > 0:
+                woke = await _read(ctx, name, body, min(left, MAX_READ_WAIT_MS))
+                if woke.more:
+                    await ctx.answers.reserve_read(request, timeout)
+                    result = await _read(ctx, name, body)
+                    if not result.records:  # gone meanwhile (retention): wait again
+                        ctx.answers.release_read(request)
+    return result.records, result.more
 
 
 def add_message_routes(
@@ -176,29 +214,20 @@ def add_message_routes(
         if body.get("group") is not None:  # as a consumer group's member (issue #27)
             return await group_poll(ctx, request, name, body, who)
         encoding = encoding_of(body)
-        wait_ms = optional_int(body, "waitMs", 0, MAX_UINT) or 0
-        deadline = time.monotonic() + min(wait_ms, ctx.settings.max_wait_ms) / 1000
-        result = await _read(ctx, name, body)
-        if not result.records and wait_ms:
-            # an empty answer becomes a waiting read: the peer holds it until it applies a
-            # record of this topic (raftlog.server.parked_reads) -- no timer, no re-reads;
-            # each principal holds at most its waiting_reads quota of them
-            ctx.answers.release_read(request)  # an idle long poll holds no answer memory
-            with ctx.quotas.long_poll(request, who):
-                while not result.records and (
-                    left := int((deadline - time.monotonic()) * 1000)
-                ) > 0:
-                    result = await _read(ctx, name, body, min(left, MAX_READ_WAIT_MS))
-            if result.records:  # woken: room for its answer again (nothing was consumed)
-                await ctx.answers.reserve_read(request, ctx.settings.request_timeout_ms / 1000)
-        page = AnswerPage(
-            result.records,
-            lambda item: {"id": format_id(item.id), "timestamp": item.append_time_ms,
-                          **encode_payload(item.record.value, encoding)},
-            lambda item: len(item.record.value), encoding,
+        timeout = ctx.settings.request_timeout_ms / 1000
+
+        async def again() -> tuple[Sequence[LoggedRecord], bool]:
+            reread = await _read(ctx, name, body)
+            return reread.records, reread.more
+
+        page, more = await answer_within(
+            request, ctx.answers, timeout=timeout, first=await _first_read(ctx, request, body, who),
+            read_again=again, form=MessageFormat(
+                lambda item: {"id": format_id(item.id), "timestamp": item.append_time_ms,
+                              **encode_payload(item.record.value, encoding)},
+                lambda item: len(item.record.value), encoding),
         )
-        await page.build(request, ctx.answers, ctx.settings.request_timeout_ms / 1000)
-        return page.response({}, more=result.more)
+        return page.response({}, more=more)
 
     app.router.add_post(base + "/publish", publish)
     app.router.add_post(base + "/poll", poll)

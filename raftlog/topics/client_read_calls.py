@@ -78,6 +78,7 @@ class ReadCalls:
         *,
         from_index: int | None = None,
         from_position: int | None = None,
+        from_time_ms: int | None = None,
         inclusive: bool = True,
         limit: int = rpc.DEFAULT_READ_LIMIT,
         wait_ms: int = 0,
@@ -88,8 +89,10 @@ class ReadCalls:
     ) -> rpc.ReadResult:
         """Push fetch (``TF``, :mod:`raftlog.topics.wire_fetch`) from peer ``url``: waits up
         to ``wait_ms`` for ``min_records`` records or ``min_bytes`` bytes, woken by the
-        peer's apply, and sends at most ``max_bytes`` (the credit). raftlog peers only."""
-        read = rpc.ReadRequest(topic, from_index, from_position, None, inclusive, limit, wait_ms)
+        peer's apply, and sends at most ``max_bytes`` (the credit; 0: a wake-up, no records
+        and ``more`` when some are there). raftlog peers only."""
+        read = rpc.ReadRequest(topic, from_index, from_position, from_time_ms, inclusive, limit,
+                               wait_ms)
         req = wire_fetch.FetchRequest(read, min_records, min_bytes, max_bytes)
         frames = await self.request(
             url, wire_fetch.TYPE_FETCH, wire_fetch.encode_fetch_request(req),

@@ -212,6 +212,13 @@ class _Transport:
         )
 
 
+def _check_credit(min_records: int, min_bytes: int | None, max_bytes: int | None) -> None:
+    """Bad thresholds or credit fail here, not as a BadRequest taken for an older peer."""
+    FetchRequest(ReadRequest("x"), min_records, min_bytes, max_bytes)
+    if max_bytes == 0:  # TF's wake-up: it would never bring the follower a record
+        raise TopicError("BadRequest", "max_bytes must be at least 1 to follow a topic")
+
+
 async def subscribe(
     topics_client: TopicClient,
     topics: Sequence[str],
@@ -247,8 +254,7 @@ async def subscribe(
     """
     if from_index is not None and from_time_ms is not None:
         raise ValueError("give from_index or from_time_ms, not both")
-    # bad thresholds or credit fail here, not as a BadRequest taken for an older peer
-    FetchRequest(ReadRequest("x"), min_records, min_bytes, max_bytes)
+    _check_credit(min_records, min_bytes, max_bytes)
     transport = _Transport(url, max(min_records, 1), min_bytes, max_bytes)
     names = sorted(set(topics))
     if pattern is not None:

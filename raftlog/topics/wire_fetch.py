@@ -14,6 +14,12 @@ more than the consumer's credit.
   many bytes; only a first record larger than the whole credit is sent alone (so a
   consumer always progresses), with ``more`` set. The consumer grants the next credit with
   its next fetch.
+* ``max_bytes`` 0: a *wake-up*: the answer carries no records, and ``more`` says records
+  are there -- sent as soon as they are (with ``wait``), or when the wait ends (``more``
+  false). Why: a REST long poll waits this way and reads its records only once it has
+  reserved answer memory for them; woken with its records, a thousand long polls of a
+  topic queued a thousand copies of one large record in the peer ahead of that memory
+  (``tests/faults/test_rest_woken_polls.py``).
 
 Without these keys ``TF`` is ``TR``. A peer that does not know ``TF`` drops it (docs/
 protocol.md §10.6), so clients use it only against raftlog peers that do.
@@ -48,7 +54,7 @@ class FetchRequest:
     def __post_init__(self) -> None:
         for name in _FETCH_KEYS:
             value = getattr(self, name)
-            low = 0 if name == "min_records" else 1
+            low = 0 if name in ("min_records", "max_bytes") else 1
             if value is not None and (type(value) is not int or not low <= value <= MAX_UINT):
                 raise rpc.bad_request(f"{name} must be an integer in {low} .. 2^53-1")
 
@@ -60,9 +66,12 @@ class FetchRequest:
         return self.min_bytes is not None and size >= self.min_bytes and size > 0
 
     def within_credit(self, result: rpc.ReadResult) -> rpc.ReadResult:
-        """``result`` cut to the credit (``max_bytes``)."""
+        """``result`` cut to the credit (``max_bytes``; 0: none of its records, ``more``
+        when it had some)."""
         if self.max_bytes is None:
             return result
+        if self.max_bytes == 0:
+            return replace(result, records=(), more=bool(result.records) or result.more)
         kept: list[LoggedRecord] = []
         size = 0
         for item in result.records:
@@ -87,6 +96,8 @@ def enough(req: FetchRequest, answer: Sequence[bytes]) -> bool:
     (waiting could not add to it); an error answer always goes."""
     try:
         result = rpc.decode_read_response(answer)
+        if req.max_bytes == 0:  # a wake-up: records are there
+            return result.more
         # cut by the credit (or the read's limits) with records: nothing more could be sent
         return req.satisfied(result) or (result.more and bool(result.records))
     except Exception:  # an error answer (TopicError) or anything odd: answer it now

@@ -10,22 +10,22 @@ from __future__ import annotations
 import base64
 import json
 import random
+import weakref
 
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
 from raftlog.rest.answer_memory import READ_RESERVE, AnswerMemory
 from raftlog.rest.bodies import encode_payload
-from raftlog.rest.pages import AnswerPage, largest, smallest
+from raftlog.rest.pages import AnswerPage, MessageFormat, answer_within, largest, smallest
 from raftlog.web.errors import RestError
 
 MIB = 1024 * 1024
 
 
-def page_of(payloads: list[bytes], encoding: str) -> AnswerPage[bytes]:
-    return AnswerPage(payloads, lambda value: {"id": "1-0", "timestamp": 1,
-                                               **encode_payload(value, encoding)},
-                      len, encoding)
+def form(encoding: str) -> MessageFormat[bytes]:
+    return MessageFormat(lambda value: {"id": "1-0", "timestamp": 1,
+                                        **encode_payload(value, encoding)}, len, encoding)
 
 
 async def built(payloads: list[bytes], encoding: str,
@@ -34,8 +34,12 @@ async def built(payloads: list[bytes], encoding: str,
     memory = memory or AnswerMemory(128 * MIB)
     request = make_mocked_request("POST", "/poll")
     await memory.reserve_read(request, 1.0)
-    page = page_of(payloads, encoding)
-    await page.build(request, memory, 1.0)
+
+    async def again() -> tuple[list[bytes], bool]:
+        return payloads, False
+
+    page, _more = await answer_within(request, memory, timeout=1.0, first=(payloads, False),
+                                      read_again=again, form=form(encoding))
     return page, memory.reserved(request)
 
 
@@ -79,14 +83,42 @@ async def test_no_answer_passes_its_reservation(seed: int) -> None:
 
 
 async def test_a_first_message_without_room_is_refused_busy() -> None:
-    memory = AnswerMemory(8 * MIB)
+    memory = AnswerMemory(10 * MIB)
     memory.take(4 * MIB)  # another answer being sent
     with pytest.raises(RestError) as refused:
-        await built([b"\x01" * MIB], "text", memory)  # needs 6 MiB: waits, then 503
+        await built([b"\x01" * MIB], "text", memory)  # needs 6 MiB and more: waits, 503
     assert refused.value.status == 503 and memory.held == 4 * MIB
     memory.give(4 * MIB)
     page, reserved = await built([b"\x01" * (2 * MIB)], "text", memory)  # alone: goes
     assert len(page.parts) == 1 and reserved > memory.limit
+
+
+class Records(list[bytes]):
+    """A read's records that a weak reference can watch."""
+
+
+async def test_what_was_read_is_dropped_while_the_poll_waits_for_room() -> None:
+    """A poll whose first record needs more room than it reserved waits for it holding
+    nothing -- neither a reservation nor the records (polls woken together would otherwise
+    hold the memory waiting for each other) -- and reads again."""
+    memory = AnswerMemory(64 * MIB)
+    request = make_mocked_request("POST", "/poll")
+    await memory.reserve_read(request, 1.0)
+    watches: list[weakref.ref[Records]] = []
+    seen: list[bool] = []
+
+    def read() -> tuple[list[bytes], bool]:
+        records = Records([b"\x01" * (2 * MIB)])
+        watches.append(weakref.ref(records))
+        return records, False
+
+    async def again() -> tuple[list[bytes], bool]:
+        seen.append(watches[0]() is None and memory.held == memory.reserved(request))
+        return [b"\x01" * (2 * MIB)], True
+
+    page, more = await answer_within(request, memory, timeout=1.0, first=read(),
+                                     read_again=again, form=form("text"))
+    assert seen == [True] and more and len(page.parts) == 1
 
 
 async def test_an_empty_read_is_an_empty_array() -> None:

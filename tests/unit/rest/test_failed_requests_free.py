@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import socket
 import weakref
 
 from aiohttp import web
@@ -42,6 +43,49 @@ def test_a_failed_requests_locals_are_freed_without_the_cyclic_collector() -> No
             assert answer.status == 400
             await answer.read()
         assert len(kept) == 1 and kept[0]() is None, "a reference cycle keeps the handler"
+
+    gc.collect()
+    gc.disable()
+    try:
+        asyncio.run(body())
+    finally:
+        gc.enable()
+
+
+class Answer(bytearray):
+    """A large answer that a weak reference can watch."""
+
+
+def test_an_answer_whose_client_hung_up_is_freed_without_the_cyclic_collector() -> None:
+    """The write to a client that hung up fails with an error asyncio keeps on its drain
+    waiter, whose traceback holds the waiter's frame: the answer stayed in that cycle until
+    the cyclic collector ran (``raftlog.web.hangups``)."""
+    kept: list[weakref.ref[Answer]] = []
+
+    async def big(_request: web.Request) -> web.Response:
+        answer = Answer(b"z" * (8 << 20))
+        kept.append(weakref.ref(answer))
+        return web.Response(body=answer)
+
+    def hang_up(port: int) -> None:
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(64).startswith(b"HTTP/1.1 200")
+
+    async def body() -> None:
+        closing = asyncio.Event()
+        app = web.Application(middlewares=[
+            errors_as_json, ends_on_shutdown(closing), AnswerMemory(1 << 30).middleware(),
+            BodyMemory(1 << 20).middleware()])
+        app.router.add_get("/big", big)
+        async with TestServer(app) as server:
+            await asyncio.get_running_loop().run_in_executor(None, hang_up, server.port)
+            for _ in range(100):  # the listener notices the hang-up on its next write
+                if kept and kept[0]() is None:
+                    break
+                await asyncio.sleep(0.05)
+        assert len(kept) == 1 and kept[0]() is None, "a reference cycle keeps the answer"
 
     gc.collect()
     gc.disable()

@@ -157,3 +157,26 @@ def test_the_reads_of_a_client_leaving_answers_unread_are_dropped_unread() -> No
     parked.on_applied(1)
     assert [r[0] for r in sent.replies] == [b"reader"] and len(parked) == 0
     assert machine.reads == 1  # the silent client's read was not even read again
+
+
+def test_one_pass_spends_at_most_the_wake_time_on_reads() -> None:
+    """A wake-up answers a few bytes but may read a large record: the pass stops after the
+    read that passes ``WAKE_TIME`` (at least one read a pass), the next timer pass goes on."""
+    now = [0.0]
+
+    class SlowMachine(Machine):
+        def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
+            now[0] += 0.015  # each read of the record takes 15 ms
+            return super().handle_request(msg_type, args)
+
+    machine, sent = SlowMachine(), Sent()
+    parked = ParkedReads(machine, sent, clock=lambda: now[0])  # type: ignore[arg-type]
+    for n in range(6):
+        assert park(parked, b"c%d" % n, 10_000)
+    machine.records = 1
+    parked.on_applied(1)
+    assert len(sent.replies) == 2 and machine.reads == 2  # 15 ms, then 30 ms > 20: stop
+    parked.sweep(now[0])
+    assert len(sent.replies) == 4 and len(parked) == 2
+    parked.sweep(now[0])
+    assert len(sent.replies) == 6 and len(parked) == 0

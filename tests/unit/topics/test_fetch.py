@@ -31,7 +31,7 @@ def test_codec_round_trip_and_bad_values() -> None:
     assert decode_fetch_request(encode_fetch_request(req)) == req
     plain = FetchRequest(rpc.ReadRequest("t"))
     assert decode_fetch_request(encode_fetch_request(plain)) == plain
-    for bad in ({"min_records": -1}, {"max_bytes": 0}, {"min_bytes": "x"}):
+    for bad in ({"min_records": -1}, {"max_bytes": -1}, {"min_bytes": "x"}, {"min_bytes": 0}):
         with pytest.raises(TopicError, match="BadRequest"):
             FetchRequest(rpc.ReadRequest("t"), **bad)  # type: ignore[arg-type]
 
@@ -79,3 +79,26 @@ def test_a_parked_fetch_waits_for_its_thresholds() -> None:
     handler.available = result(5, 5)
     parked.on_applied(2)
     assert len(replies.sent) == 1 and len(parked) == 0
+
+
+def test_a_wake_up_brings_no_records_and_goes_once_some_are_there() -> None:
+    """``max_bytes`` 0 (how a REST long poll waits): the answer never carries records,
+    ``more`` says they came; parked, it goes at the first apply that brings some."""
+    wake = FetchRequest(rpc.ReadRequest("t", wait_ms=1000), max_bytes=0)
+    assert decode_fetch_request(encode_fetch_request(wake)) == wake
+    cut = wake.within_credit(result(4 * 1024 * 1024))
+    assert cut.records == () and cut.more
+    assert not wake.within_credit(result()).more
+    handler, replies = Handler(), Replies()
+    parked = ParkedReads(handler, replies, clock=lambda: 0.0)  # type: ignore[arg-type]
+    message = ClientDispatch(TYPE_FETCH, tuple(encode_fetch_request(wake)))
+    held = parkable(message, handler.handle_request(TYPE_FETCH, message.args))
+    assert held is not None and parked.park(b"r", b"m", message, *held)
+    parked.on_applied(1)
+    assert not replies.sent  # still nothing
+    handler.available = result(10)
+    assert parkable(message, handler.handle_request(TYPE_FETCH, message.args)) is None
+    parked.on_applied(2)
+    assert len(replies.sent) == 1 and len(parked) == 0
+    answer = rpc.decode_read_response(replies.sent[0].frames)  # type: ignore[attr-defined]
+    assert answer.records == () and answer.more
