@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import socket
@@ -147,6 +148,25 @@ def limited_cluster(directory: Path, ident: str, limits: tuple[str, ...], *,
                 for name in topics:
                     client.create_topic(name)
         yield running
+
+
+def json_post(path: str, body: object) -> bytes:
+    """A raw HTTP/1.1 POST of ``body`` as JSON to ``path``."""
+    data = json.dumps(body).encode()
+    return (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n").encode() + data
+
+
+@contextmanager
+def slow_reader(where: tuple[str, int], source: str, request: bytes) -> Iterator[socket.socket]:
+    """A connection from ``source`` with a 4 KiB receive buffer that has sent ``request``
+    (and reads only what the caller reads): a client that leaves its answer in the peer."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.bind((source, 0))
+        sock.connect(where)
+        sock.sendall(request)
+        yield sock
 
 
 def cluster_terms(cluster: PeerCluster) -> set[int]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -121,26 +122,40 @@ def _dead_client(cluster: PeerCluster, host: OtherHost, url: str) -> None:
     held.communicate(timeout=10)
 
 
+@contextmanager
+def _running(tmp_path: Path, host: OtherHost,
+             timeout_ms: int) -> Iterator[tuple[PeerCluster, int, str]]:
+    """The single peer started, its port, and its URL as seen from ``host``."""
+    peer, port = _peer(tmp_path, timeout_ms)
+    with peer as cluster:
+        cluster.start()
+        cluster.wait_leader()
+        yield cluster, port, f"tcp://{host.local}:{port}"
+
+
+def _closed_within(port: int, host: OtherHost, bound: float, since: str) -> bool:
+    """Whether the peer's connection from ``host`` closes within ``bound`` seconds."""
+    went = time.monotonic()
+    while _established(port, host.address) and time.monotonic() - went < bound:
+        time.sleep(0.2)
+    gone = not _established(port, host.address)
+    if gone:
+        print(f"closed {time.monotonic() - went:.1f} s after {since}")
+    return gone
+
+
 @pytest.mark.parametrize("timeout_ms", [3000, 0], ids=["keepalive", "negative-control"])
 def test_a_dead_client_host_gives_its_connection_back(
     tmp_path: Path, host: OtherHost, timeout_ms: int
 ) -> None:
-    peer, port = _peer(tmp_path, timeout_ms)
-    url = f"tcp://{host.local}:{port}"
-    with peer as cluster:
-        cluster.start()
-        cluster.wait_leader()
+    with _running(tmp_path, host, timeout_ms) as (cluster, port, url):
         _dead_client(cluster, host, url)
         assert _established(port, host.address), "no connection to watch"
-        went = time.monotonic()
-        bound = CLOSE_BOUND if timeout_ms else CONTROL_WAIT
-        while _established(port, host.address) and time.monotonic() - went < bound:
-            time.sleep(0.2)
-        gone = not _established(port, host.address)
+        gone = _closed_within(port, host, CLOSE_BOUND if timeout_ms else CONTROL_WAIT,
+                              "the host died")
         host.reboot()
         if timeout_ms:
             assert gone, "the peer kept a dead host's connection"
-            print(f"closed {time.monotonic() - went:.1f} s after the host died")
             assert _ask(host, url, cluster.ident) == "answered", "its address stayed locked"
         else:
             assert not gone, "closed without keepalive"
@@ -148,26 +163,12 @@ def test_a_dead_client_host_gives_its_connection_back(
             assert _established(port, host.address)
 
 
-def _closed_within(port: int, host: OtherHost, bound: float) -> bool:
-    went = time.monotonic()
-    while _established(port, host.address) and time.monotonic() - went < bound:
-        time.sleep(0.2)
-    gone = not _established(port, host.address)
-    if gone:
-        print(f"closed {time.monotonic() - went:.1f} s after the data was sent")
-    return gone
-
-
 @pytest.mark.parametrize("timeout_ms", [3000, 0], ids=["retransmission", "negative-control"])
 def test_a_dead_host_with_answers_in_flight_gives_its_connection_back(
     tmp_path: Path, host: OtherHost, timeout_ms: int
 ) -> None:
-    peer, port = _peer(tmp_path, timeout_ms)
-    url = f"tcp://{host.local}:{port}"
-    with peer as cluster:
-        cluster.start()
-        cluster.wait_leader()
-        topics = native(cluster)
+    with _running(tmp_path, host, timeout_ms) as (cluster, port, url), \
+            native(cluster) as topics:
         topics.create_topic("late")
         reader = host.python("-c", WAITING_READER, url, cluster.ident, "late",
                              str(MAX_READ_WAIT_MS))
@@ -179,7 +180,8 @@ def test_a_dead_host_with_answers_in_flight_gives_its_connection_back(
         reader.communicate(timeout=10)
         topics.publish_batch([Record("late", b"a" * ANSWER)])  # wakes the read: answered
         wait_for("the answer to be on its way", lambda: _unacked(port, host.address), 10.0)
-        gone = _closed_within(port, host, CLOSE_BOUND if timeout_ms else CONTROL_WAIT)
+        gone = _closed_within(port, host, CLOSE_BOUND if timeout_ms else CONTROL_WAIT,
+                              "the data was sent")
         if not gone:
             assert _unacked(port, host.address), "an idle connection: not what is tested"
         host.reboot()

@@ -23,8 +23,6 @@ in JSON): the polls reserved a read's worth and built whatever the records encod
 
 from __future__ import annotations
 
-import json
-import socket
 import threading
 from collections.abc import Iterator
 
@@ -35,7 +33,14 @@ from integration.peer.updates import update
 from integration.rest.helpers import call
 from integration.thread_gang import ThreadGang
 
-from faults.http_load import PeerWatch, cluster_terms, limited_cluster, metric
+from faults.http_load import (
+    PeerWatch,
+    cluster_terms,
+    json_post,
+    limited_cluster,
+    metric,
+    slow_reader,
+)
 from raftlog.topics.records import Record
 
 pytestmark = pytest.mark.timeout(240)
@@ -70,20 +75,13 @@ class UnreadPolls(ThreadGang):
     def __init__(self, where: tuple[str, int], sources: list[str], per_source: int,
                  topic: str, encoding: str) -> None:
         super().__init__(self._run, [(source,) for source in sources for _ in range(per_source)])
-        body = json.dumps({"limit": 10_000, "encoding": encoding}).encode()
-        self._request = (f"POST {POLL.format(topic)} HTTP/1.1\r\nHost: x\r\n"
-                         "Content-Type: application/json"
-                         f"\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+        self._request = json_post(POLL.format(topic), {"limit": 10_000, "encoding": encoding})
         self._where = where
         self.asked = 0
         self._lock = threading.Lock()
 
     def _run(self, source: str) -> None:
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            sock.bind((source, 0))
-            sock.connect(self._where)
-            sock.sendall(self._request)
+        with slow_reader(self._where, source, self._request):
             with self._lock:
                 self.asked += 1
             self.stopping.wait()  # never reads; closed by the peer or at the end

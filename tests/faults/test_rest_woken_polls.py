@@ -25,8 +25,6 @@ Now: RSS +70 MiB, at most 30 MiB held (32 allowed), 95 of 160 answered 200.
 
 from __future__ import annotations
 
-import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -37,7 +35,14 @@ from integration.kafka.helpers import native
 from integration.peer.updates import update
 from integration.thread_gang import ThreadGang
 
-from faults.http_load import PeerWatch, cluster_terms, limited_cluster, metric
+from faults.http_load import (
+    PeerWatch,
+    cluster_terms,
+    json_post,
+    limited_cluster,
+    metric,
+    slow_reader,
+)
 from raftlog.topics.records import Record
 
 pytestmark = pytest.mark.timeout(240)
@@ -66,20 +71,14 @@ class WaitingPolls(ThreadGang):
 
     def __init__(self, where: tuple[str, int], sources: list[str], per_source: int) -> None:
         super().__init__(self._run, [(source,) for source in sources for _ in range(per_source)])
-        body = json.dumps({"waitMs": 60_000, "limit": 10}).encode()
-        self._request = (f"POST {POLL} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
-                         f"\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+        self._request = json_post(POLL, {"waitMs": 60_000, "limit": 10})
         self._where = where
         self.reading = threading.Event()
         self.statuses: list[str] = []
         self._lock = threading.Lock()
 
     def _run(self, source: str) -> None:
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            sock.bind((source, 0))
-            sock.connect(self._where)
-            sock.sendall(self._request)
+        with slow_reader(self._where, source, self._request) as sock:
             while not (self.reading.wait(0.2) or self.stopping.is_set()):
                 pass
             sock.settimeout(30)

@@ -10,6 +10,8 @@ import asyncio
 import gc
 import socket
 import weakref
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -24,6 +26,24 @@ class Held:
     """Stands for what a handler holds while it works (a parsed body)."""
 
 
+def rest_chain() -> web.Application:
+    """An app with the REST app's middleware chain (``raftlog.rest.app``)."""
+    return web.Application(middlewares=[
+        errors_as_json, ends_on_shutdown(asyncio.Event()), AnswerMemory(1 << 30).middleware(),
+        BodyMemory(1 << 20).middleware()])
+
+
+def without_collector(body: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """Run ``body`` with Python's cyclic collector off: what it frees, reference counting
+    freed."""
+    gc.collect()
+    gc.disable()
+    try:
+        asyncio.run(body())
+    finally:
+        gc.enable()
+
+
 def test_a_failed_requests_locals_are_freed_without_the_cyclic_collector() -> None:
     kept: list[weakref.ref[Held]] = []
 
@@ -33,10 +53,7 @@ def test_a_failed_requests_locals_are_freed_without_the_cyclic_collector() -> No
         raise RestError(400, "BadRequest", "refused after the body was parsed")
 
     async def body() -> None:
-        closing = asyncio.Event()
-        app = web.Application(middlewares=[  # the REST app's chain (raftlog.rest.app)
-            errors_as_json, ends_on_shutdown(closing), AnswerMemory(1 << 20).middleware(),
-            BodyMemory(1 << 20).middleware()])
+        app = rest_chain()
         app.router.add_post("/fail", failing)
         async with TestClient(TestServer(app)) as client:
             answer = await client.post("/fail", data=b"{}")
@@ -44,12 +61,7 @@ def test_a_failed_requests_locals_are_freed_without_the_cyclic_collector() -> No
             await answer.read()
         assert len(kept) == 1 and kept[0]() is None, "a reference cycle keeps the handler"
 
-    gc.collect()
-    gc.disable()
-    try:
-        asyncio.run(body())
-    finally:
-        gc.enable()
+    without_collector(body)
 
 
 class Answer(bytearray):
@@ -74,10 +86,7 @@ def test_an_answer_whose_client_hung_up_is_freed_without_the_cyclic_collector() 
             assert sock.recv(64).startswith(b"HTTP/1.1 200")
 
     async def body() -> None:
-        closing = asyncio.Event()
-        app = web.Application(middlewares=[
-            errors_as_json, ends_on_shutdown(closing), AnswerMemory(1 << 30).middleware(),
-            BodyMemory(1 << 20).middleware()])
+        app = rest_chain()
         app.router.add_get("/big", big)
         async with TestServer(app) as server:
             await asyncio.get_running_loop().run_in_executor(None, hang_up, server.port)
@@ -87,9 +96,4 @@ def test_an_answer_whose_client_hung_up_is_freed_without_the_cyclic_collector() 
                 await asyncio.sleep(0.05)
         assert len(kept) == 1 and kept[0]() is None, "a reference cycle keeps the answer"
 
-    gc.collect()
-    gc.disable()
-    try:
-        asyncio.run(body())
-    finally:
-        gc.enable()
+    without_collector(body)
