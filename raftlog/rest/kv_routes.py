@@ -41,7 +41,7 @@ from raftlog.rest.bodies import (
     read_json_object,
 )
 from raftlog.rest.context import RestContext
-from raftlog.rest.pages import MessageFormat, answer_within
+from raftlog.rest.pages import ESCAPE_GROWTH, MessageFormat, answer_within
 from raftlog.security.policy import Role
 from raftlog.topics.kv import event_of
 from raftlog.topics.records import MAX_UINT, LoggedRecord, RecordId
@@ -121,7 +121,8 @@ async def watch_changes(ctx: RestContext, request: web.Request) -> web.Response:
     page, _more = await answer_within(
         request, ctx.answers, timeout=timeout, first=scans.taken(), read_again=again,
         form=MessageFormat(lambda item: _event(item, encoding),
-                           lambda item: len(item.record.value), encoding))
+                           lambda item: len(item.record.value), encoding,
+                           lambda item: ESCAPE_GROWTH * len(item.record.key or b"")))
     next_id = scans.next_id
     if page.cut:  # the events left out come in the next watch
         last = page.items[len(page.parts) - 1].id

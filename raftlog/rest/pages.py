@@ -33,8 +33,9 @@ from raftlog.rest.answer_memory import AnswerMemory
 T = TypeVar("T")
 
 MESSAGE_OVERHEAD: Final = 256
-"""JSON bytes of one message besides its payload, at most: its id, timestamp, delivery
-count or key (a key is at most 64 bytes, escaped up to six times), names and punctuation."""
+"""JSON bytes of one message besides its payload (and a watch event's key, counted apart:
+``MessageFormat.extra``), at most: its id, timestamp, delivery count or type, field names
+and punctuation."""
 ESCAPE_GROWTH: Final = 6
 """The most a ``text`` or ``json`` payload grows when written in JSON: a control character
 becomes ``\\u0001``."""
@@ -57,14 +58,21 @@ def largest(size: int, encoding: str) -> int:
     return ESCAPE_GROWTH * size + MESSAGE_OVERHEAD
 
 
+def _nothing(_item: object) -> int:
+    return 0
+
+
 @dataclass(frozen=True, slots=True)
 class MessageFormat(Generic[T]):
     """How a poll writes its items: ``render`` makes one item's JSON value,
-    ``payload_size`` gives its payload's bytes, ``encoding`` is the payloads' encoding."""
+    ``payload_size`` gives its payload's bytes, ``encoding`` is the payloads' encoding, and
+    ``extra`` the most bytes an item's other variable fields take (a watch event's key,
+    written as text: up to six times its bytes)."""
 
     render: Callable[[T], object]
     payload_size: Callable[[T], int]
     encoding: str
+    extra: Callable[[T], int] = _nothing
 
 
 class AnswerPage(Generic[T]):
@@ -84,8 +92,10 @@ class AnswerPage(Generic[T]):
 
     def first_room(self) -> int:
         """The room the first message may need at most (0: no messages)."""
-        form = self._form
-        return largest(form.payload_size(self.items[0]), form.encoding) + 2 if self.items else 0
+        if not self.items:
+            return 0
+        form, first = self._form, self.items[0]
+        return largest(form.payload_size(first), form.encoding) + form.extra(first) + 2
 
     def fill(self, reserved: int) -> None:
         """Encode the messages that fit ``reserved`` bytes (module docstring); the first

@@ -17,7 +17,14 @@ from aiohttp.test_utils import make_mocked_request
 
 from raftlog.rest.answer_memory import READ_RESERVE, AnswerMemory
 from raftlog.rest.bodies import encode_payload
-from raftlog.rest.pages import AnswerPage, MessageFormat, answer_within, largest, smallest
+from raftlog.rest.pages import (
+    ESCAPE_GROWTH,
+    AnswerPage,
+    MessageFormat,
+    answer_within,
+    largest,
+    smallest,
+)
 from raftlog.web.errors import RestError
 
 MIB = 1024 * 1024
@@ -124,3 +131,22 @@ async def test_what_was_read_is_dropped_while_the_poll_waits_for_room() -> None:
 async def test_an_empty_read_is_an_empty_array() -> None:
     page, _ = await built([], "base64")
     assert page.array() == b"[]\n" and not page.cut
+
+
+async def test_a_watch_events_key_counts_toward_its_room() -> None:
+    """A key-value watch writes each event's key as text: a key of control characters
+    takes six times its bytes, and the first event's room must allow for it (``extra``)."""
+    memory = AnswerMemory(128 * MIB)
+    request = make_mocked_request("POST", "/watch")
+    await memory.reserve_read(request, 1.0)
+    events = [(b"\x01" * (5 * MIB // 4), b"v")]  # a 7.5 MiB key in JSON, a 1-byte value
+    keyed: MessageFormat[tuple[bytes, bytes]] = MessageFormat(
+        lambda event: {"key": event[0].decode(), **encode_payload(event[1], "text")},
+        lambda event: len(event[1]), "text", lambda event: ESCAPE_GROWTH * len(event[0]))
+
+    async def again() -> tuple[list[tuple[bytes, bytes]], bool]:
+        return events, False
+
+    page, _more = await answer_within(request, memory, timeout=1.0, first=(events, False),
+                                      read_again=again, form=keyed)
+    assert len(page.parts) == 1 and len(page.array()) <= memory.reserved(request)
