@@ -409,5 +409,18 @@ def test_conditional_publish_and_the_key_value_endpoints(base: str) -> None:
     ]
     later = call(base, "POST", f"{T}/{kv}/watch", {"fromRevision": watched.body["next"]})
     assert later.body["events"] == []
+    # a waiting watch: woken by the next put (its wake-up brings no records; it reads them)
+    waited: list[Answer] = []
+    watcher = threading.Thread(target=lambda: waited.append(call(
+        base, "POST", f"{T}/{kv}/watch",
+        {"fromRevision": later.body["next"], "waitMs": 20_000, "encoding": "text"},
+        timeout=30)))
+    watcher.start()
+    time.sleep(0.3)  # most likely waiting by now; if not, it finds the put at once
+    assert call(base, "PUT", f"{T}/{kv}/keys/carol", {"value": "7", "encoding": "text"}).status \
+        == 200
+    watcher.join(30)
+    assert [(e["type"], e["key"], e["payload"]) for e in waited[0].body["events"]] == [
+        ("put", "carol", "7")]
     plain = call(base, "GET", f"{T}/{log}/keys/alice")
     assert plain.status == 400 and plain.body["error"] == "NotCompacted"
