@@ -20,7 +20,7 @@ from typing import Final
 from raftlog.errors import RecordsExpiredError
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
-from raftlog.topics.records import LoggedRecord, RecordId
+from raftlog.topics.records import LoggedRecord, RecordId, records_within
 from raftlog.topics.retention import RetainedRecords
 from raftlog.topics.state import TopicState
 
@@ -84,19 +84,13 @@ class TopicReader(RetainedRecords):
         out: list[LoggedRecord] = []
         more = False
         if requested is not None:
-            size = 0
             props = state.properties
             items = (
                 self._compacted.records(req.topic, max(requested, start), props, clock_ms)
                 if props.compacted
                 else self.records(req.topic, max(requested, start), clock_ms)
             )
-            for item in items:
-                if len(out) >= req.limit or (out and size + item.record.size > READ_BUDGET):
-                    more = True
-                    break
-                out.append(item)
-                size += item.record.size
+            out, more = records_within(items, READ_BUDGET, req.limit)
         return rpc.ReadResult(tuple(out), applied, is_leader, more)
 
     def counts(

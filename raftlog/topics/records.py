@@ -42,7 +42,7 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, TypeVar
 
 import msgpack
 
@@ -138,6 +138,28 @@ class LoggedRecord:
     id: RecordId
     append_time_ms: int
     record: Record
+
+
+Read = TypeVar("Read", bound="LoggedRecord | None")
+
+
+def records_within(
+    items: Iterable[Read], budget: int, limit: int | None = None
+) -> tuple[list[Read], bool]:
+    """The first of ``items`` whose record bytes (``Record.size``) add up to at most
+    ``budget`` -- the first one always, however large, so a reader always progresses; a
+    record gone (None) weighs nothing -- and at most ``limit`` of them, read no further;
+    and whether any was left. The one rule of every byte-bounded answer: a ``TR`` read, a
+    ``TF`` credit, a ``GQ`` answer, a dead-letter publish."""
+    out: list[Read] = []
+    size = 0
+    for item in items:
+        weight = 0 if item is None else item.record.size
+        if (limit is not None and len(out) >= limit) or (out and size + weight > budget):
+            return out, True
+        out.append(item)
+        size += weight
+    return out, False
 
 
 @dataclass(frozen=True, slots=True)

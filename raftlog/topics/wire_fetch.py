@@ -36,7 +36,7 @@ import msgpack
 from raftlog.errors import RemoteProtocolError
 from raftlog.rpc.frames import decode_json, pack_json
 from raftlog.topics import wire as rpc
-from raftlog.topics.records import MAX_UINT, LoggedRecord
+from raftlog.topics.records import MAX_UINT, records_within
 
 TYPE_FETCH: Final = b"TF"
 _FETCH_KEYS: Final = ("min_records", "min_bytes", "max_bytes")
@@ -72,14 +72,8 @@ class FetchRequest:
             return result
         if self.max_bytes == 0:
             return replace(result, records=(), more=bool(result.records) or result.more)
-        kept: list[LoggedRecord] = []
-        size = 0
-        for item in result.records:
-            if kept and size + item.record.size > self.max_bytes:
-                return replace(result, records=tuple(kept), more=True)
-            kept.append(item)
-            size += item.record.size
-        return result
+        kept, cut = records_within(result.records, self.max_bytes)
+        return replace(result, records=tuple(kept), more=True) if cut else result
 
 
 def encode_fetch_request(req: FetchRequest) -> list[bytes]:

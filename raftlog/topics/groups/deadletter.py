@@ -25,9 +25,15 @@ from typing import Final, Protocol
 
 from raftlog.ids import make_request_id
 from raftlog.topics.groups.entry import GroupCommand, encode_group_command
-from raftlog.topics.groups.host import GroupHost, first_within
+from raftlog.topics.groups.host import GroupHost
 from raftlog.topics.reads import READ_BUDGET
-from raftlog.topics.records import Record, TopicCommand, encode_command, encode_records
+from raftlog.topics.records import (
+    Record,
+    TopicCommand,
+    encode_command,
+    encode_records,
+    records_within,
+)
 from raftlog.topics.state import TopicState
 
 BATCH: Final = 100
@@ -101,7 +107,7 @@ class DeadLetters:
             create = encode_command(TopicCommand("create", dlq, {}))
             self._waiting[name] = self._propose(_request_id(b"create", dlq, [], died), create) or 0
             return
-        items = first_within(machine.groups.source.iter_records(
+        items, _cut = records_within(machine.groups.source.iter_records(
             [key for key, _ in batch], machine.last_time), BATCH_BYTES)
         batch = batch[: len(items)]
         ids: list[list[object]] = [[t, r.index, r.position] for (t, r), _ in batch]

@@ -39,21 +39,6 @@ ROW_END: Final = b"H"
 SKIP_KEY: Final = b"mgroups_skip"
 
 
-def first_within(items: Iterator[LoggedRecord | None], budget: int) -> list[LoggedRecord | None]:
-    """The first of ``items`` whose record bytes add up to at most ``budget`` (the first
-    one always, however large; a record gone weighs nothing), read no further: what a
-    ``GQ`` answer or a dead-letter publish takes of a run of leases (``iter_records``)."""
-    out: list[LoggedRecord | None] = []
-    size = 0
-    for item in items:
-        weight = 0 if item is None else item.record.size
-        if out and size + weight > budget:
-            break
-        out.append(item)
-        size += weight
-    return out
-
-
 class IndexRecords:
     """The ``RecordSource`` of the table over the topic index (record ids only: leasing
     never reads record values, so it costs one index scan)."""
@@ -92,13 +77,7 @@ class IndexRecords:
 
     def read_record(self, topic: str, rid: RecordId, clock_ms: int) -> LoggedRecord | None:
         """The record ``rid`` of ``topic`` (None: gone by retention or deletion)."""
-        return self.read_records([(topic, rid)], clock_ms)[0]
-
-    def read_records(
-        self, keys: Sequence[tuple[str, RecordId]], clock_ms: int
-    ) -> list[LoggedRecord | None]:
-        """The records ``keys`` (None for each one gone): :meth:`iter_records`, all of them."""
-        return list(self.iter_records(keys, clock_ms))
+        return next(self.iter_records([(topic, rid)], clock_ms))
 
     def iter_records(
         self, keys: Iterable[tuple[str, RecordId]], clock_ms: int

@@ -9,8 +9,9 @@ from typing import Final, Protocol
 
 from raftlog.errors import TopicError
 from raftlog.topics.groups import wire
-from raftlog.topics.groups.host import GroupHost, first_within
+from raftlog.topics.groups.host import GroupHost
 from raftlog.topics.reads import READ_BUDGET
+from raftlog.topics.records import records_within
 from raftlog.topics.wire import topic_matches
 
 LEASED_BUDGET: Final = READ_BUDGET
@@ -66,7 +67,7 @@ def _leased(machine: GroupQueries, args: Sequence[bytes]) -> list[bytes]:
     if req.after is not None:
         leased = leased[bisect.bisect_right(leased, req.after, key=lambda item: item[0]):]
     wanted = leased[: req.limit]
-    items = first_within(
+    items, _cut = records_within(
         host.source.iter_records([key for key, _ in wanted], machine.last_time), LEASED_BUDGET)
     out = [
         wire.LeasedRecord(topic, rid, lease.deliveries, lease.deadline_ms, item)
