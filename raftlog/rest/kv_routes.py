@@ -41,11 +41,10 @@ from raftlog.rest.bodies import (
     read_json_object,
 )
 from raftlog.rest.context import RestContext
-from raftlog.rest.pages import ESCAPE_GROWTH, MessageFormat, answer_within
+from raftlog.rest.pages import ESCAPE_GROWTH, MessageFormat, answer_within, long_poll
 from raftlog.security.policy import Role
 from raftlog.topics.kv import event_of
 from raftlog.topics.records import MAX_UINT, LoggedRecord, RecordId
-from raftlog.topics.wire import MAX_READ_WAIT_MS
 from raftlog.topics.wire_kv import MAX_KEY_BYTES, MAX_KEYS_LIMIT
 from raftlog.web.errors import RestError, from_cluster
 
@@ -101,17 +100,14 @@ async def watch_changes(ctx: RestContext, request: web.Request) -> web.Response:
     scans = _WatchScan(ctx, name, prefix.encode(), limit, next_id)
     await ctx.answers.reserve_read(request, timeout)  # room for the answer (a poll's)
     start = scans.next_id
-    scanned = await scans.scan()
-    if not scanned and wait_ms:
-        ctx.answers.release_read(request)  # an idle watch holds no answer memory
-        with ctx.quotas.long_poll(request, who):
-            while not scanned and (left := int((deadline - time.monotonic()) * 1000)) > 0:
-                if await scans.scan(min(left, MAX_READ_WAIT_MS)):
-                    await ctx.answers.reserve_read(request, timeout)
-                    start = scans.next_id
-                    scanned = await scans.scan()
-                    if not scanned:
-                        ctx.answers.release_read(request)
+
+    async def read() -> bool:
+        nonlocal start
+        start = scans.next_id
+        return await scans.scan()
+
+    if not await read() and wait_ms:
+        await long_poll(ctx, request, who, deadline, wake=scans.wake, read=read)
 
     async def again() -> tuple[Sequence[LoggedRecord], bool]:
         scans.next_id = start
@@ -143,22 +139,25 @@ class _WatchScan:
         """Where the next read starts: after the last record read."""
         self.found: list[LoggedRecord] = []
 
-    async def scan(self, wake_ms: int = 0) -> bool:
-        """Read from ``next_id`` (with ``wake_ms``: wait that long for records to come,
-        bringing none -- ``raftlog.rest.message_routes``' poll says why); whether records
-        were found."""
+    async def wake(self, wait_ms: int) -> bool:
+        """Whether records come from ``next_id`` on within ``wait_ms``, bringing none
+        (``raftlog.rest.pages.long_poll``)."""
         gateway = self._ctx.gateway
-        topics, url, topic = gateway.topics, gateway.own_url, self._topic
         try:
-            if wake_ms:
-                woke = await topics.fetch(
-                    topic, url, from_index=self.next_id.index,
-                    from_position=self.next_id.position, limit=1, wait_ms=wake_ms,
-                    max_bytes=0, timeout=gateway.timeout + wake_ms / 1000)
-                return woke.more
-            result = await topics.read(topic, from_index=self.next_id.index,
-                                       from_position=self.next_id.position,
-                                       limit=self._limit, url=url, timeout=gateway.timeout)
+            return await gateway.topics.records_arrive(
+                self._topic, gateway.own_url, from_index=self.next_id.index,
+                from_position=self.next_id.position, wait_ms=wait_ms,
+                timeout=gateway.timeout + wait_ms / 1000)
+        except Exception as exc:
+            raise from_cluster(exc) from exc
+
+    async def scan(self) -> bool:
+        """Read from ``next_id``; whether records were found."""
+        gateway = self._ctx.gateway
+        try:
+            result = await gateway.topics.read(
+                self._topic, from_index=self.next_id.index, from_position=self.next_id.position,
+                limit=self._limit, url=gateway.own_url, timeout=gateway.timeout)
         except Exception as exc:
             raise from_cluster(exc) from exc
         for item in result.records:

@@ -41,13 +41,13 @@ from raftlog.rest.bodies import (
 )
 from raftlog.rest.context import RestContext
 from raftlog.rest.group_routes import group_poll
-from raftlog.rest.pages import MessageFormat, answer_within
+from raftlog.rest.pages import MessageFormat, answer_within, long_poll
 from raftlog.rpc.reads import Consistency
 from raftlog.security.policy import Principal, Role
 from raftlog.topics.client import make_record
 from raftlog.topics.records import MAX_UINT, LoggedRecord
 from raftlog.topics.records_kv import expectations
-from raftlog.topics.wire import DEFAULT_READ_LIMIT, MAX_READ_LIMIT, MAX_READ_WAIT_MS, ReadResult
+from raftlog.topics.wire import DEFAULT_READ_LIMIT, MAX_READ_LIMIT, ReadResult
 from raftlog.web.errors import RestError, from_cluster
 
 PUBLISH_FIELDS: Final = frozenset(
@@ -105,46 +105,35 @@ async def plain_publish(
     return [format_id(rid) for rid in ids]
 
 
-async def _read(
-    ctx: RestContext, name: str, body: dict[str, Any], wake_ms: int = 0
-) -> ReadResult:
-    """The poll's read; with ``wake_ms`` a wake-up instead (``TF`` without credit: no
-    records, ``more`` once some are there, waiting up to that long)."""
+def _read_args(body: dict[str, Any]) -> dict[str, Any]:
+    """A poll's read: where it starts (its ``startFrom``, an id or a time, and
+    ``inclusive``) and its ``limit``."""
     start = body.get("startFrom")
     inclusive = optional_bool(body, "inclusive", True)
     limit = optional_int(body, "limit", 1, MAX_READ_LIMIT) or DEFAULT_READ_LIMIT
-    from_index = from_position = from_time = None
     if isinstance(start, str):
         rid = parse_id(start, "startFrom")
-        from_index, from_position = rid.index, rid.position
-    elif type(start) is int and 0 <= start <= MAX_UINT:
+        return {"from_index": rid.index, "from_position": rid.position, "inclusive": inclusive,
+                "limit": limit}
+    if type(start) is int and 0 <= start <= MAX_UINT:
         # a time: "at or after" when inclusive, "after" otherwise
-        from_time = start if inclusive else start + 1
-        inclusive = True
-    elif start is not None:
+        return {"from_time_ms": start if inclusive else start + 1, "inclusive": True,
+                "limit": limit}
+    if start is not None:
         raise RestError(
             400, "BadRequest", "startFrom must be a message id (string) or a time in ms (number)"
         )
+    return {"inclusive": inclusive, "limit": limit}
+
+
+async def _read(ctx: RestContext, name: str, body: dict[str, Any]) -> ReadResult:
+    """The poll's read, from this peer."""
+    args = _read_args(body)
     consistency, min_index = _consistency(body)
-    topics, url = ctx.gateway.topics, ctx.gateway.own_url
     try:
-        if wake_ms:
-            return await topics.fetch(
-                name, url, from_index=from_index, from_position=from_position,
-                from_time_ms=from_time, inclusive=inclusive, limit=1, wait_ms=wake_ms,
-                max_bytes=0, timeout=ctx.gateway.timeout + wake_ms / 1000,
-            )
-        return await topics.read(
-            name,
-            consistency=consistency,
-            min_index=min_index,
-            from_index=from_index,
-            from_position=from_position,
-            from_time_ms=from_time,
-            inclusive=inclusive,
-            limit=limit,
-            url=url,
-            timeout=ctx.gateway.timeout,
+        return await ctx.gateway.topics.read(
+            name, consistency=consistency, min_index=min_index, url=ctx.gateway.own_url,
+            timeout=ctx.gateway.timeout, **args,
         )
     except Exception as exc:
         raise from_cluster(exc) from exc
@@ -153,30 +142,32 @@ async def _read(
 async def _first_read(
     ctx: RestContext, request: web.Request, body: dict[str, Any], who: Principal | None
 ) -> tuple[Sequence[LoggedRecord], bool]:
-    """A poll's records and whether more follow, waiting up to its ``waitMs`` for some.
-
-    An empty read becomes a waiting wake-up: the peer holds it until it applies a record of
-    this topic (``raftlog.server.parked_reads``) -- no timer, no re-reads; each principal
-    holds at most its ``waiting_reads`` quota of them. It brings no records: the poll reads
-    them once it has room for their answer again, so polls woken together queue nothing
-    ahead of the answer memory (``tests/faults/test_rest_woken_polls.py``)."""
+    """A poll's records and whether more follow, waiting up to its ``waitMs`` for some
+    (``raftlog.rest.pages.long_poll``)."""
     _ns, _topic, name = ctx.names(request)
     wait_ms = optional_int(body, "waitMs", 0, MAX_UINT) or 0
     deadline = time.monotonic() + min(wait_ms, ctx.settings.max_wait_ms) / 1000
-    timeout = ctx.settings.request_timeout_ms / 1000
     result = await _read(ctx, name, body)
-    if not result.records and wait_ms:
-        ctx.answers.release_read(request)  # an idle long poll holds no answer memory
-        with ctx.quotas.long_poll(request, who):
-            while not result.records and (
-                left := int((deadline - time.monotonic()) * 1000)
-            ) > 0:
-                woke = await _read(ctx, name, body, min(left, MAX_READ_WAIT_MS))
-                if woke.more:
-                    await ctx.answers.reserve_read(request, timeout)
-                    result = await _read(ctx, name, body)
-                    if not result.records:  # gone meanwhile (retention): wait again
-                        ctx.answers.release_read(request)
+    if result.records or not wait_ms:
+        return result.records, result.more
+
+    start = _read_args(body)
+    del start["limit"]  # a wake-up brings no records
+
+    async def wake(wait: int) -> bool:
+        try:
+            return await ctx.gateway.topics.records_arrive(
+                name, ctx.gateway.own_url, wait_ms=wait,
+                timeout=ctx.gateway.timeout + wait / 1000, **start)
+        except Exception as exc:
+            raise from_cluster(exc) from exc
+
+    async def read() -> bool:
+        nonlocal result
+        result = await _read(ctx, name, body)
+        return bool(result.records)
+
+    await long_poll(ctx, request, who, deadline, wake=wake, read=read)
     return result.records, result.more
 
 

@@ -22,6 +22,7 @@ nothing, so polls never hold the memory waiting for each other -- and reads agai
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Generic, TypeVar
@@ -29,6 +30,9 @@ from typing import Final, Generic, TypeVar
 from aiohttp import web
 
 from raftlog.rest.answer_memory import AnswerMemory
+from raftlog.rest.context import RestContext
+from raftlog.security.policy import Principal
+from raftlog.topics.wire import MAX_READ_WAIT_MS
 
 T = TypeVar("T")
 
@@ -156,7 +160,30 @@ async def answer_within(
     raise memory.busy()
 
 
+async def long_poll(
+    ctx: RestContext, request: web.Request, who: Principal | None, deadline: float, *,
+    wake: Callable[[int], Awaitable[bool]], read: Callable[[], Awaitable[bool]],
+) -> bool:
+    """After a poll's read found nothing: wait until ``deadline`` (``time.monotonic``) for
+    records, and read them once they came (``read``: whether it found some). An idle long
+    poll holds no answer memory and one of its principal's ``waiting_reads``; it waits with
+    ``wake`` (a ``TF`` wake-up of at most ``MAX_READ_WAIT_MS`` at a time: the peer holds it
+    until it applies a record of the topic, ``raftlog.server.parked_reads``), which brings
+    no records, and reserves room before it reads them -- so polls woken together queue
+    nothing ahead of the answer memory (``tests/faults/test_rest_woken_polls.py``)."""
+    timeout = ctx.settings.request_timeout_ms / 1000
+    ctx.answers.release_read(request)
+    with ctx.quotas.long_poll(request, who):
+        while (left := int((deadline - time.monotonic()) * 1000)) > 0:
+            if await wake(min(left, MAX_READ_WAIT_MS)):
+                await ctx.answers.reserve_read(request, timeout)
+                if await read():
+                    return True
+                ctx.answers.release_read(request)  # gone meanwhile (retention): wait again
+    return False
+
+
 __all__ = [
     "ESCAPE_GROWTH", "MESSAGE_OVERHEAD", "REREADS", "AnswerPage", "MessageFormat",
-    "answer_within", "largest", "smallest",
+    "answer_within", "largest", "long_poll", "smallest",
 ]

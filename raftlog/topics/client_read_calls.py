@@ -101,6 +101,28 @@ class ReadCalls:
         )
         return rpc.decode_read_response(frames)
 
+    async def records_arrive(
+        self: ReadHost,
+        topic: str,
+        url: str,
+        *,
+        from_index: int | None = None,
+        from_position: int | None = None,
+        from_time_ms: int | None = None,
+        inclusive: bool = True,
+        wait_ms: int,
+        timeout: float | None = None,
+    ) -> bool:
+        """Whether ``topic`` holds records from the given start on peer ``url``, waiting up
+        to ``wait_ms`` for some to come -- a ``TF`` wake-up (no credit): the answer brings
+        none of them. Why: a reader that must make room for records before it reads them
+        (a REST long poll's answer memory) waits so, then reads."""
+        woke = await ReadCalls.fetch(
+            self, topic, url, from_index=from_index, from_position=from_position,
+            from_time_ms=from_time_ms, inclusive=inclusive, limit=1, wait_ms=wait_ms,
+            max_bytes=0, timeout=timeout)
+        return woke.more
+
     async def describe(
         self: ReadHost, topic: str, *, url: str | None = None, timeout: float | None = None
     ) -> rpc.TopicInfo:

@@ -61,6 +61,7 @@ class SyncTopicClient(ClosingFace):
     list_topics = blocking(TopicClient.list_topics)
     record_counts = blocking(TopicClient.record_counts)
     fetch = blocking(TopicClient.fetch)
+    records_arrive = blocking(TopicClient.records_arrive)
     # consumer groups (issue #27; ``raftlog.topics.groups.client.GroupCalls``)
     create_group = blocking(TopicClient.create_group)
     commit_group_position = blocking(TopicClient.commit_group_position)
