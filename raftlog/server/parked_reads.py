@@ -36,7 +36,9 @@ WAKE_TIME: Final = 0.02
 passes it); the rest wait for the next timer pass. Why, beside ``WAKE_BUDGET``: a wake-up
 (``TF`` without credit, how a REST long poll waits) answers a few bytes but still reads the
 record it found -- 160 long polls woken by one 6 MiB record read it 160 times in one pass,
-3.8 s of the loop (``tests/faults/test_rest_woken_polls.py``)."""
+3.8 s of the loop (``tests/faults/test_rest_woken_polls.py``; since then the machine keeps
+the entry decoded, ``raftlog.topics.decoded_entries``, and the other 159 reads cost little,
+but a pass over many topics' reads is still bounded by this)."""
 WAKE_BUDGET: Final = 8 * 1024 * 1024
 """Answer bytes one pass over the parked reads sends at most; the reads still owed an answer
 wait for the next timer pass. Why: one large record woke 2,000 reads of one client at once,

@@ -327,6 +327,7 @@ class TopicStateMachine(TopicMachineViews):
         self._index.put_base_time(batch, base_time)
         self._index.put_position(batch, index, base_time)
         self._index.write(batch, "topic snapshot restore")
+        self._reader.decoded.forget()
         self._applied, self._last_time, self._base_time = index, base_time, base_time
         self._topics = topics
         self._tx.load()

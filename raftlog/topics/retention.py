@@ -23,7 +23,8 @@ builds the answers on top of them (``TopicReader`` is a ``RetainedRecords``).
 
 * refused batches were never indexed, so nobody sees them.
 
-Records are read from the peer's LogStore by index and decoded once per entry. The log is
+Records are read from the peer's LogStore by index and decoded once per entry (the
+entries read last are kept decoded: ``raftlog.topics.decoded_entries``). The log is
 never compacted past a retained record (``first_retained``), so a retained record's entry
 is always there.
 """
@@ -36,6 +37,7 @@ from typing import Final, Protocol
 from raftlog.entry import ENTRY_HEADER_SIZE
 from raftlog.topics.commit import CommitRecords
 from raftlog.topics.compacted import CompactedStore
+from raftlog.topics.decoded_entries import DecodedEntries
 from raftlog.topics.index import TopicIndex, u64
 from raftlog.topics.records import (
     LoggedRecord,
@@ -91,6 +93,8 @@ class RetainedRecords:
         self._index = index
         self._entries = entries
         self._compacted = compacted if compacted is not None else CompactedStore(index)
+        self.decoded = DecodedEntries(entries, decode_any_entry)
+        """The entries read last, decoded (many readers of a live topic read the same)."""
 
     # -- what is retained ------------------------------------------------------------------
     def start(self, name: str, state: TopicState, clock_ms: int, applied: int) -> RecordId:
@@ -226,13 +230,8 @@ class RetainedRecords:
 
     # -- the entries behind the index ------------------------------------------------------
     def _entry_at(self, index: int) -> object:
-        if index < self._entries.first_index:
-            return None
-        try:
-            raw = self._entries.raw_entries(index, index + 1)[0]
-            return decode_any_entry(raw[ENTRY_HEADER_SIZE:])
-        except (IndexError, RecordFormatError):
-            return None  # compacted meanwhile, or not what the index says: skip, never fail
+        """None when compacted meanwhile, or not what the index says: skip, never fail."""
+        return self.decoded.get(index)
 
     def records_at(self, index: int) -> Sequence[Record] | None:
         """The records the index may point at in entry ``index``: a record batch's, or the

@@ -16,7 +16,7 @@ result is the same group state everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any, Final
 
 import msgpack
@@ -26,7 +26,7 @@ from raftlog.topics.groups.entry import GroupCommand
 from raftlog.topics.groups.table import GroupTable
 from raftlog.topics.index import TopicIndex
 from raftlog.topics.reads import TopicReader
-from raftlog.topics.records import LoggedRecord, Record, RecordId
+from raftlog.topics.records import LoggedRecord, RecordId
 from raftlog.topics.retention import ttl_expired
 from raftlog.topics.state import TopicState
 
@@ -84,11 +84,10 @@ class IndexRecords:
     ) -> Iterator[LoggedRecord | None]:
         """The records ``keys`` one by one (None for each one gone), read as they are
         asked for: a caller that stops at a byte budget reads no further (a member may hold
-        a thousand leases of 10 MiB records). Each log entry is decoded once per run of
-        keys in it -- leases come in runs of the same publish batch, in id order -- and
-        only the last one is kept."""
+        a thousand leases of 10 MiB records). Leases come in runs of the same publish
+        batch, in id order: the reader keeps the entries it decoded last
+        (``raftlog.topics.decoded_entries``), so each is decoded once per run."""
         starts: dict[str, RecordId] = {}
-        decoded: tuple[int, Sequence[Record] | None] | None = None
         for topic, rid in keys:
             if topic not in starts:
                 starts[topic] = self.start(topic)
@@ -96,9 +95,7 @@ class IndexRecords:
             if entry is None or rid.position not in entry.positions:
                 yield None
                 continue
-            if decoded is None or decoded[0] != rid.index:
-                decoded = (rid.index, self._reader.records_at(rid.index))
-            records = decoded[1]
+            records = self._reader.records_at(rid.index)
             if records is None or rid.position >= len(records):
                 yield None
                 continue

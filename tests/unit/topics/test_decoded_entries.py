@@ -1,0 +1,104 @@
+"""The topics machine's decoded entries (``raftlog.topics.decoded_entries``): many reads of
+one entry decode it once; the bounds hold; compacted entries are never answered; a
+snapshot restore forgets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from machine_log import Log
+
+from raftlog.entry import LogEntry
+from raftlog.storage.memory import MemoryLogStore
+from raftlog.topics import wire as rpc
+from raftlog.topics.decoded_entries import DecodedEntries
+from raftlog.topics.machine import TopicStateMachine
+from raftlog.topics.records import Record
+from raftlog.topics.records_tx import decode_any_entry
+from raftlog.topics.wire_fetch import TYPE_FETCH, FetchRequest, encode_fetch_request
+
+
+def _published(log: Log, *sizes: int) -> list[int]:
+    log.create("t")
+    return [log.publish(Record("t", bytes([n % 251]) * n)) for n in sizes]
+
+
+def test_readers_woken_by_one_record_decode_its_entry_once(
+    log: Log, machine: TopicStateMachine
+) -> None:
+    """The case it is for: a hundred ``TF`` wake-ups and reads of the same new record."""
+    (index,) = _published(log, 1_000_000)
+    log.apply(machine)
+    before = machine._reader.decoded.reads
+    wake = encode_fetch_request(FetchRequest(rpc.ReadRequest("t", 0, wait_ms=1000), max_bytes=0))
+    read = rpc.encode_read_request(rpc.ReadRequest("t", 0))
+    for _ in range(100):
+        woken = rpc.decode_read_response(machine.handle_request(TYPE_FETCH, wake) or [])
+        assert woken.more and not woken.records
+        answer = rpc.decode_read_response(machine.handle_request(rpc.TYPE_READ, read) or [])
+        assert [(i.id.index, len(i.record.value)) for i in answer.records] == [
+            (index, 1_000_000)
+        ]
+    assert machine._reader.decoded.reads - before == 1
+
+
+def test_kept_entries_stay_within_their_bytes_and_count() -> None:
+    log = Log()
+    indexes = _published(log, *([300] * 10), 5000)
+    entries = DecodedEntries(log.store, decode_any_entry, kept_bytes=2000, kept_entries=4)
+    for index in indexes[:10]:
+        entries.get(index)
+    assert entries.reads == 10
+    for index in indexes[6:10]:  # the last four read are kept
+        entries.get(index)
+    assert entries.reads == 10
+    entries.get(indexes[0])  # the least recently read went first
+    assert entries.reads == 11
+    big = entries.get(indexes[10])  # larger than all the bytes kept: answered, not kept
+    assert big is not None and entries.get(indexes[10]) is not None
+    assert entries.reads == 13
+    for index in indexes[:5]:  # 300-byte entries: at most 2000 bytes of them
+        entries.get(index)
+    reads = entries.reads
+    for index in indexes[:5]:
+        entries.get(index)
+    assert entries.reads - reads >= 1  # not all five fit in the bytes
+
+
+def test_compacted_entries_are_never_answered_from_what_is_kept() -> None:
+    log = Log()
+    first, second = _published(log, 10, 20)
+    entries = DecodedEntries(log.store, decode_any_entry)
+    assert entries.get(first) is not None and entries.get(second) is not None
+    log.store.compact(first, 1)
+    assert entries.get(first) is None
+    assert entries.get(second) is not None
+    assert entries.reads == 2  # the one left was still kept
+
+
+def test_entries_that_are_not_there_or_not_topic_entries_are_none() -> None:
+    store = MemoryLogStore()
+    entries = DecodedEntries(store, decode_any_entry)
+    assert entries.get(1) is None  # no such entry
+    store.append(1, [LogEntry(bytes(12), 1, 1, b"plain update, no topic magic")])
+    assert entries.get(1) is None
+    assert entries.get(1) is None
+    assert entries.reads == 2  # not kept: nothing to keep
+
+
+def test_a_snapshot_restore_forgets_what_was_kept(log: Log, tmp_path: Path) -> None:
+    """A restore replaces the log below the snapshot: nothing decoded before it is used."""
+    indexes = _published(log, 10, 20, 30)
+    machine = TopicStateMachine(tmp_path / "m", log.store)
+    try:
+        log.apply(machine)
+        decoded = machine._reader.decoded
+        assert len(machine.read(rpc.ReadRequest("t", 0)).records) == 3
+        reads = decoded.reads
+        decoded.get(indexes[0])
+        assert decoded.reads == reads  # kept
+        machine.restore(log.store.last_index, 1, machine.snapshot(log.store.last_index))
+        decoded.get(indexes[0])
+        assert decoded.reads == reads + 1  # forgotten: read again
+    finally:
+        machine.close()
