@@ -268,7 +268,8 @@ def build_services(
     handlers = handler_table(targets)
     fallback = route(ClientDispatch, info.state_machine_request)
     dispatcher = Dispatcher(ident, handlers, fallback, metrics, log, queues=queue_flushes(targets))
-    dead_letters = DeadLetters(topics, own_proposer(core, gate, clock), lambda: core.is_leader)
+    dead_letters = DeadLetters(topics, own_proposer(core, gate, clock), lambda: core.is_leader,
+                               max_data=options.max_log_entry_data_size)
     topic_clock = TopicClock(core, topics, clock, [dead_letters.on_timer])
     watch = ClockWatch(clock, metrics, log)
     return Services(

@@ -96,7 +96,12 @@ class TopicGate:
         self.clock = AppendClock()
 
     def prepare(self, data: bytes) -> bytes | TopicError:
-        """The data to propose (stamped when it is a topic entry), or why not."""
+        """The data to propose (stamped when it is a topic entry), or why not. The size
+        limit is checked here too, not only where clients' requests arrive: the leader's own
+        entries (the dead-letter mover's) come this way, and one over the limit was refused
+        by every peer's storage, which exited (``raftlog.topics.groups.deadletter``)."""
+        if len(data) > self._max_data:
+            return self._too_large(len(data))
         if self._disk is not None and (full := self._disk.refusal(data)) is not None:
             return full
         if not is_topic_data(data):
@@ -142,12 +147,14 @@ class TopicGate:
         if len(args) != 1 or not is_topic_data(args[0]):
             return bad_request("TP takes exactly one frame: a topic entry (raftlog.topics.records)")
         if len(args[0]) > self._max_data:
-            return TopicError(
-                "EntryTooLarge",
-                f"entry data of {len(args[0])} bytes exceeds max_log_entry_data_size "
-                f"{self._max_data}",
-            )
+            return self._too_large(len(args[0]))
         return None
+
+    def _too_large(self, size: int) -> TopicError:
+        return TopicError(
+            "EntryTooLarge",
+            f"entry data of {size} bytes exceeds max_log_entry_data_size {self._max_data}",
+        )
 
     def refusal_at(self, index: int) -> TopicError | None:
         """Why the publish applied at ``index`` was refused by the state machine, or None

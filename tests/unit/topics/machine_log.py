@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from raftlog.entry import EntryType, LogEntry
 from raftlog.storage.memory import MemoryLogStore
+from raftlog.topics.groups.client import group_data
 from raftlog.topics.machine import TopicStateMachine
 from raftlog.topics.records import (
     Expectation,
@@ -49,6 +50,10 @@ class Log:
             encode_conditional(records, expect), self.now if at is None else at, auto_create=auto
         )
         return self.add(data)
+
+    def group(self, op: str, name: str, args: dict[str, object]) -> int:
+        """A consumer-group command, stamped like every topic entry a leader appends."""
+        return self.add(stamp_append_time(group_data(op, name, args), self.now))  # type: ignore[arg-type]
 
     def tick(self, at: int) -> int:
         """The leader's clock tick: moves the log clock that retention reads."""

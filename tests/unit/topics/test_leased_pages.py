@@ -15,23 +15,16 @@ from machine_log import Log
 from raftlog.errors import TopicError
 from raftlog.rpc.frames import decode_json, pack_json
 from raftlog.topics.groups import wire
-from raftlog.topics.groups.client import group_data
 from raftlog.topics.groups.deadletter import BATCH_BYTES, DeadLetters
 from raftlog.topics.groups.entry import GroupCommand
 from raftlog.topics.groups.requests import GROUP_ANSWERS, LEASED_BUDGET
 from raftlog.topics.machine import TopicStateMachine
 from raftlog.topics.records import Record, RecordBatch, RecordId
 from raftlog.topics.records_tx import decode_any_entry
-from raftlog.topics.stamp import stamp_append_time
 
 MIB = 1024 * 1024
 BIG = 3 * MIB // 2
 """Two of these fit one answer, a third does not."""
-
-
-def group(log: Log, op: str, name: str, args: dict[str, object]) -> int:
-    """A group command, stamped like every topic entry a leader appends."""
-    return log.add(stamp_append_time(group_data(op, name, args), log.now))  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -44,8 +37,8 @@ def leases(tmp_path: Path, log: Log) -> Iterator[TopicStateMachine]:
         log.publish(Record("big", bytes([n]) * BIG))
     log.publish(Record("big", b"h" * (5 * MIB)))
     log.publish(*(Record("small", bytes([n])) for n in range(5)))
-    group(log, "create", "q", {"mode": "queue", "topics": ["big", "small"]})
-    group(log, "lease", "q", {"member": "m", "max": 100})
+    log.group("create", "q", {"mode": "queue", "topics": ["big", "small"]})
+    log.group("lease", "q", {"member": "m", "max": 100})
     machine = TopicStateMachine(tmp_path / "m", log.store)
     log.apply(machine)
     yield machine
@@ -116,11 +109,11 @@ def test_dead_letters_move_within_the_byte_budget(tmp_path: Path, log: Log) -> N
     first = log.publish(Record("big", bytes([0]) * BIG))
     for n in range(1, 5):
         log.publish(Record("big", bytes([n]) * BIG))
-    group(log, "create", "q", {"mode": "queue", "topics": ["big"], "options": {
+    log.group("create", "q", {"mode": "queue", "topics": ["big"], "options": {
         "max_deliveries": 1, "dead_letter": "dlq"}})
-    group(log, "lease", "q", {"member": "m", "max": 5})
+    log.group("lease", "q", {"member": "m", "max": 5})
     ids = [["big", index, 0] for index in range(first, first + 5)]
-    group(log, "nack", "q", {"member": "m", "ids": ids})
+    log.group("nack", "q", {"member": "m", "ids": ids})
     machine = TopicStateMachine(tmp_path / "d", log.store)
     log.apply(machine)
     assert len(machine.groups.table.groups["q"].dead) == 5
@@ -130,7 +123,7 @@ def test_dead_letters_move_within_the_byte_budget(tmp_path: Path, log: Log) -> N
         proposed.append(data)
         return 0
 
-    DeadLetters(machine, propose, lambda: True).on_timer()
+    DeadLetters(machine, propose, lambda: True, max_data=10 * MIB).on_timer()
     published = decode_any_entry(proposed[0])
     assert isinstance(published, RecordBatch)
     assert sum(len(r.value) for r in published.records) <= BATCH_BYTES

@@ -74,6 +74,8 @@ def test_plain_data_passes_untouched(machine: TopicStateMachine) -> None:
         (encode_command(TopicCommand("delete", "u")), "UnknownTopic"),
         (b"\xc1RLT\x01\x01\x00" + bytes(8) + b"\x93", "BadRecord"),
         (encode_clock_tick(7), "BadRecord"),  # ticks are the leader's own
+        # over max_data: checked here too, for the leader's own entries (dead letters)
+        (encode_records([Record("t", b"v", b"k" * 200)]), "EntryTooLarge"),
     ],
 )
 def test_refused_entries_say_why(machine: TopicStateMachine, data: bytes, code: str) -> None:
