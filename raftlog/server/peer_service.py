@@ -13,6 +13,13 @@ Two rules live here, in front of the core:
   is alive (``heard_from_leader``): it is the only sign of life a follower gets from a
   stop-and-wait leader whose previous answer was lost (issue #12, finding 3).
 * Unknown senders are counted every time and logged once per sender.
+* An AppendEntries carrying an entry over this peer's ``max_log_entry_data_size`` is not
+  stepped: its storage would refuse the entry and the peer would exit (a leader whose limit
+  was raised first in a rolling change, or a misconfigured one, made every such follower
+  exit on the next large record). It is dropped, counted (``raftlog_messages_dropped
+  {reason="entry_too_large"}``) and logged once per entry; the leader is heard (no
+  election), this peer stays behind at that entry until its limit is raised, and the
+  others go on (``tests/faults/test_entry_limit_mismatch.py``).
 
 The core's answer (``SendReply``) comes back through :meth:`PeerService.send_reply` (the
 executor's ``Outbox``) and leaves through ``Replies`` like every other answer.
@@ -50,8 +57,14 @@ class PeerService:
         replies: Replies,
         metrics: PeerMetrics,
         log: EventLog,
+        *,
+        max_entry_data: int,
     ) -> None:
+        """``max_entry_data``: this peer's ``max_log_entry_data_size`` (module docstring)."""
         self._cluster = cluster
+        self._max_entry_data = max_entry_data
+        self._too_large = metrics.messages_dropped.labels(reason="entry_too_large")
+        self._too_large_logged = 0
         self._core = core
         self._replies = replies
         self._log = log
@@ -71,6 +84,9 @@ class PeerService:
         """§8/§9: step AppendEntries/InstallSnapshot once per (routing, msgid) per leader."""
         leader = message.leader_id
         if not self._known_sender(leader):
+            return
+        if isinstance(message, AppendEntries) and self._over_limit(message):
+            self._core.heard_from_leader(leader, message.term)  # a leader is there
             return
         last = self._debounce.get(leader)
         if last is not None and last[0] == routing and last[1] == msg_id:
@@ -96,6 +112,22 @@ class PeerService:
             if last is not None and last[0] == token.routing and last[1] == token.msg_id:
                 self._debounce[token.leader_id] = (token.routing, token.msg_id, message)
         self._replies.reply(token.routing, token.msg_id, message)
+
+    def _over_limit(self, message: AppendEntries) -> bool:
+        limit = self._max_entry_data
+        for offset, entry in enumerate(message.entries):
+            if len(entry.data) > limit:
+                count = self._too_large.inc()
+                index = message.prev_log_index + 1 + offset
+                if index != self._too_large_logged:  # the leader resends it: log it once
+                    self._too_large_logged = index
+                    self._log.error(
+                        "entry_over_limit_dropped", leader=message.leader_id[:64], index=index,
+                        size=len(entry.data), max_log_entry_data_size=limit, count=count,
+                        note="this peer stays behind until its max_log_entry_data_size is raised",
+                    )
+                return True
+        return False
 
     def _known_sender(self, sender: str) -> bool:
         cluster = self._cluster

@@ -191,7 +191,8 @@ def build_services(
 ) -> Services:
     """Build the services over the peer's core, stores and ROUTER."""
     replies = ReplySender(router, metrics, answers)
-    peers = PeerService(core, core, replies, metrics, log)
+    peers = PeerService(core, core, replies, metrics, log,
+                        max_entry_data=options.max_log_entry_data_size)
     clock = ClusterClock(lambda: topics.last_time)  # every time-based decision (issue #24)
     gate = TopicGate(
         topics,

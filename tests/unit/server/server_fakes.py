@@ -58,6 +58,10 @@ class EventRecorder:
         self.events.append(("warning", event, fields))
         return None
 
+    def error(self, event: str, **fields: object) -> object:
+        self.events.append(("error", event, fields))
+        return None
+
     def names(self) -> list[str]:
         return [event for _, event, _ in self.events]
 

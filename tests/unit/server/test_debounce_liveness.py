@@ -40,7 +40,8 @@ class FakeNode:
             new_request_id=RequestIdGenerator().next,
         )
         log = SimpleNamespace(warning=lambda *a, **k: None, info=lambda *a, **k: None)
-        self.service = PeerService(self.core, self.core, self, self.metrics, log)
+        self.service = PeerService(self.core, self.core, self, self.metrics, log,
+                                   max_entry_data=1024 * 1024)
 
     def reply(self, routing: bytes, msg_id: bytes, message: ServerReply) -> None:
         self.sent.append((routing, msg_id, message))

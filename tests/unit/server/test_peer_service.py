@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from server_fakes import EventRecorder, FakeCluster, RecordingReplies, metrics
 
+from raftlog.entry import EntryType, LogEntry
 from raftlog.rpc.messages import (
     AppendEntries,
     AppendEntriesResponse,
@@ -14,6 +15,9 @@ from raftlog.rpc.messages import (
 )
 from raftlog.server.peer_service import PeerService, PeerToken
 
+LIMIT = 100
+"""This peer's ``max_log_entry_data_size`` in these tests."""
+
 
 class Setup:
     def __init__(self) -> None:
@@ -21,7 +25,8 @@ class Setup:
         self.replies = RecordingReplies()
         self.metrics = metrics()
         self.events = EventRecorder()
-        self.svc = PeerService(self.core, self.core, self.replies, self.metrics, self.events)
+        self.svc = PeerService(self.core, self.core, self.replies, self.metrics, self.events,
+                               max_entry_data=LIMIT)
 
     def token(self, n: int = -1) -> PeerToken:
         token = self.core.stepped[n][0]
@@ -80,3 +85,20 @@ def test_install_snapshot_is_debounced_like_append_entries() -> None:
 def test_a_foreign_token_is_refused() -> None:
     with pytest.raises(TypeError):
         Setup().svc.send_reply(("not", "ours"), RequestVoteResponse(1, False))
+
+
+def test_an_entry_over_this_peers_limit_is_dropped_not_stored_and_the_leader_heard() -> None:
+    """A leader with a larger limit (a rolling change) made this follower's storage refuse
+    the entry, and the follower exit; now it stays behind, without an election."""
+    s = Setup()
+    fits = LogEntry(bytes(12), EntryType.STATE, 3, b"x" * LIMIT)
+    over = LogEntry(bytes(12), EntryType.STATE, 3, b"x" * (LIMIT + 1))
+    s.svc.from_leader(b"lead", b"\x05", AppendEntries("n2", 3, 7, 3, 7, (fits,)))
+    assert len(s.core.stepped) == 1
+    for msg_id in (b"\x06", b"\x07"):  # the leader sends it again
+        s.svc.from_leader(b"lead", msg_id, AppendEntries("n2", 3, 8, 3, 7, (fits, over)))
+    assert len(s.core.stepped) == 1 and s.replies.sent == []
+    assert s.core.heard == [("n2", 3)] * 2
+    assert s.metrics.messages_dropped.labels(reason="entry_too_large").value == 2
+    (event,) = [e for e in s.events.events if e[1] == "entry_over_limit_dropped"]
+    assert event[0] == "error" and event[2]["index"] == 10 and event[2]["size"] == LIMIT + 1
