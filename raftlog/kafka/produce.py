@@ -45,6 +45,7 @@ TOPIC_ERRORS: Final = {
     "UnknownTopic": ErrorCode.unknown_topic_or_partition,
     "RecordTooLarge": ErrorCode.message_too_large,
     "EntryTooLarge": ErrorCode.message_too_large,
+    "TooManyRecords": ErrorCode.message_too_large,  # max_records_per_entry
     "BadRecord": ErrorCode.invalid_record,
     "InvalidTopicName": ErrorCode.invalid_topic_exception,
 }

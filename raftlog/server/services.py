@@ -198,6 +198,7 @@ def build_services(
         topics,
         auto_create=options.topic_auto_create,
         max_data=options.max_log_entry_data_size,
+        max_records=options.max_records_per_entry,
         now_ms=clock.now,
         disk=disk,
     )

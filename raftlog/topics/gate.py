@@ -35,7 +35,7 @@ from raftlog.entry import REQUEST_ID_SIZE
 from raftlog.server.disk_guard import DiskGuard
 from raftlog.topics.groups.entry import GroupCommand
 from raftlog.topics.groups.host import GroupHost
-from raftlog.topics.record_scan import batch_fits, summarize_batch
+from raftlog.topics.record_scan import batch_fits, record_count, summarize_batch
 from raftlog.topics.records import (
     ClockTick,
     RecordFormatError,
@@ -82,6 +82,7 @@ class TopicGate:
         auto_create: bool,
         max_data: int,
         now_ms: Callable[[], int],
+        max_records: int,
         disk: DiskGuard | None = None,
     ) -> None:
         """``now_ms`` is the cluster clock (``raftlog.cluster_clock.ClusterClock.now``): what
@@ -92,6 +93,7 @@ class TopicGate:
         self._machine = machine
         self._auto_create = auto_create
         self._max_data = max_data
+        self._max_records = max_records
         self._now_ms = now_ms
         self.clock = AppendClock()
 
@@ -102,6 +104,13 @@ class TopicGate:
         by every peer's storage, which exited (``raftlog.topics.groups.deadletter``)."""
         if len(data) > self._max_data:
             return self._too_large(len(data))
+        count = record_count(data)  # from the array headers: before decoding any record
+        if count is not None and count > self._max_records:
+            return TopicError(
+                "TooManyRecords",
+                f"{count} records in one entry exceed max_records_per_entry "
+                f"{self._max_records}: publish them in smaller batches",
+            )
         if self._disk is not None and (full := self._disk.refusal(data)) is not None:
             return full
         if not is_topic_data(data):

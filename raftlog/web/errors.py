@@ -65,6 +65,7 @@ TOPIC_STATUS: Final[Mapping[str, int]] = {
     "KeyNotFound": 404,
     "UnknownGroup": 404,
     "GroupExists": 409,
+    "TooManyRecords": 413,
 }
 """TopicError names with a status of their own; every other TopicError (BadRequest,
 InvalidProperty, InvalidTopicName, BadRecord, RecordTooLarge, ...) is the caller's

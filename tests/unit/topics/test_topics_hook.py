@@ -18,6 +18,7 @@ from raftlog.topics.gate import TopicGate
 from raftlog.topics.machine import TopicStateMachine
 from raftlog.topics.record_decode import decode_entry
 from raftlog.topics.records import (
+    Expectation,
     Record,
     RecordBatch,
     TopicCommand,
@@ -26,9 +27,12 @@ from raftlog.topics.records import (
     encode_command,
     encode_records,
 )
+from raftlog.topics.records_kv import encode_conditional
+from raftlog.topics.records_tx import encode_tx_store
 from raftlog.topics.stamp import stamp_append_time
 
 RID = b"\x07" * 12
+MAX_RECORDS = 4
 
 
 @pytest.fixture
@@ -44,7 +48,8 @@ def machine(tmp_path: Path) -> Iterator[TopicStateMachine]:
 
 def gate(machine: TopicStateMachine, *, auto_create: bool = False) -> TopicGate:
     times = iter([5_000, 4_000, 6_000])
-    return TopicGate(machine, auto_create=auto_create, max_data=200, now_ms=lambda: next(times))
+    return TopicGate(machine, auto_create=auto_create, max_data=200, max_records=MAX_RECORDS,
+                     now_ms=lambda: next(times))
 
 
 def test_a_valid_entry_is_stamped_never_earlier_than_the_last_stamp(
@@ -76,6 +81,12 @@ def test_plain_data_passes_untouched(machine: TopicStateMachine) -> None:
         (encode_clock_tick(7), "BadRecord"),  # ticks are the leader's own
         # over max_data: checked here too, for the leader's own entries (dead letters)
         (encode_records([Record("t", b"v", b"k" * 200)]), "EntryTooLarge"),
+        # more records than max_records, in every kind of entry that publishes records
+        (encode_records([Record("t", b"v")] * 5), "TooManyRecords"),
+        (encode_records([Record("nosuch", b"v")] * 5), "TooManyRecords"),  # before decoding
+        (encode_tx_store("tx", [Record("t", b"v")] * 5), "TooManyRecords"),
+        (encode_conditional([Record("t", b"v")] * 5, [Expectation("t", None)]),
+         "TooManyRecords"),
     ],
 )
 def test_refused_entries_say_why(machine: TopicStateMachine, data: bytes, code: str) -> None:
@@ -146,7 +157,8 @@ def test_needs_prepare_is_false_only_where_prepare_changes_nothing(
     the data itself."""
     free = [10**9]
     disk = DiskGuard(tmp_path, 1000, _Quiet(), free_bytes=lambda _: free[0])
-    g = TopicGate(machine, auto_create=False, max_data=200, now_ms=lambda: 5_000, disk=disk)
+    g = TopicGate(machine, auto_create=False, max_data=200, max_records=MAX_RECORDS,
+                  now_ms=lambda: 5_000, disk=disk)
     plain = [b"not a topic entry", b"", b"\xc1RL", b"x" * 100]
     for data in plain:
         assert not g.needs_prepare([data]) and g.prepare(data) is data

@@ -117,7 +117,8 @@ def test_the_gate_checks_transactions_with_the_stamp_it_would_give(
     machine: TopicStateMachine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = [5_500]
-    gate = TopicGate(machine, auto_create=True, max_data=10_000, now_ms=lambda: now[0])
+    gate = TopicGate(machine, auto_create=True, max_data=10_000, max_records=1000,
+                     now_ms=lambda: now[0])
     store = encode_tx_store("open", [Record("new-topic", b"v")])
     stamped = gate.prepare(store)
     assert isinstance(stamped, bytes) and stamped[6] == FLAG_AUTO_CREATE
