@@ -155,6 +155,8 @@ class TopicStateMachine(TopicMachineViews):
             self.groups.apply(index, entry, self._last_time, self._write_through)
             return
         if isinstance(entry, TxControl | TxStore):
+            if isinstance(entry, TxStore):  # its commit reads it again: keep it decoded
+                self._reader.decoded.offer(index, len(data), entry)
             self._apply_tx(batch, index, entry)
             return
         error = check_entry(

@@ -11,10 +11,16 @@ from machine_log import Log
 from raftlog.entry import LogEntry
 from raftlog.storage.memory import MemoryLogStore
 from raftlog.topics import wire as rpc
-from raftlog.topics.decoded_entries import DecodedEntries
+from raftlog.topics.decoded_entries import RECORD_COST, DecodedEntries
 from raftlog.topics.machine import TopicStateMachine
 from raftlog.topics.records import Record
-from raftlog.topics.records_tx import decode_any_entry
+from raftlog.topics.records_tx import (
+    TxControl,
+    decode_any_entry,
+    encode_tx_control,
+    encode_tx_store,
+)
+from raftlog.topics.stamp import stamp_append_time
 from raftlog.topics.wire_fetch import TYPE_FETCH, FetchRequest, encode_fetch_request
 
 
@@ -44,8 +50,8 @@ def test_readers_woken_by_one_record_decode_its_entry_once(
 
 def test_kept_entries_stay_within_their_bytes_and_count() -> None:
     log = Log()
-    indexes = _published(log, *([300] * 10), 5000)
-    entries = DecodedEntries(log.store, decode_any_entry, kept_bytes=2000, kept_entries=4)
+    indexes = _published(log, *([300] * 10), 12_000)
+    entries = DecodedEntries(log.store, decode_any_entry, kept_bytes=10_000, kept_entries=4)
     for index in indexes[:10]:
         entries.get(index)
     assert entries.reads == 10
@@ -57,12 +63,12 @@ def test_kept_entries_stay_within_their_bytes_and_count() -> None:
     big = entries.get(indexes[10])  # larger than all the bytes kept: answered, not kept
     assert big is not None and entries.get(indexes[10]) is not None
     assert entries.reads == 13
-    for index in indexes[:5]:  # 300-byte entries: at most 2000 bytes of them
+    for index in indexes[:5]:  # at most four entries
         entries.get(index)
     reads = entries.reads
     for index in indexes[:5]:
         entries.get(index)
-    assert entries.reads - reads >= 1  # not all five fit in the bytes
+    assert entries.reads - reads >= 1  # not all five are kept
 
 
 def test_compacted_entries_are_never_answered_from_what_is_kept() -> None:
@@ -102,3 +108,38 @@ def test_a_snapshot_restore_forgets_what_was_kept(log: Log, tmp_path: Path) -> N
         assert decoded.reads == reads + 1  # forgotten: read again
     finally:
         machine.close()
+
+
+def test_many_small_records_weigh_what_their_objects_cost() -> None:
+    """An entry of many empty records is small on disk but not in memory: it is weighed
+    by its records too, so a scan of such entries keeps few of them."""
+    log = Log()
+    log.create("t")
+    indexes = [log.publish(*[Record("t", b"")] * 1000) for _ in range(4)]  # ~8 KB raw each
+    weight = 1000 * RECORD_COST * 2 + 20_000
+    entries = DecodedEntries(log.store, decode_any_entry, kept_bytes=weight)
+    for index in indexes:
+        entries.get(index)
+    for index in indexes[-2:]:  # two fit the weight
+        entries.get(index)
+    assert entries.reads == 4
+    entries.get(indexes[0])  # the others went, though 32 KB of raw bytes would have fit
+    assert entries.reads == 5
+
+
+def test_a_commit_reads_its_stores_from_what_their_apply_decoded(
+    log: Log, machine: TopicStateMachine
+) -> None:
+    """A store is decoded at its apply and again, whole, by its commit's apply: the commit
+    now finds it kept (65,536 records: 0.16 -> 0.03 s)."""
+    log.create("t")
+    begin = encode_tx_control(TxControl("begin", "tx", 60_000))
+    log.add(stamp_append_time(begin, log.now))
+    for _ in range(3):
+        log.add(stamp_append_time(encode_tx_store("tx", [Record("t", b"v")] * 100), log.now))
+    log.apply(machine)
+    reads = machine._reader.decoded.reads
+    log.add(stamp_append_time(encode_tx_control(TxControl("commit", "tx")), log.now))
+    log.apply(machine)
+    assert machine._reader.decoded.reads == reads  # no store read from the log again
+    assert len(machine.read(rpc.ReadRequest("t", 0)).records) == 300
