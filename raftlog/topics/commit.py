@@ -24,10 +24,16 @@ def gather_records(
     stores: Sequence[tuple[int, int]], read_store: Callable[[int], TxStore | None]
 ) -> list[Record] | None:
     """The records of ``stores`` in order, read back from the log (None: a store entry is
-    not there any more -- only possible if the log was compacted past it)."""
+    not there any more -- only possible if the log was compacted past it).
+
+    Read newest first: the reader keeps the stores its applies decoded, least recently used
+    going first (``raftlog.topics.decoded_entries``); in log order, a transaction larger
+    than what is kept evicted each store just before it was asked for, and all were decoded
+    again (~100,000 records: 0.3 s of the loop)."""
+    read = {index: read_store(index) for index, _ in reversed(stores)}
     out: list[Record] = []
     for index, count in stores:
-        entry = read_store(index)
+        entry = read[index]
         if entry is None or len(entry.records) != count:
             return None
         out.extend(entry.records)

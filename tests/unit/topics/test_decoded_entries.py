@@ -143,3 +143,22 @@ def test_a_commit_reads_its_stores_from_what_their_apply_decoded(
     log.apply(machine)
     assert machine._reader.decoded.reads == reads  # no store read from the log again
     assert len(machine.read(rpc.ReadRequest("t", 0)).records) == 300
+
+
+def test_a_commit_larger_than_what_is_kept_reads_only_what_was_evicted(
+    log: Log, machine: TopicStateMachine
+) -> None:
+    """Stores are read newest first: in log order each kept store was evicted by the one
+    read before it, and every store was read and decoded again."""
+    log.create("t")
+    machine._reader.decoded._kept_bytes = 2 * (100 * RECORD_COST + 2_000)  # two stores
+    begin = encode_tx_control(TxControl("begin", "tx", 60_000))
+    log.add(stamp_append_time(begin, log.now))
+    for _ in range(4):
+        log.add(stamp_append_time(encode_tx_store("tx", [Record("t", b"v")] * 100), log.now))
+    log.apply(machine)
+    reads = machine._reader.decoded.reads
+    log.add(stamp_append_time(encode_tx_control(TxControl("commit", "tx")), log.now))
+    log.apply(machine)
+    assert machine._reader.decoded.reads - reads == 2  # the two oldest; 4 in log order
+    assert len(machine.read(rpc.ReadRequest("t", 0)).records) == 400
