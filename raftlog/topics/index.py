@@ -153,6 +153,8 @@ class TopicIndex:
 
     def __init__(self, path: Path) -> None:
         self._db = RocksDatabase(path)
+        self._first_at: tuple[int, int | None] | None = None
+        """The last ``first_index_at`` answer, until the next write (see there)."""
 
     def close(self) -> None:
         """Release this index's hold on its database."""
@@ -166,6 +168,7 @@ class TopicIndex:
     def write(self, batch: WriteBatch, what: str, *, sync: bool = False) -> None:
         """Unsynced by default: a crash loses at most a suffix, which is re-applied from the
         log. ``sync`` before the log drops entries the index was built from."""
+        self._first_at = None
         self._db.write(batch, sync, what)
 
     # -- raw access for the transaction keys (``topic_tx`` owns their layout) ---------------
@@ -317,9 +320,18 @@ class TopicIndex:
 
     # -- time ------------------------------------------------------------------------------
     def first_index_at(self, time_ms: int) -> int | None:
-        """Index of the first record entry appended at or after ``time_ms`` (one seek)."""
+        """Index of the first record entry appended at or after ``time_ms`` (one seek).
+
+        The answer is kept until the next write: a timer pass asks it for every topic with
+        time retention (``log clock - retention_ms``), and topics sharing a retention ask the
+        same -- 20,000 topics cost 20,000 seeks a second, ~0.35 s of the loop."""
+        kept = self._first_at
+        if kept is not None and kept[0] == time_ms:
+            return kept[1]
         first, _ = self._db.bounds(b"a" + u64(time_ms), b"b", "time index")
-        return None if first is None else int(_U64.unpack(first[-8:])[0])
+        found = None if first is None else int(_U64.unpack(first[-8:])[0])
+        self._first_at = (time_ms, found)
+        return found
 
     def time_at(self, index: int) -> tuple[int, int] | None:
         """``(entry index, time)`` of the last record entry at or below ``index``."""

@@ -126,3 +126,19 @@ def test_topic_view_admits_what_a_read_returns(log: Log, machine: TopicStateMach
                 admitted.append((index, position))
     assert admitted == [(r.id.index, r.id.position) for r in read(machine, "v").records]
     assert len(admitted) == 1  # "b": "a" fell out of max_bytes, "c" out of its TTL
+
+
+def test_the_first_index_at_a_time_is_asked_again_after_each_write(
+    log: Log, machine: TopicStateMachine
+) -> None:
+    """``first_index_at`` keeps its last answer for the timer pass that asks it once per
+    topic; a write (a new entry at a later time) must not leave it stale."""
+    log.create("t")
+    log.publish(Record("t", b"1"), at=100)
+    log.apply(machine)
+    index = machine._index
+    assert index.first_index_at(150) is None
+    assert index.first_index_at(150) is None  # kept
+    later = log.publish(Record("t", b"2"), at=200)
+    log.apply(machine)
+    assert index.first_index_at(150) == later
