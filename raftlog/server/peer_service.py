@@ -16,9 +16,12 @@ Two rules live here, in front of the core:
 * An AppendEntries carrying an entry over this peer's ``max_log_entry_data_size`` is not
   stepped: its storage would refuse the entry and the peer would exit (a leader whose limit
   was raised first in a rolling change, or a misconfigured one, made every such follower
-  exit on the next large record). It is dropped, counted (``raftlog_messages_dropped
-  {reason="entry_too_large"}``) and logged once per entry; the leader is heard (no
-  election), this peer stays behind at that entry until its limit is raised, and the
+  exit on the next large record). Its entries are dropped, counted
+  (``raftlog_messages_dropped{reason="entry_too_large"}``) and logged once per entry; the
+  rest of it is stepped with no entries and no answer, so the core learns the leader and
+  its term like from a heartbeat -- no election, even when the leader is new -- and stores
+  nothing. Answering would not be safe: the leader takes a success as a match of every
+  entry it sent. This peer stays behind at that entry until its limit is raised; the
   others go on (``tests/faults/test_entry_limit_mismatch.py``).
 
 The core's answer (``SendReply``) comes back through :meth:`PeerService.send_reply` (the
@@ -27,6 +30,7 @@ executor's ``Outbox``) and leaves through ``Replies`` like every other answer.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Final
 
 from raftlog.metrics import PeerMetrics
@@ -39,12 +43,17 @@ MAX_DEBOUNCED_LEADERS: Final = 64
 class PeerToken:
     """Identifies an inbound peer request so its reply can find the way back."""
 
-    __slots__ = ("leader_id", "msg_id", "routing")
+    __slots__ = ("answered", "leader_id", "msg_id", "routing")
 
-    def __init__(self, routing: bytes, msg_id: bytes, leader_id: str | None) -> None:
+    def __init__(
+        self, routing: bytes, msg_id: bytes, leader_id: str | None, *, answered: bool = True
+    ) -> None:
         self.routing = routing
         self.msg_id = msg_id
         self.leader_id = leader_id
+        self.answered = answered
+        """False: the core's answer is not sent (an AppendEntries stripped of entries over
+        this peer's limit, module docstring)."""
 
 
 class PeerService:
@@ -86,7 +95,8 @@ class PeerService:
         if not self._known_sender(leader):
             return
         if isinstance(message, AppendEntries) and self._over_limit(message):
-            self._core.heard_from_leader(leader, message.term)  # a leader is there
+            stripped = replace(message, entries=())  # a heartbeat: term and leader, nothing
+            self._core.step_request(PeerToken(routing, msg_id, None, answered=False), stripped)
             return
         last = self._debounce.get(leader)
         if last is not None and last[0] == routing and last[1] == msg_id:
@@ -107,6 +117,8 @@ class PeerService:
         retransmission of the same message."""
         if not isinstance(token, PeerToken):
             raise TypeError(f"foreign reply token {token!r}")
+        if not token.answered:
+            return
         if token.leader_id is not None:
             last = self._debounce.get(token.leader_id)
             if last is not None and last[0] == token.routing and last[1] == token.msg_id:

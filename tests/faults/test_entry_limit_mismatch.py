@@ -5,9 +5,11 @@ Peers 1 and 2 run with a 512 KiB entry limit (the first half of a rolling change
 raises it), peer 3 still with 256 KiB. A 288 KiB record is published: peers 1 and 2 commit
 it; peer 3's storage would refuse it. Measured on the code before: peer 3 exited with
 ``EntryTooLargeError`` as soon as the leader sent it the entry (and again at every restart).
-Now peer 3 drops that AppendEntries (``raftlog_messages_dropped{reason="entry_too_large"}``,
-one ``entry_over_limit_dropped`` error line), stays up and answers, stays behind at that
-entry without starting an election, and catches up once restarted with the raised limit.
+Now peer 3 drops the entry (``raftlog_messages_dropped{reason="entry_too_large"}``, one
+``entry_over_limit_dropped`` error line) and steps the rest of the message as a heartbeat,
+so it stays up and answers, stays behind at that entry without starting an election --
+also when it restarts with the old limit and the first message it gets carries the entry
+-- and catches up once restarted with the raised limit.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 from integration.cluster import PeerCluster, wait_for
 
-from faults.http_load import cluster_terms, metric
+from faults.http_load import PeerWatch, cluster_terms, metric
 from raftlog.topics.records import Record
 from raftlog.topics.sync_client import SyncTopicClient
 
@@ -58,6 +60,10 @@ def _log_lines(cluster: PeerCluster, peer_id: str, event: str) -> list[str]:
     return [line for line in text.splitlines() if f'"{event}"' in line]
 
 
+def _candidacies(cluster: PeerCluster) -> list[str]:
+    return [line for line in _log_lines(cluster, "3", "role_changed") if "candidate" in line]
+
+
 def test_a_follower_with_a_smaller_limit_stays_up_and_behind(cluster: PeerCluster) -> None:
     with SyncTopicClient(cluster.urls, cluster.ident, timeout=20) as topics:
         topics.create_topic("big")
@@ -77,6 +83,18 @@ def test_a_follower_with_a_smaller_limit_stays_up_and_behind(cluster: PeerCluste
         assert cluster.peers["3"].running
         assert cluster_terms(cluster) == terms  # no election: the leader is heard
         assert len(_log_lines(cluster, "3", "entry_over_limit_dropped")) == 1  # logged once
+        # Restarted with the old limit again (a reboot before the change went on): the first
+        # message it gets is the entry again, and a restarted peer knows no leader yet --
+        # it must learn it from that message, not campaign against it.
+        cluster.terminate("3")
+        _start_with_old_limit(cluster, "3")
+        wait_for("peer 3 to follow the leader again", lambda: (
+            (i := cluster.log_info("3")) is not None and i.leader_id is not None), 20)
+        watch = PeerWatch(cluster, "3")
+        watch.keeps_answering(2.0)  # some ten election time-outs
+        assert not watch.slow, watch.slow
+        assert not _candidacies(cluster)  # peer 3 never campaigned
+        assert cluster_terms(cluster) == terms  # nor anyone else
         cluster.terminate("3")  # the second half of the rolling change
         cluster.start("3")
         wait_for("peer 3 to catch up", lambda: (i := cluster.log_info("3")) is not None
