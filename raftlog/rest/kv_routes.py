@@ -41,7 +41,13 @@ from raftlog.rest.bodies import (
     read_json_object,
 )
 from raftlog.rest.context import RestContext
-from raftlog.rest.pages import ESCAPE_GROWTH, MessageFormat, answer_within, long_poll
+from raftlog.rest.pages import (
+    ESCAPE_GROWTH,
+    MessageFormat,
+    answer_within,
+    long_poll,
+    own_records_arrive,
+)
 from raftlog.security.policy import Role
 from raftlog.topics.kv import event_of
 from raftlog.topics.records import MAX_UINT, LoggedRecord, RecordId
@@ -142,14 +148,9 @@ class _WatchScan:
     async def wake(self, wait_ms: int) -> bool:
         """Whether records come from ``next_id`` on within ``wait_ms``, bringing none
         (``raftlog.rest.pages.long_poll``)."""
-        gateway = self._ctx.gateway
-        try:
-            return await gateway.topics.records_arrive(
-                self._topic, gateway.own_url, from_index=self.next_id.index,
-                from_position=self.next_id.position, wait_ms=wait_ms,
-                timeout=gateway.timeout + wait_ms / 1000)
-        except Exception as exc:
-            raise from_cluster(exc) from exc
+        return await own_records_arrive(
+            self._ctx, self._topic, wait_ms, from_index=self.next_id.index,
+            from_position=self.next_id.position)
 
     async def scan(self) -> bool:
         """Read from ``next_id``; whether records were found."""

@@ -41,7 +41,7 @@ from raftlog.rest.bodies import (
 )
 from raftlog.rest.context import RestContext
 from raftlog.rest.group_routes import group_poll
-from raftlog.rest.pages import MessageFormat, answer_within, long_poll
+from raftlog.rest.pages import MessageFormat, answer_within, long_poll, own_records_arrive
 from raftlog.rpc.reads import Consistency
 from raftlog.security.policy import Principal, Role
 from raftlog.topics.client import make_record
@@ -155,12 +155,7 @@ async def _first_read(
     del start["limit"]  # a wake-up brings no records
 
     async def wake(wait: int) -> bool:
-        try:
-            return await ctx.gateway.topics.records_arrive(
-                name, ctx.gateway.own_url, wait_ms=wait,
-                timeout=ctx.gateway.timeout + wait / 1000, **start)
-        except Exception as exc:
-            raise from_cluster(exc) from exc
+        return await own_records_arrive(ctx, name, wait, **start)
 
     async def read() -> bool:
         nonlocal result

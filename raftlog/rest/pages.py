@@ -25,7 +25,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from aiohttp import web
 
@@ -33,6 +33,7 @@ from raftlog.rest.answer_memory import AnswerMemory
 from raftlog.rest.context import RestContext
 from raftlog.security.policy import Principal
 from raftlog.topics.wire import MAX_READ_WAIT_MS
+from raftlog.web.errors import from_cluster
 
 T = TypeVar("T")
 
@@ -160,6 +161,18 @@ async def answer_within(
     raise memory.busy()
 
 
+async def own_records_arrive(ctx: RestContext, topic: str, wait_ms: int, **start: Any) -> bool:
+    """Whether ``topic`` holds records from ``start`` (``records_arrive``'s keywords) on
+    this peer, waiting up to ``wait_ms`` -- a ``long_poll``'s ``wake`` (its time-out is the
+    client's plus the wait); a cluster error is a REST error."""
+    gateway = ctx.gateway
+    try:
+        return await gateway.topics.records_arrive(
+            topic, gateway.own_url, wait_ms=wait_ms, **start)
+    except Exception as exc:
+        raise from_cluster(exc) from exc
+
+
 async def long_poll(
     ctx: RestContext, request: web.Request, who: Principal | None, deadline: float, *,
     wake: Callable[[int], Awaitable[bool]], read: Callable[[], Awaitable[bool]],
@@ -185,5 +198,5 @@ async def long_poll(
 
 __all__ = [
     "ESCAPE_GROWTH", "MESSAGE_OVERHEAD", "REREADS", "AnswerPage", "MessageFormat",
-    "answer_within", "largest", "long_poll", "smallest",
+    "answer_within", "largest", "long_poll", "own_records_arrive", "smallest",
 ]
