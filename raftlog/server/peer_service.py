@@ -1,6 +1,6 @@
 """Inbound peer RPCs: RequestVote, AppendEntries, InstallSnapshot (docs/protocol.md §6-§9).
 
-Two rules live here, in front of the core:
+The rules that live here, in front of the core:
 
 * §6: peer RPCs from ids outside the configuration are dropped without an answer --
   otherwise anyone who knows the ident could depose the leader with a huge term
@@ -14,9 +14,9 @@ Two rules live here, in front of the core:
   stop-and-wait leader whose previous answer was lost (issue #12, finding 3).
 * Unknown senders are counted every time and logged once per sender.
 * An AppendEntries carrying an entry over this peer's ``max_log_entry_data_size`` is not
-  stepped: its storage would refuse the entry and the peer would exit (a leader whose limit
-  was raised first in a rolling change, or a misconfigured one, made every such follower
-  exit on the next large record). Its entries are dropped, counted
+  stepped as it came: its storage would refuse the entry and the peer would exit (a leader
+  whose limit was raised first in a rolling change, or a misconfigured one, made every
+  such follower exit on the next large record). Its entries are dropped, counted
   (``raftlog_messages_dropped{reason="entry_too_large"}``) and logged once per entry; the
   rest of it is stepped with no entries and no answer, so the core learns the leader and
   its term like from a heartbeat -- no election, even when the leader is new -- and stores
