@@ -352,8 +352,9 @@ class TopicIndex:
                 continue
             prefix = _topic_prefix(b"r", topic)
             batch.delete_range(prefix, entry_key(topic, kept.index))
-            sizes = _topic_prefix(b"b", topic)
-            batch.delete_range(sizes, sizes + u64(kept.bytes_before))
+            sizes = _topic_prefix(b"b", topic)  # every entry before ``kept``, as for ``r``:
+            # its sum may equal ``kept``'s bytes before it, so the bound takes the index too
+            batch.delete_range(sizes, sizes + u64(kept.bytes_before) + u64(kept.index))
         batch.delete_range(b"t", b"t" + u64(floor))
         below = self.time_at(floor - 1)
         if below is None:

@@ -115,9 +115,11 @@ class RetainedRecords:
         if threshold <= 0:
             return RecordId(0, 0)
         index = self._index.first_entry_past_bytes(name, threshold)
-        entry = None if index is None else self._index.entry(name, index)
-        if entry is None:
+        if index is None:
             return RecordId(applied + 1, 0)
+        entry = self._index.entry(name, index)
+        if entry is None:  # its keys left with the log prefix: its records are gone
+            return RecordId(index + 1, 0)
         records = self.records_at(entry.index)
         if records is None:  # compacted: only possible when it holds nothing retained
             return RecordId(entry.index + 1, 0)

@@ -103,6 +103,32 @@ def test_compaction_never_passes_a_retained_record(log: Log, machine: TopicState
     assert machine.next_expiry() is None
 
 
+def test_size_and_time_retention_survive_compaction_of_the_size_start(
+    log: Log, machine: TopicStateMachine
+) -> None:
+    """A topic with both windows: time retention passed its two older entries, so the log
+    was compacted past them, though the size window (50 B published, 40 kept) starts inside
+    the first. The index dropped the first entry's keys but its running byte sum ended
+    exactly where the kept entry begins, and that size key stayed: the size start then
+    resolved to "past everything" and a read returned nothing, a still retained record
+    included (found by ``test_retention_schedule``'s random logs). Now the size key goes
+    with the entry, and a size start in an entry without keys starts after it (an index
+    written before keeps such keys)."""
+    log.create("both", retention_ms=100, max_bytes=40)
+    log.publish(Record("both", b"a" * 30), at=1_000)
+    second = log.publish(Record("both", b"b" * 10), at=1_000)
+    kept = log.publish(Record("both", b"c" * 10), at=1_200)
+    log.tick(1_250)
+    log.apply(machine)
+    assert values(read(machine, "both")) == [b"c" * 10]
+    assert machine.compaction_limit() == kept - 1
+    log.store.compact(kept - 1, 1)
+    machine.on_timer(0.0)  # the index drops the keys of the entries that left the log
+    assert machine._index.first_entry_past_bytes("both", 0) == second  # the first's: gone
+    assert values(read(machine, "both")) == [b"c" * 10]
+    assert machine.describe("both").first == RecordId(kept, 0)
+
+
 def test_topic_view_admits_what_a_read_returns(log: Log, machine: TopicStateMachine) -> None:
     log.create("v", max_bytes=100)
     log.publish(Record("v", b"old" * 40))  # 120 B: over the limit once the next comes
