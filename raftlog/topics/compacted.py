@@ -2,10 +2,10 @@
 
 A topic with ``cleanup_policy`` ``compact`` (or ``compact,delete``) keeps only the latest
 record of each key. Its records are copied into the topic machine's RocksDB when they apply,
-so the topic no longer needs the log: it does not pin log compaction
-(``TopicReader.retained_floor`` skips it), and its live state travels in the machine's
-snapshot (section ``"compacted"``) and so in InstallSnapshot. Keys (``raftlog.topics.index``
-owns the database; these two prefixes are this module's)::
+so the topic no longer needs the log: it does not pin log compaction (the
+``RetainedFloor`` of ``raftlog.topics.retention_schedule`` skips it), and its live state
+travels in the machine's snapshot (section ``"compacted"``) and so in InstallSnapshot. Keys
+(``raftlog.topics.index`` owns the database; these two prefixes are this module's)::
 
     k <topic> 00 <key>               -> u64 index, u32 position, u64 append time,
                                         u64 ttl_ms (0: none), u8 tombstone: the key's

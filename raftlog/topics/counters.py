@@ -84,6 +84,11 @@ class TopicMachineState(Protocol):
         """The applied index."""
         ...
 
+    def retention_passed(self) -> set[str]:
+        """The topics whose time retention removed a record (or may have) since the last
+        call (``raftlog.topics.retention_schedule``)."""
+        ...
+
 
 class CounterIndex(Protocol):
     """What the counters read from the topic index (``TopicIndex``)."""
@@ -135,6 +140,24 @@ def _at_rest(state: TopicState, totals: TopicTotals, first_index: int, clock_ms:
     return past_start and (low.index, low.position) <= (cursor.index, cursor.position)
 
 
+def _looked_at_again(state: TopicState, totals: TopicTotals | None) -> bool:
+    """Must the next pass look at a topic just advanced though no event names it? Yes without
+    a window (cheap: ``_at_rest``) or with record TTLs pending. A window moves only on
+    events that name the topic: its deadline passing (``retention_passed``), records
+    published to it (``indexed``), an update (``topic_set``), a first-index move. (Advancing
+    each of 20,000 windows every pass cost ~0.7 s of every peer's loop a second.)"""
+    props = state.properties
+    if props.retention_ms is None and props.max_bytes is None:
+        return True
+    return totals is not None and bool(totals.ttl_due or totals.ttl_gone)
+
+
+def _first_index_behind(state: TopicState, totals: TopicTotals, first_index: int) -> bool:
+    """A topic with a window and nothing else pending, whose cursor the log's first index did
+    not pass: a compaction changes nothing for it (advancing 20,000 cost ~50 ms)."""
+    return first_index <= totals.start.index and not _looked_at_again(state, totals)
+
+
 TopicStat = tuple[str, int, int, int, int, int, int]
 """``(topic, records, bytes, published_records, published_bytes, expired_records,
 expired_bytes)``: one topic in a published view (a plain tuple: cheap to copy every 200 ms)."""
@@ -177,11 +200,12 @@ class TopicCounters:
     def indexed(self, by_topic: Mapping[str, tuple[list[int], int]]) -> None:
         """One applied record entry: ``by_topic`` maps each topic to the positions of its
         records in the entry and their total size (what the machine indexes)."""
-        topics = self._topics
+        topics, moving = self._topics, self._moving
         for name, (positions, size) in by_topic.items():
             totals = topics.get(name)
             if totals is None:  # not seeded yet (start-up catch-up): the seed counts these
                 continue
+            moving.add(name)  # size retention may have moved (``_looked_at_again``)
             count = len(positions)
             totals.records += count
             totals.bytes += size
@@ -228,36 +252,36 @@ class TopicCounters:
 
     # -- retention ----------------------------------------------------------------------------
     def advance_all(self, machine: TopicMachineState) -> None:
-        """:meth:`advance` every topic of ``machine`` (once a second, before the machine's
-        index clean-up), except those where it would do nothing: a topic without time or
-        size retention whose cursor is already at its start and with no record TTL due or
-        expired (``_at_rest``). Those are most topics, and the full computation cost ~3 µs
-        each: with 50,000 topics ~150 ms of the loop, in one piece, every second.
-
-        Nor does the pass look at them again: a topic at rest stays so until it is updated,
-        re-created or given a TTL record (which put it back in ``_moving``), or until the
-        log's first index moves (compaction can pass any cursor: then every topic is
-        looked at). Looking at 50,000 topics at rest cost ~30 ms a second, most of what a
-        peer idle with them spent (docs/performance.md §3, "Many topics")."""
+        """:meth:`advance` every topic of ``machine`` whose totals may have moved (once a
+        second, before the machine's index clean-up): not a topic at rest (``_at_rest``: no
+        window, cursor at its start, no TTL due -- most topics), nor is it looked at again
+        until it is updated, re-created or given a TTL record (back in ``_moving``) or the
+        log's first index moves (compaction can pass any cursor); a topic with a window only
+        when it may have moved (``_looked_at_again``). Walking 50,000 topics cost ~150 ms a
+        second, looking at them ~30 ms (docs/performance.md §3, "Many topics")."""
         first, clock = self._log.first_index, machine.last_time
         topics, states = self._topics, machine.topics
+        named = self._moving | machine.retention_passed()
+        visit: Iterable[str] = named
         if first != self._walked_first:
             self._walked_first = first
-            visit: Iterable[str] = states  # advancing changes only the counters' own state
-        else:
-            visit = self._moving
+            visit = states  # advancing changes only the counters' own state
         self._moving = set()
         for name in visit:
             state = states.get(name)
             if state is None:
                 continue
             totals = topics.get(name)
+            walked = visit is states and name not in named  # only for the first index move
+            if walked and totals is not None and _first_index_behind(state, totals, first):
+                continue
             if totals is not None and _at_rest(state, totals, first, clock):
                 if totals.ttl_due:  # at rest until its first TTL falls due
                     self._moving.add(name)
                 continue
             self.advance(name, self._start(machine, name, state), clock)
-            self._moving.add(name)
+            if _looked_at_again(state, topics.get(name)):
+                self._moving.add(name)
 
     def advance(self, name: str, start: RecordId, clock_ms: int) -> None:
         """Retention now starts at ``start`` for ``name`` and the log clock is at

@@ -54,6 +54,7 @@ from raftlog.topics.records_tx import TxControl, TxStore, decode_any_entry
 from raftlog.topics.replay import catch_up
 from raftlog.topics.requests import answer_request
 from raftlog.topics.retention import EntrySource
+from raftlog.topics.retention_schedule import RetentionSchedule
 from raftlog.topics.rules import check_entry
 from raftlog.topics.snapshot import build_snapshot, parse_snapshot, snapshot_part
 from raftlog.topics.state import TopicState
@@ -91,6 +92,9 @@ class TopicStateMachine(TopicMachineViews):
         self._batch = self._index.batch()
         """The write batch of the ``apply`` call in progress."""
         self._ttl_deadlines: list[int] = []
+        self._schedule = RetentionSchedule(self._retention_due_of, self._first_retained_of)
+        """When time retention next moves, and the lowest retained index (no topic walks)."""
+        self._schedule.reset(self._topics)
         self._next_gc = 0.0
         self._gc_floor = 0
         self.refused_entries = 0
@@ -193,6 +197,7 @@ class TopicStateMachine(TopicMachineViews):
         self._index.put_entry(batch, index, self._last_time, by_topic, self._published)
         self.kv.indexed(batch, index, by_topic, self._topics, self._last_time, records)
         self.counters.indexed(by_topic)
+        self._schedule.applied(index, by_topic, self._topics, self._last_time)
 
     def _refuse(self, index: int, error: TopicError) -> None:
         self.refused_entries += 1
@@ -299,6 +304,7 @@ class TopicStateMachine(TopicMachineViews):
             self._topics[name] = state
         self._index.put_version(batch, name, index, state)
         self.counters.topic_set(name, index, state)
+        self._schedule.changed(name, state, self._last_time)
         if state is None or state.created_index == index:  # a new incarnation: no keys
             self.kv.dropped(batch, name)
 
@@ -332,6 +338,7 @@ class TopicStateMachine(TopicMachineViews):
         self._reader.decoded.forget()
         self._applied, self._last_time, self._base_time = index, base_time, base_time
         self._topics = topics
+        self._schedule.reset(topics)
         self._tx.load()
         self._published.clear()
         self._gc_floor = index + 1

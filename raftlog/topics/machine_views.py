@@ -21,6 +21,7 @@ from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.groups.host import GroupHost
 from raftlog.topics.reads import TopicReader
 from raftlog.topics.records_tx import TxControl, TxStore
+from raftlog.topics.retention_schedule import RetentionSchedule
 from raftlog.topics.state import TopicState
 from raftlog.topics.tx import TransactionTable
 
@@ -36,6 +37,7 @@ class TopicMachineViews:
     _ttl_deadlines: list[int]
     _tx: TransactionTable
     _reader: TopicReader
+    _schedule: RetentionSchedule
     groups: GroupHost
 
     # -- state -----------------------------------------------------------------------------
@@ -90,7 +92,8 @@ class TopicMachineViews:
         """The highest index the log may be compacted to without losing a retained record
         (just below the first record any topic retains; ``last_applied`` when none does)
         or entering a transaction that needs its entries (``TransactionTable``)."""
-        floor = self._reader.retained_floor(self._topics, self._last_time, self._applied)
+        lowest = self._schedule.floor.lowest()
+        floor = self._applied if lowest is None else min(self._applied, lowest - 1)
         return self._tx.compaction_floor(floor)
 
     def next_expiry(self) -> int | None:
@@ -104,9 +107,32 @@ class TopicMachineViews:
             deadlines[0] if deadlines else None,
             self._tx.next_deadline(),  # transaction timeouts need the log clock to move too
             self.groups.table.next_deadline,  # and lease deadlines (#27)
-            self._reader.retention_due(self._topics, self._last_time, self._applied),
+            self._schedule.deadlines.settle(self._last_time),
         )
         return min((due for due in dues if due is not None), default=None)
+
+    def retention_passed(self) -> set[str]:
+        """The topics whose time retention removed a record (or may have) since the last
+        call, judged at the log clock: the topic totals advance these (``counters``)."""
+        self._schedule.deadlines.settle(self._last_time)
+        return self._schedule.deadlines.take_passed()
+
+    def _retention_due_of(self, name: str) -> int | None:
+        """When ``name``'s oldest retained entry expires by time retention (None: no time
+        retention, or nothing retained): the ``RetentionSchedule``'s recompute."""
+        state = self._topics.get(name)
+        if state is None:
+            return None
+        return self._reader.retention_due(name, state, self._last_time, self._applied)
+
+    def _first_retained_of(self, name: str) -> int | None:
+        """The log index of ``name``'s first retained record (None: none in the log -- gone,
+        compacted, or nothing retained): the ``RetentionSchedule``'s recompute."""
+        state = self._topics.get(name)
+        if state is None or state.properties.compacted:
+            return None
+        first = self._reader.first_retained(name, state, self._last_time, self._applied)
+        return None if first is None else first.index
 
     def counts(self, req: topic_counts.CountsRequest) -> topic_counts.CountsResult:
         """Records per index bucket (``TC``): every topic, or the named (existing) ones."""

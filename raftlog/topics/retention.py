@@ -31,7 +31,7 @@ is always there.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Final, Protocol
 
 from raftlog.entry import ENTRY_HEADER_SIZE
@@ -130,33 +130,18 @@ class RetainedRecords:
             published += records[position].size
         return RecordId(entry.index + 1, 0)
 
-    def retained_floor(self, topics: Mapping[str, TopicState], clock_ms: int, applied: int) -> int:
-        """Just below the first record any of ``topics`` retains (``applied``: none)."""
-        limit = applied
-        for name, state in topics.items():
-            if state.properties.compacted:  # its records live in the index, not the log
-                continue
-            first = self.first_retained(name, state, clock_ms, applied)
-            if first is not None:
-                limit = min(limit, first.index - 1)
-        return limit
-
     def retention_due(
-        self, topics: Mapping[str, TopicState], clock_ms: int, applied: int
+        self, name: str, state: TopicState, clock_ms: int, applied: int
     ) -> int | None:
-        """The log-clock time at which the oldest retained record of a topic with
-        ``retention_ms`` expires (None: none will)."""
-        soonest = None
-        for name, state in topics.items():
-            retention = state.properties.retention_ms
-            if retention is None:
-                continue
-            start = self.start(name, state, clock_ms, applied)
-            entry = next(self._index.entries(name, start.index), None)
-            if entry is not None:
-                due = entry.append_time_ms + retention
-                soonest = due if soonest is None else min(soonest, due)
-        return soonest
+        """The log-clock time at which the topic's oldest retained entry expires by its
+        ``retention_ms`` (None: no time retention, or nothing retained): one or two seeks
+        (``raftlog.topics.retention_schedule`` keeps these per topic)."""
+        retention = state.properties.retention_ms
+        if retention is None:
+            return None
+        start = self.start(name, state, clock_ms, applied)
+        entry = next(self._index.entries(name, start.index), None)
+        return None if entry is None else entry.append_time_ms + retention
 
     def low_water(self, name: str, state: TopicState, start: RecordId) -> RecordId:
         """The position just after the last record that retention removed (``start`` is

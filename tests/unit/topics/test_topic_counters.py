@@ -24,6 +24,23 @@ def totals(machine: TopicStateMachine, name: str) -> TopicTotals:
     return got
 
 
+def counts(machine: TopicStateMachine, name: str) -> tuple[int, ...] | None:
+    """What the metrics show of a topic's totals. Its cursor (``start``) is left out: for a
+    topic with a window it may trail the retention start between the window's deadlines,
+    over entries that hold none of its records (``counters._looked_at_again``)."""
+    t = machine.counters.get(name)
+    if t is None:
+        return None
+    return (
+        t.records,
+        t.bytes,
+        t.published_records,
+        t.published_bytes,
+        t.expired_records,
+        t.expired_bytes,
+    )
+
+
 def retained(machine: TopicStateMachine, name: str) -> tuple[int, int]:
     """What a read returns: (records, bytes)."""
     records = read(machine, name, limit=10_000).records
@@ -254,9 +271,10 @@ def test_topics_at_rest_are_skipped_only_where_advancing_changes_nothing(
         fast.on_timer(now)
         with monkeypatch.context() as patched:
             patched.setattr(counters_module, "_at_rest", never_at_rest)
+            patched.setattr(counters_module, "_looked_at_again", lambda *args: True)
             slow.on_timer(now)
         for name in set(fast.topics) | set(slow.topics):
-            assert fast.counters.get(name) == slow.counters.get(name), name
+            assert counts(fast, name) == counts(slow, name), name
 
     try:
         log.create("plain")
@@ -291,7 +309,7 @@ def test_topics_at_rest_are_skipped_only_where_advancing_changes_nothing(
         check(35.0)
         log.tick(1_010_000)  # "late"'s record expires
         check(40.0)
-        assert fast.counters.get("late") == slow.counters.get("late")
+        assert counts(fast, "late") == counts(slow, "late")
         assert totals(fast, "late").expired_records == 1
         assert calls[0] > 0
         looked_at: list[str] = []
