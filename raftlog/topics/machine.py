@@ -40,6 +40,7 @@ from raftlog.topics.groups.host import GroupHost, IndexRecords
 from raftlog.topics.index import TopicIndex, group_by_topic
 from raftlog.topics.kv_state import KeyValueState
 from raftlog.topics.machine_views import TopicMachineViews
+from raftlog.topics.names import SortedNames
 from raftlog.topics.reads import TopicReader
 from raftlog.topics.record_scan import BatchSummary, batch_fits, summarize_batch
 from raftlog.topics.records import (
@@ -95,6 +96,8 @@ class TopicStateMachine(TopicMachineViews):
         self._schedule = RetentionSchedule(self._retention_due_of, self._first_retained_of)
         """When time retention next moves, and the lowest retained index (no topic walks)."""
         self._schedule.reset(self._topics)
+        self._names = SortedNames()
+        """The names in order, kept until the set changes (``TL``: ``raftlog.topics.names``)."""
         self._next_gc = 0.0
         self._gc_floor = 0
         self.refused_entries = 0
@@ -304,6 +307,8 @@ class TopicStateMachine(TopicMachineViews):
             self._topics[name] = state
         self._index.put_version(batch, name, index, state)
         self.counters.topic_set(name, index, state)
+        if state is None or state.created_index == index:
+            self._names.changed()
         self._schedule.changed(name, state, self._last_time)
         if state is None or state.created_index == index:  # a new incarnation: no keys
             self.kv.dropped(batch, name)
@@ -339,6 +344,7 @@ class TopicStateMachine(TopicMachineViews):
         self._applied, self._last_time, self._base_time = index, base_time, base_time
         self._topics = topics
         self._schedule.reset(topics)
+        self._names.changed()
         self._tx.load()
         self._published.clear()
         self._gc_floor = index + 1

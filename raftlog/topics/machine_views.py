@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from raftlog.errors import TopicError
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.groups.host import GroupHost
+from raftlog.topics.names import SortedNames
 from raftlog.topics.reads import TopicReader
 from raftlog.topics.records_tx import TxControl, TxStore
 from raftlog.topics.retention_schedule import RetentionSchedule
@@ -38,6 +39,7 @@ class TopicMachineViews:
     _tx: TransactionTable
     _reader: TopicReader
     _schedule: RetentionSchedule
+    _names: SortedNames
     groups: GroupHost
 
     # -- state -----------------------------------------------------------------------------
@@ -57,6 +59,11 @@ class TopicMachineViews:
     def topics(self) -> Mapping[str, TopicState]:
         """The topics as of the applied index (the leader's gate checks publishes against it)."""
         return self._topics
+
+    def list_answer(self, patterns: Sequence[str] | None) -> list[bytes]:
+        """``TL``'s answer: every topic's name, or those ``patterns`` match, in order (the
+        unfiltered answer kept until the topic set changes: ``raftlog.topics.names``)."""
+        return self._names.list_answer(self._topics, patterns, rpc.encode_list_response)
 
     def refusal_at(self, index: int) -> TopicError | None:
         """Why the record batch at ``index`` was refused at apply (if it was, still known)."""

@@ -34,6 +34,10 @@ class TopicQueries(Protocol):
         """``TR``."""
         ...
 
+    def list_answer(self, patterns: Sequence[str] | None) -> list[bytes]:
+        """``TL``."""
+        ...
+
     def describe(self, name: str) -> rpc.TopicInfo:
         """``TD``."""
         ...
@@ -102,11 +106,7 @@ def _describe(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
 
 
 def _list(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
-    patterns = rpc.decode_list_request(args)
-    names = list(machine.topics)
-    if patterns is not None:
-        names = [n for n in names if rpc.topic_matches(patterns, n)]
-    return rpc.encode_list_response(names)
+    return machine.list_answer(rpc.decode_list_request(args))
 
 
 def _status(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:

@@ -9,8 +9,8 @@ or a seek and an entry decode, per topic), and nothing bounds the number of topi
 with create rights makes: the loop would stall and the cluster elect again and again.
 
 Both answers are a minimum over topics of a value that only moves one way between the events
-the machine applies, so each is kept as a lazy min-heap (:class:`KeyedMinHeap`) holding, for
-every topic that matters, a *lower bound* of its value:
+the machine applies, so each is kept as a lazy min-heap holding, for
+every topic that matters, a *lower bound* of its value (``raftlog.topics.keyed_heap``):
 
 * :class:`RetentionDeadlines` -- for each topic with time retention that retains a record,
   the log-clock time its oldest retained entry expires. Applying a record to a topic with
@@ -33,58 +33,12 @@ the one walk of all topics, once.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterable, Mapping
 
+from raftlog.topics.keyed_heap import KeyedMinHeap
 from raftlog.topics.state import TopicState
 
-__all__ = ["KeyedMinHeap", "RetainedFloor", "RetentionDeadlines", "RetentionSchedule"]
-
-
-class KeyedMinHeap:
-    """At most one live value per name, the smallest on top; replaced values stay in the heap
-    as stale pairs, skipped (and dropped) when they reach the top."""
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[int, str]] = []
-        self._value: dict[str, int] = {}
-
-    def __len__(self) -> int:
-        return len(self._value)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._value
-
-    def set(self, name: str, value: int) -> None:
-        """``name``'s value is now ``value`` (whatever it was)."""
-        if self._value.get(name) != value:
-            self._value[name] = value
-            heapq.heappush(self._heap, (value, name))
-
-    def lower(self, name: str, value: int) -> None:
-        """``name``'s value is ``value`` unless it has a smaller one already."""
-        current = self._value.get(name)
-        if current is None or value < current:
-            self.set(name, value)
-
-    def forget(self, name: str) -> None:
-        """``name`` has no value (its pairs in the heap go stale)."""
-        self._value.pop(name, None)
-
-    def clear(self) -> None:
-        """No name has a value."""
-        self._heap.clear()
-        self._value.clear()
-
-    def top(self) -> tuple[int, str] | None:
-        """The smallest live ``(value, name)``, or None when no name has a value."""
-        heap, live = self._heap, self._value
-        while heap:
-            value, name = heap[0]
-            if live.get(name) == value:
-                return value, name
-            heapq.heappop(heap)  # stale: replaced or forgotten since it was pushed
-        return None
+__all__ = ["RetainedFloor", "RetentionDeadlines", "RetentionSchedule"]
 
 
 DueOf = Callable[[str], "int | None"]

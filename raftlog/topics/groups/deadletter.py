@@ -114,12 +114,14 @@ class DeadLetters:
             self._waiting.clear()
             return
         machine = self._machine
-        for group in list(machine.groups.table.groups.values()):
-            if not group.dead or group.options.dead_letter is None:
+        table = machine.groups.table
+        for name in sorted(table.with_dead):  # not every group: every timer pass runs this
+            group = table.groups[name]
+            if group.options.dead_letter is None:
                 continue
-            if self._waiting.get(group.name, 0) > machine.last_applied:
+            if self._waiting.get(name, 0) > machine.last_applied:
                 continue
-            self._move(group.name)
+            self._move(name)
 
     def _move(self, name: str) -> None:
         machine = self._machine

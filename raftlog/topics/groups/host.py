@@ -175,7 +175,7 @@ class GroupHost:
         not yet delivered (queue: after the cursor, plus those waiting for redelivery) or
         not yet committed (stream: after the committed position), over the group's topics."""
         out = []
-        for name in sorted(self.table.groups)[:limit]:
+        for name in self.table.names.sorted(self.table.groups)[:limit]:
             group = self.table.groups[name]
             lag = len(group.waiting)
             for topic in group.resolved(self.source.topic_names()):

@@ -12,7 +12,6 @@ from raftlog.topics.groups import wire
 from raftlog.topics.groups.host import GroupHost
 from raftlog.topics.reads import READ_BUDGET
 from raftlog.topics.records import records_within
-from raftlog.topics.wire import topic_matches
 
 LEASED_BUDGET: Final = READ_BUDGET
 """Record bytes one ``GQ`` answer holds at most (a larger record alone): a topic read's."""
@@ -41,11 +40,9 @@ def _describe(machine: GroupQueries, args: Sequence[bytes]) -> list[bytes]:
 
 
 def _list(machine: GroupQueries, args: Sequence[bytes]) -> list[bytes]:
-    patterns = wire.decode_list_request(args)
-    names = list(machine.groups.table.groups)
-    if patterns is not None:  # the consume right of a CURVE key (the request guard)
-        names = [n for n in names if topic_matches(patterns, n)]
-    return wire.encode_list_response(names)
+    patterns = wire.decode_list_request(args)  # the consume right of a CURVE key (the guard)
+    table = machine.groups.table
+    return table.names.list_answer(table.groups, patterns, wire.encode_list_response)
 
 
 def _leased(machine: GroupQueries, args: Sequence[bytes]) -> list[bytes]:

@@ -48,6 +48,8 @@ from raftlog.topics.groups.model import (
     QueueTopicStats,
     check_options,
 )
+from raftlog.topics.keyed_heap import KeyedMinHeap
+from raftlog.topics.names import SortedNames
 from raftlog.topics.records import RecordId
 
 EXPIRED: str = "lease expired"
@@ -145,13 +147,20 @@ class GroupTable:
     groups changed since the owner last persisted them."""
 
     def __init__(self, groups: Mapping[str, Group] | None = None) -> None:
-        self.groups: dict[str, Group] = dict(groups or {})
+        self.groups: dict[str, Group] = {}
         self.dirty: set[str] = set()
-        self._next_deadline: int | None = self._earliest()
+        self.names = SortedNames()  # in order, for ``GL`` and the status view
+        self.with_dead: set[str] = set()  # the dead-letter mover's work, not every group
+        self._deadlines = KeyedMinHeap()
+        """Each group's earliest lease deadline: a command touches its group only (walking
+        every group's leases cost ~14 ms per command applied with 20,000 groups)."""
+        self.reset_to(groups or {})
 
-    def _earliest(self) -> int | None:
-        deadlines = [d for g in self.groups.values() if (d := g.next_deadline()) is not None]
-        return min(deadlines, default=None)
+    def _indexed(self, group: Group) -> None:
+        """Bring the group's deadline and dead-record mark up to date after a change."""
+        due, name = group.next_deadline(), group.name
+        self._deadlines.forget(name) if due is None else self._deadlines.set(name, due)
+        self.with_dead.add(name) if group.dead else self.with_dead.discard(name)
 
     # -- leader checks ---------------------------------------------------------------------
     def check(
@@ -219,13 +228,18 @@ class GroupTable:
                     check_options(args["options"]),
                 )
                 self.dirty.add(name)
+                self.names.changed()
             return
         if group is None:
             return
         self.dirty.add(name)
         if command.op == "delete":
             del self.groups[name]
-        elif command.op in ("claim", "release") and group.mode == "stream":
+            self._deadlines.forget(name)
+            self.with_dead.discard(name)
+            self.names.changed()
+            return
+        if command.op in ("claim", "release") and group.mode == "stream":
             claims.apply_claim(group.owners, command.op, args, now, group.options.ack_wait_ms)
         elif command.op == "commit" and group.mode == "stream":
             if claims.refusal(group.owners, args, now) is not None:
@@ -238,7 +252,7 @@ class GroupTable:
             self._reset(group, args["topic"], args["to"], now, source)
         elif group.mode == "queue":
             self._queue_op(group, command, now, source)
-        self._next_deadline = self._earliest()
+        self._indexed(group)
 
     def _queue_op(
         self, group: Group, command: GroupCommand, now: int, source: RecordSource
@@ -325,28 +339,31 @@ class GroupTable:
 
     def expire(self, now: int) -> None:
         """Reclaim every lease whose deadline the log clock ``now`` has reached."""
-        if self._next_deadline is None or now < self._next_deadline:
-            return
-        for group in self.groups.values():
+        while (top := self._deadlines.top()) is not None and top[0] <= now:
+            group = self.groups[top[1]]
             due = [key for key, lease in group.leases.items() if lease.deadline_ms <= now]
             for key in sorted(due):
                 lease = group.leases.pop(key)
                 self._retire(group, key, lease.deliveries, EXPIRED, now)
-            if due:
-                self.dirty.add(group.name)
-        self._next_deadline = self._earliest()
+            self.dirty.add(group.name)
+            self._indexed(group)  # its next deadline is later than ``now``, or none
 
     @property
     def next_deadline(self) -> int | None:
         """The earliest lease deadline (the leader's clock ticks for it, so an idle cluster
         still reclaims leases)."""
-        return self._next_deadline
+        top = self._deadlines.top()
+        return None if top is None else top[0]
 
     def reset_to(self, groups: Mapping[str, Group]) -> None:
-        """Replace every group (a snapshot restore)."""
+        """Replace every group (a snapshot restore; and at start-up)."""
         self.groups = dict(groups)
         self.dirty = set()
-        self._next_deadline = self._earliest()
+        self.names.changed()
+        self.with_dead.clear()
+        self._deadlines.clear()
+        for group in self.groups.values():
+            self._indexed(group)
 
     # -- reads -----------------------------------------------------------------------------
     def info(self, name: str, applied: int, source: RecordSource) -> GroupInfo:

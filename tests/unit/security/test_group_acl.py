@@ -24,6 +24,7 @@ from raftlog.topics.groups.wire import (
     decode_list_response,
     encode_leased_request,
 )
+from raftlog.topics.names import SortedNames
 from raftlog.topics.records_tx import decode_any_entry
 from raftlog.topics.wire import TYPE_PUBLISH
 
@@ -83,7 +84,8 @@ class _Groups:
     """The part of the topic state machine a ``GL`` answer reads."""
 
     def __init__(self, names: list[str]) -> None:
-        self.groups = SimpleNamespace(table=SimpleNamespace(groups=dict.fromkeys(names)))
+        table = SimpleNamespace(groups=dict.fromkeys(names), names=SortedNames())
+        self.groups = SimpleNamespace(table=table)
         self.last_applied = self.last_time = 1
 
 

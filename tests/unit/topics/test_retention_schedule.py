@@ -14,10 +14,10 @@ from test_topic_counters import counts
 
 from raftlog.storage.memory_snapshot import MemorySnapshotStore
 from raftlog.topics import counters as counters_module
+from raftlog.topics.keyed_heap import KeyedMinHeap
 from raftlog.topics.machine import TopicStateMachine
 from raftlog.topics.opening import open_topic_machine
 from raftlog.topics.records import Record, TopicCommand, encode_command
-from raftlog.topics.retention_schedule import KeyedMinHeap
 
 NAMES = [f"t{n}" for n in range(8)]
 
