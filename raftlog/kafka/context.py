@@ -10,6 +10,7 @@ from typing import Final
 
 from raftlog.kafka.coordinator import Coordinator
 from raftlog.kafka.fetch_memory import FetchMemory
+from raftlog.kafka.protocol import EncodedPayload
 from raftlog.kafka.settings import KafkaSettings, node_id, split_kafka_url
 from raftlog.observability.view import ViewBox
 from raftlog.rest.gateway import ClusterGateway
@@ -81,6 +82,9 @@ class KafkaContext:
         self.request_memory = ByteBudget(settings.request_memory_bytes,
                                          exempt=SMALL_REQUEST_BYTES)
         """The request frame bytes all connections hold together (``[kafka]``)."""
+        self.kept_metadata: dict[object, tuple[tuple[str, ...], EncodedPayload]] = {}
+        """Metadata answers for every topic, encoded, with the topic list they list
+        (``raftlog.kafka.admin.metadata``)."""
 
     @property
     def own_url(self) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import io
 import struct
 from dataclasses import dataclass
@@ -120,13 +121,37 @@ def parse_request(frame: bytes, source: str = "-") -> Request | Unsupported:
     return Request(key, version, correlation, header.client_id, body, source)
 
 
+@dataclass(frozen=True, slots=True)
+class EncodedPayload:
+    """A response payload encoded once, answered to many requests: only the header (the
+    correlation id) is written per answer. Why: kio encodes in Python at ~10 µs per topic
+    entry, and a Metadata answer for every topic is the same for every client until a
+    topic comes or goes (``raftlog.kafka.admin``)."""
+
+    header_cls: Any
+    body: bytes
+
+    @classmethod
+    def of(cls, payload: Any) -> EncodedPayload:
+        """Encode ``payload`` (a kio response dataclass) without its header."""
+        out = io.BytesIO()
+        entity_writer(type(payload))(out, payload)
+        return cls(type(payload).__header_schema__, out.getvalue())
+
+
 def encode_response(correlation_id: int, payload: Any) -> bytes:
-    """``payload`` (a kio response dataclass) with its header and size prefix."""
-    header_cls = type(payload).__header_schema__
+    """``payload`` (a kio response dataclass, or one encoded already) with its header and
+    size prefix."""
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
-    entity_writer(header_cls)(out, header_cls(correlation_id=correlation_id))
-    entity_writer(type(payload))(out, payload)
+    if isinstance(payload, EncodedPayload):
+        header_cls = payload.header_cls
+        entity_writer(header_cls)(out, header_cls(correlation_id=correlation_id))
+        out.write(payload.body)
+    else:
+        header_cls = type(payload).__header_schema__
+        entity_writer(header_cls)(out, header_cls(correlation_id=correlation_id))
+        entity_writer(type(payload))(out, payload)
     data = out.getbuffer()
     _SIZE.pack_into(data, 0, len(data) - 4)
     return bytes(data)
@@ -157,9 +182,17 @@ def make(module: ModuleType, name: str, /, **values: Any) -> Any:
     does not name takes its schema default. None for a string a version does not let be
     null (JoinGroup's protocol name before v7) is sent as the empty string."""
     cls = getattr(module, name)
-    types = {f.name: f.type for f in dataclasses.fields(cls)}
+    types = _field_types(cls)
     return cls(**{k: ("" if v is None and types[k] is str else v)  # nullable from v7, say
                   for k, v in values.items() if k in types})
+
+
+@functools.cache
+def _field_types(cls: type) -> dict[str, Any]:
+    """The fields of one kio dataclass and their types, looked up once per class: asked per
+    call, they were three quarters of building a Metadata answer (0.35 of 0.48 s for 50,000
+    topics)."""
+    return {f.name: f.type for f in dataclasses.fields(cls)}
 
 
 def has_field(entity: Any, name: str) -> bool:
