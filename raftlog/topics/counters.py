@@ -120,6 +120,12 @@ class TopicTotals:
     ttl_gone: dict[RecordId, int] = field(default_factory=dict)
     """TTL-expired records at or after ``start`` (already subtracted) and their sizes."""
 
+    def figures(self) -> tuple[int, int, int, int, int, int]:
+        """What the metrics show: retained, published and expired records and bytes (the
+        cursor and TTL heaps are how they are kept, not what they are)."""
+        return (self.records, self.bytes, self.published_records, self.published_bytes,
+                self.expired_records, self.expired_bytes)
+
 
 def _at_rest(state: TopicState, totals: TopicTotals, first_index: int, clock_ms: int) -> bool:
     """Whether :meth:`TopicCounters.advance` would leave ``totals`` as they are: no window
@@ -381,18 +387,4 @@ class TopicCounters:
 
     def stats(self, limit: int) -> tuple[TopicStat, ...]:
         """The first ``limit`` topics by name, as plain tuples for a published view."""
-        out: list[TopicStat] = []
-        for name in self.first_names(limit):
-            t = self._topics[name]
-            out.append(
-                (
-                    name,
-                    t.records,
-                    t.bytes,
-                    t.published_records,
-                    t.published_bytes,
-                    t.expired_records,
-                    t.expired_bytes,
-                )
-            )
-        return tuple(out)
+        return tuple((name, *self._topics[name].figures()) for name in self.first_names(limit))

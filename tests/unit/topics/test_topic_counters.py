@@ -29,16 +29,7 @@ def counts(machine: TopicStateMachine, name: str) -> tuple[int, ...] | None:
     topic with a window it may trail the retention start between the window's deadlines,
     over entries that hold none of its records (``counters._looked_at_again``)."""
     t = machine.counters.get(name)
-    if t is None:
-        return None
-    return (
-        t.records,
-        t.bytes,
-        t.published_records,
-        t.published_bytes,
-        t.expired_records,
-        t.expired_bytes,
-    )
+    return None if t is None else t.figures()
 
 
 def retained(machine: TopicStateMachine, name: str) -> tuple[int, int]:
