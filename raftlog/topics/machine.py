@@ -104,7 +104,8 @@ class TopicStateMachine(TopicMachineViews):
         self._recent_refusals: OrderedDict[int, TopicError] = OrderedDict()
         self.malformed_entries = 0
         position = lambda: (self._last_time, self._applied)  # noqa: E731
-        records = IndexRecords(self._index, self._reader, lambda: self._topics, position)
+        names = lambda: self._names.sorted(self._topics)  # noqa: E731
+        records = IndexRecords(self._index, self._reader, lambda: self._topics, position, names)
         self.groups = GroupHost(self._index, records)  # consumer groups (#27)
 
     def _note(self, event: str, **fields: object) -> None:

@@ -16,7 +16,7 @@ result is the same group state everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import msgpack
@@ -49,10 +49,14 @@ class IndexRecords:
         reader: TopicReader,
         topics: Callable[[], Mapping[str, TopicState]],
         position: Callable[[], tuple[int, int]],
+        sorted_names: Callable[[], Sequence[str]] | None = None,
     ) -> None:
+        """``sorted_names``: the topic names in order, the same object until the set
+        changes (the machine's ``SortedNames``; default: sorted on every call)."""
         self._index = index
         self._reader = reader
         self._topics = topics
+        self._sorted_names = sorted_names or (lambda: sorted(self._topics()))
         self._position = position  # (log clock, applied)
         self.at: int | None = None
         """While a command applies: the index before it (what the index holds, written
@@ -60,6 +64,9 @@ class IndexRecords:
 
     def topic_names(self) -> Collection[str]:
         return self._topics().keys()
+
+    def sorted_topic_names(self) -> Sequence[str]:
+        return self._sorted_names()
 
     def start(self, topic: str) -> RecordId:
         state = self._topics().get(topic)
@@ -178,7 +185,7 @@ class GroupHost:
         for name in self.table.names.sorted(self.table.groups)[:limit]:
             group = self.table.groups[name]
             lag = len(group.waiting)
-            for topic in group.resolved(self.source.topic_names()):
+            for topic in self.table.resolved(group, self.source):
                 if group.mode == "queue":
                     start = group.cursors.get(topic, RecordId(0, 0))
                 else:

@@ -19,8 +19,9 @@ Spark source) code against.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal, TypeAlias
+from typing import Final, Literal, Protocol, TypeAlias
 
 from raftlog.errors import TopicError
 from raftlog.topics.records import TOPIC_NAME_RE, RecordId
@@ -192,3 +193,28 @@ def options_map(options: QueueOptions) -> dict[str, object]:
     if options.dead_letter is not None:
         body["dead_letter"] = options.dead_letter
     return body
+
+
+class RecordSource(Protocol):
+    """What the group table reads of the topics (``raftlog.topics.groups.host.IndexRecords``)."""
+
+    def topic_names(self) -> Collection[str]:
+        """The existing topics (a collection that answers ``in`` without a scan: the topic
+        machine's keys)."""
+        ...
+
+    def sorted_topic_names(self) -> Sequence[str]:
+        """The existing topics in order: the same object until a topic comes or goes."""
+        ...
+
+    def record_ids(self, topic: str, start: RecordId, limit: int) -> list[RecordId]:
+        """Up to ``limit`` retained record ids of ``topic`` from ``start`` on, in order."""
+        ...
+
+    def start(self, topic: str) -> RecordId:
+        """The topic's first retained record id (or where the next one will be)."""
+        ...
+
+    def end(self, topic: str) -> RecordId:
+        """Just past the topic's last record."""
+        ...

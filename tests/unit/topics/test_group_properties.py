@@ -30,6 +30,11 @@ class ListSource:
     def topic_names(self) -> Iterable[str]:
         return self.ids.keys()
 
+    def sorted_topic_names(self) -> list[str]:
+        if getattr(self, "_sorted", None) is None:
+            self._sorted = sorted(self.ids)
+        return self._sorted
+
     def record_ids(self, topic: str, start: RecordId, limit: int) -> list[RecordId]:
         return [r for r in self.ids[topic] if r >= start][:limit]
 
@@ -277,3 +282,34 @@ def test_a_group_command_touches_its_own_group_only(monkeypatch: Any) -> None:
     table.expire(1000 + ACK_WAIT)  # the other lease runs out
     assert asked == ["s", "q007", "q007", "q007"]
     assert table.next_deadline is None and len(table.groups["q007"].waiting) == 1
+
+
+def test_a_pattern_groups_topics_are_matched_once_per_change_of_the_topic_set(
+    monkeypatch: Any,
+) -> None:
+    """A group with a pattern resolves its topics by matching every existing topic; the
+    table keeps the result until a topic comes or goes (a lease matched 50,000 topics, ~20 ms,
+    every time). Leases without a change match nothing; after one, the new topic is leased."""
+    source = ListSource()
+    table = GroupTable()
+    spec = {"mode": "queue", "topics": [], "pattern": "t*", "options": {"ack_wait_ms": ACK_WAIT}}
+    table.apply(1, check_command("create", "p", spec), 1000, source)
+    matched: list[str] = []
+    real = table_module.Group.matches
+
+    def counted(group: Any, topic: str) -> bool:
+        matched.append(topic)
+        return real(group, topic)
+
+    monkeypatch.setattr(table_module.Group, "matches", counted)
+    table.apply(2, check_command("lease", "p", {"member": "a", "max": 1}), 1000, source)
+    assert sorted(matched) == ["t1", "t2"]
+    matched.clear()
+    for n in range(3, 6):
+        table.apply(n, check_command("lease", "p", {"member": "a", "max": 1}), 1000, source)
+    assert matched == []  # kept: the topic set did not change
+    source.ids = {"t0": [RecordId(5, 0)], **source.ids}  # a topic comes: a new sorted list
+    source._sorted = None
+    table.apply(6, check_command("lease", "p", {"member": "b", "max": 1}), 1000, source)
+    assert sorted(matched) == ["t0", "t1", "t2"]
+    assert ("t0", RecordId(5, 0)) in table.groups["p"].leases  # the new topic, first in order
