@@ -23,14 +23,14 @@ import msgpack
 
 from raftlog.topics.groups.codec import decode_group, encode_group
 from raftlog.topics.groups.entry import GroupCommand
-from raftlog.topics.groups.table import GroupTable
-from raftlog.topics.index import TopicIndex
+from raftlog.topics.groups.lag import LagCounts
+from raftlog.topics.groups.table import Group, GroupTable
+from raftlog.topics.index import EntryRecords, TopicIndex
 from raftlog.topics.reads import TopicReader
 from raftlog.topics.records import LoggedRecord, RecordId
 from raftlog.topics.retention import ttl_expired
 from raftlog.topics.state import TopicState
 
-LAG_SCAN_CAP: Final = 100_000
 GroupStat = tuple[str, str, int, int, int, int, int, int]
 """``(group, mode, lag, pending, redelivered, dead_lettered, delivered, acked)``: what
 ``/metrics`` and the status page show per group."""
@@ -109,16 +109,9 @@ class IndexRecords:
             item = LoggedRecord(rid, entry.append_time_ms, records[rid.position])
             yield None if ttl_expired(item, clock_ms) else item
 
-    def count_from(self, topic: str, start: RecordId, cap: int = LAG_SCAN_CAP) -> int:
-        """Records of ``topic`` from ``start`` on (at most ``cap`` entries scanned: a lag
-        beyond that is shown as at least what was counted)."""
-        start = max(start, self.start(topic))
-        count = 0
-        for scanned, entry in enumerate(self._index.entries(topic, start.index)):
-            if scanned >= cap:
-                break
-            count += sum(1 for p in entry.positions if RecordId(entry.index, p) >= start)
-        return count
+    def entries_from(self, topic: str, index: int) -> Iterator[EntryRecords]:
+        """The topic's index entries from log index ``index`` on (the lag scans' walk)."""
+        return self._index.entries(topic, index)
 
     def record_ids(self, topic: str, start: RecordId, limit: int) -> list[RecordId]:
         out: list[RecordId] = []
@@ -143,6 +136,7 @@ class GroupHost:
             group = decode_group(msgpack.unpackb(value, raw=False))
             groups[group.name] = group
         self.table = GroupTable(groups)
+        self._lags = LagCounts()
         skip = index.get(SKIP_KEY, "groups skip")
         self._skip_upto = 0 if skip is None else int.from_bytes(skip, "big")
 
@@ -181,21 +175,30 @@ class GroupHost:
         """Per-group figures for monitoring, the first ``limit`` groups by name. Lag: records
         not yet delivered (queue: after the cursor, plus those waiting for redelivery) or
         not yet committed (stream: after the committed position), over the group's topics."""
+        shown = [self.table.groups[n] for n in self.table.names.sorted(self.table.groups)[:limit]]
+        wanted = [
+            (group.name, topic, self._position(group, topic))
+            for group in shown
+            for topic in self.table.resolved(group, self.source)
+        ]
+        lags = self._lags.refresh(wanted, self.source)  # bounded per view (``lag``)
         out = []
-        for name in self.table.names.sorted(self.table.groups)[:limit]:
-            group = self.table.groups[name]
+        for group in shown:
             lag = len(group.waiting)
-            for topic in self.table.resolved(group, self.source):
-                if group.mode == "queue":
-                    start = group.cursors.get(topic, RecordId(0, 0))
-                else:
-                    position = group.positions.get(topic)
-                    start = RecordId(0, 0) if position is None else position.next_record
-                lag += self.source.count_from(topic, start)
+            lag += sum(lags[(group.name, t)] for t in self.table.resolved(group, self.source))
             s = group.stats
-            out.append((name, group.mode, lag, len(group.leases), s.redelivered,
+            out.append((group.name, group.mode, lag, len(group.leases), s.redelivered,
                         s.dead_lettered, s.delivered, s.acked))
         return tuple(out)
+
+    @staticmethod
+    def _position(group: Group, topic: str) -> RecordId:
+        """Where the group's lag on ``topic`` counts from (queue: its cursor; stream: its
+        committed position)."""
+        if group.mode == "queue":
+            return group.cursors.get(topic, RecordId(0, 0))
+        position = group.positions.get(topic)
+        return RecordId(0, 0) if position is None else position.next_record
 
     def snapshot_section(self, applied: int) -> dict[str, Any] | None:
         """The ``"groups"`` section (None: no groups -- older peers read the snapshot)."""
