@@ -23,7 +23,10 @@ from raftlog.topics.records_kv import Expectation
 from raftlog.topics.state import TopicState
 
 STATS_INTERVAL: Final = 10.0
-"""Seconds between recounts of the compacted topics' live keys and bytes."""
+"""Seconds at least between recounts of one compacted topic's live keys and bytes."""
+STATS_KEYS_PER_PASS: Final = 2_000
+"""Keys counted per second at most (~30 ms of the loop): a topic of a million keys is
+counted again every ~8 minutes."""
 
 
 class KeyValueState:
@@ -39,7 +42,11 @@ class KeyValueState:
         self.stats: tuple[tuple[str, int, int], ...] = ()
         """``(topic, live keys, live bytes)`` of every compacted topic as of the last
         ``refresh_stats`` (the ``raftlog_kv_*`` metrics)."""
-        self._next_stats = 0.0
+        self._counts: dict[str, tuple[int, int]] = {}
+        self._partial: dict[str, tuple[int, int, bytes]] = {}
+        """Counts in progress: keys and bytes so far, the last pointer key read."""
+        self._due: dict[str, float] = {}
+        """When each topic is next counted (absent: now)."""
 
     def begin(self) -> None:
         """A new apply call (a new write batch)."""
@@ -48,6 +55,8 @@ class KeyValueState:
     def reset(self) -> None:
         """A snapshot replaced everything: forget the caches."""
         self._last.clear()
+        self._partial.clear()
+        self._due.clear()
         self.store.begin()
 
     def last_id(self, topic: str, state: TopicState) -> RecordId | None:
@@ -113,21 +122,39 @@ class KeyValueState:
                     )
 
     def refresh_stats(self, topics: Mapping[str, TopicState], clock_ms: int, now: float) -> None:
-        """Recount the compacted topics' live keys and bytes, at most every
-        ``STATS_INTERVAL`` seconds (a scan of their keys: too dear for every scrape)."""
-        if now < self._next_stats:
-            return
-        self._next_stats = now + STATS_INTERVAL
-        self.stats = tuple(
-            (name, *self.store.stats(name, state.properties, clock_ms))
-            for name, state in sorted(
-                (name, state) for name, state in topics.items() if state.properties.compacted
+        """Count the compacted topics' live keys and bytes on (called once a second): at
+        most ``STATS_KEYS_PER_PASS`` keys per call, each topic's count resumed where the
+        last call stopped and published in :attr:`stats` when complete; a topic is counted
+        again at most every ``STATS_INTERVAL`` seconds. Counting every key in one pass took
+        2.9 s of the loop for 200,000 keys, every ten seconds."""
+        compacted = {n: s for n, s in topics.items() if s.properties.compacted}
+        counts = {n: c for n, c in self._counts.items() if n in compacted}
+        left = STATS_KEYS_PER_PASS
+        for name in sorted(compacted, key=lambda n: self._due.get(n, 0.0)):
+            if left <= 0 or self._due.get(name, 0.0) > now:
+                break
+            keys, size, after = self._partial.get(name, (0, 0, None))
+            more_keys, more_size, read, after = self.store.stats_slice(
+                name, compacted[name].properties, clock_ms, after, left
             )
-        )
+            left -= max(read, 1)
+            if after is None:  # complete
+                counts[name] = (keys + more_keys, size + more_size)
+                self._partial.pop(name, None)
+                self._due[name] = now + STATS_INTERVAL
+            else:
+                self._partial[name] = (keys + more_keys, size + more_size, after)
+        self._counts = counts
+        for gone in [n for n in self._due if n not in compacted]:
+            self._due.pop(gone)
+            self._partial.pop(gone, None)
+        self.stats = tuple((n, *counts[n]) for n in sorted(counts))
 
     def dropped(self, batch: WriteBatch, topic: str) -> None:
         """``topic`` was deleted or (re-)created: no last id, no keys."""
         self._last[topic] = None
+        self._partial.pop(topic, None)  # a new incarnation is counted from its first key
+        self._due.pop(topic, None)
         self.store.drop_topic(batch, topic)
 
     # -- KG / KK ---------------------------------------------------------------------------
