@@ -175,17 +175,16 @@ class GroupHost:
         """Per-group figures for monitoring, the first ``limit`` groups by name. Lag: records
         not yet delivered (queue: after the cursor, plus those waiting for redelivery) or
         not yet committed (stream: after the committed position), over the group's topics."""
-        shown = [self.table.groups[n] for n in self.table.names.sorted(self.table.groups)[:limit]]
-        wanted = [
-            (group.name, topic, self._position(group, topic))
-            for group in shown
-            for topic in self.table.resolved(group, self.source)
+        table = self.table
+        shown = [
+            (group, table.resolved(group, self.source))
+            for group in (table.groups[n] for n in table.names.sorted(table.groups)[:limit])
         ]
+        wanted = [(g.name, t, self._position(g, t)) for g, topics in shown for t in topics]
         lags = self._lags.refresh(wanted, self.source)  # bounded per view (``lag``)
         out = []
-        for group in shown:
-            lag = len(group.waiting)
-            lag += sum(lags[(group.name, t)] for t in self.table.resolved(group, self.source))
+        for group, topics in shown:
+            lag = len(group.waiting) + sum(lags[(group.name, t)] for t in topics)
             s = group.stats
             out.append((group.name, group.mode, lag, len(group.leases), s.redelivered,
                         s.dead_lettered, s.delivered, s.acked))
