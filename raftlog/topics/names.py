@@ -42,7 +42,7 @@ class SortedNames:
 
     def matching(self, topics: Mapping[str, object], patterns: Iterable[str]) -> list[str]:
         """The names of ``topics`` equal to a pattern or starting with a ``prefix*`` one's
-        prefix (``raftlog.topics.wire.topic_matches``), in order."""
+        prefix (the rule of ``raftlog.security.policy.TopicFilter``), in order."""
         exact: set[str] = set()
         prefixes: list[str] = []
         for pattern in set(patterns):

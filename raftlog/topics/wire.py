@@ -343,13 +343,6 @@ def decode_list_request(args: Sequence[bytes]) -> tuple[str, ...] | None:
     return tuple(patterns)
 
 
-def topic_matches(patterns: Sequence[str], name: str) -> bool:
-    """True if ``name`` is one of ``patterns`` or starts with a ``prefix*`` one's prefix."""
-    return any(
-        name.startswith(p[:-1]) if p.endswith("*") else name == p for p in patterns
-    )
-
-
 def encode_list_response(names: Sequence[str]) -> list[bytes]:
     return [TRUE_FRAME, pack_json(sorted(names))]
 

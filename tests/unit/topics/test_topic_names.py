@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from machine_log import Log
 
+from raftlog.security.policy import TopicFilter
 from raftlog.topics import wire as rpc
 from raftlog.topics.machine import TopicStateMachine
 from raftlog.topics.names import SortedNames
@@ -28,7 +29,8 @@ WORDS = ("", "a", "ab", "abc", "b", "ba", "b.c", "pay.eu", "pay.us", "pay", "z")
 )
 def test_matching_is_every_name_a_pattern_matches(names: set[str], patterns: list[str]) -> None:
     topics = dict.fromkeys(names)
-    expected = sorted(n for n in names if rpc.topic_matches(patterns, n))
+    rule = TopicFilter.parse(patterns, "patterns")  # the ACL rule: names and 'prefix*'
+    expected = sorted(n for n in names if rule.allows(n))
     assert SortedNames().matching(topics, patterns) == expected
 
 
