@@ -25,7 +25,6 @@ import io
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from kio.serial import entity_writer
 from kio.serial.writers import (
     write_compact_array_length,
     write_compact_string,
@@ -33,19 +32,13 @@ from kio.serial.writers import (
     write_legacy_string,
 )
 
-from raftlog.kafka.protocol import EncodedPayload
+from raftlog.kafka.protocol import EncodedPayload, encode_entity
 
 __all__ = ["encode_every_topic"]
 
 _AFTER_TOPICS: Final = {"cluster_authorized_operations": 4}
 """Fields a Metadata response may have after ``topics``, and their sizes (int32)."""
 _ERROR_CODE_SIZE: Final = 2
-
-
-def _encoded(entity: Any) -> bytes:
-    out = io.BytesIO()
-    entity_writer(type(entity))(out, entity)
-    return out.getvalue()
 
 
 def _written(write: Callable[[Any, Any], None], value: Any) -> bytes:
@@ -75,7 +68,7 @@ def encode_every_topic(shell: Any, entry: Any, names: Sequence[str]) -> EncodedP
     write_length: Callable[[Any, Any], None] = (
         write_compact_array_length if flexible else write_legacy_array_length
     )
-    entry_bytes, shell_bytes = _encoded(entry), _encoded(shell)
+    entry_bytes, shell_bytes = encode_entity(entry), encode_entity(shell)
     no_name, no_topics = _written(write_name, ""), _written(write_length, 0)
     head = entry_bytes[:_ERROR_CODE_SIZE]
     tail = entry_bytes[_ERROR_CODE_SIZE + len(no_name) :]
@@ -102,7 +95,7 @@ def encode_every_topic(shell: Any, entry: Any, names: Sequence[str]) -> EncodedP
         after is None
         or entry_bytes[_ERROR_CODE_SIZE : _ERROR_CODE_SIZE + len(no_name)] != no_name
         or shell_bytes[cut - len(no_topics) : cut] != no_topics
-        or spliced(["probe", "ü"]) != _encoded(whole(["probe", "ü"]))
+        or spliced(["probe", "ü"]) != encode_entity(whole(["probe", "ü"]))
     ):
         return EncodedPayload.of(whole(names))  # not the layout this module knows
     return EncodedPayload(cls.__header_schema__, spliced(names))

@@ -134,9 +134,14 @@ class EncodedPayload:
     @classmethod
     def of(cls, payload: Any) -> EncodedPayload:
         """Encode ``payload`` (a kio response dataclass) without its header."""
-        out = io.BytesIO()
-        entity_writer(type(payload))(out, payload)
-        return cls(type(payload).__header_schema__, out.getvalue())
+        return cls(type(payload).__header_schema__, encode_entity(payload))
+
+
+def encode_entity(entity: Any) -> bytes:
+    """``entity`` (any kio dataclass) encoded alone."""
+    out = io.BytesIO()
+    entity_writer(type(entity))(out, entity)
+    return out.getvalue()
 
 
 def encode_response(correlation_id: int, payload: Any) -> bytes:
