@@ -11,10 +11,12 @@ offers instead of one long file.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from raftlog.client.client import RaftClient
 from raftlog.client.consistency import read_level
+from raftlog.errors import TopicError
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics import wire_fetch
@@ -156,14 +158,37 @@ class ReadCalls:
         tasks by. Raises ``TopicError`` (``UnknownTopic``) for a topic that does not exist,
         ``ClusterUnavailableError`` when the peer does not answer (peers without ``TC``).
         ``commits``: also the range's transaction commits and their stores (``BadRequest``
-        from a peer that predates it)."""
+        from a peer that predates it).
+
+        A peer counts a large range in parts (``partial``, ``resume``: each answer reads a
+        bounded number of index keys, so a count never stalls the peer); this asks for the
+        parts one after the other and returns their sum, as one answer. A peer from before
+        parts refuses the key and is asked the old way (one answer, however large)."""
         req = topic_counts.CountsRequest(
-            from_index, to_index, step, None if topics is None else tuple(topics), commits
+            from_index,
+            to_index,
+            step,
+            None if topics is None else tuple(topics),
+            commits,
+            partial=True,
         )
-        frames = await self.request(
-            url,
-            topic_counts.TYPE_COUNTS,
-            topic_counts.encode_counts_request(req),
-            timeout=timeout,
-        )
-        return topic_counts.decode_counts_response(frames)
+        try:
+            counted = await _ask_counts(self, req, url, timeout)
+        except TopicError as exc:
+            older = "unknown counts request keys" in exc.message and "partial" in exc.message
+            if exc.name != "BadRequest" or not older:
+                raise
+            return await _ask_counts(self, replace(req, partial=False), url, timeout)
+        while counted.resume is not None:
+            part = await _ask_counts(self, replace(req, resume=counted.resume), url, timeout)
+            counted = topic_counts.merge_counts(counted, part)
+        return counted
+
+
+async def _ask_counts(
+    host: ReadHost, req: topic_counts.CountsRequest, url: str | None, timeout: float | None
+) -> topic_counts.CountsResult:
+    frames = await host.request(
+        url, topic_counts.TYPE_COUNTS, topic_counts.encode_counts_request(req), timeout=timeout
+    )
+    return topic_counts.decode_counts_response(frames)

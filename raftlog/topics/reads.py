@@ -15,11 +15,13 @@ topic's own keys only: unrelated entries are never read.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from raftlog.errors import RecordsExpiredError
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
+from raftlog.topics.counting import COUNT_WORK, count_part
 from raftlog.topics.records import LoggedRecord, RecordId, records_within
 from raftlog.topics.retention import RetainedRecords
 from raftlog.topics.state import TopicState
@@ -34,6 +36,9 @@ memories) was off by that record."""
 class TopicReader(RetainedRecords):
     """Answers ``TR``/``TD`` and the compaction limit with one set of rules (module
     docstring): records are read from the log entries that hold them, so the index stays small."""
+
+    count_work: int = COUNT_WORK
+    """Index keys one ``TC`` answer reads at most (``raftlog.topics.counting``)."""
 
     # -- reads -----------------------------------------------------------------------------
     def _requested(self, req: rpc.ReadRequest) -> RecordId | None:
@@ -96,45 +101,17 @@ class TopicReader(RetainedRecords):
     def counts(
         self,
         req: topic_counts.CountsRequest,
-        states: dict[str, TopicState],
+        topics: tuple[Sequence[str], Callable[[str], TopicState | None]],
         applied: int,
         clock_ms: int,
     ) -> topic_counts.CountsResult:
         """``TC``: records per index bucket from the index alone, under the same floors as
-        :meth:`read` (compaction, each topic's retention) and never beyond ``applied``;
-        ``states`` are the topics to count (the caller checked that they exist)."""
-        buckets = req.buckets
-        entries, records = [0] * buckets, [0] * buckets
-        first = self._entries.first_index
-        lo, hi = max(req.from_index, first), min(req.to_index, applied)
-        if lo <= hi:
-            for index in self._index.record_entries(lo, hi):
-                entries[req.bucket_of(index)] += 1
-            for name, state in states.items():
-                start = self.start(name, state, clock_ms, applied)
-                for index, count in self._index.record_counts(name, max(lo, start.index), hi):
-                    records[req.bucket_of(index)] += count
-        if not req.commits:
-            return topic_counts.CountsResult(applied, first, tuple(entries), tuple(records))
-        commits: list[tuple[int, tuple[tuple[int, int], ...]]] = []
-        commits_to, listed = hi, 0
-        # a read of some topics learns only of commits that made records of them visible
-        wanted = None if req.topics is None else tuple(states)
-        if lo <= hi:
-            for index, stores in self._index.commits_in(lo, hi):
-                if wanted is not None and all(self._index.entry(t, index) is None for t in wanted):
-                    continue
-                listed += len(stores)
-                if (
-                    len(commits) == topic_counts.MAX_COMMITS
-                    or listed > topic_counts.MAX_COMMIT_STORES
-                ):
-                    commits_to = index - 1
-                    break
-                commits.append((index, tuple(stores)))
-        return topic_counts.CountsResult(
-            applied, first, tuple(entries), tuple(records), tuple(commits), max(commits_to, 0)
-        )
+        :meth:`read` (compaction, each topic's retention) and never beyond ``applied``, in
+        bounded parts (``raftlog.topics.counting``); ``topics`` are the names to count, in
+        order, and their states."""
+        position = (applied, self._entries.first_index)
+        start = lambda name, state: self.start(name, state, clock_ms, applied).index  # noqa: E731
+        return count_part(req, self._index, topics, start, position, budget=self.count_work)
 
     def describe(self, name: str, state: TopicState, clock_ms: int, applied: int) -> rpc.TopicInfo:
         """``TD``: properties, first/last retained record, low-water, bytes, log clock (a

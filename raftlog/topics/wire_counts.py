@@ -7,10 +7,11 @@ entry one. The peers already know every entry's record count per topic (the topi
 ``raftlog.topics.index``), so they can answer that at planning time in one
 index scan instead of the planner reading the data.
 
-    request   [id, "TC", ident, json {from_index, to_index, step, topics?, commits?}]
+    request   [id, "TC", ident, json {from_index, to_index, step, topics?, commits?,
+                                    partial?, resume?}]
     response  [id, 01, json {applied, first_index, record_entries: [n, ...],
                              records: [n, ...], commits?: [[index, [[store, n], ...]], ...],
-                             commits_to?: index}]
+                             commits_to?: index, resume?: cursor}]
               [id, "", json error]
 
 Bucket ``k`` covers indexes ``from_index + k*step .. from_index + (k+1)*step - 1`` (the last
@@ -24,6 +25,19 @@ from one answer instead of one ``TR`` per commit and topic); at most ``MAX_COMMI
 them (``MAX_COMMIT_STORES`` stores), and ``commits_to`` is the last index the list is
 complete up to. A peer from before ``commits`` refuses the key (``BadRequest``); the reader
 then asks without it.
+
+**Parts** (``partial: true``): counting reads index keys, and nothing bounds how many a range
+holds -- 200,000 entries took ~0.5 s of the peer's loop in one answer, so a reader asking a
+range of millions stalled its peer for seconds (an election per request). A peer reads at
+most ``raftlog.topics.counting.COUNT_WORK`` keys per answer. A client that says it takes
+partial answers gets, while counting is unfinished, an answer with ``resume`` (an opaque
+cursor): it asks again with the same request and that ``resume``, and sums the parts'
+buckets (:func:`merge_counts`; ``TopicClient.record_counts`` does it). The first part fixes
+the last index counted (its ``applied`` or ``to_index``); ``commits`` come in log order
+across the parts and the last part's ``commits_to`` holds for them all. A request without
+``partial`` whose counting needs more answers than one is a ``BadRequest`` (narrow the range
+or the topics, or take parts); a peer from before parts refuses the key (``BadRequest``
+naming it), and the client then asks without it.
 ``applied`` is the responder's applied index (nothing after it is counted), ``first_index``
 its first log index (nothing before it is counted).
 
@@ -38,7 +52,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from raftlog.errors import RemoteProtocolError
+from raftlog.errors import RemoteProtocolError, TopicError
 from raftlog.rpc.frames import TRUE_FRAME, decode_json, json_to_uint, pack_json
 from raftlog.topics.records import MAX_UINT, check_topic_name
 from raftlog.topics.wire import _integral, bad_request
@@ -49,10 +63,54 @@ MAX_BUCKETS: Final = 16_384
 MAX_COMMITS: Final = 16_384
 MAX_COMMIT_STORES: Final = 65_536
 """Caps on the commits (and their stores) of one answer: it stays a few MiB at most."""
-_KEYS: Final = frozenset({"from_index", "to_index", "step", "topics", "commits"})
+_KEYS: Final = frozenset(
+    {"from_index", "to_index", "step", "topics", "commits", "partial", "resume"}
+)
+PHASE_ENTRIES: Final = 0
+PHASE_RECORDS: Final = 1
+PHASE_COMMITS: Final = 2
 
 CommitStores = tuple[tuple[int, tuple[tuple[int, int], ...]], ...]
 """``((commit index, ((store index, records), ...)), ...)`` in log order."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class CountsCursor:
+    """Where an unfinished count goes on (``resume``): opaque to clients, which hand it back.
+
+    Why these four: counting walks the record entries (``PHASE_ENTRIES``), then each topic's
+    keys in name order (``PHASE_RECORDS``), then the commits (``PHASE_COMMITS``); a part stops
+    inside one of them. ``upto`` is the last index counted, fixed by the first part so the
+    parts count one range even while the log grows. Cursors order as the walk goes (a client
+    refuses one that does not move forward: a peer cannot keep it asking forever)."""
+
+    phase: int
+    topic: str
+    """``PHASE_RECORDS``: the topic to go on with (those before it in name order are done)."""
+    index: int
+    """The next index to look at in the phase (in ``topic`` for ``PHASE_RECORDS``)."""
+    upto: int
+
+    def encode(self) -> list[object]:
+        return [self.phase, self.topic, self.index, self.upto]
+
+    @classmethod
+    def decode(cls, raw: object) -> CountsCursor:
+        """A cursor from the wire (a peer decodes the client's, the client the peer's);
+        anything else raises ``BadRequest``: every well-formed cursor costs bounded work."""
+        if not isinstance(raw, list) or len(raw) != 4:
+            raise bad_request("resume must be the cursor a partial counts answer gave")
+        phase, topic, index, upto = (_integral(v) for v in raw)
+        if type(phase) is not int or phase not in (PHASE_ENTRIES, PHASE_RECORDS, PHASE_COMMITS):
+            raise bad_request("resume: unknown counting phase")
+        if not isinstance(topic, str):
+            raise bad_request("resume: the topic must be a name")
+        if topic:
+            check_topic_name(topic)
+        for value in (index, upto):
+            if type(value) is not int or not 0 <= value <= MAX_UINT:
+                raise bad_request("resume: indexes must be integers in 0 .. 2^53-1")
+        return cls(phase, topic, index, upto)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +122,10 @@ class CountsRequest:
     """Count the records of these topics only; None: every topic."""
     commits: bool = False
     """Also list the transaction commits of the range with their stores."""
+    partial: bool = False
+    """The client takes partial answers (``resume``) and asks again for the rest."""
+    resume: CountsCursor | None = None
+    """Go on where a partial answer to this request stopped."""
 
     def __post_init__(self) -> None:
         for name in ("from_index", "to_index", "step"):
@@ -79,8 +141,10 @@ class CountsRequest:
         if self.topics is not None:
             for topic in self.topics:
                 check_topic_name(topic)
-        if type(self.commits) is not bool:
-            raise bad_request("commits must be true or false")
+        if type(self.commits) is not bool or type(self.partial) is not bool:
+            raise bad_request("commits and partial must be true or false")
+        if self.resume is not None and not self.partial:
+            raise bad_request("resume needs partial: true")
 
     @property
     def buckets(self) -> int:
@@ -100,6 +164,8 @@ class CountsResult:
     """The commits of the range (only when asked for)."""
     commits_to: int = 0
     """``commits`` is complete up to this index (the range's end unless cut short)."""
+    resume: CountsCursor | None = None
+    """A partial answer: ask again with this to count the rest (None: complete)."""
 
 
 def encode_counts_request(req: CountsRequest) -> list[bytes]:
@@ -112,6 +178,10 @@ def encode_counts_request(req: CountsRequest) -> list[bytes]:
         body["topics"] = list(req.topics)
     if req.commits:
         body["commits"] = True
+    if req.partial:
+        body["partial"] = True
+    if req.resume is not None:
+        body["resume"] = req.resume.encode()
     return [pack_json(body)]
 
 
@@ -139,6 +209,8 @@ def decode_counts_request(args: Sequence[bytes]) -> CountsRequest:
         _integral(body.get("step", 1)),
         None if topics is None else tuple(topics),
         body.get("commits", False),
+        body.get("partial", False),
+        None if body.get("resume") is None else CountsCursor.decode(body["resume"]),
     )
 
 
@@ -152,6 +224,8 @@ def encode_counts_response(result: CountsResult) -> list[bytes]:
     if result.commits is not None:
         body["commits"] = [[index, [list(s) for s in stores]] for index, stores in result.commits]
         body["commits_to"] = result.commits_to
+    if result.resume is not None:
+        body["resume"] = result.resume.encode()
     return [TRUE_FRAME, pack_json(body)]
 
 
@@ -173,6 +247,40 @@ def decode_counts_response(frames: Sequence[bytes]) -> CountsResult:
         tuple(json_to_uint(n, 1, "records") for n in records),
         _decode_commits(body.get("commits")),
         json_to_uint(body.get("commits_to", 0), 1, "commits_to"),
+        _decode_cursor(body.get("resume")),
+    )
+
+
+def _decode_cursor(raw: object) -> CountsCursor | None:
+    if raw is None:
+        return None
+    try:
+        return CountsCursor.decode(raw)
+    except TopicError as exc:
+        raise RemoteProtocolError(f"counts answer: {exc}", 1) from None
+
+
+def merge_counts(counted: CountsResult, part: CountsResult) -> CountsResult:
+    """``counted`` (the parts so far) with the next ``part`` of the same request: buckets
+    summed, commits in order. ``applied`` stays the first part's (it fixed the range);
+    ``first_index`` is the highest a part saw, so the commits are complete from it to the
+    last part's ``commits_to`` (counts may hold records below it that were compacted away
+    between the parts). A part that does not move the cursor on is a protocol error."""
+    if counted.resume is None or (part.resume is not None and part.resume <= counted.resume):
+        raise RemoteProtocolError("a counts part did not move on from the last one", 1)
+    if len(part.records) != len(counted.records):
+        raise RemoteProtocolError("a counts part has other buckets than the first", 1)
+    commits = counted.commits
+    if part.commits is not None:
+        commits = (commits or ()) + part.commits
+    return CountsResult(
+        counted.applied,
+        max(counted.first_index, part.first_index),
+        tuple(a + b for a, b in zip(counted.record_entries, part.record_entries, strict=True)),
+        tuple(a + b for a, b in zip(counted.records, part.records, strict=True)),
+        commits,
+        part.commits_to,
+        part.resume,
     )
 
 
