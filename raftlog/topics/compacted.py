@@ -310,15 +310,21 @@ class CompactedStore:
             out[name] = sorted(rows, key=lambda row: (row[0], row[1]))
         return out
 
-    def restore(self, batch: WriteBatch, section: object) -> None:
-        """Write a snapshot's ``"compacted"`` section (``snapshot``) into ``batch``."""
+    def restore(self, batch: WriteBatch, section: object) -> set[tuple[int, int]]:
+        """Write a snapshot's ``"compacted"`` section (``snapshot``) into ``batch``; returns
+        the ``(TTL deadline, entry index)`` of its records with their own TTL, which the
+        machine's deadline keys must know (``TopicIndex.put_ttl_deadline``)."""
         if not isinstance(section, dict):
             raise ValueError("unsupported topic snapshot format (compacted)")
+        deadlines = set()
         for name, rows in section.items():
             for index, position, value in rows:
                 rid = RecordId(int(index), int(position))
                 item = _unpack_record(name, rid, value)
                 self.put(batch, name, rid, item.append_time_ms, item.record)
+                if item.record.ttl_ms is not None:
+                    deadlines.add((item.append_time_ms + item.record.ttl_ms, rid.index))
+        return deadlines
 
     def collect(
         self, batch: WriteBatch, topics: Mapping[str, TopicState], floor: int, clock_ms: int

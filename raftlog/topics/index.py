@@ -18,6 +18,9 @@ Keys (raw bytes; integers unsigned big-endian so byte order is numeric order)::
                             and the topic's last key holds the bytes published so far
     a <time:8> <idx:8>   -> ""   time index: append time -> record entry index
     i <idx:8>            -> u64  record entry index -> append time (for snapshots "as of")
+    d <due:8> <idx:8>    -> ""   a TTL deadline: a record of entry idx expires by its own TTL
+                            when the log clock reaches due (one key per entry and due); the
+                            leader's clock finds the next one in one seek, after a restart too
     t <commit:8>         -> msgpack [[store index, records], ...]: the stores a transaction
                             commit made visible, in order (readers resolve a commit's record
                             positions through it; ``topic_tx``)
@@ -362,6 +365,22 @@ class TopicIndex:
         last_index, last_time = below
         batch.delete_range(b"a", b"a" + u64(last_time) + u64(last_index))
         batch.delete_range(b"i", b"i" + u64(last_index))
+
+    # -- TTL deadlines ---------------------------------------------------------------------
+    @staticmethod
+    def put_ttl_deadline(batch: WriteBatch, due_ms: int, index: int) -> None:
+        """A record of entry ``index`` expires by its TTL at log-clock time ``due_ms``."""
+        batch.put(b"d" + u64(due_ms) + u64(index), b"")
+
+    def next_ttl_deadline(self, after_ms: int) -> int | None:
+        """The first TTL deadline later than ``after_ms`` (one seek; None: none)."""
+        first, _ = self._db.bounds(b"d" + u64(after_ms + 1), b"e", "TTL deadlines")
+        return None if first is None else int(_U64.unpack(first[1:9])[0])
+
+    @staticmethod
+    def drop_ttl_deadlines(batch: WriteBatch, upto_ms: int) -> None:
+        """Forget the deadlines at or before ``upto_ms`` (passed: the log clock is there)."""
+        batch.delete_range(b"d", b"d" + u64(upto_ms + 1))
 
     @staticmethod
     def clear(batch: WriteBatch) -> None:

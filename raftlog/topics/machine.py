@@ -24,7 +24,6 @@ conditional publishes (#29) ``kv_state``; transactions (#18) ``tx``; groups (#27
 
 from __future__ import annotations
 
-import heapq
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -92,7 +91,6 @@ class TopicStateMachine(TopicMachineViews):
         self._published: dict[str, int] = {}
         self._batch = self._index.batch()
         """The write batch of the ``apply`` call in progress."""
-        self._ttl_deadlines: list[int] = []
         self._schedule = RetentionSchedule(self._retention_due_of, self._first_retained_of)
         """When time retention next moves, and the lowest retained index (no topic walks)."""
         self._schedule.reset(self._topics)
@@ -182,10 +180,10 @@ class TopicStateMachine(TopicMachineViews):
         by_topic, ttls = group_by_topic(entry.records)
         for name in by_topic:
             self._note_topic(batch, name, index)
+        for due in {self._last_time + ttl_ms for _, _, ttl_ms, _ in ttls}:
+            self._index.put_ttl_deadline(batch, due, index)
         for name, position, ttl_ms, size in ttls:
-            due = self._last_time + ttl_ms
-            heapq.heappush(self._ttl_deadlines, due)
-            self.counters.ttl(name, index, position, due, size)
+            self.counters.ttl(name, index, position, self._last_time + ttl_ms, size)
         self._index_entry(batch, index, by_topic, entry.records)
 
     def _advance_clock(self, batch: Any, index: int, stamp_ms: int) -> None:
@@ -243,8 +241,8 @@ class TopicStateMachine(TopicMachineViews):
         if plan.by_topic:
             for name in plan.by_topic:
                 self._note_topic(batch, name, index)
-            for ttl in plan.ttls:
-                heapq.heappush(self._ttl_deadlines, self._last_time + ttl)
+            for due in {self._last_time + ttl for ttl in plan.ttls}:
+                self._index.put_ttl_deadline(batch, due, index)
             records = CommitRecords(tx.stores, self._reader.store_at)  # read lazily
             self._index_entry(batch, index, plan.by_topic, records)
             self._index.put_commit_stores(batch, index, tx.stores)
@@ -333,7 +331,8 @@ class TopicStateMachine(TopicMachineViews):
         batch = self._index.batch()
         self._index.clear(batch)
         self.kv.reset()
-        self.kv.store.restore(batch, sections["compacted"])
+        for due, at in self.kv.store.restore(batch, sections["compacted"]):
+            self._index.put_ttl_deadline(batch, due, at)
         self.groups.restore(batch, sections.get("groups"))
         for name, state in topics.items():
             self._index.put_version(batch, name, index, state)
@@ -363,6 +362,11 @@ class TopicStateMachine(TopicMachineViews):
             self.counters.advance_all(self)
             self.kv.refresh_stats(self._topics, self._last_time, now)
             self._collect()
+            first_due = self._index.next_ttl_deadline(-1)
+            if first_due is not None and first_due <= self._last_time:  # passed: forget them
+                batch = self._index.batch()
+                self._index.drop_ttl_deadlines(batch, self._last_time)
+                self._index.write(batch, "passed TTL deadlines")
         return self._next_gc
 
     def close(self) -> None:

@@ -4,13 +4,12 @@ Why apart: ``raftlog.topics.machine`` holds what every peer does with the log (a
 snapshot, restore, housekeeping); the views here only read what apply decided -- the applied
 position and log clock, the reads (``TR``, ``TD``, ``TC``, ``TS``), and the questions the
 leader's gate and the driver ask (``refusal_at``, ``check_transaction``,
-``compaction_limit``, ``next_expiry``; the last one drops deadlines already passed from its
-heap). ``TopicStateMachine`` inherits them, as ``RaftCore`` does ``CoreViews``.
+``compaction_limit``, ``next_expiry``). ``TopicStateMachine`` inherits them, as ``RaftCore``
+does ``CoreViews``.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
@@ -19,6 +18,7 @@ from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.groups.host import GroupHost
+from raftlog.topics.index import TopicIndex
 from raftlog.topics.names import SortedNames
 from raftlog.topics.reads import TopicReader
 from raftlog.topics.records_tx import TxControl, TxStore
@@ -35,9 +35,9 @@ class TopicMachineViews:
     _topics: dict[str, TopicState]
     _is_leader: bool
     _recent_refusals: OrderedDict[int, TopicError]
-    _ttl_deadlines: list[int]
     _tx: TransactionTable
     _reader: TopicReader
+    _index: TopicIndex
     _schedule: RetentionSchedule
     _names: SortedNames
     groups: GroupHost
@@ -107,11 +107,9 @@ class TopicMachineViews:
         """The log-clock time at which the next retained record expires by time or by its
         own TTL (None: nothing will): when the leader's clock passes it, a clock tick makes
         every peer expire it."""
-        deadlines = self._ttl_deadlines
-        while deadlines and deadlines[0] <= self._last_time:
-            heapq.heappop(deadlines)
         dues = (
-            deadlines[0] if deadlines else None,
+            self._index.next_ttl_deadline(self._last_time),  # kept in the index: a restart
+            # knows the deadlines of records applied before it
             self._tx.next_deadline(),  # transaction timeouts need the log clock to move too
             self.groups.table.next_deadline,  # and lease deadlines (#27)
             self._schedule.deadlines.settle(self._last_time),

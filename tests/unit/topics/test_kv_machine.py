@@ -336,3 +336,28 @@ def test_a_transaction_commits_into_a_compacted_topic(log: Log, machine: TopicSt
     log.apply(machine)
     refused = machine.refusal_at(keyless)
     assert refused is not None and refused.name in ("KeyRequired", "UnknownTransaction")
+
+
+def test_a_restored_snapshot_knows_the_ttl_deadlines_of_its_compacted_records(
+    log: Log, tmp_path: Path
+) -> None:
+    """A compacted topic's live records come with the snapshot, not the log: their TTL
+    deadlines are registered at the restore, so the restored leader expires them on time."""
+    log.create("c", cleanup_policy="compact")
+    at = log.now
+    log.publish(Record("c", b"brief", b"k1", ttl_ms=700), Record("c", b"kept", b"k2"))
+    original = TopicStateMachine(tmp_path / "orig", log.store)
+    log.apply(original)
+    cut = original.compaction_limit()
+    data = CompositeStateMachine([original]).snapshot(cut)
+    original.close()
+    log.store.compact(cut, 1)
+    snapshots = MemorySnapshotStore()
+    snapshots.install(cut, 1, data)
+    fresh = TopicStateMachine(tmp_path / "fresh", log.store)
+    fresh.catch_up(snapshots, log.store.last_index)
+    try:
+        assert kv_get(fresh, "c", b"k1") == b"brief"
+        assert fresh.next_expiry() == at + 700
+    finally:
+        fresh.close()

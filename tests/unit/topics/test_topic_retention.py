@@ -3,6 +3,8 @@ low-water mark, the compaction limit and the leader's expiry deadline."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from machine_log import Log
 from test_topic_machine import read, values
@@ -168,3 +170,35 @@ def test_the_first_index_at_a_time_is_asked_again_after_each_write(
     later = log.publish(Record("t", b"2"), at=200)
     log.apply(machine)
     assert index.first_index_at(150) == later
+
+
+def test_ttl_deadlines_survive_a_restart_and_passed_ones_are_forgotten(
+    log: Log, tmp_path: Path
+) -> None:
+    """The leader ticks the log clock at the next TTL deadline so a record expires on time.
+    Those deadlines lived in memory: after a restart a record applied before it was not
+    known, and stayed readable until the idle stamp (30 s) moved the clock. They are index
+    keys now, the next one a seek away; the keys of passed ones go with the clean-up."""
+    log.create("m", retention_ms=600_000)
+    log.publish(Record("m", b"brief", ttl_ms=500), Record("m", b"longer", ttl_ms=900), at=1_000)
+    log.publish(Record("m", b"kept"), at=1_000)
+    log.publish(Record("m", b"brief too", ttl_ms=500), at=1_000)
+    first = TopicStateMachine(tmp_path / "m", log.store)
+    log.apply(first)
+    first.close()
+    again = TopicStateMachine(tmp_path / "m", log.store)
+    try:
+        assert again.next_expiry() == 1_500
+        log.tick(1_500)
+        log.apply(again)
+        assert values(read(again, "m")) == [b"longer", b"kept"]
+        assert again.next_expiry() == 1_900
+        again.on_timer(0.0)
+        assert again._index.next_ttl_deadline(-1) == 1_900  # 1_500's keys are gone
+        log.tick(1_900)
+        log.apply(again)
+        again.on_timer(10.0)
+        assert again._index.next_ttl_deadline(-1) is None
+        assert again.next_expiry() == 601_000  # the topic's own retention is next
+    finally:
+        again.close()
