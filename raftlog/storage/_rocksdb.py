@@ -244,6 +244,22 @@ class RocksDatabase(RocksDatabaseOpening):
             what,
         )
 
+    def items_backwards(self, lo: bytes, hi: bytes, what: str) -> Iterator[tuple[bytes, bytes]]:
+        """``(key, value)`` pairs in ``[lo, hi)``, the last first (one iterator: for finding
+        the last few keys of a range that match a condition)."""
+        self.check_open()
+        try:
+            iterator = self._reader(lo).iter(self._read_options(lo, hi))
+            iterator.seek_for_prev(hi)
+            while iterator.valid():
+                key = cast(bytes, iterator.key())
+                if key < hi:
+                    yield key, cast(bytes, iterator.value())
+                iterator.prev()
+            iterator.status()
+        except Exception as exc:
+            raise rocks_error(exc, f"reading {what}") from None
+
     def _guarded(
         self, method: Callable[..., Iterator[_T]], lo: bytes, hi: bytes, what: str
     ) -> Iterator[_T]:

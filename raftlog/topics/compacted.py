@@ -233,10 +233,50 @@ class CompactedStore:
         lo = _record_key(topic, start)
         for raw_key, value in self._index.items(lo, prefix[:-1] + b"\x01", "compacted records"):
             item = _unpack_record(topic, _rid_of(raw_key), value)
-            key = item.record.key if item.record.key is not None else b""
-            pointer = self.pointer(topic, key)
-            if pointer is not None and pointer.id == item.id and pointer.live(props, clock_ms):
+            if self._is_live(topic, item, props, clock_ms):
                 yield item
+
+    def edges(
+        self, topic: str, created: int, props: TopicProperties, clock_ms: int, scan: int
+    ) -> tuple[RecordId | None, LoggedRecord | None]:
+        """``TD`` of a compacted topic: its first live record's id and its last live record,
+        looking at most ``scan`` stored copies from each end. Why a bound: superseded and
+        expired copies stay until the log is compacted past them (never, with compaction
+        off), and walking them held the loop ~0.6 s per 100,000 for any reader's ``TD`` (and
+        every Kafka offset look-up). Past the bound the answer is conservative: the first is
+        the copy the scan stopped at (no live record before it), the last the newest copy
+        stored (no live record after it)."""
+        prefix = _prefix(b"c", topic)
+        lo, hi = _record_key(topic, RecordId(created, 0)), prefix[:-1] + b"\x01"
+        first = last = None
+        for looked, (raw_key, value) in enumerate(self._index.items(lo, hi, "compacted first")):
+            item = _unpack_record(topic, _rid_of(raw_key), value)
+            if looked + 1 >= scan or self._is_live(topic, item, props, clock_ms):
+                first = item.id
+                break
+        if first is None:
+            return None, None
+        for looked, (raw_key, value) in enumerate(
+            self._index.items_backwards(lo, hi, "compacted last")
+        ):
+            item = _unpack_record(topic, _rid_of(raw_key), value)
+            if looked == 0:
+                newest = item
+            if self._is_live(topic, item, props, clock_ms):
+                last = item
+                break
+            if looked + 1 >= scan:
+                last = newest
+                break
+        return first, last
+
+    def _is_live(
+        self, topic: str, item: LoggedRecord, props: TopicProperties, clock_ms: int
+    ) -> bool:
+        """Whether the stored copy ``item`` is its key's latest and alive."""
+        key = item.record.key if item.record.key is not None else b""
+        pointer = self.pointer(topic, key)
+        return pointer is not None and pointer.id == item.id and pointer.live(props, clock_ms)
 
     def stats(self, topic: str, props: TopicProperties, clock_ms: int) -> tuple[int, int]:
         """``(live keys, their bytes)`` of a topic: the whole scan of :meth:`stats_slice`

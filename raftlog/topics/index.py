@@ -183,6 +183,10 @@ class TopicIndex:
         """Keys and values in ``[lo, hi)``, in key order."""
         return self._db.items(lo, hi, what)
 
+    def items_backwards(self, lo: bytes, hi: bytes, what: str) -> Iterator[tuple[bytes, bytes]]:
+        """Keys and values in ``[lo, hi)``, the last first."""
+        return self._db.items_backwards(lo, hi, what)
+
     def commit_stores(self, commit_index: int) -> list[tuple[int, int]] | None:
         """The ``(store index, records)`` a transaction commit at ``commit_index`` made
         visible, in order (None: no commit there)."""

@@ -14,7 +14,6 @@ topic's own keys only: unrelated entries are never read.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Final
 
@@ -23,7 +22,7 @@ from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics.counting import COUNT_WORK, count_part
 from raftlog.topics.records import LoggedRecord, RecordId, records_within
-from raftlog.topics.retention import RetainedRecords
+from raftlog.topics.retention import FIRST_RETAINED_SCAN, RetainedRecords
 from raftlog.topics.state import TopicState
 
 READ_BUDGET: Final = 4 * 1024 * 1024
@@ -118,13 +117,9 @@ class TopicReader(RetainedRecords):
         compacted topic: its first and last live records)."""
         start = self.start(name, state, clock_ms, applied)
         if state.properties.compacted:
-            live = self._compacted.records(
-                name, RecordId(state.created_index, 0), state.properties, clock_ms
+            first, tail = self._compacted.edges(
+                name, state.created_index, state.properties, clock_ms, FIRST_RETAINED_SCAN
             )
-            head = next(live, None)
-            rest = deque(live, maxlen=1)  # a walk of the live records: TD is not hot
-            tail = rest[0] if rest else head
-            first = None if head is None else head.id
             last = None if tail is None else (tail.id, tail.append_time_ms)
         else:
             first = self.first_retained(name, state, clock_ms, applied)

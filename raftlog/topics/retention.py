@@ -200,6 +200,10 @@ class RetainedRecords:
     def _last_retained(
         self, name: str, start: RecordId, clock_ms: int, applied: int
     ) -> tuple[RecordId, int] | None:
+        """The topic's last retained record and its append time, looking at most
+        ``FIRST_RETAINED_SCAN`` TTL-expired ones from the end (then the one it stopped at:
+        an upper bound, as the first is a lower one)."""
+        looked = 0
         for entry in self._index.entries_before(name, applied + 1):
             if entry.index < start.index:
                 return None
@@ -211,7 +215,8 @@ class RetainedRecords:
                 if rid < start:
                     return None
                 item = LoggedRecord(rid, entry.append_time_ms, records[position])
-                if not ttl_expired(item, clock_ms):
+                looked += 1
+                if not ttl_expired(item, clock_ms) or looked >= FIRST_RETAINED_SCAN:
                     return rid, entry.append_time_ms
         return None
 

@@ -11,6 +11,7 @@ from test_topic_machine import read, values
 
 from raftlog.entry import ENTRY_HEADER_SIZE
 from raftlog.errors import RecordsExpiredError
+from raftlog.topics import retention
 from raftlog.topics.client_view import TopicBounds, TopicView
 from raftlog.topics.machine import TopicStateMachine
 from raftlog.topics.record_decode import decode_entry
@@ -202,3 +203,29 @@ def test_ttl_deadlines_survive_a_restart_and_passed_ones_are_forgotten(
         assert again.next_expiry() == 601_000  # the topic's own retention is next
     finally:
         again.close()
+
+
+def test_describe_looks_at_a_bounded_number_of_expired_records_from_the_end(
+    log: Log, machine: TopicStateMachine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last retained record was found walking back over every TTL-expired one after it;
+    now at most ``FIRST_RETAINED_SCAN`` of them (then the one it stopped at, a bound)."""
+    log.create("t", retention_ms=600_000)
+    kept = log.publish(Record("t", b"kept"), at=1_000)
+    for _ in range(30):
+        log.publish(*[Record("t", b"brief", ttl_ms=10)] * 10, at=1_000)
+    log.tick(2_000)
+    log.apply(machine)
+    assert machine.describe("t").last == RecordId(kept, 0)
+    decoded = [0]
+    real = machine._reader.records_at
+
+    def counted(index: int) -> object:
+        decoded[0] += 1
+        return real(index)
+
+    monkeypatch.setattr(machine._reader, "records_at", counted)
+    monkeypatch.setattr(retention, "FIRST_RETAINED_SCAN", 25)
+    last = machine.describe("t").last
+    assert last is not None and last > RecordId(kept, 0)  # a bound: nothing retained after it
+    assert decoded[0] <= 2 * (25 // 10 + 2)  # entries of 10 records, from each end
