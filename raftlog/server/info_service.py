@@ -26,6 +26,7 @@ from raftlog.rpc.messages import (
     RequestLogInfoResponse,
 )
 from raftlog.server.consistent_reads import ConsistentReads
+from raftlog.server.continued_reads import ContinuedReads
 from raftlog.server.interfaces import (
     AppliedView,
     ClusterView,
@@ -78,6 +79,8 @@ class InfoService:
         """``TR`` reads waiting for a record (answered by ``on_applied`` or ``sweep``)."""
         self.reads = reads
         """Reads waiting for a consistency level (issue #29): ``RI``, gated ``TR`` reads."""
+        self.continued = ContinuedReads(self._answer)
+        """Reads that stopped passing over unreadable records, going on (``sweep``)."""
 
     def on_applied(self, index: int) -> None:
         """A batch was applied (the consensus thread): answer parked reads that find data."""
@@ -85,9 +88,11 @@ class InfoService:
         self.parked.on_applied(index)
 
     def sweep(self, now: float) -> None:
-        """Each timer pass: answer parked reads whose wait ended."""
+        """Each timer pass: answer parked reads whose wait ended, and go on with reads that
+        stopped before a record (``ContinuedReads``)."""
         self.reads.sweep(now)
         self.parked.sweep(now)
+        self.continued.run()
 
     def request_config(self, routing: bytes, msg_id: bytes, message: RequestConfig) -> None:
         """§10.1: leadership and the peers of the configuration in effect."""
@@ -150,6 +155,8 @@ class InfoService:
                     "unhandled_type_dropped", count=count, msg_type=message.type[:8].hex()
                 )
             return
+        if self.continued.offer(routing, msg_id, message, answer):
+            return  # its walk stopped before a record: it goes on in a later pass
         if (held := parkable(message, answer)) is not None and self.parked.park(
             routing, msg_id, message, *held
         ):  # a waiting TR read, or a TF fetch short of its thresholds (issue #27)

@@ -39,7 +39,7 @@ from rocksdict import WriteBatch
 
 from raftlog.topics.index import TopicIndex, u64
 from raftlog.topics.properties import DEFAULT_TOMBSTONE_RETENTION_MS, TopicProperties
-from raftlog.topics.records import LoggedRecord, Record, RecordId
+from raftlog.topics.records import LoggedRecord, Record, RecordId, SkipBudget
 from raftlog.topics.state import TopicState
 
 _POINTER: Final = struct.Struct(">QIQQB")
@@ -225,27 +225,26 @@ class CompactedStore:
         return out, False
 
     def records(
-        self, topic: str, start: RecordId, props: TopicProperties, clock_ms: int
+        self, topic: str, start: RecordId, props: TopicProperties, clock_ms: int,
+        skips: SkipBudget | None = None,
     ) -> Iterator[LoggedRecord]:
-        """``TR`` of a compacted topic: from ``start`` on, in log order, every record that
-        is still its key's latest and alive (tombstones included while remembered)."""
+        """``TR``: from ``start`` on, in log order, every record still its key's latest and
+        alive (tombstones while remembered); a copy passed over spends ``skips``."""
         prefix = _prefix(b"c", topic)
         lo = _record_key(topic, start)
         for raw_key, value in self._index.items(lo, prefix[:-1] + b"\x01", "compacted records"):
             item = _unpack_record(topic, _rid_of(raw_key), value)
             if self._is_live(topic, item, props, clock_ms):
                 yield item
+            elif skips is not None and not skips.skip(item.id):
+                return
 
     def edges(
         self, topic: str, created: int, props: TopicProperties, clock_ms: int, scan: int
     ) -> tuple[RecordId | None, LoggedRecord | None]:
-        """``TD`` of a compacted topic: its first live record's id and its last live record,
-        looking at most ``scan`` stored copies from each end. Why a bound: superseded and
-        expired copies stay until the log is compacted past them (never, with compaction
-        off), and walking them held the loop ~0.6 s per 100,000 for any reader's ``TD`` (and
-        every Kafka offset look-up). Past the bound the answer is conservative: the first is
-        the copy the scan stopped at (no live record before it), the last the newest copy
-        stored (no live record after it)."""
+        """``TD``: the first live record's id and the last live record, looking at most
+        ``scan`` stored copies from each end (a walk of them held the loop ~0.6 s per
+        100,000); past that the first is a lower bound, the last the newest copy stored."""
         prefix = _prefix(b"c", topic)
         lo, hi = _record_key(topic, RecordId(created, 0)), prefix[:-1] + b"\x01"
         first = last = None

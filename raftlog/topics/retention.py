@@ -45,6 +45,7 @@ from raftlog.topics.records import (
     RecordBatch,
     RecordFormatError,
     RecordId,
+    SkipBudget,
 )
 from raftlog.topics.records_tx import TxControl, TxStore, decode_any_entry
 from raftlog.topics.state import TopicState
@@ -155,9 +156,12 @@ class RetainedRecords:
             low = max(low, RecordId(before.index, before.positions[-1] + 1))
         return low
 
-    def records(self, name: str, start: RecordId, clock_ms: int) -> Iterator[LoggedRecord]:
+    def records(
+        self, name: str, start: RecordId, clock_ms: int, skips: SkipBudget | None = None
+    ) -> Iterator[LoggedRecord]:
         """Retained records of ``name`` from id ``start`` on (``start`` already at or above
-        the retention start), in log order."""
+        the retention start), in log order; passing over TTL-expired ones spends ``skips``
+        (the walk ends where it runs out)."""
         for entry in self._index.entries(name, start.index):
             records = self.records_at(entry.index)
             if records is None:
@@ -172,6 +176,8 @@ class RetainedRecords:
                 )
                 if not ttl_expired(item, clock_ms):
                     yield item
+                elif skips is not None and not skips.skip(item.id):
+                    return
 
     def first_retained(
         self, name: str, state: TopicState, clock_ms: int, applied: int

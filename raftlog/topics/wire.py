@@ -41,7 +41,7 @@ the peer takes them off and holds the read until the level is met; docs/client.m
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -129,6 +129,9 @@ class ReadResult:
     is_leader: bool
     more: bool
     """Cut by the limit or the size budget: more records may follow the last one."""
+    resume_at: RecordId | None = None
+    """The read stopped passing over unreadable records here (``SkipBudget``): nothing
+    before it is left to read, and more may follow from it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +229,13 @@ def encode_record(item: LoggedRecord) -> bytes:
 
 
 def encode_read_response(result: ReadResult) -> list[bytes]:
-    meta = {"applied": result.applied, "leader": result.is_leader, "more": result.more}
+    meta: dict[str, object] = {
+        "applied": result.applied,
+        "leader": result.is_leader,
+        "more": result.more,
+    }
+    if result.resume_at is not None:
+        meta["resume"] = [result.resume_at.index, result.resume_at.position]
     return [TRUE_FRAME, pack_json(meta), *(encode_record(r) for r in result.records)]
 
 
@@ -238,7 +247,19 @@ def decode_read_response(frames: Sequence[bytes]) -> ReadResult:
         raise RemoteProtocolError("read meta must be a map", 1)
     applied = json_to_uint(meta.get("applied"), 1, "applied")
     records = tuple(_decode_record(f, n) for n, f in enumerate(frames[2:], start=2))
-    return ReadResult(records, applied, meta.get("leader") is True, meta.get("more") is True)
+    more = meta.get("more") is True
+    return ReadResult(records, applied, meta.get("leader") is True, more, resume_of(meta))
+
+
+def resume_of(meta: Mapping[str, Any]) -> RecordId | None:
+    """Where a read answer's walk stopped (its meta's ``resume``; None: absent or odd)."""
+    raw = meta.get("resume")
+    if not isinstance(raw, list) or len(raw) != 2:
+        return None
+    index, position = (_integral(value) for value in raw)
+    if type(index) is not int or type(position) is not int or index < 0 or position < 0:
+        return None
+    return RecordId(index, position)
 
 
 def _decode_record(frame: bytes, frame_no: int) -> LoggedRecord:

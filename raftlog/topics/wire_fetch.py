@@ -70,8 +70,10 @@ class FetchRequest:
         when it had some)."""
         if self.max_bytes is None:
             return result
-        if self.max_bytes == 0:
-            return replace(result, records=(), more=bool(result.records) or result.more)
+        if self.max_bytes == 0:  # records found: nothing to go on with (``resume_at``)
+            resume = None if result.records else result.resume_at
+            more = bool(result.records) or result.more
+            return replace(result, records=(), more=more, resume_at=resume)
         kept, cut = records_within(result.records, self.max_bytes)
         return replace(result, records=tuple(kept), more=True) if cut else result
 

@@ -184,6 +184,29 @@ async def _writes(
     return last
 
 
+async def test_a_read_past_thousands_of_superseded_copies_is_answered_whole(
+    cluster: PeerCluster,
+) -> None:
+    """A key written 6,000 times leaves 6,000 copies until log compaction passes them; a
+    read from the topic's start walks past them. The peer stops each walk after
+    ``SKIP_SCAN`` copies and goes on with it on later passes (``ContinuedReads``): the
+    client gets its records in one answer, as before, and the loop never held the walk."""
+    async with topic_client(cluster) as topics:
+        await topics.create_topic("copies", properties={"cleanup_policy": "compact"})
+        for n in range(6):
+            values = [b"%d" % k for k in range(1000 * n, 1000 * n + 1000)]
+            await topics.publish_batch([make_record("copies", v, key=b"same") for v in values])
+        last = await topics.publish_batch(
+            [make_record("copies", b"final", key=b"same"), make_record("copies", b"b", key=b"b")]
+        )
+        result = await topics.read("copies")
+        assert [(r.record.key, r.record.value) for r in result.records] == [
+            (b"same", b"final"),
+            (b"b", b"b"),
+        ]
+        assert [r.id for r in result.records] == last and not result.more
+
+
 async def test_kv_view_through_compaction_snapshot_install_new_peer_and_restarts(
     cluster: PeerCluster,
 ) -> None:

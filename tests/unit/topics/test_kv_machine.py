@@ -398,7 +398,7 @@ def test_describe_of_a_compacted_topic_looks_at_a_bounded_number_of_copies(
                 yield item
 
         monkeypatch.setattr(index, method, counted)
-    monkeypatch.setattr(reads, "FIRST_RETAINED_SCAN", 50, raising=False)
+    monkeypatch.setattr(reads, "SKIP_SCAN", 50, raising=False)
     bounded = machine.describe("c")
     assert copies[0] <= 2 * 50
     assert bounded.first is not None and bounded.first <= ids[0]
