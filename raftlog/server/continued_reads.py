@@ -1,5 +1,5 @@
-"""``ContinuedReads``: ``TR`` and ``TF`` reads that stopped passing over unreadable records
-before finding one, continued on the next timer passes instead of answered empty.
+"""``ContinuedReads``: ``TR``, ``TF`` and ``KK`` reads that stopped passing over unreadable
+records (keys) before finding one, continued on the next timer passes, not answered empty.
 
 Why: a read passes over records it must not answer -- superseded copies of a compacted
 topic, which stay until log compaction passes them (never, with compaction off), and records
@@ -30,7 +30,7 @@ from typing import Final
 from raftlog.rpc.frames import TRUE_FRAME, decode_json
 from raftlog.rpc.messages import ClientDispatch
 from raftlog.topics import wire as rpc
-from raftlog.topics import wire_fetch
+from raftlog.topics import wire_fetch, wire_kv
 from raftlog.topics.records import RecordId
 
 MAX_CONTINUED: Final = 10_000
@@ -43,10 +43,15 @@ Answer = Callable[[bytes, bytes, ClientDispatch], None]
 """Run a request again as if it had just come (``InfoService._answer``)."""
 
 
-def stopped_empty(answer: Sequence[bytes]) -> RecordId | None:
-    """Where the walk of a successful read answer without records stopped (None: the
-    answer has records, is an error, or its walk ended)."""
+def stopped_empty(message: ClientDispatch, answer: Sequence[bytes]) -> RecordId | bytes | None:
+    """Where the walk of a successful answer without records (``KK``: keys) stopped: a
+    record id (``TR``, ``TF``) or the last key passed (``KK``). None: the answer has
+    records, is an error, its walk ended, or its type walks nothing."""
     if len(answer) != 2 or answer[0] != TRUE_FRAME:
+        return None
+    if message.type == wire_kv.TYPE_KV_KEYS:
+        return wire_kv.stopped_keys(answer)
+    if message.type not in (rpc.TYPE_READ, wire_fetch.TYPE_FETCH):
         return None
     try:
         meta = decode_json(answer[1], 1)
@@ -55,8 +60,14 @@ def stopped_empty(answer: Sequence[bytes]) -> RecordId | None:
     return rpc.resume_of(meta) if isinstance(meta, dict) else None
 
 
-def resumed(message: ClientDispatch, at: RecordId) -> ClientDispatch | None:
-    """``message`` (a ``TR`` or ``TF``) starting at ``at``, inclusive (None: another type)."""
+def resumed(message: ClientDispatch, at: RecordId | bytes) -> ClientDispatch | None:
+    """``message`` going on from ``at``: a ``TR`` or ``TF`` starting at record ``at``,
+    inclusive; a ``KK`` after key ``at`` (None: anything else)."""
+    if isinstance(at, bytes):
+        if message.type != wire_kv.TYPE_KV_KEYS:
+            return None
+        keys = replace(wire_kv.decode_keys_request(message.args), after=at)
+        return ClientDispatch(message.type, tuple(wire_kv.encode_keys_request(keys)))
     if message.type == rpc.TYPE_READ:
         read = _from(rpc.decode_read_request(message.args), at)
         return ClientDispatch(message.type, tuple(rpc.encode_read_request(read)))
@@ -89,7 +100,7 @@ class ContinuedReads:
     ) -> bool:
         """Whether ``answer`` stopped without records and its read now waits to go on
         (then it is not answered now)."""
-        at = stopped_empty(answer)
+        at = stopped_empty(message, answer)
         if at is None:
             return False
         key = (routing, msg_id)

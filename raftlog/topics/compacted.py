@@ -47,6 +47,7 @@ _U32: Final = struct.Struct(">I")
 _SEP: Final = b"\x00"
 MAX_KEYS_ANSWER: Final = 10_000
 """Most keys one ``KK`` answer lists (the client pages on with ``after``)."""
+KEY_SKIPS: Final = 10_000  # dead keys (deleted, expired) one KK answer passes, ~2 µs each
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,25 +205,32 @@ class CompactedStore:
         *,
         props: TopicProperties,
         clock_ms: int,
-    ) -> tuple[list[tuple[bytes, RecordId]], bool]:
+        skips: int | None = None,
+    ) -> tuple[list[tuple[bytes, RecordId]], bool, bytes | None]:
         """``KK``: live keys starting with ``prefix`` (after ``after``), in byte order, with
-        their revisions; and whether more follow."""
+        their revisions; whether more follow; and, when it passed over ``skips`` dead keys
+        (deleted or expired: they stay until log compaction), the last one (go on after)."""
         base = _prefix(b"k", topic)
         start = prefix if after is None or after + b"\x00" < prefix else after + b"\x00"
         end = _successor(prefix)
         lo, hi = base + start, base + end if end is not None else base[:-1] + b"\x01"
         out: list[tuple[bytes, RecordId]] = []
+        passed: bytes | None = None
+        skips = KEY_SKIPS if skips is None else skips
         for raw_key, value in self._index.items(lo, hi, "compacted keys"):
             key = raw_key[len(base) :]
             if not key.startswith(prefix):
                 break
             pointer = _unpack_pointer(value)
             if pointer.tombstone or not pointer.live(props, clock_ms):
+                if skips <= 0:
+                    return out, True, passed
+                skips, passed = skips - 1, key
                 continue
             if len(out) >= limit:
-                return out, True
+                return out, True, None
             out.append((key, pointer.id))
-        return out, False
+        return out, False, None
 
     def records(
         self, topic: str, start: RecordId, props: TopicProperties, clock_ms: int,
@@ -255,17 +263,13 @@ class CompactedStore:
                 break
         if first is None:
             return None, None
-        for looked, (raw_key, value) in enumerate(
-            self._index.items_backwards(lo, hi, "compacted last")
-        ):
+        backwards = self._index.items_backwards(lo, hi, "compacted last")
+        newest: LoggedRecord | None = None
+        for looked, (raw_key, value) in enumerate(backwards):
             item = _unpack_record(topic, _rid_of(raw_key), value)
-            if looked == 0:
-                newest = item
-            if self._is_live(topic, item, props, clock_ms):
-                last = item
-                break
-            if looked + 1 >= scan:
-                last = newest
+            newest = newest or item
+            if (live := self._is_live(topic, item, props, clock_ms)) or looked + 1 >= scan:
+                last = item if live else newest
                 break
         return first, last
 
@@ -273,8 +277,7 @@ class CompactedStore:
         self, topic: str, item: LoggedRecord, props: TopicProperties, clock_ms: int
     ) -> bool:
         """Whether the stored copy ``item`` is its key's latest and alive."""
-        key = item.record.key if item.record.key is not None else b""
-        pointer = self.pointer(topic, key)
+        pointer = self.pointer(topic, item.record.key if item.record.key is not None else b"")
         return pointer is not None and pointer.id == item.id and pointer.live(props, clock_ms)
 
     def stats(self, topic: str, props: TopicProperties, clock_ms: int) -> tuple[int, int]:

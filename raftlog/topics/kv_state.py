@@ -172,8 +172,9 @@ class KeyValueState:
         limit: int,
         *,
         clock_ms: int,
-    ) -> tuple[list[tuple[bytes, RecordId]], bool]:
-        """Live keys with ``prefix`` after ``after`` (at most ``limit``) and whether more follow."""
+    ) -> tuple[list[tuple[bytes, RecordId]], bool, bytes | None]:
+        """Live keys with ``prefix`` after ``after`` (at most ``limit``), whether more
+        follow, and where a walk past dead keys stopped (``CompactedStore.keys``)."""
         _check_compacted(topic, state)
         return self.store.keys(
             topic, prefix, after, limit, props=state.properties, clock_ms=clock_ms

@@ -90,10 +90,10 @@ def _kv_keys(machine: TopicQueries, args: Sequence[bytes]) -> list[bytes]:
     req = kv_rpc.decode_keys_request(args)
     kv = machine.kv
     state = _state(machine, req.topic)
-    keys, more = kv.keys(
+    keys, more, resume = kv.keys(
         req.topic, state, req.prefix, req.after, req.limit, clock_ms=machine.last_time
     )
-    result = kv_rpc.KeysResult(tuple(keys), more, machine.last_applied, kv.is_leader)
+    result = kv_rpc.KeysResult(tuple(keys), more, machine.last_applied, kv.is_leader, resume)
     return kv_rpc.encode_keys_response(result)
 
 

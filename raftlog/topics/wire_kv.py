@@ -65,6 +65,9 @@ class KeysResult:
     more: bool
     applied: int
     is_leader: bool
+    resume_after: bytes | None = None
+    """The walk stopped passing over dead keys after this one (``more`` then): a peer goes
+    on from it itself when it found no key (``raftlog.server.continued_reads``)."""
 
 
 def _topic(frame: bytes) -> str:
@@ -151,6 +154,8 @@ def encode_keys_response(result: KeysResult) -> list[bytes]:
         "more": result.more,
         "keys": [[key, rid.index, rid.position] for key, rid in result.keys],
     }
+    if result.resume_after is not None:
+        body["resume"] = result.resume_after
     return [TRUE_FRAME, msgpack.packb(body, use_bin_type=True)]
 
 
@@ -167,4 +172,21 @@ def decode_keys_response(frames: Sequence[bytes]) -> KeysResult:
         rid = RecordId(json_to_uint(item[1], 1, "index"), json_to_uint(item[2], 1, "position"))
         keys.append((item[0], rid))
     applied = json_to_uint(body.get("applied"), 1, "applied")
-    return KeysResult(tuple(keys), body.get("more") is True, applied, body.get("leader") is True)
+    resume = body.get("resume")
+    return KeysResult(
+        tuple(keys),
+        body.get("more") is True,
+        applied,
+        body.get("leader") is True,
+        resume if type(resume) is bytes else None,
+    )
+
+
+def stopped_keys(answer: Sequence[bytes]) -> bytes | None:
+    """The key after which a ``KK`` answer without keys stopped (None: it has keys, is an
+    error, or its walk ended): what a peer goes on from (``continued_reads``)."""
+    try:
+        result = decode_keys_response(answer)
+    except Exception:  # an error answer: it goes as it is
+        return None
+    return None if result.keys else result.resume_after

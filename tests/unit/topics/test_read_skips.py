@@ -12,7 +12,7 @@ from machine_log import Log
 
 from raftlog.rpc.messages import ClientDispatch
 from raftlog.server.continued_reads import MAX_CONTINUED, ContinuedReads
-from raftlog.topics import reads, wire_fetch
+from raftlog.topics import compacted, reads, wire_fetch, wire_kv
 from raftlog.topics import wire as rpc
 from raftlog.topics.machine import TopicStateMachine
 from raftlog.topics.records import Record, RecordId
@@ -132,3 +132,34 @@ def test_the_peer_goes_on_with_a_stopped_read_until_it_finds_records(
     stopped = ask(machine, read_message("c"))
     assert not continued.offer(b"r4", b"1", read_message("c"), stopped)
     assert MAX_CONTINUED > 0
+
+
+def test_key_listings_pass_over_a_bounded_number_of_dead_keys(
+    log: Log, machine: TopicStateMachine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``KK`` walked every deleted or expired key (they stay until log compaction) in one
+    pass; now it stops after ``KEY_SKIPS`` and the peer goes on after the last one."""
+    log.create("c", cleanup_policy="compact")
+    log.publish(*[Record("c", b"v", b"a%03d" % n) for n in range(300)])
+    log.publish(*[Record("c", b"", b"a%03d" % n, tombstone=True) for n in range(300)])
+    log.publish(Record("c", b"v", b"b1"), Record("c", b"v", b"b2"))
+    log.apply(machine)
+    monkeypatch.setattr(compacted, "KEY_SKIPS", 40)
+    message = ClientDispatch(
+        wire_kv.TYPE_KV_KEYS, tuple(wire_kv.encode_keys_request(wire_kv.KeysRequest("c")))
+    )
+    stopped = wire_kv.decode_keys_response(ask(machine, message))
+    assert stopped.keys == () and stopped.more and stopped.resume_after == b"a039"
+    answered: list[list[bytes]] = []
+
+    def answer(routing: bytes, msg_id: bytes, again: ClientDispatch) -> None:
+        frames = ask(machine, again)
+        if not continued.offer(routing, msg_id, again, frames):
+            answered.append(frames)
+
+    continued = ContinuedReads(answer)
+    answer(b"r", b"1", message)
+    while len(continued):
+        continued.run()
+    listed = wire_kv.decode_keys_response(answered[0])
+    assert [key for key, _ in listed.keys] == [b"b1", b"b2"] and not listed.more
