@@ -14,8 +14,10 @@ nothing before that position can become readable (a superseded copy stays supers
 expired record expired, and new records come after everything applied). Everything runs on
 the consensus thread: no locks.
 
-A client that resends the request (same routing id and message id) replaces its entry. At
-most ``MAX_CONTINUED`` reads are continued at once; past that a read is answered as it is
+A client that resends the request (same routing id and message id: its transport repeats a
+request after silence) is not run again while its read goes on (``holds``): starting the
+walk over at every resend, a read longer than the resend interval never ended. At most
+``MAX_CONTINUED`` reads are continued at once; past that a read is answered as it is
 (zero records, ``more``, ``resume``: a client that knows ``resume`` reads on from it).
 """
 
@@ -94,6 +96,10 @@ class ContinuedReads:
 
     def __len__(self) -> int:
         return len(self._queue)
+
+    def holds(self, routing: bytes, msg_id: bytes) -> bool:
+        """Whether this request goes on here already (a resend of it is dropped)."""
+        return (routing, msg_id) in self._queue
 
     def offer(
         self, routing: bytes, msg_id: bytes, message: ClientDispatch, answer: Sequence[bytes]

@@ -132,7 +132,10 @@ class InfoService:
 
     def state_machine_request(self, routing: bytes, msg_id: bytes, message: ClientDispatch) -> None:
         """§10.6: any other type goes to the state machine; no answer from it -> dropped. A
-        ``TR`` read that asks for a consistency level is served once it is met."""
+        ``TR`` read that asks for a consistency level is served once it is met; a resend of
+        a read this peer is going on with is dropped (``ContinuedReads``)."""
+        if self.continued.holds(routing, msg_id):
+            return
         level = read_level(message) if message.type == TYPE_READ else None
         if level is None:
             self._answer(routing, msg_id, message)

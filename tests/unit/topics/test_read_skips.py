@@ -110,13 +110,13 @@ def test_the_peer_goes_on_with_a_stopped_read_until_it_finds_records(
     fetch = wire_fetch.FetchRequest(rpc.ReadRequest("t", wait_ms=0), min_records=1)
     asks = [
         (b"r1", b"1", read_message("c")),
-        (b"r1", b"1", read_message("c")),  # resent: replaces its entry
         (b"r2", b"1", ClientDispatch(wire_fetch.TYPE_FETCH,
                                      tuple(wire_fetch.encode_fetch_request(fetch)))),
     ]
     for routing, msg_id, message in asks:
         answer(routing, msg_id, message)
     assert answered == [] and len(continued) == 2
+    assert continued.holds(b"r1", b"1") and not continued.holds(b"r1", b"2")  # resends dropped
     passes = 0
     while len(continued) and passes < 100:
         continued.run()
