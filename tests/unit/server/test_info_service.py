@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from server_fakes import (
     EventRecorder,
     FakeCluster,
@@ -27,6 +29,8 @@ from raftlog.rpc.response_decoders import decode_response
 from raftlog.server.consistent_reads import ConsistentReads
 from raftlog.server.info_service import InfoService
 from raftlog.storage.base import SnapshotMeta
+from raftlog.topics import wire as rpc
+from raftlog.topics.records import RecordId
 
 
 class FakeCompactor:
@@ -121,3 +125,30 @@ def test_other_types_go_to_the_state_machine_or_are_dropped() -> None:
     s.svc.state_machine_request(b"r", b"\x02", ClientDispatch(b"QQ"))
     assert len(s.replies.sent) == 1
     assert s.metrics.messages_dropped.labels(reason="unhandled_type").value == 1
+
+
+def test_a_read_that_stopped_goes_on_and_its_resends_are_not_run_again() -> None:
+    """A ``TR`` answer without records whose walk stopped (``resume``) is not sent: the
+    read goes on at the next sweeps from where it stopped. The client's transport resends
+    the request after silence; running each resend from the start, a long walk never
+    ended, so a resend of a read in progress is dropped."""
+    s = Setup()
+    stopped = rpc.encode_read_response(rpc.ReadResult((), 9, True, True, RecordId(7, 3)))
+    asked: list[rpc.ReadRequest] = []
+
+    def handle(msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
+        asked.append(rpc.decode_read_request(args))
+        return stopped if len(asked) < 3 else rpc.encode_read_response(
+            rpc.ReadResult((), 9, True, False)
+        )
+
+    s.machine.handle_request = handle  # type: ignore[method-assign]
+    read = ClientDispatch(rpc.TYPE_READ, tuple(rpc.encode_read_request(rpc.ReadRequest("t"))))
+    s.svc.state_machine_request(b"r", b"\x01", read)
+    s.svc.state_machine_request(b"r", b"\x01", read)  # the transport's resend
+    assert len(asked) == 1 and s.replies.sent == []
+    s.svc.sweep(0.0)
+    assert (asked[1].from_index, asked[1].from_position, asked[1].inclusive) == (7, 3, True)
+    while not s.replies.sent:
+        s.svc.sweep(0.0)
+    assert len(asked) == 3 and rpc.decode_read_response(list(s.last_frames()[1:])).records == ()
