@@ -150,13 +150,23 @@ class _Cursor:
             self.horizon = ORIGIN
         if page.records:
             self.after = page.records[-1].id
+        elif page.more and page.resume_at is not None:  # it stopped passing over dead ones
+            self.after = _before(page.resume_at)
         if page.more:
-            self.horizon = max(self.horizon, page.records[-1].id)
+            if self.after is not None and (page.records or page.resume_at is not None):
+                self.horizon = max(self.horizon, self.after)
         else:
             self.horizon = max(self.horizon, RecordId(page.applied, MAX_POSITION))
             if self.after is None:  # nothing yet: continue after what the peer considered
                 self.after = RecordId(page.applied, MAX_POSITION)
         return page.more
+
+
+def _before(rid: RecordId) -> RecordId:
+    """The id just before ``rid`` (a read "after" it starts at ``rid``)."""
+    if rid.position > 0:
+        return RecordId(rid.index, rid.position - 1)
+    return RecordId(rid.index - 1, MAX_POSITION)
 
 
 @dataclass

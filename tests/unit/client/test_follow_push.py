@@ -143,3 +143,18 @@ async def test_silence_from_a_peer_that_is_gone_keeps_push_fetch() -> None:
 async def test_bad_thresholds_fail_at_once() -> None:
     with pytest.raises(TopicError, match="max_bytes"):
         await subscribe(_Peer(), ["t"], max_bytes=0).__anext__()  # type: ignore[arg-type]
+
+
+def test_a_page_that_stopped_passing_over_dead_records_moves_the_cursor_on() -> None:
+    """A peer may answer "more, no records, resume at R" (a read that stopped passing over
+    superseded or expired records, when it could not go on with it itself): the follower
+    reads on from R instead of failing on the empty page or asking the same again."""
+    from raftlog.topics.records import MAX_POSITION, RecordId
+    from raftlog.topics.wire import ReadResult
+
+    cursor = _Cursor("t")
+    assert cursor.take(ReadResult((), 9, True, True, RecordId(7, 3)))
+    assert cursor.start() == {"from_index": 7, "from_position": 2, "inclusive": False}
+    assert cursor.horizon == RecordId(7, 2)
+    cursor.take(ReadResult((), 9, True, True, RecordId(8, 0)))
+    assert cursor.after == RecordId(7, MAX_POSITION) == cursor.horizon
