@@ -13,7 +13,7 @@ import pytest
 from raftlog.errors import ClusterUnavailableError, TopicError
 from raftlog.topics.client_stream import _Cursor, _Transport, subscribe
 from raftlog.topics.properties import TopicProperties
-from raftlog.topics.records import LoggedRecord, Record, RecordId
+from raftlog.topics.records import MAX_POSITION, LoggedRecord, Record, RecordId
 from raftlog.topics.wire import ReadResult, TopicInfo
 
 
@@ -149,9 +149,6 @@ def test_a_page_that_stopped_passing_over_dead_records_moves_the_cursor_on() -> 
     """A peer may answer "more, no records, resume at R" (a read that stopped passing over
     superseded or expired records, when it could not go on with it itself): the follower
     reads on from R instead of failing on the empty page or asking the same again."""
-    from raftlog.topics.records import MAX_POSITION, RecordId
-    from raftlog.topics.wire import ReadResult
-
     cursor = _Cursor("t")
     assert cursor.take(ReadResult((), 9, True, True, RecordId(7, 3)))
     assert cursor.start() == {"from_index": 7, "from_position": 2, "inclusive": False}
