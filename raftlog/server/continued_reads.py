@@ -17,14 +17,15 @@ the consensus thread: no locks.
 A client that resends the request (same routing id and message id: its transport repeats a
 request after silence) is not run again while its read goes on (``holds``): starting the
 walk over at every resend, a read longer than the resend interval never ended. At most
-``MAX_CONTINUED`` reads are continued at once; past that a read is answered as it is
-(zero records, ``more``, ``resume``: a client that knows ``resume`` reads on from it).
+``MAX_CONTINUED`` reads are continued at once, ``MAX_PER_CLIENT`` of one connection; past
+that a read is answered as it is (zero records, ``more``, ``resume``: a client that knows
+``resume`` reads on from it, as ``subscribe`` does).
 """
 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Final
@@ -37,6 +38,9 @@ from raftlog.topics.records import RecordId
 
 MAX_CONTINUED: Final = 10_000
 """Reads continued at once; more are answered as they are."""
+MAX_PER_CLIENT: Final = 64
+"""Reads of one connection (routing id) continued at once: the queue goes round, so a
+client flooding it with long walks would otherwise slow every other client's."""
 CONTINUE_TIME: Final = 0.01
 """Seconds one timer pass spends continuing reads at most (it stops after the read that
 passes it): each read walks at most ``SKIP_SCAN`` records, so a pass stays near this."""
@@ -93,6 +97,7 @@ class ContinuedReads:
         self._answer = answer
         self._clock = clock
         self._queue: OrderedDict[tuple[bytes, bytes], ClientDispatch] = OrderedDict()
+        self._per_client: Counter[bytes] = Counter()
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -110,7 +115,9 @@ class ContinuedReads:
         if at is None:
             return False
         key = (routing, msg_id)
-        if len(self._queue) >= MAX_CONTINUED and key not in self._queue:
+        if key not in self._queue and (
+            len(self._queue) >= MAX_CONTINUED or self._per_client[routing] >= MAX_PER_CLIENT
+        ):
             return False
         try:
             again = resumed(message, at)
@@ -118,7 +125,8 @@ class ContinuedReads:
             return False
         if again is None:
             return False
-        self._queue.pop(key, None)
+        if self._queue.pop(key, None) is None:
+            self._per_client[routing] += 1
         self._queue[key] = again
         return True
 
@@ -127,5 +135,8 @@ class ContinuedReads:
         started = self._clock()
         while self._queue and self._clock() - started < CONTINUE_TIME:
             (routing, msg_id), message = self._queue.popitem(last=False)
+            self._per_client[routing] -= 1
+            if not self._per_client[routing]:
+                del self._per_client[routing]
             self._answer(routing, msg_id, message)
 

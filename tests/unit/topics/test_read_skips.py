@@ -163,3 +163,20 @@ def test_key_listings_pass_over_a_bounded_number_of_dead_keys(
         continued.run()
     listed = wire_kv.decode_keys_response(answered[0])
     assert [key for key, _ in listed.keys] == [b"b1", b"b2"] and not listed.more
+
+
+def test_one_client_holds_a_bounded_share_of_the_continued_reads(
+    log: Log, machine: TopicStateMachine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copies_then_live(log)
+    log.apply(machine)
+    monkeypatch.setattr(reads, "SKIP_SCAN", 40, raising=False)
+    monkeypatch.setattr("raftlog.server.continued_reads.MAX_PER_CLIENT", 3)
+    continued = ContinuedReads(lambda routing, msg_id, message: None)
+    stopped = ask(machine, read_message("c"))
+    taken = [continued.offer(b"flood", b"%d" % n, read_message("c"), stopped) for n in range(5)]
+    assert taken == [True, True, True, False, False]
+    assert continued.offer(b"other", b"1", read_message("c"), stopped)
+    continued.run()  # the answer function answers nothing: each went once
+    assert len(continued) == 0
+    assert continued.offer(b"flood", b"9", read_message("c"), stopped)  # its places are free
