@@ -269,8 +269,8 @@ class PeerMetrics:
         self.compaction_seconds = self._add(
             Histogram(
                 "raftlog_compaction_duration_seconds",
-                "Wall time of one compaction (snapshot, install, prefix drop); the loop waits "
-                "for it.",
+                "Wall time of one compaction from its start (the snapshot is built a step "
+                "a timer pass while the peer goes on) to the install and prefix drop.",
             )
         )
 

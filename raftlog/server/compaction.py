@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from raftlog.metrics import PeerMetrics
 from raftlog.server.interfaces import EventLog
+from raftlog.statemachine.base import SnapshotBuild
 from raftlog.storage.base import SnapshotMeta
 
 CompactionLimit = Callable[[], int | None]
@@ -83,6 +85,21 @@ class SnapshotSource(Protocol):
         """The state as of ``index`` (at most ``last_applied``)."""
         ...
 
+    def snapshot_build(self, index: int) -> SnapshotBuild:
+        """:meth:`snapshot`, built a step at a time while apply goes on."""
+        ...
+
+
+@dataclass(slots=True)
+class _Building:
+    """A compaction under way: its snapshot is being built (``CompactionPolicy.step``)."""
+
+    index: int
+    term: int
+    build: SnapshotBuild
+    started: float
+    waiting: list[Callable[[int | None], None]] = field(default_factory=list)
+
 
 class CompactionPolicy:
     """Decides and performs compactions of one peer's log."""
@@ -110,6 +127,7 @@ class CompactionPolicy:
         self._request_id_ttl = request_id_ttl
         self._request_id_cache_max = request_id_cache_max
         self._limits: list[CompactionLimit] = []
+        self._building: _Building | None = None
 
     def add_limit(self, limit: CompactionLimit) -> None:
         """Register state that must not be compacted away (see the module docstring)."""
@@ -128,25 +146,78 @@ class CompactionPolicy:
         return index
 
     def compact(self) -> int | None:
-        """Snapshot the state machine at ``target()`` and drop the log prefix up to it;
-        returns the snapshot index, or None when nothing can be compacted."""
+        """Snapshot the state machine at ``target()`` at once and drop the log prefix up to
+        it; returns the snapshot index, or None when nothing can be compacted. (The peer
+        builds its snapshots in steps instead: :meth:`start`.)"""
+        found = self._next_target()
+        if found is None:
+            return None
+        index, term = found
+        self._finish(index, term, self._machine.snapshot(index), time.perf_counter())
+        return index
+
+    def _next_target(self) -> tuple[int, int] | None:
         index = self.target()
         term = self._term_at(index) if index > self._log.snapshot_index else None
-        if term is None:
-            return None
-        started = time.perf_counter()
-        self._snapshots.install(index, term, self._machine.snapshot(index))
+        return None if term is None else (index, term)
+
+    @property
+    def building(self) -> int | None:
+        """The index of the snapshot being built (None: no compaction under way)."""
+        return None if self._building is None else self._building.index
+
+    def start(self, on_done: Callable[[int | None], None] | None = None) -> None:
+        """Begin a compaction at ``target()``: the snapshot is built a step at a time on
+        the timer passes (:meth:`step`) -- built at once it held the loop for seconds with
+        many topics or compacted keys -- then installed and the log prefix dropped.
+        ``on_done`` gets the snapshot index (None: nothing compacted); a start while one is
+        under way waits for that one."""
+        if self._building is not None:
+            if on_done is not None:
+                self._building.waiting.append(on_done)
+            return
+        found = self._next_target()
+        if found is None:
+            if on_done is not None:
+                on_done(None)
+            return
+        index, term = found
+        build = self._machine.snapshot_build(index)
+        self._building = _Building(index, term, build, time.perf_counter())
+        if on_done is not None:
+            self._building.waiting.append(on_done)
+
+    def step(self) -> None:
+        """Each timer pass: one step of the snapshot under way; once built, install it and
+        drop the log prefix -- unless the log moved past it meanwhile (a snapshot from the
+        leader was installed) or a restore made it void."""
+        building = self._building
+        if building is None:
+            return
+        data = building.build.step()
+        if data is None and not building.build.cancelled:
+            return
+        self._building = None
+        done = None
+        if data is not None and building.index > self._log.snapshot_index:
+            self._finish(building.index, building.term, data, building.started)
+            done = building.index
+        for waiting in building.waiting:
+            waiting(done)
+
+    def _finish(self, index: int, term: int, data: bytes, started: float) -> None:
+        """Install the snapshot, drop the log prefix: both durable on return."""
+        self._snapshots.install(index, term, data)
         self._log.compact(index, term)
         self._metrics.compactions.inc()
         self._metrics.compaction_seconds.observe(time.perf_counter() - started)
         self._events.info(
             "log_compacted", index=index, term=term, first_index=self._log.first_index
         )
-        return index
 
     def housekeeping(self, log_clock_ms: int) -> int | None:
-        """Forget expired request ids (§12.7), then compact if the threshold is reached;
-        returns the snapshot index when it compacted.
+        """Forget expired request ids (§12.7), then start a compaction if the threshold is
+        reached; returns the index of the snapshot being built (None: none).
 
         ``log_clock_ms`` is the log clock this peer has applied (``raftlog.cluster_clock``),
         never its wall clock: an id is forgotten only once it is expired by the same
@@ -160,5 +231,6 @@ class CompactionPolicy:
             log.prune_request_ids(log.last_index - self._request_id_cache_max + 1)
         threshold = self._threshold
         if threshold and self._machine.last_applied - log.snapshot_index >= threshold:
-            return self.compact()
+            self.start()
+            return self.building
         return None

@@ -127,8 +127,13 @@ class InfoService:
         self._replies.reply(routing, msg_id, RequestBroadcastStateUrlResponse(self._pub_url))
 
     def compact(self, routing: bytes, msg_id: bytes, message: ClientDispatch) -> None:
-        """``AC``: compact this peer's log now; the new snapshot index or "nothing"."""
-        self._replies.reply(routing, msg_id, CompactResponse.of(self._compactor.compact()))
+        """``AC``: compact this peer's log now; the new snapshot index or "nothing", once
+        the snapshot is built (over the next timer passes: ``CompactionPolicy.start``)."""
+
+        def done(index: int | None) -> None:
+            self._replies.reply(routing, msg_id, CompactResponse.of(index))
+
+        self._compactor.start(done)
 
     def state_machine_request(self, routing: bytes, msg_id: bytes, message: ClientDispatch) -> None:
         """§10.6: any other type goes to the state machine; no answer from it -> dropped. A

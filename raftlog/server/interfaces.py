@@ -173,8 +173,9 @@ class SnapshotView(Protocol):
 class Compactor(Protocol):
     """The compaction policy's on-demand entry point (``raftlog-admin compact``)."""
 
-    def compact(self) -> int | None:
-        """Compact now; the new snapshot index, or None when nothing could be compacted."""
+    def start(self, on_done: Callable[[int | None], None] | None = None) -> None:
+        """Compact now: the snapshot is built over the next timer passes, then ``on_done``
+        gets the new snapshot index, or None when nothing could be compacted."""
         ...
 
 

@@ -264,6 +264,7 @@ class PeerNode:
         services.clients.send_overdue_accepts(now)
         services.entries.sweep(now)
         services.info.sweep(now)
+        services.compaction.step()  # a snapshot under way: one step a pass
         if now >= self._next_housekeeping:
             self._next_housekeeping = now + HOUSEKEEPING_INTERVAL
             parts.disk.check()

@@ -9,9 +9,40 @@ are part of the sequence: a state machine skips their data but must still advanc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 from raftlog.entry import LogEntry, parse_entries
+
+STEP_ROWS: Final = 1_000
+"""Rows (topic versions, topics, compacted copies) one step of a snapshot build reads at
+most: ~5-30 ms of the loop."""
+
+
+class SnapshotBuild(Protocol):
+    """A snapshot being built a step at a time while the machine goes on applying (the
+    compaction policy steps it on the peer's timer passes; ``raftlog.topics.snapshot_build``)."""
+
+    @property
+    def cancelled(self) -> bool:
+        """A snapshot restore made it void: it never completes."""
+        ...
+
+    def step(self, rows: int = ...) -> bytes | None:
+        """Build some more (at most about ``rows`` rows read); the snapshot once complete."""
+        ...
+
+
+class BuiltSnapshot:
+    """A snapshot taken at once (a machine whose state is small): its first step has it."""
+
+    cancelled = False
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def step(self, rows: int = 0) -> bytes | None:
+        """The snapshot (it was taken at once)."""
+        return self.data
 
 
 class StateMachine(Protocol):
@@ -38,6 +69,10 @@ class StateMachine(Protocol):
 
     def snapshot(self, index: int) -> bytes:
         """The state as of ``index`` (at most ``last_applied``), for compaction."""
+        ...
+
+    def snapshot_build(self, index: int) -> SnapshotBuild:
+        """:meth:`snapshot`, to be built a step at a time while apply goes on."""
         ...
 
     def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:

@@ -26,6 +26,7 @@ from raftlog import sockets
 from raftlog.rpc.codec import encode_broadcast_raw
 from raftlog.rpc.messages import TYPE_REQUEST_BROADCAST_STATE_URL
 from raftlog.security.settings import CurveServer
+from raftlog.statemachine.base import BuiltSnapshot
 from raftlog.transport import send_frames
 
 MAX_BATCH_ENTRIES: Final = 4096
@@ -140,6 +141,10 @@ class BroadcastStateMachine:
         """A small self-describing record; the BSM keeps no state besides its position."""
         packed: bytes = msgpack.packb({"bsm_last_applied": index})
         return packed
+
+    def snapshot_build(self, index: int) -> BuiltSnapshot:
+        """Its snapshot is a few bytes: taken at once."""
+        return BuiltSnapshot(self.snapshot(index))
 
     def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
         """RequestBroadcastStateUrl: every peer answers with its own URL (§11.1); nothing else is

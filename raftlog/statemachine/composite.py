@@ -17,7 +17,7 @@ from typing import Protocol
 
 import msgpack
 
-from raftlog.statemachine.base import StateMachine
+from raftlog.statemachine.base import STEP_ROWS, SnapshotBuild, StateMachine
 
 
 class NamedStateMachine(StateMachine, Protocol):
@@ -70,6 +70,10 @@ class CompositeStateMachine:
         packed: bytes = msgpack.packb({m.name: m.snapshot(index) for m in self.machines})
         return packed
 
+    def snapshot_build(self, index: int) -> CompositeBuild:
+        """:meth:`snapshot`, each part built a step at a time in turn."""
+        return CompositeBuild([(m.name, m.snapshot_build(index)) for m in self.machines])
+
     def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
         """The first part that handles ``msg_type`` answers; None when none does."""
         for machine in self.machines:
@@ -98,3 +102,33 @@ def _unpack(data: bytes) -> dict[str, bytes]:
     if not isinstance(value, dict):
         return {}
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, bytes)}
+
+
+class CompositeBuild:
+    """The parts' builds, one after the other; the bytes of ``snapshot`` at the end."""
+
+    def __init__(self, parts: list[tuple[str, SnapshotBuild]]) -> None:
+        self._parts = parts
+        self._data: dict[str, bytes] = {}
+
+    @property
+    def cancelled(self) -> bool:
+        """A part's build was made void (a restore): the whole never completes."""
+        return any(build.cancelled for _, build in self._parts)
+
+    def step(self, rows: int = STEP_ROWS) -> bytes | None:
+        """Step the first unfinished part; every part's bytes, packed, once all are done."""
+        if self.cancelled:
+            return None
+        for name, build in self._parts:
+            if name not in self._data:
+                data = build.step(rows)
+                if data is None:
+                    return None
+                self._data[name] = data
+                return None if len(self._data) < len(self._parts) else self._packed()
+        return self._packed()
+
+    def _packed(self) -> bytes:
+        packed: bytes = msgpack.packb({name: self._data[name] for name, _ in self._parts})
+        return packed

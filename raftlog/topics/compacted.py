@@ -30,7 +30,7 @@ peer, whether or not its ``collect`` already removed an expired key.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -318,39 +318,38 @@ class CompactedStore:
         return keys, size, read, None
 
     # -- snapshots and clean-up ------------------------------------------------------------
-    def _latest_upto(
-        self, topic: str, created: int, upto: RecordId
-    ) -> dict[bytes, tuple[RecordId, bytes]]:
-        """Per key, its latest stored record below ``upto`` (a scan of the topic's ``c``)."""
-        latest: dict[bytes, tuple[RecordId, bytes]] = {}
-        lo, hi = _record_key(topic, RecordId(created, 0)), _record_key(topic, upto)
-        for raw_key, value in self._index.items(lo, hi, "compacted snapshot"):
-            key = msgpack.unpackb(value, raw=False)[0]
-            latest[key if key is not None else b""] = (_rid_of(raw_key), value)
-        return latest
+    def latest_slice(
+        self, topic: str, start: RecordId, upto: RecordId,
+        latest: dict[bytes, tuple[RecordId, bytes]], limit: int,
+    ) -> RecordId | None:
+        """Per key, its latest stored copy below ``upto``: adds the copies from ``start``
+        on to ``latest`` -- which stays in the order of those copies' ids -- at most ``limit``
+        of them; returns where to go on (None: done). For ``snapshot_build``'s slices."""
+        lo, hi = _record_key(topic, start), _record_key(topic, upto)
+        for read, (raw_key, value) in enumerate(self._index.items(lo, hi, "compacted snapshot")):
+            rid = _rid_of(raw_key)
+            if read >= limit:
+                return rid
+            key = msgpack.unpackb(value, raw=False)[0] or b""
+            latest.pop(key, None)  # to the end: the dict keeps the copies' log order
+            latest[key] = (rid, value)
+        return None
 
-    def snapshot(
-        self, topics: Mapping[str, TopicState], index: int, clock_ms: int
-    ) -> dict[str, list[list[Any]]]:
-        """The section ``"compacted"`` of a snapshot at ``index``: per compacted topic, its
-        live records as of ``index`` (log clock ``clock_ms``) as ``[index, position, record
-        body]``, in log order."""
-        out: dict[str, list[list[Any]]] = {}
-        for name, state in topics.items():
-            if not state.properties.compacted:
-                continue
-            rows = []
-            for rid, value in self._latest_upto(
-                name, state.created_index, RecordId(index + 1, 0)
-            ).values():
-                item = _unpack_record(name, rid, value)
-                pointer = Pointer(
-                    rid, item.append_time_ms, item.record.ttl_ms, item.record.tombstone
-                )
-                if pointer.live(state.properties, clock_ms):
-                    rows.append([rid.index, rid.position, value])
-            out[name] = sorted(rows, key=lambda row: (row[0], row[1]))
-        return out
+    @staticmethod
+    def live_rows(
+        topic: str, copies: Iterable[tuple[RecordId, bytes]], props: TopicProperties,
+        clock_ms: int,
+    ) -> list[list[Any]]:
+        """A topic's part of the section ``"compacted"``: the live ones of ``copies`` (the
+        latest per key, in log order; log clock ``clock_ms``) as ``[index, position,
+        record body]``, in that order."""
+        rows = []
+        for rid, value in copies:
+            item = _unpack_record(topic, rid, value)
+            pointer = Pointer(rid, item.append_time_ms, item.record.ttl_ms, item.record.tombstone)
+            if pointer.live(props, clock_ms):
+                rows.append([rid.index, rid.position, value])
+        return rows
 
     def restore(self, batch: WriteBatch, section: object) -> set[tuple[int, int]]:
         """Write a snapshot's ``"compacted"`` section (``snapshot``) into ``batch``; returns

@@ -64,6 +64,9 @@ _SEP: Final = b"\x00"
 _END: Final = b"\x01"
 
 
+Version = tuple[bytes, str, int, TopicState | None]
+
+
 @dataclass(frozen=True, slots=True)
 class EntryRecords:
     """One record entry of one topic, as the index knows it."""
@@ -156,8 +159,7 @@ class TopicIndex:
 
     def __init__(self, path: Path) -> None:
         self._db = RocksDatabase(path)
-        self._first_at: tuple[int, int | None] | None = None
-        """The last ``first_index_at`` answer, until the next write (see there)."""
+        self._first_at: tuple[int, int | None] | None = None  # kept by first_index_at
 
     def close(self) -> None:
         """Release this index's hold on its database."""
@@ -191,9 +193,7 @@ class TopicIndex:
         """The ``(store index, records)`` a transaction commit at ``commit_index`` made
         visible, in order (None: no commit there)."""
         value = self._db.get(b"t" + u64(commit_index), "transaction commit")
-        if value is None:
-            return None
-        return [(int(s), int(n)) for s, n in msgpack.unpackb(value)]
+        return None if value is None else [(int(s), int(n)) for s, n in msgpack.unpackb(value)]
 
     def commits_in(self, lo: int, hi: int) -> Iterator[tuple[int, list[tuple[int, int]]]]:
         """Every transaction commit in ``[lo, hi]`` with its ``(store index, records)``, in
@@ -231,15 +231,20 @@ class TopicIndex:
         """Record the state of ``topic`` as of ``index`` (None: deleted) in ``batch``."""
         batch.put(_topic_prefix(b"v", topic) + u64(index), _pack_state(state))
 
+    def versions(self, topic: str | None = None, after: bytes = b"") -> Iterator[Version]:
+        """``(key, topic, index, state)`` of the version rows of ``topic`` (None: every
+        topic) in key order -- by name, then index -- after key ``after``."""
+        prefix = b"v" if topic is None else _topic_prefix(b"v", topic)
+        lo, hi = max(prefix, after + b"\x00"), prefix[:-1] + bytes([prefix[-1] + 1])
+        for key, value in self._db.items(lo, hi, "topic versions"):
+            yield key, key[1:-9].decode(), int(_U64.unpack(key[-8:])[0]), _unpack_state(value)
+
     def topics_as_of(self, index: int | None = None) -> dict[str, TopicState]:
         """Every live topic after applying entries up to ``index`` (None: all versions)."""
         out: dict[str, TopicState] = {}
-        for key, value in self._db.items(b"v", b"w", "topic versions"):
-            at = int(_U64.unpack(key[-8:])[0])
+        for _, name, at, state in self.versions():
             if index is not None and at > index:
                 continue
-            name = key[1:-9].decode()
-            state = _unpack_state(value)
             if state is None:
                 out.pop(name, None)
             else:
@@ -327,11 +332,9 @@ class TopicIndex:
 
     # -- time ------------------------------------------------------------------------------
     def first_index_at(self, time_ms: int) -> int | None:
-        """Index of the first record entry appended at or after ``time_ms`` (one seek).
-
-        The answer is kept until the next write: a timer pass asks it for every topic with
-        time retention (``log clock - retention_ms``), and topics sharing a retention ask the
-        same -- 20,000 topics cost 20,000 seeks a second, ~0.35 s of the loop."""
+        """Index of the first record entry appended at or after ``time_ms`` (one seek), kept
+        until the next write: topics sharing a retention ask the same (20,000 topics cost
+        20,000 seeks a second, ~0.35 s of the loop)."""
         kept = self._first_at
         if kept is not None and kept[0] == time_ms:
             return kept[1]
@@ -393,6 +396,5 @@ class TopicIndex:
 
     @staticmethod
     def put_base_time(batch: WriteBatch, time_ms: int) -> None:
-        """Record the log clock a restored snapshot starts from, so it stays monotonic across
-        the restore."""
+        """The log clock a restored snapshot starts from: it stays monotonic across it."""
         batch.put(BASE_TIME_KEY, u64(time_ms))

@@ -56,7 +56,8 @@ from raftlog.topics.requests import answer_request
 from raftlog.topics.retention import EntrySource
 from raftlog.topics.retention_schedule import RetentionSchedule
 from raftlog.topics.rules import check_entry
-from raftlog.topics.snapshot import build_snapshot, parse_snapshot, snapshot_part
+from raftlog.topics.snapshot import parse_snapshot, snapshot_part
+from raftlog.topics.snapshot_build import SnapshotBuild
 from raftlog.topics.state import TopicState
 from raftlog.topics.tx import TransactionTable
 from raftlog.topics.tx_rows import Finished
@@ -95,6 +96,7 @@ class TopicStateMachine(TopicMachineViews):
         """When time retention next moves, and the lowest retained index (no topic walks)."""
         self._schedule.reset(self._topics)
         self._names = SortedNames()
+        self._builds: set[SnapshotBuild] = set()
         """The names in order, kept until the set changes (``TL``: ``raftlog.topics.names``)."""
         self._next_gc = 0.0
         self._gc_floor = 0
@@ -268,6 +270,8 @@ class TopicStateMachine(TopicMachineViews):
 
     def _apply_command(self, batch: Any, index: int, command: TopicCommand) -> None:
         name = command.topic
+        if command.op != "update":  # its rows go: a snapshot being built takes its part
+            self._settle(name)
         if command.op == "create":
             props = TopicProperties().updated(command.properties)
             self._index.delete_topic_records(batch, name)
@@ -310,24 +314,19 @@ class TopicStateMachine(TopicMachineViews):
             self._names.changed()
         self._schedule.changed(name, state, self._last_time)
         if state is None or state.created_index == index:  # a new incarnation: no keys
+            self._settle(name)
             self.kv.dropped(batch, name)
 
     def set_leader(self, is_leader: bool, term: int) -> None:
         """Remember the role: reads tell clients whether they came from the leader."""
         self._is_leader = self.kv.is_leader = is_leader
 
-    def snapshot(self, index: int) -> bytes:
-        """Everything the topics decided, exactly as of ``index`` (``build_snapshot``)."""
-        open_tx = self._tx.snapshot(index, self._reader.store_data)
-        sections = {"groups": self.groups.snapshot_section(self._applied)}
-        return build_snapshot(
-            self._index, index, self._base_time, open_tx, self.kv, sections=sections
-        )
-
     def restore(self, index: int, term: int, data: bytes) -> None:
         """Replace everything by the snapshot's metadata; the records below ``index`` are
         gone from the log (none of them retained), so the record indexes restart empty."""
         topics, base_time, open_transactions, sections = parse_snapshot(data)
+        for build in list(self._builds):
+            build.cancel()  # what it reads is replaced
         batch = self._index.batch()
         self._index.clear(batch)
         self.kv.reset()

@@ -19,10 +19,12 @@ from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics import wire_tx as tx_rpc
 from raftlog.topics.groups.host import GroupHost
 from raftlog.topics.index import TopicIndex
+from raftlog.topics.kv_state import KeyValueState
 from raftlog.topics.names import SortedNames
 from raftlog.topics.reads import TopicReader
 from raftlog.topics.records_tx import TxControl, TxStore
 from raftlog.topics.retention_schedule import RetentionSchedule
+from raftlog.topics.snapshot_build import SnapshotBuild
 from raftlog.topics.state import TopicState
 from raftlog.topics.tx import TransactionTable
 
@@ -40,6 +42,9 @@ class TopicMachineViews:
     _index: TopicIndex
     _schedule: RetentionSchedule
     _names: SortedNames
+    _builds: set[SnapshotBuild]
+    _base_time: int
+    kv: KeyValueState
     groups: GroupHost
 
     # -- state -----------------------------------------------------------------------------
@@ -138,6 +143,27 @@ class TopicMachineViews:
             return None
         first = self._reader.first_retained(name, state, self._last_time, self._applied)
         return None if first is None else first.index
+
+    def snapshot(self, index: int) -> bytes:
+        """Everything the topics decided, exactly as of ``index`` (a build at once)."""
+        return self.snapshot_build(index).run()
+
+    def snapshot_build(self, index: int) -> SnapshotBuild:
+        """The snapshot as of ``index``, built a step at a time while apply goes on
+        (``raftlog.topics.snapshot_build``); the open transactions and the groups (in
+        memory, small) are taken now."""
+        open_tx = self._tx.snapshot(index, self._reader.store_data)
+        parts = (open_tx, {"groups": self.groups.snapshot_section(self._applied)})
+        build = SnapshotBuild(
+            self._index, self.kv.store, index, self._base_time, parts, on_done=self._builds.discard
+        )
+        self._builds.add(build)
+        return build
+
+    def _settle(self, name: str) -> None:
+        """``name``'s rows are about to go: the snapshots being built take its part now."""
+        for build in self._builds:
+            build.settle(name)
 
     def counts(self, req: topic_counts.CountsRequest) -> topic_counts.CountsResult:
         """Records per index bucket (``TC``): every topic, or the named (existing) ones, in

@@ -15,56 +15,17 @@ It also carries the transactions open at the snapshot index with their stores' d
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Final
 
 import msgpack
 
-from raftlog.topics.index import TopicIndex
-from raftlog.topics.kv_state import KeyValueState
-from raftlog.topics.records import RecordId
-from raftlog.topics.state import TopicState, decode_state, encode_state
+from raftlog.topics.state import TopicState, decode_state
 
 SNAPSHOT_VERSION: Final = 4
 """4: version 3 plus optional sections (``"compacted"``: the live records of compacted
 topics, issue #29; ``"groups"``: consumer groups, issue #27); 3: each topic's state is the
 named map of ``state.encode_state`` (1 and 2, positional lists, are still read)."""
 READABLE: Final = (1, 2, 3, SNAPSHOT_VERSION)
-
-
-def build_snapshot(
-    index_db: TopicIndex,
-    index: int,
-    base_time: int,
-    open_transactions: list[list[Any]],
-    kv: KeyValueState | None = None,
-    *,
-    sections: dict[str, Any] | None = None,
-) -> bytes:
-    """The snapshot as of log index ``index`` (the machine may have applied further: the
-    metadata is versioned, and the clock comes from the entry-time index);
-    ``open_transactions`` are those open at ``index`` (``TransactionTable.snapshot``);
-    ``sections`` are other parts' sections by key (``"groups"``), None ones left out."""
-    topics = index_db.topics_as_of(index)
-    at = index_db.time_at(index)
-    body: dict[str, Any] = {"v": SNAPSHOT_VERSION, "topics": {}}
-    if open_transactions:  # absent otherwise: older peers read the snapshot as before
-        body["tx"] = open_transactions
-    body["time"] = base_time if at is None else at[1]
-    for key, section in (sections or {}).items():
-        if section is not None:
-            body[key] = section
-    for name, state in topics.items():
-        low = state.low_water
-        last = next(index_db.entries_before(name, index + 1), None)
-        if last is not None and last.index >= state.created_index:
-            low = max(low, RecordId(last.index, last.positions[-1] + 1))
-        body["topics"][name] = encode_state(replace(state, low_water=low))
-    compacted = {} if kv is None else kv.store.snapshot(topics, index, body["time"])
-    if compacted:  # compacted topics: their live records (the log no longer has them)
-        body["compacted"] = compacted
-    packed: bytes = msgpack.packb(body)
-    return packed
 
 
 def parse_snapshot(

@@ -26,6 +26,21 @@ class Machine:
     def snapshot(self, index: int) -> bytes:
         return f"state@{index}".encode()
 
+    def snapshot_build(self, index: int) -> Build:
+        self.build = Build(self.snapshot(index))
+        return self.build
+
+
+class Build:
+    """A snapshot that takes three steps."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.steps, self.cancelled = data, 0, False
+
+    def step(self, rows: int = 0) -> bytes | None:
+        self.steps += 1
+        return self.data if self.steps >= 3 and not self.cancelled else None
+
 
 class Setup:
     def __init__(self, entries: int = 10, applied: int = 8, **options: int | None) -> None:
@@ -91,6 +106,37 @@ def test_housekeeping_prunes_then_compacts_at_the_threshold() -> None:
     assert s.log.oldest_request_index() == 8  # ids of the last 3 entries kept
     s.machine.last_applied = 10
     assert s.policy.housekeeping(NOW_S * 1000) == 7  # bounded by the prune index
+    assert s.policy.building == 7 and s.log.snapshot_index == 0  # built over timer passes
+    s.policy.step()
+    s.policy.step()
+    assert s.log.snapshot_index == 0
+    s.policy.step()
+    assert s.log.snapshot_index == 7 and s.snapshots.meta() is not None
+    assert s.policy.building is None
+
+
+def test_a_compaction_under_way_answers_every_caller_or_gives_way() -> None:
+    s = Setup(entries=10, applied=8)
+    s.log.prune_request_ids(100)
+    answers: list[int | None] = []
+    s.policy.start(answers.append)
+    s.policy.start(answers.append)  # a second "compact" while one is under way waits for it
+    while s.policy.building is not None:
+        s.policy.step()
+    assert answers == [8, 8] and s.log.snapshot_index == 8
+    s.log.append(11, [LogEntry(rid(11), EntryType.STATE, 3, b"x")])
+    s.machine.last_applied = 10
+    s.policy.start(answers.append)
+    s.log.compact(10, 3)  # a snapshot from the leader went past it meanwhile
+    while s.policy.building is not None:
+        s.policy.step()
+    assert answers[-1] is None and s.log.snapshot_index == 10
+    s.log.append(12, [LogEntry(rid(12), EntryType.STATE, 3, b"x")])
+    s.machine.last_applied = 11
+    s.policy.start(answers.append)
+    s.machine.build.cancelled = True  # a restore made it void
+    s.policy.step()
+    assert answers[-1] is None and s.log.snapshot_index == 10
 
 
 def test_housekeeping_forgets_expired_request_ids() -> None:

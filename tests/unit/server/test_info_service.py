@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from server_fakes import (
     EventRecorder,
@@ -37,10 +37,17 @@ class FakeCompactor:
     def __init__(self, result: int | None) -> None:
         self.result = result
         self.calls = 0
+        self.waiting: list[Callable[[int | None], None]] = []
 
-    def compact(self) -> int | None:
+    def start(self, on_done: Callable[[int | None], None] | None = None) -> None:
         self.calls += 1
-        return self.result
+        assert on_done is not None
+        self.waiting.append(on_done)
+
+    def finish(self) -> None:
+        for done in self.waiting:
+            done(self.result)
+        self.waiting.clear()
 
 
 class NoReadIndex:
@@ -112,6 +119,8 @@ def test_compact_answers_the_new_snapshot_index_or_nothing() -> None:
     for result, status, frame in ((42, CompactStatus.COMPACTED, b"\x2a"), (None, None, b"\x00")):
         s = Setup(result)
         s.svc.compact(b"r", b"\x01", ClientDispatch(b"AC"))
+        assert s.replies.sent == []  # answered once the snapshot is built
+        s.compactor.finish()
         assert s.last_frames() == [b"\x01", frame] and s.compactor.calls == 1
         answer = decode_compact_response(s.last_frames()[1:])
         assert answer.status is (status or CompactStatus.NOTHING_TO_COMPACT)
