@@ -30,7 +30,7 @@ peer, whether or not its ``collect`` already removed an expired key.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -40,7 +40,6 @@ from rocksdict import WriteBatch
 from raftlog.topics.index import TopicIndex, u64
 from raftlog.topics.properties import DEFAULT_TOMBSTONE_RETENTION_MS, TopicProperties
 from raftlog.topics.records import LoggedRecord, Record, RecordId, SkipBudget
-from raftlog.topics.state import TopicState
 
 _POINTER: Final = struct.Struct(">QIQQB")
 _U32: Final = struct.Struct(">I")
@@ -325,12 +324,9 @@ class CompactedStore:
         """Per key, its latest stored copy below ``upto``: adds the copies from ``start``
         on to ``latest`` -- which stays in the order of those copies' ids -- at most ``limit``
         of them; returns where to go on (None: done). For ``snapshot_build``'s slices."""
-        lo, hi = _record_key(topic, start), _record_key(topic, upto)
-        for read, (raw_key, value) in enumerate(self._index.items(lo, hi, "compacted snapshot")):
-            rid = _rid_of(raw_key)
+        for read, (rid, key, value) in enumerate(self.copies(topic, start, upto)):
             if read >= limit:
                 return rid
-            key = msgpack.unpackb(value, raw=False)[0] or b""
             latest.pop(key, None)  # to the end: the dict keeps the copies' log order
             latest[key] = (rid, value)
         return None
@@ -367,33 +363,18 @@ class CompactedStore:
                     deadlines.add((item.append_time_ms + item.record.ttl_ms, rid.index))
         return deadlines
 
-    def collect(
-        self, batch: WriteBatch, topics: Mapping[str, TopicState], floor: int, clock_ms: int
-    ) -> int:
-        """The log now starts at ``floor``: drop superseded copies below it, and the latest
-        records below it that expired by ``clock_ms`` (the log clock at ``floor - 1``);
-        returns how many records were dropped."""
-        dropped = 0
-        for name, state in topics.items():
-            if not state.properties.compacted:
-                continue
-            lo, hi = _record_key(name, RecordId(0, 0)), _record_key(name, RecordId(floor, 0))
-            seen: dict[bytes, RecordId] = {}
-            for raw_key, value in self._index.items(lo, hi, "compacted clean-up"):
-                rid, key = _rid_of(raw_key), msgpack.unpackb(value, raw=False)[0] or b""
-                older = seen.get(key)
-                if older is not None:
-                    batch.delete(_record_key(name, older))
-                    dropped += 1
-                seen[key] = rid
-            for key, rid in seen.items():
-                pointer = self.pointer(name, key)
-                if (
-                    pointer is not None
-                    and pointer.id == rid
-                    and not pointer.live(state.properties, clock_ms)
-                ):
-                    batch.delete(_record_key(name, rid))
-                    batch.delete(_pointer_key(name, key))
-                    dropped += 1
-        return dropped
+    def copies(
+        self, topic: str, start: RecordId, upto: RecordId
+    ) -> Iterator[tuple[RecordId, bytes, bytes]]:
+        """``(id, key, stored value)`` of the topic's stored copies in ``[start, upto)``, in
+        log order (the clean-up after a log compaction walks them: ``index_cleanup``)."""
+        lo, hi = _record_key(topic, start), _record_key(topic, upto)
+        for raw_key, value in self._index.items(lo, hi, "compacted copies"):
+            yield _rid_of(raw_key), msgpack.unpackb(value, raw=False)[0] or b"", value
+
+    @staticmethod
+    def drop_copy(batch: WriteBatch, topic: str, rid: RecordId, key: bytes | None = None) -> None:
+        """Delete a stored copy; with ``key``, that key's pointer too (the copy was its last)."""
+        batch.delete(_record_key(topic, rid))
+        if key is not None:
+            batch.delete(_pointer_key(topic, key))

@@ -171,8 +171,7 @@ class TopicIndex:
         return WriteBatch(raw_mode=True)
 
     def write(self, batch: WriteBatch, what: str, *, sync: bool = False) -> None:
-        """Unsynced by default: a crash loses at most a suffix, which is re-applied from the
-        log. ``sync`` before the log drops entries the index was built from."""
+        """Unsynced by default: a crash loses at most a suffix, re-applied from the log."""
         self._first_at = None
         self._db.write(batch, sync, what)
 
@@ -351,27 +350,27 @@ class TopicIndex:
         return int(_U64.unpack(last[1:])[0]), _read_u64(self._db.get(last, "entry time"))
 
     # -- housekeeping ----------------------------------------------------------------------
-    def drop_below(self, batch: WriteBatch, floor: int, topics: list[str]) -> None:
-        """Entries below index ``floor`` left the log (compaction): drop their keys, except
-        each topic's last entry below it (where the topic's records ended: the low-water
-        of a topic whose records all expired) and the last ``i`` key, which ``time_at``
-        still needs for snapshots."""
-        for topic in topics:
-            kept = next(self.entries_before(topic, floor), None)
-            if kept is None:
-                continue
-            prefix = _topic_prefix(b"r", topic)
+    def drop_topic_below(self, batch: WriteBatch, topic: str, floor: int) -> None:
+        """Entries below index ``floor`` left the log (compaction): drop ``topic``'s keys of
+        them, except its last entry below it (where its records ended: the low-water of a
+        topic whose records all expired)."""
+        kept = next(self.entries_before(topic, floor), None)
+        if kept is not None:
+            prefix, sizes = _topic_prefix(b"r", topic), _topic_prefix(b"b", topic)
             batch.delete_range(prefix, entry_key(topic, kept.index))
-            sizes = _topic_prefix(b"b", topic)  # every entry before ``kept``, as for ``r``:
-            # its sum may equal ``kept``'s bytes before it, so the bound takes the index too
+            # the size keys of every entry before ``kept``: its sum may equal ``kept``'s bytes
+            # before it, so the bound takes the index too
             batch.delete_range(sizes, sizes + u64(kept.bytes_before) + u64(kept.index))
+
+    def drop_shared_below(self, batch: WriteBatch, floor: int) -> None:
+        """The commit, time and entry-time keys below ``floor``, except the last ``i`` key,
+        which ``time_at`` still needs for snapshots."""
         batch.delete_range(b"t", b"t" + u64(floor))
         below = self.time_at(floor - 1)
-        if below is None:
-            return
-        last_index, last_time = below
-        batch.delete_range(b"a", b"a" + u64(last_time) + u64(last_index))
-        batch.delete_range(b"i", b"i" + u64(last_index))
+        if below is not None:
+            last_index, last_time = below
+            batch.delete_range(b"a", b"a" + u64(last_time) + u64(last_index))
+            batch.delete_range(b"i", b"i" + u64(last_index))
 
     # -- TTL deadlines ---------------------------------------------------------------------
     @staticmethod

@@ -37,6 +37,7 @@ from raftlog.topics.counters import TopicCounters
 from raftlog.topics.groups.entry import GroupCommand
 from raftlog.topics.groups.host import GroupHost, IndexRecords
 from raftlog.topics.index import TopicIndex, group_by_topic
+from raftlog.topics.index_cleanup import IndexCleanup
 from raftlog.topics.kv_state import KeyValueState
 from raftlog.topics.machine_views import TopicMachineViews
 from raftlog.topics.names import SortedNames
@@ -99,7 +100,8 @@ class TopicStateMachine(TopicMachineViews):
         self._builds: set[SnapshotBuild] = set()
         """The names in order, kept until the set changes (``TL``: ``raftlog.topics.names``)."""
         self._next_gc = 0.0
-        self._gc_floor = 0
+        drop = lambda name: self.counters.compacted_past(self, name)  # noqa: E731
+        self._cleanup = IndexCleanup(self._index, self.kv.store, self._tx, drop)
         self.refused_entries = 0
         self._recent_refusals: OrderedDict[int, TopicError] = OrderedDict()
         self.malformed_entries = 0
@@ -346,7 +348,7 @@ class TopicStateMachine(TopicMachineViews):
         self._names.changed()
         self._tx.load()
         self._published.clear()
-        self._gc_floor = index + 1
+        self._cleanup.reset(index + 1)
         self.counters.seed_all(self)
 
     def handle_request(self, msg_type: bytes, args: Sequence[bytes]) -> list[bytes] | None:
@@ -361,6 +363,7 @@ class TopicStateMachine(TopicMachineViews):
             self.counters.advance_all(self)
             self.kv.refresh_stats(self._topics, self._last_time, now)
             self._collect()
+            self._schedule.floor.lowest()  # a burst of new topics: looked at a slice a pass
             first_due = self._index.next_ttl_deadline(-1)
             if first_due is not None and first_due <= self._last_time:  # passed: forget them
                 batch = self._index.batch()
@@ -379,14 +382,8 @@ class TopicStateMachine(TopicMachineViews):
 
     # -- housekeeping ----------------------------------------------------------------------
     def _collect(self) -> None:
-        """Drop index keys of entries compacted out of the log (bounds the index's space)."""
-        floor = self._entries.first_index
-        if floor > self._gc_floor:
-            batch = self._index.batch()
-            self._index.drop_below(batch, floor, list(self._topics))
-            self._tx.collect(batch, floor - 1)
-            at = self._index.time_at(floor - 1)  # compacted topics: as of the snapshot index
-            self.kv.store.collect(batch, self._topics, floor, at[1] if at else self._base_time)
-            self._gc_floor = floor
-            self._index.write(batch, "topic index cleanup")
+        """Drop index keys of entries compacted out of the log (bounds the index's space), a
+        slice a pass (``raftlog.topics.index_cleanup``)."""
+        names = self._names.sorted(self._topics)
+        self._cleanup.run(self._entries.first_index, self._topics, names, self._base_time)
 

@@ -34,6 +34,7 @@ the one walk of all topics, once.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import Final
 
 from raftlog.topics.keyed_heap import KeyedMinHeap
 from raftlog.topics.state import TopicState
@@ -107,6 +108,10 @@ FirstOf = Callable[[str], "int | None"]
 is gone, keeps its records in the index -- compacted -- or retains nothing), as of now."""
 
 
+FLOOR_LOOKS: Final = 1_000
+"""Topics one compaction-limit look recomputes at most (a seek or two each)."""
+
+
 class RetainedFloor:
     """The lowest log index any topic still retains a record at (module docstring)."""
 
@@ -136,12 +141,18 @@ class RetainedFloor:
         else:
             self._heap.set(name, state.created_index)
 
-    def lowest(self) -> int | None:
+    def lowest(self, looks: int = FLOOR_LOOKS) -> int | None:
         """The log index of the first record any topic retains (None: no topic retains one
-        in the log); recomputes topics on top until the top one is exact."""
+        in the log); recomputes topics on top until the top one is exact -- at most
+        ``looks`` of them: past that the top's bound, lower than or equal to the exact
+        answer (30,000 topics just created cost 0.3-0.4 s of the loop to look at at once;
+        the next call goes on)."""
         heap = self._heap
         while (top := heap.top()) is not None:
             bound, name = top
+            if looks <= 0:
+                return bound
+            looks -= 1
             first = self._first_of(name)
             if first is None:
                 heap.forget(name)

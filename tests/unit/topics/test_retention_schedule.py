@@ -17,7 +17,10 @@ from raftlog.topics import counters as counters_module
 from raftlog.topics.keyed_heap import KeyedMinHeap
 from raftlog.topics.machine import TopicStateMachine
 from raftlog.topics.opening import open_topic_machine
+from raftlog.topics.properties import TopicProperties
 from raftlog.topics.records import Record, TopicCommand, encode_command
+from raftlog.topics.retention_schedule import RetainedFloor
+from raftlog.topics.state import TopicState
 
 NAMES = [f"t{n}" for n in range(8)]
 
@@ -227,3 +230,26 @@ def test_periodic_looks_cost_what_moved_not_the_topic_count(
         assert 0 < reads[0] <= 30
     finally:
         machine.close()
+
+
+def test_the_floor_looks_at_a_bounded_number_of_topics_a_call() -> None:
+    """30,000 topics created at once were all recomputed by the next compaction-limit look
+    (0.3-0.4 s of the loop). A look recomputes at most ``looks`` of them and answers the
+    top's bound -- never above the exact floor -- and the next look goes on."""
+    firsts = {f"t{n}": (None if n % 3 else 100 + n) for n in range(60)}
+    asked: list[str] = []
+
+    def first_of(name: str) -> int | None:
+        asked.append(name)
+        return firsts[name]
+
+    floor = RetainedFloor(first_of)
+    floor.reset({name: TopicState(TopicProperties(), n + 1) for n, name in enumerate(firsts)})
+    exact = min(first for first in firsts.values() if first is not None)
+    answers = []
+    while not answers or answers[-1] != exact:
+        asked.clear()
+        answers.append(floor.lowest(looks=7))
+        assert len(asked) <= 7
+    assert all(answer is not None and answer <= exact for answer in answers)
+    assert len(answers) > 3

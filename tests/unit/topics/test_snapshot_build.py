@@ -14,15 +14,17 @@ from raftlog.topics.records import Record, TopicCommand, encode_command
 NAMES = [f"t{n}" for n in range(12)]
 
 
-def some_entries(log: Log, rng: random.Random, count: int) -> None:
+def some_entries(log: Log, rng: random.Random, count: int, keys: int = 5) -> None:
     for _ in range(count):
         name = rng.choice(NAMES)
         roll = rng.random()
-        if roll < 0.75:
+        if roll < 0.65:
             log.publish(*[
-                Record(name, b"v%d" % rng.randint(0, 9), key=b"k%d" % rng.randint(0, 4))
+                Record(name, b"v%d" % rng.randint(0, 9), key=b"k%d" % rng.randrange(keys))
                 for _ in range(rng.randint(1, 4))
             ], auto=True)
+        elif roll < 0.75:  # deletes: a tombstone, remembered for a while where compacted
+            log.publish(Record(name, b"", b"k%d" % rng.randrange(keys), tombstone=True), auto=True)
         elif roll < 0.9:
             log.add(encode_command(TopicCommand("delete", name)))
             log.create(name, **rng.choice([{}, {"cleanup_policy": "compact"}]))
