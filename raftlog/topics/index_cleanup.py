@@ -49,6 +49,8 @@ class _Round:
     """... once all are read, those latest copies, whose expiry is then looked at,"""
     done: int = 0
     """... up to here."""
+    transactions: bytes = b""
+    """Then the transaction rows: looked at up to this one (none yet: empty)."""
 
     def next_topic(self) -> None:
         """The topic at ``at`` is clean."""
@@ -106,10 +108,14 @@ class IndexCleanup:
                 self._index.drop_topic_below(batch, name, round_.floor)
             round_.next_topic()
             work -= TOPIC_WORK
-        if round_.at >= len(round_.names):
-            self._index.drop_shared_below(batch, round_.floor)
-            self._tx.collect(batch, round_.floor - 1)
-            self.floor, self._round = round_.floor, None
+        if round_.at >= len(round_.names) and work > 0:  # then the shared rows
+            if round_.transactions == b"":
+                self._index.drop_shared_below(batch, round_.floor)
+            left = self._tx.collect(batch, round_.floor - 1, round_.transactions, work)
+            if left is None:
+                self.floor, self._round = round_.floor, None
+            else:
+                round_.transactions = left
         self._index.write(batch, "topic index cleanup")
 
     def _copies(

@@ -296,10 +296,19 @@ class TransactionTable:
                 limit = begin - 1
         return limit
 
-    def collect(self, batch: Any, snapshot_index: int) -> None:
+    def collect(
+        self, batch: Any, snapshot_index: int, after: bytes = b"", limit: int | None = None
+    ) -> bytes | None:
         """Drop the keys of transactions that ended at or below ``snapshot_index`` (the log
-        no longer holds them; no later snapshot can fall inside them)."""
-        for key, value in self._index.items(b"e", b"f", "transactions"):
+        no longer holds them; no later snapshot can fall inside them), looking at those
+        begun at or below it after row ``after``, at most ``limit`` of them; returns the
+        last row looked at when the limit stopped it (go on after it), None when done. (All
+        at once it took ~0.2 s of the loop per 30,000 transactions: ``index_cleanup``.)"""
+        lo, hi = max(b"e", after + b"\x00"), _begin_key(snapshot_index + 1)
+        for looked, (key, value) in enumerate(self._index.items(lo, hi, "transactions")):
+            if limit is not None and looked >= limit:
+                return after
+            after = key
             txid, _, _, _, state, end, _, _ = _unpack_tx(value)
             if state is None or end > snapshot_index:
                 continue
@@ -310,6 +319,7 @@ class TransactionTable:
             batch.delete_range(b"y" + begin, b"y" + begin + _END)
             if self._index.get(b"x" + txid.encode(), "transaction id") == begin:
                 batch.delete(b"x" + txid.encode())
+        return None
 
     def snapshot(self, index: int, store_data: Callable[[int], bytes | None]) -> list[list[Any]]:
         """The transactions open at ``index`` exactly as they were then: ``[txid, begin,

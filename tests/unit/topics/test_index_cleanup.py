@@ -7,8 +7,8 @@ import random
 from pathlib import Path
 
 import pytest
-from machine_log import Log
 from test_snapshot_build import NAMES, some_entries
+from test_topic_transactions import TxLog
 
 from raftlog.topics import index_cleanup
 from raftlog.topics.machine import TopicStateMachine
@@ -24,7 +24,7 @@ def test_the_clean_up_in_slices_leaves_what_one_pass_leaves(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
 ) -> None:
     rng = random.Random(seed)
-    log = Log()
+    log = TxLog()
     for name in NAMES:
         compacted = {"cleanup_policy": "compact", "tombstone_retention_ms": 1}
         log.create(name, **rng.choice([compacted, {"retention_ms": 50}]))
@@ -33,6 +33,11 @@ def test_the_clean_up_in_slices_leaves_what_one_pass_leaves(
     log.publish(*[Record("dead", b"", b"z%d" % n, tombstone=True) for n in range(10)])
     log.tick(log.now + 1_000)  # those tombstones are forgotten: their keys go at the clean-up
     log.publish(Record("dead", b"v", b"alive"))
+    log.create("tx", retention_ms=50)
+    for n in range(30):  # transactions ended below the floor: their rows go last
+        log.begin(f"x{n}")
+        log.put(f"x{n}", Record("tx", b"t"))
+        (log.commit if n % 3 else log.rollback)(f"x{n}")
     some_entries(log, rng, 400, keys=60)
     whole = TopicStateMachine(tmp_path / "whole", log.store)
     sliced = TopicStateMachine(tmp_path / "sliced", log.store)
