@@ -272,8 +272,6 @@ class TopicStateMachine(TopicMachineViews):
 
     def _apply_command(self, batch: Any, index: int, command: TopicCommand) -> None:
         name = command.topic
-        if command.op != "update":  # its rows go: a snapshot being built takes its part
-            self._settle(name)
         if command.op == "create":
             props = TopicProperties().updated(command.properties)
             self._index.delete_topic_records(batch, name)
@@ -316,7 +314,7 @@ class TopicStateMachine(TopicMachineViews):
             self._names.changed()
         self._schedule.changed(name, state, self._last_time)
         if state is None or state.created_index == index:  # a new incarnation: no keys
-            self._settle(name)
+            self._settle(name)  # before this apply's batch drops its rows (here, create, delete)
             self.kv.dropped(batch, name)
 
     def set_leader(self, is_leader: bool, term: int) -> None:
