@@ -81,12 +81,9 @@ class SnapshotSource(Protocol):
         """Index of the last entry applied."""
         ...
 
-    def snapshot(self, index: int) -> bytes:
-        """The state as of ``index`` (at most ``last_applied``)."""
-        ...
-
     def snapshot_build(self, index: int) -> SnapshotBuild:
-        """:meth:`snapshot`, built a step at a time while apply goes on."""
+        """The state as of ``index`` (at most ``last_applied``), built a step at a time
+        while apply goes on."""
         ...
 
 
@@ -146,20 +143,14 @@ class CompactionPolicy:
         return index
 
     def compact(self) -> int | None:
-        """Snapshot the state machine at ``target()`` at once and drop the log prefix up to
-        it; returns the snapshot index, or None when nothing can be compacted. (The peer
-        builds its snapshots in steps instead: :meth:`start`.)"""
-        found = self._next_target()
-        if found is None:
-            return None
-        index, term = found
-        self._finish(index, term, self._machine.snapshot(index), time.perf_counter())
-        return index
-
-    def _next_target(self) -> tuple[int, int] | None:
-        index = self.target()
-        term = self._term_at(index) if index > self._log.snapshot_index else None
-        return None if term is None else (index, term)
+        """A compaction at once: :meth:`start`, then :meth:`step` until it is done (tools,
+        tests; the peer steps on its timer passes); the snapshot index, or None when
+        nothing could be compacted."""
+        done: list[int | None] = []
+        self.start(done.append)
+        while not done:
+            self.step()
+        return done[0]
 
     @property
     def building(self) -> int | None:
@@ -176,12 +167,12 @@ class CompactionPolicy:
             if on_done is not None:
                 self._building.waiting.append(on_done)
             return
-        found = self._next_target()
-        if found is None:
+        index = self.target()
+        term = self._term_at(index) if index > self._log.snapshot_index else None
+        if term is None:
             if on_done is not None:
                 on_done(None)
             return
-        index, term = found
         build = self._machine.snapshot_build(index)
         self._building = _Building(index, term, build, time.perf_counter())
         if on_done is not None:

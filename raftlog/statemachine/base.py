@@ -32,6 +32,15 @@ class SnapshotBuild(Protocol):
         ...
 
 
+def built_at_once(build: SnapshotBuild) -> bytes:
+    """``build`` stepped to its end now: ``snapshot`` (tools, tests); the peer steps its
+    builds on the timer passes instead (``raftlog.server.compaction``)."""
+    while (data := build.step(1 << 62)) is None:
+        if build.cancelled:
+            raise RuntimeError("the snapshot build was cancelled by a restore")
+    return data
+
+
 class BuiltSnapshot:
     """A snapshot taken at once (a machine whose state is small): its first step has it."""
 

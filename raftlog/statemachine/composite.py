@@ -17,7 +17,7 @@ from typing import Protocol
 
 import msgpack
 
-from raftlog.statemachine.base import STEP_ROWS, SnapshotBuild, StateMachine
+from raftlog.statemachine.base import STEP_ROWS, SnapshotBuild, StateMachine, built_at_once
 
 
 class NamedStateMachine(StateMachine, Protocol):
@@ -67,8 +67,7 @@ class CompositeStateMachine:
 
     def snapshot(self, index: int) -> bytes:
         """One snapshot holding every part's, keyed by name (MessagePack map)."""
-        packed: bytes = msgpack.packb({m.name: m.snapshot(index) for m in self.machines})
-        return packed
+        return built_at_once(self.snapshot_build(index))
 
     def snapshot_build(self, index: int) -> CompositeBuild:
         """:meth:`snapshot`, each part built a step at a time in turn."""

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 from raftlog.errors import TopicError
+from raftlog.statemachine.base import built_at_once
 from raftlog.topics import wire as rpc
 from raftlog.topics import wire_counts as topic_counts
 from raftlog.topics import wire_tx as tx_rpc
@@ -146,7 +147,7 @@ class TopicMachineViews:
 
     def snapshot(self, index: int) -> bytes:
         """Everything the topics decided, exactly as of ``index`` (a build at once)."""
-        return self.snapshot_build(index).run()
+        return built_at_once(self.snapshot_build(index))
 
     def snapshot_build(self, index: int) -> SnapshotBuild:
         """The snapshot as of ``index``, built a step at a time while apply goes on

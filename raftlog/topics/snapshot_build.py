@@ -107,13 +107,6 @@ class SnapshotBuild:
         self.cancelled = True
         self._on_done(self)
 
-    def run(self) -> bytes:
-        """The whole build at once (tests, tools; the peer steps it)."""
-        data = None
-        while data is None:
-            data = self.step(1 << 62)
-        return data
-
     def step(self, rows: int = STEP_ROWS) -> bytes | None:
         """Read at most about ``rows`` rows; the snapshot once complete, else None."""
         if self.done:
