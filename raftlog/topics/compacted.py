@@ -320,16 +320,18 @@ class CompactedStore:
     def latest_slice(
         self, topic: str, start: RecordId, upto: RecordId,
         latest: dict[bytes, tuple[RecordId, bytes]], limit: int,
-    ) -> RecordId | None:
+    ) -> tuple[RecordId | None, int]:
         """Per key, its latest stored copy below ``upto``: adds the copies from ``start``
         on to ``latest`` -- which stays in the order of those copies' ids -- at most ``limit``
-        of them; returns where to go on (None: done). For ``snapshot_build``'s slices."""
-        for read, (rid, key, value) in enumerate(self.copies(topic, start, upto)):
+        of them; returns where to go on (None: done) and how many it read."""
+        read = 0
+        for rid, key, value in self.copies(topic, start, upto):
             if read >= limit:
-                return rid
+                return rid, read
+            read += 1
             latest.pop(key, None)  # to the end: the dict keeps the copies' log order
             latest[key] = (rid, value)
-        return None
+        return None, read
 
     @staticmethod
     def live_rows(

@@ -143,7 +143,7 @@ class IndexCleanup:
             key, rid = round_.expired[round_.done]
             round_.done, work = round_.done + 1, work - 1
             pointer = self._compacted.pointer(name, key)
-            gone = pointer is not None and not pointer.live(props, round_.clock_ms)
-            if gone and pointer is not None and pointer.id == rid:
-                CompactedStore.drop_copy(batch, name, rid, key)
+            if pointer is None or pointer.id != rid or pointer.live(props, round_.clock_ms):
+                continue  # superseded later, or still alive: kept
+            CompactedStore.drop_copy(batch, name, rid, key)
         return max(work, 1)

@@ -157,10 +157,10 @@ class SnapshotBuild:
             copies = self._copies = _Copies(name, RecordId(state.created_index, 0))
         if copies.start is not None:  # read the copies: the latest per key
             upto = RecordId(self.index + 1, 0)
-            copies.start = self._compacted.latest_slice(
+            copies.start, read = self._compacted.latest_slice(
                 name, copies.start, upto, copies.latest, max(rows, 1)
             )
-            return 0 if copies.start is not None else rows // 2
+            return 0 if copies.start is not None else rows - read
         if copies.pending is None:  # then the live ones, in log order
             copies.pending = list(copies.latest.values())
         batch = copies.pending[copies.done : copies.done + max(rows, 1)]
